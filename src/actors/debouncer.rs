@@ -1,0 +1,238 @@
+//! The Debouncer: merges bursts of `ConfigUpdate`s into one `Flush` for the SnapshotBuilder.
+//!
+//! Receives [`ConfigUpdate`] from every registry actor; keeps the newest config set of each
+//! source and one merged `PushRequest`; sends [`Flush`] when no event came for
+//! `debounce_after`, or `debounce_max` after the first event of the batch. Only one flush is
+//! being built at a time: events that arrive meanwhile merge into the next one.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use tokio::time::Instant;
+
+use crate::model::push_context::ConfigSet;
+use crate::model::push_request::PushRequest;
+
+/// Names a registry (`files`, later `kubernetes`).
+pub type SourceId = &'static str;
+
+/// A registry's new state and what changed in it.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ConfigUpdate {
+    pub source: SourceId,
+    pub configs: Arc<ConfigSet>,
+    pub request: PushRequest,
+}
+
+/// A merged request and the newest config set of every source. Answered when the snapshot
+/// is built and handed to the PushQueue.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Flush {
+    pub request: PushRequest,
+    pub sources: BTreeMap<SourceId, Arc<ConfigSet>>,
+}
+
+/// What the debounce state wants done now.
+#[derive(Debug, PartialEq)]
+pub enum Step {
+    Flush(PushRequest),
+    WaitUntil(Instant),
+    Idle,
+}
+
+/// The pure debounce rule (istiod's `debounce`).
+#[derive(Debug)]
+pub struct DebounceState {
+    after: Duration,
+    max: Duration,
+    eds_debounce: bool,
+    pending: Option<PushRequest>,
+    first_event: Instant,
+    last_event: Instant,
+    building: bool,
+    pub events: u64,
+}
+
+impl DebounceState {
+    pub fn new(after: Duration, max: Duration, eds_debounce: bool) -> DebounceState {
+        let now = Instant::now();
+        DebounceState {
+            after,
+            max,
+            eds_debounce,
+            pending: None,
+            first_event: now,
+            last_event: now,
+            building: false,
+            events: 0,
+        }
+    }
+
+    pub fn on_event(&mut self, request: PushRequest, now: Instant) {
+        self.events += 1;
+        self.last_event = now;
+        self.pending = Some(match self.pending.take() {
+            None => {
+                self.first_event = now;
+                request
+            }
+            Some(pending) => pending.merge(request),
+        });
+    }
+
+    /// Decides at `now`: flush the merged request, wait, or nothing pending.
+    pub fn step(&mut self, now: Instant) -> Step {
+        let Some(pending) = &self.pending else {
+            return Step::Idle;
+        };
+        let quiet_until = self.last_event + self.after;
+        let max_until = self.first_event + self.max;
+        let skip_wait = !pending.full && !self.eds_debounce;
+        if now >= quiet_until || now >= max_until || skip_wait {
+            if self.building {
+                return Step::Idle;
+            }
+            self.building = true;
+            return Step::Flush(self.pending.take().expect("checked above"));
+        }
+        Step::WaitUntil(quiet_until.min(max_until))
+    }
+
+    /// The flush sent last has been built.
+    pub fn built(&mut self) {
+        self.building = false;
+    }
+}
+
+pub struct Debouncer {
+    state: DebounceState,
+    sources: BTreeMap<SourceId, Arc<ConfigSet>>,
+    builder: Recipient<Flush>,
+    timer: Option<SpawnHandle>,
+    mailbox_capacity: usize,
+}
+
+impl Debouncer {
+    pub fn new(state: DebounceState, builder: Recipient<Flush>, mailbox_capacity: usize) -> Self {
+        Debouncer {
+            state,
+            sources: BTreeMap::new(),
+            builder,
+            timer: None,
+            mailbox_capacity,
+        }
+    }
+
+    fn step(&mut self, ctx: &mut Context<Self>) {
+        if let Some(timer) = self.timer.take() {
+            ctx.cancel_future(timer);
+        }
+        let now = Instant::now();
+        match self.state.step(now) {
+            Step::Idle => {}
+            Step::WaitUntil(at) => {
+                self.timer = Some(ctx.run_later(at - now, |act, ctx| {
+                    act.timer = None;
+                    act.step(ctx);
+                }));
+            }
+            Step::Flush(request) => {
+                tracing::debug!(
+                    events = self.state.events,
+                    full = request.full,
+                    configs = request.configs_updated.len(),
+                    "debounce: flushing"
+                );
+                self.state.events = 0;
+                let flush = Flush {
+                    request,
+                    sources: self.sources.clone(),
+                };
+                ctx.spawn(self.builder.send(flush).into_actor(self).map(|res, act, ctx| {
+                    if let Err(e) = res {
+                        tracing::error!(error = %e, "snapshot builder unreachable");
+                    }
+                    act.state.built();
+                    act.step(ctx);
+                }));
+            }
+        }
+    }
+}
+
+impl Actor for Debouncer {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        ctx.set_mailbox_capacity(self.mailbox_capacity);
+    }
+}
+
+impl Handler<ConfigUpdate> for Debouncer {
+    type Result = ();
+
+    fn handle(&mut self, msg: ConfigUpdate, ctx: &mut Context<Self>) {
+        self.sources.insert(msg.source, msg.configs);
+        self.state.on_event(msg.request, Instant::now());
+        self.step(ctx);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::push_request::TriggerReason;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    fn req(at: Instant) -> PushRequest {
+        PushRequest::full_push(TriggerReason::Config, at.into_std())
+    }
+
+    #[test]
+    fn a_burst_becomes_one_flush_after_the_quiet_time() {
+        let t0 = Instant::now();
+        let mut s = DebounceState::new(100 * MS, 10_000 * MS, true);
+        for i in 0..50 {
+            let at = t0 + (i * 40 / 50) * MS;
+            s.on_event(req(at), at);
+            assert!(matches!(s.step(at), Step::WaitUntil(_)));
+        }
+        let last = t0 + 39 * MS;
+        assert_eq!(s.step(last), Step::WaitUntil(last + 100 * MS));
+        let Step::Flush(r) = s.step(last + 100 * MS) else {
+            panic!("expected a flush")
+        };
+        assert_eq!(r.reasons.values().sum::<u32>(), 50);
+        assert_eq!(s.step(last + 200 * MS), Step::Idle);
+    }
+
+    #[test]
+    fn events_that_never_stop_flush_at_max() {
+        let t0 = Instant::now();
+        let mut s = DebounceState::new(100 * MS, 1_000 * MS, true);
+        let mut t = t0;
+        while t < t0 + 1_000 * MS {
+            s.on_event(req(t), t);
+            assert!(matches!(s.step(t), Step::WaitUntil(_)), "no flush before max");
+            t += 50 * MS;
+        }
+        assert!(matches!(s.step(t0 + 1_000 * MS), Step::Flush(_)));
+    }
+
+    #[test]
+    fn one_build_at_a_time() {
+        let t0 = Instant::now();
+        let mut s = DebounceState::new(100 * MS, 1_000 * MS, true);
+        s.on_event(req(t0), t0);
+        assert!(matches!(s.step(t0 + 100 * MS), Step::Flush(_)));
+        s.on_event(req(t0), t0 + 110 * MS);
+        assert_eq!(s.step(t0 + 300 * MS), Step::Idle, "previous flush still building");
+        s.built();
+        assert!(matches!(s.step(t0 + 300 * MS), Step::Flush(_)));
+    }
+}

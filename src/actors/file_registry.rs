@@ -1,0 +1,210 @@
+//! The FileRegistry: watches a directory of Istio YAML and reports its configs.
+//!
+//! Owns a [`FileSet`] and a file-system watcher. File events (and a periodic rescan for
+//! what events miss) reload the touched files; when the merged configs differ, it sends a
+//! [`ConfigUpdate`] naming the changed keys to the Debouncer. A file saved again with the
+//! same spec sends nothing. Errors are logged with the path, document and reason.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use actix::prelude::*;
+use notify::{RecursiveMode, Watcher};
+
+use super::debouncer::{ConfigUpdate, SourceId};
+use crate::model::file_set::{FileSet, is_config_file};
+use crate::model::push_request::{PushRequest, TriggerReason};
+
+pub const SOURCE: SourceId = "files";
+
+/// Paths that the watcher saw change; empty means "rescan everything".
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct FilesChanged(pub Vec<PathBuf>);
+
+/// Lists the config files under `dir`, recursively, in path order.
+pub fn list_config_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d)? {
+            let path = entry?.path();
+            let hidden = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with('.'));
+            if path.is_dir() && !hidden {
+                stack.push(path);
+            } else if is_config_file(&path) {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+pub struct FileRegistry {
+    dir: PathBuf,
+    files: FileSet,
+    stamps: BTreeMap<PathBuf, (SystemTime, u64)>,
+    debouncer: Recipient<ConfigUpdate>,
+    rescan_interval: Duration,
+    reported_kinds: BTreeSet<(String, String)>,
+    duplicates: BTreeSet<crate::model::config::ConfigKey>,
+    watcher: Option<notify::RecommendedWatcher>,
+    sent_initial: bool,
+}
+
+impl FileRegistry {
+    pub fn new(
+        dir: PathBuf,
+        default_namespace: &str,
+        debouncer: Recipient<ConfigUpdate>,
+        rescan_interval: Duration,
+    ) -> Self {
+        // Events name absolute paths: hold the directory the same way, so that a file is
+        // never known under two names.
+        let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
+        FileRegistry {
+            dir,
+            files: FileSet::new(default_namespace),
+            stamps: BTreeMap::new(),
+            debouncer,
+            rescan_interval,
+            reported_kinds: BTreeSet::new(),
+            duplicates: BTreeSet::new(),
+            watcher: None,
+            sent_initial: false,
+        }
+    }
+
+    /// Paths to reload: those given, or every known and present file on a rescan whose
+    /// modification time or size changed.
+    fn dirty_paths(&mut self, hint: Vec<PathBuf>) -> BTreeSet<PathBuf> {
+        let mut paths: BTreeSet<PathBuf> = hint.into_iter().filter(|p| is_config_file(p)).collect();
+        if paths.is_empty() {
+            let present = match list_config_files(&self.dir) {
+                Ok(p) => p,
+                Err(e) => {
+                    tracing::warn!(dir = %self.dir.display(), error = %e, "cannot list config directory");
+                    return paths;
+                }
+            };
+            let present_set: BTreeSet<&PathBuf> = present.iter().collect();
+            paths.extend(self.files.paths().filter(|p| !present_set.contains(p)).cloned());
+            for path in present {
+                let stamp = std::fs::metadata(&path)
+                    .ok()
+                    .map(|m| (m.modified().unwrap_or(SystemTime::UNIX_EPOCH), m.len()));
+                if stamp.is_none() || self.stamps.get(&path) != stamp.as_ref() {
+                    paths.insert(path);
+                }
+            }
+        }
+        paths
+    }
+
+    fn reload(&mut self, hint: Vec<PathBuf>) {
+        let started = Instant::now();
+        let paths = self.dirty_paths(hint);
+        if paths.is_empty() && self.sent_initial {
+            return;
+        }
+        for path in &paths {
+            let text = std::fs::read_to_string(path).ok();
+            match std::fs::metadata(path) {
+                Ok(m) if text.is_some() => {
+                    self.stamps
+                        .insert(path.clone(), (m.modified().unwrap_or(SystemTime::UNIX_EPOCH), m.len()));
+                }
+                _ => {
+                    self.stamps.remove(path);
+                }
+            }
+            let report = self.files.apply(path, text.as_deref());
+            for error in &report.errors {
+                tracing::warn!(
+                    path = %error.path.display(),
+                    document = error.index,
+                    line = error.line,
+                    error = %error.error,
+                    kept_previous = report.kept_previous,
+                    "invalid config: {error}"
+                );
+            }
+            for (api_version, kind) in report.unsupported {
+                if self.reported_kinds.insert((api_version.clone(), kind.clone())) {
+                    tracing::info!(path = %path.display(), %api_version, %kind, "kind not served by axon, skipped");
+                }
+            }
+        }
+        let commit = self.files.commit();
+        for key in commit.duplicates.difference(&self.duplicates) {
+            tracing::warn!(config = %key, "config defined more than once; the last file in path order wins");
+        }
+        self.duplicates = commit.duplicates;
+        if commit.changed.is_empty() && self.sent_initial {
+            tracing::debug!(files = paths.len(), "files reloaded, no config changed");
+            return;
+        }
+        let request = if self.sent_initial {
+            PushRequest::config_change(commit.changed.clone(), started)
+        } else {
+            PushRequest::full_push(TriggerReason::Config, started)
+        };
+        self.sent_initial = true;
+        let configs = self.files.configs();
+        tracing::info!(
+            files = paths.len(),
+            configs = configs.len(),
+            changed = commit.changed.len(),
+            took_ms = started.elapsed().as_secs_f64() * 1e3,
+            "config directory loaded"
+        );
+        self.debouncer.do_send(ConfigUpdate {
+            source: SOURCE,
+            configs,
+            request,
+        });
+    }
+
+    fn watch(&mut self, ctx: &mut Context<Self>) {
+        let addr = ctx.address();
+        let handler = move |res: notify::Result<notify::Event>| match res {
+            Ok(event) if event.need_rescan() => addr.do_send(FilesChanged(Vec::new())),
+            Ok(event) if !event.kind.is_access() => addr.do_send(FilesChanged(event.paths)),
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "file watch error; rescanning");
+                addr.do_send(FilesChanged(Vec::new()));
+            }
+        };
+        match notify::recommended_watcher(handler) {
+            Ok(mut watcher) => match watcher.watch(&self.dir, RecursiveMode::Recursive) {
+                Ok(()) => self.watcher = Some(watcher),
+                Err(e) => tracing::warn!(dir = %self.dir.display(), error = %e, "cannot watch; relying on periodic rescans"),
+            },
+            Err(e) => tracing::warn!(error = %e, "no file watcher; relying on periodic rescans"),
+        }
+    }
+}
+
+impl Actor for FileRegistry {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        self.watch(ctx);
+        self.reload(Vec::new());
+        ctx.run_interval(self.rescan_interval, |act, _| act.reload(Vec::new()));
+    }
+}
+
+impl Handler<FilesChanged> for FileRegistry {
+    type Result = ();
+
+    fn handle(&mut self, msg: FilesChanged, _: &mut Context<Self>) {
+        self.reload(msg.0);
+    }
+}

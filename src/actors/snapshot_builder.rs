@@ -1,0 +1,104 @@
+//! The SnapshotBuilder: owns the current `Arc<PushContext>` and builds the next one.
+//!
+//! Receives [`Flush`] from the Debouncer; merges the sources' config sets; builds an immutable
+//! `PushContext` that reuses every index the request did not touch; sends [`Push`] to the
+//! PushQueue.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use actix::prelude::*;
+
+use super::debouncer::{Flush, SourceId};
+use super::push_queue::Push;
+use crate::metrics::Metrics;
+use crate::model::push_context::{ConfigSet, PushContext};
+
+pub struct SnapshotBuilder {
+    current: Option<Arc<PushContext>>,
+    push_queue: Recipient<Push>,
+    metrics: Metrics,
+    /// Set once the first context is built (the `/ready` probe).
+    ready: Arc<AtomicBool>,
+    mailbox_capacity: usize,
+}
+
+impl SnapshotBuilder {
+    pub fn new(
+        push_queue: Recipient<Push>,
+        metrics: Metrics,
+        ready: Arc<AtomicBool>,
+        mailbox_capacity: usize,
+    ) -> Self {
+        SnapshotBuilder {
+            current: None,
+            push_queue,
+            metrics,
+            ready,
+            mailbox_capacity,
+        }
+    }
+}
+
+/// One config set from all sources. A single source is shared as is; with several, the
+/// first source (by id) wins a key that more than one defines.
+pub fn merge_sources(sources: &BTreeMap<SourceId, Arc<ConfigSet>>) -> Arc<ConfigSet> {
+    let mut iter = sources.values();
+    match (iter.next(), iter.next()) {
+        (None, _) => Arc::default(),
+        (Some(only), None) => only.clone(),
+        _ => {
+            let mut merged = ConfigSet::new();
+            for set in sources.values().rev() {
+                merged.extend(set.iter().map(|(k, v)| (k.clone(), v.clone())));
+            }
+            Arc::new(merged)
+        }
+    }
+}
+
+impl Actor for SnapshotBuilder {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        ctx.set_mailbox_capacity(self.mailbox_capacity);
+    }
+}
+
+impl Handler<Flush> for SnapshotBuilder {
+    type Result = ();
+
+    fn handle(&mut self, msg: Flush, _: &mut Context<Self>) {
+        let started = Instant::now();
+        let configs = merge_sources(&msg.sources);
+        let ctx = Arc::new(PushContext::build(
+            self.current.as_deref(),
+            &configs,
+            &msg.request,
+        ));
+        self.metrics.services.set(ctx.services.by_host.len() as i64);
+        for (reason, n) in &msg.request.reasons {
+            self.metrics
+                .push_triggers
+                .with_label_values(&[reason.as_str()])
+                .inc_by(u64::from(*n));
+        }
+        tracing::info!(
+            version = ctx.version,
+            configs = configs.len(),
+            services = ctx.services.by_host.len(),
+            changed = msg.request.configs_updated.len(),
+            full = msg.request.full,
+            took_ms = started.elapsed().as_secs_f64() * 1e3,
+            "push context built"
+        );
+        self.current = Some(ctx.clone());
+        self.ready.store(true, Ordering::Release);
+        self.push_queue.do_send(Push {
+            ctx,
+            request: msg.request,
+        });
+    }
+}

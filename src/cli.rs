@@ -1,0 +1,239 @@
+//! The command line: `axon serve` wires the actors and servers; `axon validate` checks a
+//! config directory exactly as `serve` would load it.
+
+use std::io::IsTerminal;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use actix::prelude::*;
+use anyhow::Context as _;
+use clap::{Parser, Subcommand, ValueEnum};
+use tokio_stream::wrappers::TcpListenerStream;
+
+use crate::actors::debouncer::{DebounceState, Debouncer};
+use crate::actors::file_registry::{FileRegistry, list_config_files};
+use crate::actors::push_queue::PushQueue;
+use crate::actors::snapshot_builder::SnapshotBuilder;
+use crate::limits::Limits;
+use crate::metrics::Metrics;
+use crate::model::file_set::FileSet;
+use crate::monitoring::{self, Monitoring};
+use crate::xds::ads::AdsService;
+
+/// Namespace given to configs that do not name one.
+const DEFAULT_NAMESPACE: &str = "default";
+
+#[derive(Parser, Debug)]
+#[command(name = "axon", version, about = "An actor-model xDS control plane: istiod's pilot job, serving Envoy over ADS")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+    /// Log format.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// Log filter (tracing's EnvFilter syntax); RUST_LOG is used when absent.
+    #[arg(long, global = true)]
+    pub log_level: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Serve Envoy over ADS from a directory of Istio YAML.
+    Serve(ServeArgs),
+    /// Check every file of a directory as `serve` would; exit 1 on any error.
+    Validate {
+        /// The directory of Istio YAML.
+        dir: PathBuf,
+    },
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ServeArgs {
+    /// Directory of Istio YAML (VirtualService, DestinationRule, Gateway, ServiceEntry, ...).
+    #[arg(long)]
+    pub config_dir: PathBuf,
+    /// Address of the ADS gRPC server.
+    #[arg(long, default_value = "0.0.0.0:15010")]
+    pub xds_addr: SocketAddr,
+    /// Address of /metrics, /healthz and /ready.
+    #[arg(long, default_value = "0.0.0.0:15014")]
+    pub monitoring_addr: SocketAddr,
+    /// The actor-limits TOML file (defaults apply without it).
+    #[arg(long)]
+    pub limits: Option<PathBuf>,
+}
+
+pub fn main() -> anyhow::Result<std::process::ExitCode> {
+    let cli = Cli::parse();
+    init_tracing(cli.log_format, cli.log_level.as_deref());
+    match cli.command {
+        Command::Serve(args) => serve(args).map(|()| std::process::ExitCode::SUCCESS),
+        Command::Validate { dir } => validate(&dir, &mut std::io::stdout()).map(|ok| {
+            if ok {
+                std::process::ExitCode::SUCCESS
+            } else {
+                std::process::ExitCode::from(1)
+            }
+        }),
+    }
+}
+
+fn init_tracing(format: LogFormat, level: Option<&str>) {
+    use tracing_subscriber::EnvFilter;
+    let filter = match level {
+        Some(l) => EnvFilter::new(l),
+        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+    };
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+/// Checks every config file under `dir`; writes each problem to `out`. Returns whether
+/// there was none.
+pub fn validate(dir: &Path, out: &mut impl std::io::Write) -> anyhow::Result<bool> {
+    let files = list_config_files(dir).with_context(|| format!("reading {}", dir.display()))?;
+    let mut set = FileSet::new(DEFAULT_NAMESPACE);
+    let mut errors = 0;
+    let mut unsupported = std::collections::BTreeSet::new();
+    for path in &files {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) => {
+                errors += 1;
+                writeln!(out, "{}: cannot read: {e}", path.display())?;
+                continue;
+            }
+        };
+        let report = set.apply(path, Some(&text));
+        for error in &report.errors {
+            errors += 1;
+            writeln!(out, "{error}")?;
+        }
+        for (api_version, kind) in report.unsupported {
+            if unsupported.insert((api_version.clone(), kind.clone())) {
+                writeln!(out, "{}: note: {kind} ({api_version}) is not served by axon, skipped", path.display())?;
+            }
+        }
+    }
+    let commit = set.commit();
+    for key in &commit.duplicates {
+        writeln!(out, "note: {key} is defined more than once; the last file in path order wins")?;
+    }
+    writeln!(
+        out,
+        "{} files, {} configs, {} errors",
+        files.len(),
+        set.configs().len(),
+        errors
+    )?;
+    Ok(errors == 0)
+}
+
+pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let limits = match &args.limits {
+        Some(path) => Limits::load(path)?,
+        None => Limits::default(),
+    };
+    anyhow::ensure!(
+        args.config_dir.is_dir(),
+        "--config-dir {} is not a directory",
+        args.config_dir.display()
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")?;
+    actix_rt::System::with_tokio_rt(|| runtime).block_on(run(args, limits))
+}
+
+async fn run(args: ServeArgs, limits: Limits) -> anyhow::Result<()> {
+    let metrics = Metrics::new();
+    let ready = Arc::new(AtomicBool::new(false));
+    let cap = limits.mailbox_capacity;
+
+    let push_queue = PushQueue::new(limits.push_concurrency, cap).start();
+    let builder =
+        SnapshotBuilder::new(push_queue.clone().recipient(), metrics.clone(), ready.clone(), cap).start();
+    let debouncer = Debouncer::new(
+        DebounceState::new(limits.debounce_after, limits.debounce_max, limits.enable_eds_debounce),
+        builder.recipient(),
+        cap,
+    )
+    .start();
+    let arbiters: Vec<Arbiter> = (0..limits.connection_threads()).map(|_| Arbiter::new()).collect();
+
+    let xds_listener = tokio::net::TcpListener::bind(args.xds_addr)
+        .await
+        .with_context(|| format!("binding the xDS address {}", args.xds_addr))?;
+    let monitoring_listener = tokio::net::TcpListener::bind(args.monitoring_addr)
+        .await
+        .with_context(|| format!("binding the monitoring address {}", args.monitoring_addr))?;
+    let xds_addr = xds_listener.local_addr()?;
+    let monitoring_addr = monitoring_listener.local_addr()?;
+
+    let ads = AdsService::new(
+        push_queue,
+        arbiters.iter().map(Arbiter::handle).collect(),
+        limits.max_streams,
+        limits.stream_queue_capacity,
+        metrics.clone(),
+    );
+    let xds_server = tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(ads)
+            .serve_with_incoming(TcpListenerStream::new(xds_listener)),
+    );
+    let monitoring_server = tokio::spawn(
+        axum::serve(monitoring_listener, monitoring::router(Monitoring { metrics, ready })).into_future(),
+    );
+    FileRegistry::new(
+        args.config_dir.clone(),
+        DEFAULT_NAMESPACE,
+        debouncer.recipient(),
+        limits.file_rescan_interval,
+    )
+    .start();
+    tracing::info!(%xds_addr, %monitoring_addr, config_dir = %args.config_dir.display(), "axon listening");
+
+    let result = tokio::select! {
+        r = xds_server => r.context("xDS server task").and_then(|r| r.context("xDS server")),
+        r = monitoring_server => r.context("monitoring server task").and_then(|r| r.context("monitoring server")),
+        _ = shutdown_signal() => {
+            tracing::info!("shutting down");
+            Ok(())
+        }
+    };
+    for arbiter in &arbiters {
+        arbiter.stop();
+    }
+    System::current().stop();
+    result
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("installing the SIGTERM handler");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
+}

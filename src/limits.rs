@@ -1,0 +1,151 @@
+//! The actor-limits file: every bound and window of the pipeline, from TOML.
+//!
+//! `config/actor-limits.toml` documents every key with its default. Unknown keys and bad
+//! values stop startup with an error that names the key.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum LimitsError {
+    #[error("reading {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Parse { path: String, message: String },
+    #[error("{path}: key `{key}`: {message}")]
+    Invalid {
+        path: String,
+        key: &'static str,
+        message: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Quiet time after the last event before a push.
+    #[serde(deserialize_with = "duration")]
+    pub debounce_after: Duration,
+    /// Longest a push waits while events keep coming.
+    #[serde(deserialize_with = "duration")]
+    pub debounce_max: Duration,
+    /// Whether endpoint-only changes wait for the debounce too.
+    pub enable_eds_debounce: bool,
+    /// How many connections are pushed at once.
+    pub push_concurrency: usize,
+    /// Capacity of each pipeline actor's mailbox.
+    pub mailbox_capacity: usize,
+    /// Responses queued per ADS stream before the stream is closed as too slow.
+    pub stream_queue_capacity: usize,
+    /// ADS streams served at once; more are refused with RESOURCE_EXHAUSTED.
+    pub max_streams: usize,
+    /// Threads that run ConnectionActors (0: one per core).
+    pub connection_threads: usize,
+    /// How often the config directory is rescanned, beside file-system events.
+    #[serde(deserialize_with = "duration")]
+    pub file_rescan_interval: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            debounce_after: Duration::from_millis(100),
+            debounce_max: Duration::from_secs(10),
+            enable_eds_debounce: true,
+            push_concurrency: 100,
+            mailbox_capacity: 1024,
+            stream_queue_capacity: 16,
+            max_streams: 10_000,
+            connection_threads: 0,
+            file_rescan_interval: Duration::from_secs(5),
+        }
+    }
+}
+
+fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    let text = String::deserialize(d)?;
+    humantime::parse_duration(&text)
+        .map_err(|e| serde::de::Error::custom(format!("{text:?} is not a duration ({e}); write e.g. \"100ms\" or \"10s\"")))
+}
+
+impl Limits {
+    pub fn load(path: &Path) -> Result<Limits, LimitsError> {
+        let text = std::fs::read_to_string(path).map_err(|source| LimitsError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Limits::parse(&text, &path.display().to_string())
+    }
+
+    pub fn parse(text: &str, path: &str) -> Result<Limits, LimitsError> {
+        let limits: Limits = toml::from_str(text).map_err(|e| LimitsError::Parse {
+            path: path.to_string(),
+            message: e.to_string().trim_end().replace('\n', " "),
+        })?;
+        limits.check(path)?;
+        Ok(limits)
+    }
+
+    fn check(&self, path: &str) -> Result<(), LimitsError> {
+        let invalid = |key, message: &str| LimitsError::Invalid {
+            path: path.to_string(),
+            key,
+            message: message.to_string(),
+        };
+        if self.debounce_max < self.debounce_after {
+            return Err(invalid("debounce_max", "must not be shorter than debounce_after"));
+        }
+        for (key, value) in [
+            ("push_concurrency", self.push_concurrency),
+            ("mailbox_capacity", self.mailbox_capacity),
+            ("stream_queue_capacity", self.stream_queue_capacity),
+            ("max_streams", self.max_streams),
+        ] {
+            if value == 0 {
+                return Err(invalid(key, "must be at least 1"));
+            }
+        }
+        if self.file_rescan_interval.is_zero() {
+            return Err(invalid("file_rescan_interval", "must be longer than 0"));
+        }
+        Ok(())
+    }
+
+    pub fn connection_threads(&self) -> usize {
+        match self.connection_threads {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shipped_file_is_the_defaults() {
+        let text = include_str!("../config/actor-limits.toml");
+        assert_eq!(Limits::parse(text, "actor-limits.toml").unwrap(), Limits::default());
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let e = Limits::parse("debounce_aftr = \"1s\"", "f").unwrap_err().to_string();
+        assert!(e.contains("debounce_aftr"), "{e}");
+        let e = Limits::parse("debounce_after = \"soon\"", "f").unwrap_err().to_string();
+        assert!(e.contains("debounce_after") && e.contains("soon"), "{e}");
+        let e = Limits::parse("push_concurrency = 0", "f").unwrap_err().to_string();
+        assert!(e.contains("push_concurrency"), "{e}");
+        let e = Limits::parse("max_streams = -1", "f").unwrap_err().to_string();
+        assert!(e.contains("max_streams"), "{e}");
+        let e = Limits::parse("debounce_max = \"10ms\"", "f").unwrap_err().to_string();
+        assert!(e.contains("debounce_max"), "{e}");
+    }
+}

@@ -1,0 +1,203 @@
+//! The configs of a directory of Istio YAML, file by file, as the FileRegistry holds them.
+//!
+//! Pure: the FileRegistry actor reads files and hands their text to [`FileSet::apply`]. A file
+//! whose new text has an invalid document keeps its last good configs (the error is reported,
+//! and what was served goes on being served); a new file contributes its valid documents.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::config::{Config, ConfigKey};
+use super::parse::{DocError, DocOutcome, parse_documents};
+use super::push_context::ConfigSet;
+
+/// Whether a path names a file that the registry reads: `*.yaml` or `*.yml`, not hidden.
+pub fn is_config_file(path: &Path) -> bool {
+    let hidden = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_none_or(|n| n.starts_with('.'));
+    let yaml = matches!(
+        path.extension().and_then(|e| e.to_str()),
+        Some("yaml" | "yml")
+    );
+    yaml && !hidden
+}
+
+/// One problem in one document of one file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DocReport {
+    pub path: PathBuf,
+    pub index: usize,
+    pub line: usize,
+    pub error: DocError,
+}
+
+impl std::fmt::Display for DocReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: document {} (line {}): {}",
+            self.path.display(),
+            self.index,
+            self.line,
+            self.error
+        )
+    }
+}
+
+/// What loading one file found.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FileReport {
+    pub errors: Vec<DocReport>,
+    /// `(apiVersion, kind)` of documents of kinds that axon does not read.
+    pub unsupported: Vec<(String, String)>,
+    /// The file had errors and its previous configs were kept.
+    pub kept_previous: bool,
+    pub configs: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct FileSet {
+    default_namespace: String,
+    files: BTreeMap<PathBuf, Vec<Arc<Config>>>,
+    merged: Arc<ConfigSet>,
+}
+
+impl FileSet {
+    pub fn new(default_namespace: impl Into<String>) -> FileSet {
+        FileSet {
+            default_namespace: default_namespace.into(),
+            files: BTreeMap::new(),
+            merged: Arc::default(),
+        }
+    }
+
+    pub fn paths(&self) -> impl Iterator<Item = &PathBuf> {
+        self.files.keys()
+    }
+
+    /// Applies a file's new text (`None`: the file is gone). Call [`FileSet::commit`] after a
+    /// batch of files to learn which configs changed.
+    pub fn apply(&mut self, path: &Path, text: Option<&str>) -> FileReport {
+        let Some(text) = text else {
+            self.files.remove(path);
+            return FileReport::default();
+        };
+        let mut report = FileReport::default();
+        let mut configs = Vec::new();
+        for doc in parse_documents(text, &self.default_namespace) {
+            match doc.outcome {
+                DocOutcome::Empty => {}
+                DocOutcome::Unsupported { api_version, kind } => {
+                    report.unsupported.push((api_version, kind))
+                }
+                DocOutcome::Config(config) => configs.push(Arc::new(*config)),
+                DocOutcome::Invalid(error) => report.errors.push(DocReport {
+                    path: path.to_path_buf(),
+                    index: doc.index,
+                    line: doc.line,
+                    error,
+                }),
+            }
+        }
+        if !report.errors.is_empty() && self.files.contains_key(path) {
+            report.kept_previous = true;
+            report.configs = self.files[path].len();
+            return report;
+        }
+        report.configs = configs.len();
+        self.files.insert(path.to_path_buf(), configs);
+        report
+    }
+
+    /// Merges every file's configs (in path order; a later file or document wins a duplicate
+    /// key) and returns the keys that differ from the last commit, and the duplicates.
+    pub fn commit(&mut self) -> Commit {
+        let mut merged = ConfigSet::new();
+        let mut duplicates = BTreeSet::new();
+        for configs in self.files.values() {
+            for config in configs {
+                if merged.insert(config.key.clone(), config.clone()).is_some() {
+                    duplicates.insert(config.key.clone());
+                }
+            }
+        }
+        let changed = diff(&self.merged, &merged);
+        self.merged = Arc::new(merged);
+        Commit {
+            changed,
+            duplicates,
+        }
+    }
+
+    /// The merged configs as of the last commit.
+    pub fn configs(&self) -> Arc<ConfigSet> {
+        self.merged.clone()
+    }
+}
+
+#[derive(Debug, Default, PartialEq)]
+pub struct Commit {
+    pub changed: BTreeSet<ConfigKey>,
+    pub duplicates: BTreeSet<ConfigKey>,
+}
+
+/// Keys added, removed, or whose config differs (labels or spec).
+pub fn diff(old: &ConfigSet, new: &ConfigSet) -> BTreeSet<ConfigKey> {
+    let mut changed: BTreeSet<ConfigKey> = old
+        .keys()
+        .filter(|k| !new.contains_key(*k))
+        .cloned()
+        .collect();
+    for (key, config) in new {
+        match old.get(key) {
+            Some(prev) if Arc::ptr_eq(prev, config) || prev == config => {}
+            _ => {
+                changed.insert(key.clone());
+            }
+        }
+    }
+    changed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GW: &str = "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: gw}\nspec:\n  selector: {istio: ingressgateway}\n";
+    const GW2: &str = "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: gw}\nspec:\n  selector: {istio: other}\n";
+
+    #[test]
+    fn same_spec_saved_again_changes_nothing() {
+        let mut set = FileSet::new("default");
+        set.apply(Path::new("/d/a.yaml"), Some(GW));
+        assert_eq!(set.commit().changed.len(), 1);
+        set.apply(Path::new("/d/a.yaml"), Some(&format!("# comment\n{GW}")));
+        assert!(set.commit().changed.is_empty());
+        set.apply(Path::new("/d/a.yaml"), Some(GW2));
+        assert_eq!(set.commit().changed.len(), 1);
+        set.apply(Path::new("/d/a.yaml"), None);
+        assert_eq!(set.commit().changed.len(), 1);
+        assert!(set.configs().is_empty());
+    }
+
+    #[test]
+    fn a_broken_edit_keeps_the_last_good_configs() {
+        let mut set = FileSet::new("default");
+        set.apply(Path::new("/d/a.yaml"), Some(GW));
+        set.commit();
+        let report = set.apply(Path::new("/d/a.yaml"), Some("kind: [unclosed"));
+        assert!(report.kept_previous);
+        assert_eq!(report.errors[0].path, Path::new("/d/a.yaml"));
+        assert!(set.commit().changed.is_empty());
+        assert_eq!(set.configs().len(), 1);
+        // A new broken file still contributes its good documents.
+        let report = set.apply(Path::new("/d/b.yaml"), Some(&format!("kind: [x\n---\n{GW2}")));
+        assert!(!report.kept_previous);
+        assert_eq!((report.errors.len(), report.configs), (1, 1));
+        let commit = set.commit();
+        assert_eq!(commit.duplicates.len(), 1, "b.yaml redefines gw");
+    }
+}

@@ -1,0 +1,27 @@
+//! Istio networking API types, as serde structs.
+//!
+//! Owns the shapes of the `networking.istio.io` kinds that axon reads (`v1`, `v1beta1` and
+//! `v1alpha3` share one schema). Fields that Istio has and axon does not use are accepted and
+//! ignored by serde; what is here is what the generators and the validator read.
+
+mod destination_rule;
+mod gateway;
+mod service_entry;
+mod sidecar;
+mod virtual_service;
+mod workload_entry;
+
+pub use destination_rule::{DestinationRule, Subset};
+pub use gateway::{Gateway, GatewayPort, Server};
+pub use service_entry::{Location, Resolution, ServiceEntry, ServicePort, WorkloadSelector};
+pub use sidecar::{CaptureMode, IstioEgressListener, Sidecar, SidecarPort};
+pub use virtual_service::{
+    Destination, HttpMatchRequest, HttpRoute, HttpRouteDestination, PortSelector, StringMatch,
+    VirtualService,
+};
+pub use workload_entry::{WorkloadEntry, WorkloadGroup};
+
+use std::collections::BTreeMap;
+
+/// Label maps are ordered so that equal specs compare and hash the same.
+pub type Labels = BTreeMap<String, String>;

@@ -1,0 +1,17 @@
+//! The model: Istio config, services, proxies, push requests and the immutable `PushContext`.
+//!
+//! Pure code: nothing here knows actix, tonic, kube or Envoy's protos. Registries build
+//! [`config::Config`]s; the SnapshotBuilder turns them into a [`push_context::PushContext`];
+//! the xDS generators read it for one [`proxy::Proxy`] at a time.
+
+pub mod config;
+pub mod file_set;
+pub mod gateway;
+pub mod host;
+pub mod istio;
+pub mod parse;
+pub mod proxy;
+pub mod push_context;
+pub mod push_request;
+pub mod service;
+pub mod validate;

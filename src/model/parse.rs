@@ -1,0 +1,249 @@
+//! Istio YAML in, typed [`Config`]s out: one result per document, never one for the file.
+//!
+//! A file is split into documents at `---` lines before any YAML is parsed, so that a syntax
+//! error in one document cannot hide the others, and each result carries the document's
+//! position (its index and first line). Validation ([`super::validate`]) runs on every config.
+
+use serde::Deserialize;
+use thiserror::Error;
+
+use super::config::{
+    Config, ConfigKey, ConfigKind, ISTIO_NETWORKING_GROUP, ISTIO_NETWORKING_VERSIONS, Spec,
+};
+use super::istio::Labels;
+use super::validate;
+
+/// Why one document was not accepted.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum DocError {
+    #[error("invalid YAML: {0}")]
+    Yaml(String),
+    #[error("document is not a mapping with apiVersion and kind")]
+    NotAnObject,
+    #[error("{kind}: apiVersion {api_version} is not served (want {group}/v1, v1beta1 or v1alpha3)", group = ISTIO_NETWORKING_GROUP)]
+    ApiVersion { kind: String, api_version: String },
+    #[error("metadata.name: Required value")]
+    MissingName,
+    #[error("spec: Required value")]
+    MissingSpec,
+    #[error("spec.{path}: {message}")]
+    Schema { path: String, message: String },
+    #[error("{}", .0.join("; "))]
+    Invalid(Vec<String>),
+}
+
+/// What one document turned out to be.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DocOutcome {
+    /// A comment-only or empty document.
+    Empty,
+    /// A well-formed object of a kind axon does not read (a Deployment, say).
+    Unsupported { api_version: String, kind: String },
+    Config(Box<Config>),
+    Invalid(DocError),
+}
+
+/// One document of a file, with its position.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParsedDoc {
+    /// 1-based index of the document in its file.
+    pub index: usize,
+    /// 1-based line where the document's content starts.
+    pub line: usize,
+    pub outcome: DocOutcome,
+}
+
+/// Parses every document of a multi-document YAML text. Objects without a namespace get
+/// `default_namespace`.
+pub fn parse_documents(text: &str, default_namespace: &str) -> Vec<ParsedDoc> {
+    split_documents(text)
+        .into_iter()
+        .enumerate()
+        .map(|(i, (line, body))| ParsedDoc {
+            index: i + 1,
+            line,
+            outcome: parse_document(body, default_namespace),
+        })
+        .collect()
+}
+
+/// Splits at lines that are exactly a document marker (`---`, optionally followed by
+/// content or a comment, or `...`). Returns each document's first line and text.
+fn split_documents(text: &str) -> Vec<(usize, String)> {
+    let mut docs = Vec::new();
+    let mut current = String::new();
+    let mut start = 1;
+    for (i, line) in text.lines().enumerate() {
+        let is_start = line == "---" || line.starts_with("--- ") || line.starts_with("---\t");
+        let is_end = line == "..." || line.starts_with("... ");
+        if is_start || is_end {
+            if !current.trim().is_empty() || !docs.is_empty() || i > 0 {
+                docs.push((start, std::mem::take(&mut current)));
+            }
+            start = i + 2;
+            if is_start {
+                // `--- key: value` puts content on the marker line itself.
+                let rest = line[3..].trim_start();
+                if !rest.is_empty() && !rest.starts_with('#') {
+                    current.push_str(rest);
+                    current.push('\n');
+                    start = i + 1;
+                }
+            }
+            continue;
+        }
+        current.push_str(line);
+        current.push('\n');
+    }
+    docs.push((start, current));
+    // Markers at the very top or bottom of a file make empty documents that users never
+    // meant; keep numbering stable by dropping only those with no content at all.
+    docs.retain(|(_, body)| !body.trim().is_empty() || has_comment_only(body));
+    docs
+}
+
+fn has_comment_only(body: &str) -> bool {
+    body.lines().any(|l| l.trim_start().starts_with('#'))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Envelope {
+    api_version: Option<String>,
+    kind: Option<String>,
+    #[serde(default)]
+    metadata: Metadata,
+    spec: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize, Default)]
+struct Metadata {
+    name: Option<String>,
+    namespace: Option<String>,
+    #[serde(default)]
+    labels: Labels,
+}
+
+fn parse_document(body: String, default_namespace: &str) -> DocOutcome {
+    let value: serde_json::Value = match serde_norway::from_str(&body) {
+        Ok(v) => v,
+        Err(e) => return DocOutcome::Invalid(DocError::Yaml(e.to_string())),
+    };
+    if value.is_null() {
+        return DocOutcome::Empty;
+    }
+    let envelope: Envelope = match serde_json::from_value(value) {
+        Ok(e) => e,
+        Err(_) => return DocOutcome::Invalid(DocError::NotAnObject),
+    };
+    let (Some(api_version), Some(kind)) = (envelope.api_version, envelope.kind) else {
+        return DocOutcome::Invalid(DocError::NotAnObject);
+    };
+    let (group, version) = api_version.split_once('/').unwrap_or(("", &api_version));
+    if group != ISTIO_NETWORKING_GROUP {
+        return DocOutcome::Unsupported { api_version, kind };
+    }
+    let Some(config_kind) = ConfigKind::from_kind(&kind) else {
+        return DocOutcome::Unsupported { api_version, kind };
+    };
+    if !ISTIO_NETWORKING_VERSIONS.contains(&version) {
+        return DocOutcome::Invalid(DocError::ApiVersion { kind, api_version });
+    }
+    match build_config(config_kind, envelope.metadata, envelope.spec, default_namespace) {
+        Ok(config) => DocOutcome::Config(Box::new(config)),
+        Err(e) => DocOutcome::Invalid(e),
+    }
+}
+
+fn build_config(
+    kind: ConfigKind,
+    metadata: Metadata,
+    spec: Option<serde_json::Value>,
+    default_namespace: &str,
+) -> Result<Config, DocError> {
+    let name = metadata
+        .name
+        .filter(|n| !n.is_empty())
+        .ok_or(DocError::MissingName)?;
+    let namespace = metadata
+        .namespace
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| default_namespace.to_string());
+    let spec = match spec {
+        None | Some(serde_json::Value::Null) => return Err(DocError::MissingSpec),
+        Some(spec) => spec,
+    };
+    let spec = typed_spec(kind, spec)?;
+    let config = Config {
+        key: ConfigKey::new(kind, namespace, name),
+        labels: metadata.labels,
+        spec,
+    };
+    validate::validate(&config).map_err(DocError::Invalid)?;
+    Ok(config)
+}
+
+fn typed_spec(kind: ConfigKind, spec: serde_json::Value) -> Result<Spec, DocError> {
+    fn de<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> Result<T, DocError> {
+        serde_path_to_error::deserialize(v).map_err(|e| DocError::Schema {
+            path: e.path().to_string(),
+            message: e.inner().to_string(),
+        })
+    }
+    Ok(match kind {
+        ConfigKind::ServiceEntry => Spec::ServiceEntry(de(spec)?),
+        ConfigKind::WorkloadEntry => Spec::WorkloadEntry(de(spec)?),
+        ConfigKind::WorkloadGroup => Spec::WorkloadGroup(de(spec)?),
+        ConfigKind::VirtualService => Spec::VirtualService(de(spec)?),
+        ConfigKind::DestinationRule => Spec::DestinationRule(de(spec)?),
+        ConfigKind::Gateway => Spec::Gateway(de(spec)?),
+        ConfigKind::Sidecar => Spec::Sidecar(de(spec)?),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_and_positions_documents() {
+        let text = "# leading comment\n---\napiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: gw}\nspec:\n  selector: {istio: ingressgateway}\n---\napiVersion: v1\nkind: Service\nmetadata: {name: s}\n---\n";
+        let docs = parse_documents(text, "default");
+        assert_eq!(docs.len(), 3, "{docs:?}");
+        assert_eq!(docs[0].outcome, DocOutcome::Empty);
+        assert_eq!(docs[1].line, 3);
+        assert!(matches!(docs[1].outcome, DocOutcome::Config(_)));
+        assert_eq!(docs[2].line, 9);
+        assert!(matches!(docs[2].outcome, DocOutcome::Unsupported { .. }));
+    }
+
+    #[test]
+    fn a_syntax_error_spoils_only_its_document() {
+        let text = "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: a}\nspec: {}\n---\nkind: [unclosed\n---\napiVersion: networking.istio.io/v1beta1\nkind: Gateway\nmetadata: {name: b, namespace: x}\nspec: {}\n";
+        let docs = parse_documents(text, "default");
+        assert_eq!(docs.len(), 3);
+        assert!(matches!(docs[1].outcome, DocOutcome::Invalid(DocError::Yaml(_))));
+        let DocOutcome::Config(b) = &docs[2].outcome else {
+            panic!("{:?}", docs[2])
+        };
+        assert_eq!(b.key.to_string(), "Gateway/x/b");
+        assert_eq!(docs[2].line, 8);
+    }
+
+    #[test]
+    fn missing_spec_and_bad_types_are_reported() {
+        let docs = parse_documents(
+            "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: a}\n",
+            "default",
+        );
+        assert_eq!(docs[0].outcome, DocOutcome::Invalid(DocError::MissingSpec));
+        let docs = parse_documents(
+            "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: a}\nspec:\n  hosts: [a.com]\n  ports: [{number: notanumber, name: http}]\n",
+            "default",
+        );
+        let DocOutcome::Invalid(DocError::Schema { path, .. }) = &docs[0].outcome else {
+            panic!("{:?}", docs[0])
+        };
+        assert_eq!(path, "ports[0].number");
+    }
+}

@@ -1,0 +1,140 @@
+//! A connected proxy's identity, parsed from its Envoy node.
+//!
+//! Istio's node id is `TYPE~IP~POD.NAMESPACE~NAMESPACE.svc.cluster.local`; the ADS adapter
+//! turns the protocol `Node` into a [`NodeInfo`] and [`Proxy::from_node`] checks it.
+
+use std::fmt;
+
+use thiserror::Error;
+
+use super::istio::Labels;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProxyType {
+    /// A gateway (istiod's `router`).
+    Router,
+    Sidecar,
+}
+
+/// What the ADS adapter reads off the Envoy `Node`, without protocol types.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodeInfo {
+    pub id: String,
+    pub cluster: String,
+    /// `metadata.NAMESPACE`, if set.
+    pub namespace: Option<String>,
+    /// `metadata.LABELS`.
+    pub labels: Labels,
+    /// `metadata.GENERATOR` (`grpc` for proxyless gRPC clients).
+    pub generator: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum InvalidNode {
+    #[error("node id is empty")]
+    EmptyId,
+    #[error("node id {0:?} is not TYPE~IP~POD.NAMESPACE~DOMAIN")]
+    Malformed(String),
+    #[error("node id {0:?}: unknown proxy type {1:?} (want router or sidecar)")]
+    UnknownType(String, String),
+}
+
+/// A proxy as the generators see it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Proxy {
+    pub id: String,
+    pub proxy_type: ProxyType,
+    pub ip: String,
+    /// `POD.NAMESPACE`.
+    pub pod: String,
+    pub namespace: String,
+    pub labels: Labels,
+    pub generator: Option<String>,
+}
+
+impl Proxy {
+    pub fn from_node(node: NodeInfo) -> Result<Proxy, InvalidNode> {
+        if node.id.is_empty() {
+            return Err(InvalidNode::EmptyId);
+        }
+        let parts: Vec<&str> = node.id.split('~').collect();
+        let [kind, ip, pod, domain] = parts[..] else {
+            return Err(InvalidNode::Malformed(node.id));
+        };
+        if ip.is_empty() || pod.is_empty() {
+            return Err(InvalidNode::Malformed(node.id));
+        }
+        let proxy_type = match kind {
+            "router" => ProxyType::Router,
+            "sidecar" => ProxyType::Sidecar,
+            other => return Err(InvalidNode::UnknownType(node.id.clone(), other.to_string())),
+        };
+        let namespace = node
+            .namespace
+            .filter(|ns| !ns.is_empty())
+            .or_else(|| pod.split_once('.').map(|(_, ns)| ns.to_string()))
+            .or_else(|| domain.split('.').next().map(str::to_string))
+            .filter(|ns| !ns.is_empty())
+            .ok_or_else(|| InvalidNode::Malformed(node.id.clone()))?;
+        Ok(Proxy {
+            proxy_type,
+            ip: ip.to_string(),
+            pod: pod.to_string(),
+            namespace,
+            labels: node.labels,
+            generator: node.generator,
+            id: node.id,
+        })
+    }
+
+    /// Whether every label of `selector` is on this proxy (an empty selector matches all).
+    pub fn matches_selector(&self, selector: &Labels) -> bool {
+        selector.iter().all(|(k, v)| self.labels.get(k) == Some(v))
+    }
+}
+
+impl fmt::Display for Proxy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(id: &str) -> NodeInfo {
+        NodeInfo {
+            id: id.to_string(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn parses_istio_node_ids() {
+        let p = Proxy::from_node(node(
+            "router~10.0.0.1~ingress-7d.istio-system~istio-system.svc.cluster.local",
+        ))
+        .unwrap();
+        assert_eq!(p.proxy_type, ProxyType::Router);
+        assert_eq!(p.namespace, "istio-system");
+        assert_eq!(p.ip, "10.0.0.1");
+        let p = Proxy::from_node(node("sidecar~1.2.3.4~a-1.shop~shop.svc.cluster.local")).unwrap();
+        assert_eq!(p.proxy_type, ProxyType::Sidecar);
+        assert_eq!(p.namespace, "shop");
+    }
+
+    #[test]
+    fn rejects_bad_ids() {
+        assert_eq!(Proxy::from_node(node("")), Err(InvalidNode::EmptyId));
+        assert!(matches!(
+            Proxy::from_node(node("envoy-1")),
+            Err(InvalidNode::Malformed(_))
+        ));
+        assert!(matches!(
+            Proxy::from_node(node("waypoint~1.1.1.1~a.b~b.svc.cluster.local")),
+            Err(InvalidNode::UnknownType(..))
+        ));
+    }
+}

@@ -1,0 +1,115 @@
+//! `PushRequest`: what changed, and whether the snapshot must be rebuilt.
+//!
+//! Registries send one per change; the Debouncer merges them ([`PushRequest::merge`]); the
+//! SnapshotBuilder and each ConnectionActor read `full` and `configs_updated` to decide how
+//! much to rebuild and whom to push.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
+
+use super::config::{ConfigKey, ConfigKind};
+
+/// Why a push happens; counted per reason, a closed set (bounded metric cardinality).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum TriggerReason {
+    Config,
+    Endpoint,
+    Service,
+    Proxy,
+    Forced,
+}
+
+impl TriggerReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TriggerReason::Config => "config",
+            TriggerReason::Endpoint => "endpoint",
+            TriggerReason::Service => "service",
+            TriggerReason::Proxy => "proxy",
+            TriggerReason::Forced => "forced",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PushRequest {
+    /// Rebuild the PushContext and regenerate every type; false means endpoints only.
+    pub full: bool,
+    /// Configs that changed; empty with `full` means everything.
+    pub configs_updated: BTreeSet<ConfigKey>,
+    /// Push to every proxy even if its scope does not depend on the change.
+    pub forced: bool,
+    /// Count of merged events per reason.
+    pub reasons: BTreeMap<TriggerReason, u32>,
+    /// When the first merged event happened.
+    pub start: Instant,
+}
+
+impl PushRequest {
+    pub fn full_push(reason: TriggerReason, start: Instant) -> Self {
+        PushRequest {
+            full: true,
+            configs_updated: BTreeSet::new(),
+            forced: true,
+            reasons: BTreeMap::from([(reason, 1)]),
+            start,
+        }
+    }
+
+    pub fn config_change(keys: BTreeSet<ConfigKey>, start: Instant) -> Self {
+        let reason = if keys.iter().all(|k| k.kind == ConfigKind::ServiceEntry) {
+            TriggerReason::Service
+        } else {
+            TriggerReason::Config
+        };
+        PushRequest {
+            full: true,
+            configs_updated: keys,
+            forced: false,
+            reasons: BTreeMap::from([(reason, 1)]),
+            start,
+        }
+    }
+
+    /// Merges `other` into `self`: `full` and `forced` are OR-ed, updated sets unioned,
+    /// reasons summed, and the earliest start kept.
+    pub fn merge(mut self, other: PushRequest) -> PushRequest {
+        self.full |= other.full;
+        self.forced |= other.forced;
+        self.configs_updated.extend(other.configs_updated);
+        for (reason, n) in other.reasons {
+            *self.reasons.entry(reason).or_default() += n;
+        }
+        self.start = self.start.min(other.start);
+        self
+    }
+
+    /// Whether a config of `kind` is among the updated ones (or everything changed).
+    pub fn touches(&self, kind: ConfigKind) -> bool {
+        self.configs_updated.is_empty() || self.configs_updated.iter().any(|k| k.kind == kind)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(kind: ConfigKind, name: &str) -> ConfigKey {
+        ConfigKey::new(kind, "default", name)
+    }
+
+    #[test]
+    fn merge_ors_unions_and_keeps_earliest() {
+        let t0 = Instant::now();
+        let a = PushRequest::config_change(
+            BTreeSet::from([key(ConfigKind::VirtualService, "a")]),
+            t0 + std::time::Duration::from_millis(5),
+        );
+        let b = PushRequest::full_push(TriggerReason::Forced, t0);
+        let m = a.merge(b);
+        assert!(m.full && m.forced);
+        assert_eq!(m.configs_updated.len(), 1);
+        assert_eq!(m.start, t0);
+        assert_eq!(m.reasons.values().sum::<u32>(), 2);
+    }
+}

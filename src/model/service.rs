@@ -1,0 +1,151 @@
+//! Services and endpoints, as the registries describe them.
+//!
+//! A ServiceEntry becomes one [`Service`] per host; its endpoints come from its inline
+//! `endpoints` or from the WorkloadEntries its `workloadSelector` picks in its namespace.
+
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use super::config::{Config, ConfigKey, Spec};
+use super::host;
+use super::istio::{Labels, Resolution, ServiceEntry, WorkloadEntry};
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Port {
+    pub name: String,
+    pub number: u32,
+    pub protocol: String,
+    pub target_port: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Service {
+    pub hostname: String,
+    pub namespace: String,
+    pub ports: Vec<Port>,
+    pub resolution: Resolution,
+    pub export_to: Vec<String>,
+    /// The config this service came from.
+    pub source: ConfigKey,
+}
+
+impl Service {
+    pub fn port(&self, number: u32) -> Option<&Port> {
+        self.ports.iter().find(|p| p.number == number)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct Endpoint {
+    pub address: String,
+    pub port: u32,
+    pub labels: Labels,
+    pub weight: u32,
+    pub locality: String,
+}
+
+/// Whether every label of `selector` is in `labels`.
+pub fn labels_match(selector: &Labels, labels: &Labels) -> bool {
+    selector.iter().all(|(k, v)| labels.get(k) == Some(v))
+}
+
+/// The services a ServiceEntry config declares, one per host.
+pub fn services_of(config: &Config) -> Vec<Service> {
+    let Spec::ServiceEntry(se) = &config.spec else {
+        return Vec::new();
+    };
+    let ports: Vec<Port> = se
+        .ports
+        .iter()
+        .map(|p| Port {
+            name: p.name.clone(),
+            number: p.number,
+            protocol: p.protocol.to_ascii_uppercase(),
+            target_port: p.target_port,
+        })
+        .collect();
+    se.hosts
+        .iter()
+        .map(|h| Service {
+            hostname: host::resolve(h, config.namespace()),
+            namespace: config.namespace().to_string(),
+            ports: ports.clone(),
+            resolution: se.resolution,
+            export_to: se.export_to.clone(),
+            source: config.key.clone(),
+        })
+        .collect()
+}
+
+/// Endpoints of a ServiceEntry for one of its ports. `workloads` are the WorkloadEntries of
+/// the entry's namespace (used only when it has a `workloadSelector`).
+pub fn endpoints_of<'a>(
+    se: &ServiceEntry,
+    port: &Port,
+    workloads: impl Iterator<Item = &'a Arc<Config>>,
+) -> Vec<Endpoint> {
+    let to_endpoint = |we: &WorkloadEntry| Endpoint {
+        address: we.address.clone(),
+        port: we
+            .ports
+            .get(&port.name)
+            .copied()
+            .or(port.target_port)
+            .unwrap_or(port.number),
+        labels: we.labels.clone(),
+        weight: we.weight.filter(|w| *w > 0).unwrap_or(1),
+        locality: we.locality.clone(),
+    };
+    let mut out: Vec<Endpoint> = match &se.workload_selector {
+        Some(selector) => workloads
+            .filter_map(|c| match &c.spec {
+                Spec::WorkloadEntry(we) if labels_match(&selector.labels, &we.labels) => Some(we),
+                _ => None,
+            })
+            .filter(|we| !we.address.is_empty())
+            .map(to_endpoint)
+            .collect(),
+        None => se
+            .endpoints
+            .iter()
+            .filter(|we| !we.address.is_empty())
+            .map(to_endpoint)
+            .collect(),
+    };
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// istiod's cluster name: `outbound|PORT|SUBSET|HOST`.
+pub fn outbound_cluster_name(port: u32, subset: &str, host: &str) -> String {
+    format!("outbound|{port}|{subset}|{host}")
+}
+
+/// The parts of an `outbound|PORT|SUBSET|HOST` name.
+pub fn parse_outbound_cluster_name(name: &str) -> Option<(u32, &str, &str)> {
+    let mut parts = name.splitn(4, '|');
+    let (Some("outbound"), Some(port), Some(subset), Some(host)) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return None;
+    };
+    Some((port.parse().ok()?, subset, host))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_names_round_trip() {
+        let n = outbound_cluster_name(80, "v1", "a.b.svc.cluster.local");
+        assert_eq!(n, "outbound|80|v1|a.b.svc.cluster.local");
+        assert_eq!(
+            parse_outbound_cluster_name(&n),
+            Some((80, "v1", "a.b.svc.cluster.local"))
+        );
+        assert_eq!(parse_outbound_cluster_name("inbound|80||"), None);
+    }
+}

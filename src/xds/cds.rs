@@ -1,0 +1,103 @@
+//! CDS: one `outbound|PORT||HOST` cluster per service port, one per DestinationRule subset.
+//!
+//! STATIC entries (and NONE entries with a selector) are EDS clusters served over ADS; DNS
+//! entries are STRICT_DNS clusters with their endpoints inline; NONE entries without endpoints
+//! pass through to the original destination, as istiod does.
+
+use envoy_types::pb::envoy::config::cluster::v3::{
+    Cluster,
+    cluster::{ClusterDiscoveryType, DiscoveryType, DnsLookupFamily, EdsClusterConfig, LbPolicy},
+};
+use envoy_types::pb::envoy::config::core::v3::{
+    AggregatedConfigSource, ApiVersion, ConfigSource, config_source::ConfigSourceSpecifier,
+};
+use envoy_types::pb::google::protobuf::Duration;
+
+use super::eds;
+use super::resource::Resource;
+use crate::model::istio::Resolution;
+use crate::model::proxy::Proxy;
+use crate::model::push_context::PushContext;
+use crate::model::service::{Service, outbound_cluster_name};
+
+/// istiod's default connect timeout.
+const CONNECT_TIMEOUT_SECS: i64 = 10;
+
+pub fn generate(ctx: &PushContext, _proxy: &Proxy) -> Vec<Resource> {
+    let mut out = vec![black_hole()];
+    for service in ctx.services.by_host.values() {
+        if service.hostname.starts_with('*') {
+            continue;
+        }
+        let subsets: Vec<&str> = ctx
+            .destination_rule(&service.hostname)
+            .map(|(_, dr)| dr.subsets.iter().map(|s| s.name.as_str()).collect())
+            .unwrap_or_default();
+        for port in &service.ports {
+            for subset in std::iter::once("").chain(subsets.iter().copied()) {
+                let name = outbound_cluster_name(port.number, subset, &service.hostname);
+                let cluster = to_cluster(ctx, service, port.number, subset, &name);
+                out.push(Resource::new(name, &cluster));
+            }
+        }
+    }
+    out
+}
+
+/// The ADS config source that every dynamic resource points at.
+pub fn ads_config_source() -> ConfigSource {
+    ConfigSource {
+        resource_api_version: ApiVersion::V3 as i32,
+        config_source_specifier: Some(ConfigSourceSpecifier::Ads(AggregatedConfigSource {})),
+        ..Default::default()
+    }
+}
+
+fn to_cluster(ctx: &PushContext, service: &Service, port: u32, subset: &str, name: &str) -> Cluster {
+    let mut cluster = Cluster {
+        name: name.to_string(),
+        connect_timeout: Some(Duration {
+            seconds: CONNECT_TIMEOUT_SECS,
+            nanos: 0,
+        }),
+        ..Default::default()
+    };
+    let discovery = match service.resolution {
+        Resolution::Dns | Resolution::DnsRoundRobin => {
+            cluster.dns_lookup_family = DnsLookupFamily::V4Only as i32;
+            cluster.load_assignment = Some(eds::load_assignment(ctx, name, port, subset, &service.hostname));
+            if service.resolution == Resolution::Dns {
+                DiscoveryType::StrictDns
+            } else {
+                DiscoveryType::LogicalDns
+            }
+        }
+        Resolution::None if ctx.endpoints(&service.hostname, port).is_empty() => {
+            cluster.lb_policy = LbPolicy::ClusterProvided as i32;
+            DiscoveryType::OriginalDst
+        }
+        Resolution::None | Resolution::Static => {
+            cluster.eds_cluster_config = Some(EdsClusterConfig {
+                eds_config: Some(ads_config_source()),
+                service_name: name.to_string(),
+            });
+            DiscoveryType::Eds
+        }
+    };
+    cluster.cluster_discovery_type = Some(ClusterDiscoveryType::Type(discovery as i32));
+    cluster
+}
+
+/// istiod's `BlackHoleCluster`: a static cluster with no endpoints.
+fn black_hole() -> Resource {
+    let cluster = Cluster {
+        name: "BlackHoleCluster".to_string(),
+        connect_timeout: Some(Duration {
+            seconds: CONNECT_TIMEOUT_SECS,
+            nanos: 0,
+        }),
+        cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Static as i32)),
+        ..Default::default()
+    };
+    Resource::new("BlackHoleCluster", &cluster)
+}

@@ -1,0 +1,37 @@
+//! xDS: Envoy's side of axon. The only place that knows Envoy's protos (`envoy_types`).
+//!
+//! - [`resource`]: type URLs and encoded resources.
+//! - [`cds`], [`eds`], [`lds`], [`rds`]: pure generators, `PushContext` + `Proxy` in,
+//!   resources out, one per type behind [`generate`].
+//! - [`subscription`]: the pure per-type ACK/NACK state (istiod's `ShouldRespond`).
+//! - [`node`]: Envoy `Node` → [`crate::model::proxy::NodeInfo`].
+//! - [`ads`]: the tonic ADS service, a thin adapter that starts a ConnectionActor per stream.
+
+pub mod ads;
+pub mod cds;
+pub mod eds;
+pub mod lds;
+pub mod node;
+pub mod rds;
+pub mod resource;
+pub mod subscription;
+
+use crate::model::proxy::Proxy;
+use crate::model::push_context::PushContext;
+pub use resource::{Resource, TypeUrl, XdsRequest, XdsResponse};
+
+/// Generates the resources of one type for one proxy. `names` are the subscribed names
+/// (used by EDS and RDS; CDS and LDS are wildcard).
+pub fn generate(
+    type_url: TypeUrl,
+    ctx: &PushContext,
+    proxy: &Proxy,
+    names: &std::collections::BTreeSet<String>,
+) -> Vec<Resource> {
+    match type_url {
+        TypeUrl::Cluster => cds::generate(ctx, proxy),
+        TypeUrl::Endpoint => eds::generate(ctx, names),
+        TypeUrl::Listener => lds::generate(ctx, proxy),
+        TypeUrl::Route => rds::generate(ctx, proxy, names),
+    }
+}

@@ -1,0 +1,75 @@
+//! Envoy `Node` → [`NodeInfo`]: the id, and the Istio metadata keys axon reads
+//! (`NAMESPACE`, `LABELS`, `GENERATOR`).
+
+use envoy_types::pb::envoy::config::core::v3::Node;
+use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind};
+
+use crate::model::istio::Labels;
+use crate::model::proxy::NodeInfo;
+
+impl From<&Node> for NodeInfo {
+    fn from(node: &Node) -> NodeInfo {
+        let field = |key: &str| node.metadata.as_ref().and_then(|m| m.fields.get(key));
+        NodeInfo {
+            id: node.id.clone(),
+            cluster: node.cluster.clone(),
+            namespace: field("NAMESPACE").and_then(string_value),
+            labels: field("LABELS").map(labels).unwrap_or_default(),
+            generator: field("GENERATOR").and_then(string_value),
+        }
+    }
+}
+
+fn string_value(v: &Value) -> Option<String> {
+    match &v.kind {
+        Some(Kind::StringValue(s)) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+/// A `LABELS` struct; non-string values are ignored.
+fn labels(v: &Value) -> Labels {
+    match &v.kind {
+        Some(Kind::StructValue(Struct { fields })) => fields
+            .iter()
+            .filter_map(|(k, v)| Some((k.clone(), string_value(v)?)))
+            .collect(),
+        _ => Labels::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &str) -> Value {
+        Value {
+            kind: Some(Kind::StringValue(v.to_string())),
+        }
+    }
+
+    #[test]
+    fn reads_istio_metadata() {
+        let node = Node {
+            id: "router~1.1.1.1~gw.ns~ns.svc.cluster.local".into(),
+            metadata: Some(Struct {
+                fields: [
+                    ("NAMESPACE".to_string(), s("ns")),
+                    (
+                        "LABELS".to_string(),
+                        Value {
+                            kind: Some(Kind::StructValue(Struct {
+                                fields: [("istio".to_string(), s("ingressgateway"))].into(),
+                            })),
+                        },
+                    ),
+                ]
+                .into(),
+            }),
+            ..Default::default()
+        };
+        let info = NodeInfo::from(&node);
+        assert_eq!(info.namespace.as_deref(), Some("ns"));
+        assert_eq!(info.labels.get("istio").map(String::as_str), Some("ingressgateway"));
+    }
+}

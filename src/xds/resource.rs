@@ -1,0 +1,102 @@
+//! Type URLs, encoded resources, and the protocol-free request and response that cross
+//! between the ADS adapter and a ConnectionActor.
+
+use envoy_types::pb::envoy::config::cluster::v3::Cluster;
+use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
+use envoy_types::pb::envoy::config::listener::v3::Listener;
+use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
+use envoy_types::pb::google::protobuf::Any;
+use prost::{Message, Name};
+
+use crate::model::proxy::NodeInfo;
+
+/// The four resource types axon serves, in the order of a full push.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum TypeUrl {
+    Cluster,
+    Endpoint,
+    Listener,
+    Route,
+}
+
+impl TypeUrl {
+    /// Push order: CDS, EDS, LDS, RDS.
+    pub const PUSH_ORDER: [TypeUrl; 4] = [
+        TypeUrl::Cluster,
+        TypeUrl::Endpoint,
+        TypeUrl::Listener,
+        TypeUrl::Route,
+    ];
+
+    pub fn url(self) -> String {
+        match self {
+            TypeUrl::Cluster => Cluster::type_url(),
+            TypeUrl::Endpoint => ClusterLoadAssignment::type_url(),
+            TypeUrl::Listener => Listener::type_url(),
+            TypeUrl::Route => RouteConfiguration::type_url(),
+        }
+    }
+
+    pub fn parse(url: &str) -> Option<TypeUrl> {
+        TypeUrl::PUSH_ORDER.into_iter().find(|t| t.url() == url)
+    }
+
+    /// istiod's short name, used as the `type` metric label.
+    pub fn short(self) -> &'static str {
+        match self {
+            TypeUrl::Cluster => "cds",
+            TypeUrl::Endpoint => "eds",
+            TypeUrl::Listener => "lds",
+            TypeUrl::Route => "rds",
+        }
+    }
+
+    /// CDS and LDS are wildcard types: an empty name list means "everything".
+    pub fn is_wildcard_type(self) -> bool {
+        matches!(self, TypeUrl::Cluster | TypeUrl::Listener)
+    }
+}
+
+/// One named, encoded resource.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resource {
+    pub name: String,
+    pub any: Any,
+}
+
+impl Resource {
+    pub fn new<M: Message + Name>(name: impl Into<String>, msg: &M) -> Resource {
+        Resource {
+            name: name.into(),
+            any: Any {
+                type_url: M::type_url(),
+                value: msg.encode_to_vec(),
+            },
+        }
+    }
+
+    pub fn encoded_len(&self) -> usize {
+        self.any.value.len()
+    }
+}
+
+/// A DiscoveryRequest without protocol types.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct XdsRequest {
+    pub type_url: String,
+    pub version_info: String,
+    pub response_nonce: String,
+    pub resource_names: Vec<String>,
+    /// The NACK message, when Envoy rejected the response this request answers.
+    pub error_detail: Option<String>,
+    pub node: Option<NodeInfo>,
+}
+
+/// A DiscoveryResponse to send.
+#[derive(Debug, Clone, PartialEq)]
+pub struct XdsResponse {
+    pub type_url: TypeUrl,
+    pub version_info: String,
+    pub nonce: String,
+    pub resources: Vec<Resource>,
+}

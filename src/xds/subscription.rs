@@ -1,0 +1,134 @@
+//! Per-type subscription state of one ADS stream, and istiod's `ShouldRespond` rule.
+//!
+//! Pure: a ConnectionActor keeps one [`Watched`] per type URL and asks [`Watched::on_request`]
+//! what to do with each request; it records what it sent with [`Watched::sent`].
+
+use std::collections::BTreeSet;
+
+use super::resource::{TypeUrl, XdsRequest};
+
+/// What a request asks of the server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Send the current resources of this type.
+    Respond,
+    /// An ACK of the last response: nothing to send.
+    Ack,
+    /// Envoy rejected the last response: record it, send nothing (no re-push loop).
+    Nack(String),
+    /// A nonce that is not the last one sent: ignore.
+    Stale,
+}
+
+/// What one stream has subscribed to for one type, and where the exchange stands.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Watched {
+    pub names: BTreeSet<String>,
+    pub wildcard: bool,
+    pub nonce_sent: Option<String>,
+    pub nonce_acked: Option<String>,
+    pub version_sent: Option<String>,
+    pub version_acked: Option<String>,
+    pub last_error: Option<String>,
+}
+
+impl Watched {
+    pub fn new(type_url: TypeUrl) -> Watched {
+        Watched {
+            wildcard: type_url.is_wildcard_type(),
+            ..Default::default()
+        }
+    }
+
+    /// Applies a request to this state and says whether to respond (istiod's `ShouldRespond`).
+    pub fn on_request(&mut self, type_url: TypeUrl, req: &XdsRequest) -> Decision {
+        if let Some(error) = &req.error_detail {
+            self.last_error = Some(error.clone());
+            return Decision::Nack(error.clone());
+        }
+        let names: BTreeSet<String> = req.resource_names.iter().cloned().collect();
+        let first = self.nonce_sent.is_none();
+        // An empty nonce is a new subscription (or a reconnect): always answered.
+        if first || req.response_nonce.is_empty() {
+            self.set_names(type_url, names);
+            return Decision::Respond;
+        }
+        if self.nonce_sent.as_deref() != Some(req.response_nonce.as_str()) {
+            return Decision::Stale;
+        }
+        self.nonce_acked = Some(req.response_nonce.clone());
+        self.version_acked = Some(req.version_info.clone());
+        self.last_error = None;
+        let changed = !type_url.is_wildcard_type() && names != self.names;
+        self.set_names(type_url, names);
+        if changed { Decision::Respond } else { Decision::Ack }
+    }
+
+    fn set_names(&mut self, type_url: TypeUrl, names: BTreeSet<String>) {
+        if type_url.is_wildcard_type() {
+            self.wildcard = names.is_empty() || names.contains("*");
+        }
+        self.names = names;
+    }
+
+    /// Whether this type has anything subscribed (a non-wildcard type with no names has not).
+    pub fn is_subscribed(&self) -> bool {
+        self.wildcard || !self.names.is_empty()
+    }
+
+    pub fn sent(&mut self, nonce: String, version: String) {
+        self.nonce_sent = Some(nonce);
+        self.version_sent = Some(version);
+    }
+
+    /// Whether every response sent has been ACKed.
+    pub fn is_acked(&self) -> bool {
+        self.nonce_sent.is_some() && self.nonce_sent == self.nonce_acked
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(nonce: &str, names: &[&str]) -> XdsRequest {
+        XdsRequest {
+            response_nonce: nonce.to_string(),
+            resource_names: names.iter().map(|n| n.to_string()).collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn first_request_then_ack_then_stale() {
+        let mut w = Watched::new(TypeUrl::Endpoint);
+        assert_eq!(w.on_request(TypeUrl::Endpoint, &req("", &["a"])), Decision::Respond);
+        w.sent("n1".into(), "1".into());
+        assert_eq!(w.on_request(TypeUrl::Endpoint, &req("n1", &["a"])), Decision::Ack);
+        assert!(w.is_acked());
+        assert_eq!(w.on_request(TypeUrl::Endpoint, &req("old", &["a", "b"])), Decision::Stale);
+        assert_eq!(w.names.len(), 1, "a stale request changes nothing");
+        assert_eq!(w.on_request(TypeUrl::Endpoint, &req("n1", &["a", "b"])), Decision::Respond);
+    }
+
+    #[test]
+    fn nack_is_recorded_and_not_answered() {
+        let mut w = Watched::new(TypeUrl::Cluster);
+        w.on_request(TypeUrl::Cluster, &req("", &[]));
+        w.sent("n1".into(), "1".into());
+        let mut nack = req("n1", &[]);
+        nack.error_detail = Some("bad cluster".into());
+        assert_eq!(w.on_request(TypeUrl::Cluster, &nack), Decision::Nack("bad cluster".into()));
+        assert_eq!(w.last_error.as_deref(), Some("bad cluster"));
+        assert!(!w.is_acked());
+    }
+
+    #[test]
+    fn wildcard_types_ignore_names_on_ack() {
+        let mut w = Watched::new(TypeUrl::Listener);
+        w.on_request(TypeUrl::Listener, &req("", &[]));
+        assert!(w.wildcard && w.is_subscribed());
+        w.sent("n1".into(), "1".into());
+        assert_eq!(w.on_request(TypeUrl::Listener, &req("n1", &[])), Decision::Ack);
+    }
+}
