@@ -223,12 +223,17 @@ impl Handler<Push> for ConnectionActor {
     type Result = ();
 
     fn handle(&mut self, msg: Push, ctx: &mut Context<Self>) {
+        let version = msg.ctx.version.to_string();
         self.ctx = Some(msg.ctx);
         self.answer_waiting(ctx);
         for type_url in TypeUrl::PUSH_ORDER {
             let wanted = msg.request.full || type_url == TypeUrl::Endpoint;
-            let subscribed = self.watched.get(&type_url).is_some_and(Watched::is_subscribed);
-            if wanted && subscribed {
+            // A type already answered from this context (a request that waited for it) has
+            // nothing new to send.
+            let fresh = self.watched.get(&type_url).is_some_and(|w| {
+                w.is_subscribed() && w.version_sent.as_deref() != Some(version.as_str())
+            });
+            if wanted && fresh {
                 self.respond(type_url, ctx);
             }
         }

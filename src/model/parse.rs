@@ -62,7 +62,7 @@ pub fn parse_documents(text: &str, default_namespace: &str) -> Vec<ParsedDoc> {
         .map(|(i, (line, body))| ParsedDoc {
             index: i + 1,
             line,
-            outcome: parse_document(body, default_namespace),
+            outcome: parse_document(body, line, default_namespace),
         })
         .collect()
 }
@@ -106,6 +106,16 @@ fn has_comment_only(body: &str) -> bool {
     body.lines().any(|l| l.trim_start().starts_with('#'))
 }
 
+/// Rewrites the parser's `line N` (counted from the document's start) as a line of the file.
+fn file_lines(message: &str, first_line: usize) -> String {
+    let re = regex::Regex::new(r"line (\d+)").expect("valid regex");
+    re.replace_all(message, |c: &regex::Captures| {
+        let n: usize = c[1].parse().unwrap_or(1);
+        format!("line {}", n + first_line - 1)
+    })
+    .into_owned()
+}
+
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Envelope {
@@ -124,10 +134,10 @@ struct Metadata {
     labels: Labels,
 }
 
-fn parse_document(body: String, default_namespace: &str) -> DocOutcome {
+fn parse_document(body: String, first_line: usize, default_namespace: &str) -> DocOutcome {
     let value: serde_json::Value = match serde_norway::from_str(&body) {
         Ok(v) => v,
-        Err(e) => return DocOutcome::Invalid(DocError::Yaml(e.to_string())),
+        Err(e) => return DocOutcome::Invalid(DocError::Yaml(file_lines(&e.to_string(), first_line))),
     };
     if value.is_null() {
         return DocOutcome::Empty;

@@ -16,6 +16,9 @@ pub mod rds;
 pub mod resource;
 pub mod subscription;
 
+#[cfg(test)]
+mod tests;
+
 use crate::model::proxy::Proxy;
 use crate::model::push_context::PushContext;
 pub use resource::{Resource, TypeUrl, XdsRequest, XdsResponse};
