@@ -5,6 +5,9 @@
 
 use prometheus::{Encoder, IntCounterVec, IntGauge, Opts, Registry, TextEncoder};
 
+/// The `type` label values of the per-type xDS families (istiod's short names).
+pub const XDS_TYPES: [&str; 4] = ["cds", "eds", "lds", "rds"];
+
 #[derive(Clone)]
 pub struct Metrics {
     registry: Registry,
@@ -35,7 +38,7 @@ impl Metrics {
             registry.register(Box::new(c.clone())).expect("unique metric");
             c
         };
-        Metrics {
+        let m = Metrics {
             xds_clients: gauge("pilot_xds", "Number of endpoints connected to this pilot using XDS."),
             xds_pushes: counter("pilot_xds_pushes", "Pilot build and send errors for lds, rds, cds and eds."),
             xds_rejects: counter("pilot_total_xds_rejects", "Total number of XDS responses from pilot rejected by proxy."),
@@ -43,7 +46,14 @@ impl Metrics {
             services: gauge("pilot_services", "Total services known to pilot."),
             push_triggers: counter("pilot_push_triggers", "Total number of times a push was triggered, labeled by reason for the push."),
             registry,
+        };
+        // Typed families start at 0 for every xDS type, so that dashboards see them at once.
+        for t in XDS_TYPES {
+            m.xds_pushes.with_label_values(&[t]);
+            m.xds_rejects.with_label_values(&[t]);
+            m.expired_nonce.with_label_values(&[t]);
         }
+        m
     }
 
     /// The Prometheus text exposition.
@@ -75,5 +85,6 @@ mod tests {
         assert!(text.contains("pilot_xds 2"), "{text}");
         assert!(text.contains("pilot_xds_pushes{type=\"cds\"} 1"), "{text}");
         assert!(text.contains("pilot_total_xds_rejects{type=\"lds\"} 1"), "{text}");
+        assert!(text.contains("pilot_total_xds_rejects{type=\"cds\"} 0"), "{text}");
     }
 }

@@ -224,6 +224,75 @@ mod tests {
         assert!(matches!(s.step(t0 + 1_000 * MS), Step::Flush(_)));
     }
 
+    /// Records when each flush arrives.
+    struct Probe(std::sync::Arc<std::sync::Mutex<Vec<(Instant, PushRequest)>>>);
+
+    impl Actor for Probe {
+        type Context = Context<Self>;
+    }
+
+    impl Handler<Flush> for Probe {
+        type Result = ();
+        fn handle(&mut self, msg: Flush, _: &mut Context<Self>) {
+            self.0.lock().unwrap().push((Instant::now(), msg.request));
+        }
+    }
+
+    fn update(at: Instant) -> ConfigUpdate {
+        ConfigUpdate {
+            source: "test",
+            configs: Arc::default(),
+            request: req(at),
+        }
+    }
+
+    #[actix_rt::test]
+    async fn the_actor_flushes_a_burst_once_with_paused_time() {
+        tokio::time::pause();
+        let flushes = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let probe = Probe(flushes.clone()).start();
+        let debouncer = Debouncer::new(
+            DebounceState::new(100 * MS, 10_000 * MS, true),
+            probe.recipient(),
+            16,
+        )
+        .start();
+        let t0 = Instant::now();
+        for i in 0..50 {
+            // 50 events within 40 ms (the timer wheel has millisecond resolution).
+            tokio::time::sleep_until(t0 + (i * 40 / 50) * MS).await;
+            debouncer.do_send(update(Instant::now()));
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let flushes = flushes.lock().unwrap();
+        assert_eq!(flushes.len(), 1, "one flush for the burst");
+        let at = flushes[0].0 - t0;
+        assert!(at >= 139 * MS && at <= 142 * MS, "flushed at {at:?}");
+        assert_eq!(flushes[0].1.reasons.values().sum::<u32>(), 50);
+    }
+
+    #[actix_rt::test]
+    async fn the_actor_flushes_at_max_when_events_never_stop() {
+        tokio::time::pause();
+        let flushes = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let probe = Probe(flushes.clone()).start();
+        let debouncer = Debouncer::new(
+            DebounceState::new(100 * MS, 2_000 * MS, true),
+            probe.recipient(),
+            16,
+        )
+        .start();
+        let t0 = Instant::now();
+        while Instant::now() - t0 < 2_500 * MS {
+            debouncer.do_send(update(Instant::now()));
+            tokio::time::sleep(50 * MS).await;
+        }
+        let flushes = flushes.lock().unwrap();
+        assert!(!flushes.is_empty(), "a flush despite endless events");
+        let at = flushes[0].0 - t0;
+        assert!(at >= 2_000 * MS && at <= 2_060 * MS, "first flush at {at:?}");
+    }
+
     #[test]
     fn one_build_at_a_time() {
         let t0 = Instant::now();

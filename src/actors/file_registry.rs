@@ -45,10 +45,20 @@ pub fn list_config_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     Ok(out)
 }
 
+fn text_digest(text: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut h);
+    h.finish()
+}
+
 pub struct FileRegistry {
     dir: PathBuf,
     files: FileSet,
     stamps: BTreeMap<PathBuf, (SystemTime, u64)>,
+    /// The text last applied per file: an event for a file whose text did not change (editors
+    /// and atomic renames fire several) is not parsed or reported again.
+    texts: BTreeMap<PathBuf, u64>,
     debouncer: Recipient<ConfigUpdate>,
     rescan_interval: Duration,
     reported_kinds: BTreeSet<(String, String)>,
@@ -71,6 +81,7 @@ impl FileRegistry {
             dir,
             files: FileSet::new(default_namespace),
             stamps: BTreeMap::new(),
+            texts: BTreeMap::new(),
             debouncer,
             rescan_interval,
             reported_kinds: BTreeSet::new(),
@@ -123,6 +134,14 @@ impl FileRegistry {
                     self.stamps.remove(path);
                 }
             }
+            let digest = text.as_deref().map(text_digest);
+            if digest.is_some() && self.texts.get(path) == digest.as_ref() {
+                continue;
+            }
+            match digest {
+                Some(d) => self.texts.insert(path.clone(), d),
+                None => self.texts.remove(path),
+            };
             let report = self.files.apply(path, text.as_deref());
             for error in &report.errors {
                 tracing::warn!(

@@ -166,8 +166,8 @@ pub fn diff(old: &ConfigSet, new: &ConfigSet) -> BTreeSet<ConfigKey> {
 mod tests {
     use super::*;
 
-    const GW: &str = "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: gw}\nspec:\n  selector: {istio: ingressgateway}\n";
-    const GW2: &str = "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: gw}\nspec:\n  selector: {istio: other}\n";
+    const GW: &str = "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: gw}\nspec:\n  selector: {istio: ingressgateway}\n  servers: [{port: {number: 80, name: http, protocol: HTTP}, hosts: ['*']}]\n";
+    const GW2: &str = "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: gw}\nspec:\n  selector: {istio: other}\n  servers: [{port: {number: 80, name: http, protocol: HTTP}, hosts: ['*']}]\n";
 
     #[test]
     fn same_spec_saved_again_changes_nothing() {

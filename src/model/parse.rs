@@ -217,19 +217,19 @@ mod tests {
 
     #[test]
     fn splits_and_positions_documents() {
-        let text = "# leading comment\n---\napiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: gw}\nspec:\n  selector: {istio: ingressgateway}\n---\napiVersion: v1\nkind: Service\nmetadata: {name: s}\n---\n";
+        let text = "# leading comment\n---\napiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: gw}\nspec:\n  selector: {istio: ingressgateway}\n  servers: [{port: {number: 80, name: http, protocol: HTTP}, hosts: ['*']}]\n---\napiVersion: v1\nkind: Service\nmetadata: {name: s}\n---\n";
         let docs = parse_documents(text, "default");
         assert_eq!(docs.len(), 3, "{docs:?}");
         assert_eq!(docs[0].outcome, DocOutcome::Empty);
         assert_eq!(docs[1].line, 3);
         assert!(matches!(docs[1].outcome, DocOutcome::Config(_)));
-        assert_eq!(docs[2].line, 9);
+        assert_eq!(docs[2].line, 10);
         assert!(matches!(docs[2].outcome, DocOutcome::Unsupported { .. }));
     }
 
     #[test]
     fn a_syntax_error_spoils_only_its_document() {
-        let text = "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: a}\nspec: {}\n---\nkind: [unclosed\n---\napiVersion: networking.istio.io/v1beta1\nkind: Gateway\nmetadata: {name: b, namespace: x}\nspec: {}\n";
+        let text = "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: a}\nspec: {servers: [{port: {number: 80, name: http, protocol: HTTP}, hosts: ['*']}]}\n---\nkind: [unclosed\n---\napiVersion: networking.istio.io/v1beta1\nkind: Gateway\nmetadata: {name: b, namespace: x}\nspec: {servers: [{port: {number: 80, name: http, protocol: HTTP}, hosts: ['*']}]}\n";
         let docs = parse_documents(text, "default");
         assert_eq!(docs.len(), 3);
         assert!(matches!(docs[1].outcome, DocOutcome::Invalid(DocError::Yaml(_))));

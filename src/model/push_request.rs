@@ -112,4 +112,44 @@ mod tests {
         assert_eq!(m.start, t0);
         assert_eq!(m.reasons.values().sum::<u32>(), 2);
     }
+
+    fn arb_request() -> impl proptest::strategy::Strategy<Value = PushRequest> {
+        use proptest::prelude::*;
+        (
+            any::<bool>(),
+            any::<bool>(),
+            proptest::collection::btree_set((0usize..3, "[a-c]{1,2}"), 0..4),
+            0u64..1000,
+        )
+            .prop_map(|(full, forced, keys, offset)| PushRequest {
+                full,
+                forced,
+                configs_updated: keys
+                    .into_iter()
+                    .map(|(k, name)| {
+                        let kind = [ConfigKind::VirtualService, ConfigKind::Gateway, ConfigKind::ServiceEntry][k];
+                        ConfigKey::new(kind, "ns", name)
+                    })
+                    .collect(),
+                reasons: BTreeMap::from([(TriggerReason::Config, 1)]),
+                start: base() + std::time::Duration::from_millis(offset),
+            })
+    }
+
+    fn base() -> Instant {
+        static BASE: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+        *BASE.get_or_init(Instant::now)
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn merge_is_associative_and_commutative(a in arb_request(), b in arb_request(), c in arb_request()) {
+            let ab_c = a.clone().merge(b.clone()).merge(c.clone());
+            let a_bc = a.clone().merge(b.clone().merge(c.clone()));
+            proptest::prop_assert_eq!(&ab_c, &a_bc);
+            let ab = a.clone().merge(b.clone());
+            let ba = b.merge(a);
+            proptest::prop_assert_eq!(ab, ba);
+        }
+    }
 }

@@ -2217,7 +2217,9 @@ fn port_in_range(n: i64) -> bool {
 }
 
 fn invalid_port_name(name: &str) -> String {
-    format!("port name must be valid (a DNS-1123 label of at most 63 characters): {name:?}")
+    format!(
+        "Invalid value: {name:?}: port name must be valid (a DNS-1123 label of at most 63 characters)"
+    )
 }
 
 fn invalid_subset_name(name: &str) -> String {
