@@ -1,0 +1,579 @@
+//! End-to-end: axon serves a real Envoy acting as an Istio ingress gateway,
+//! from Gateway / VirtualService / DestinationRule / ServiceEntry /
+//! WorkloadEntry files in a watched config directory.
+//!
+//! Every test has its own axon, Envoy, upstreams and ports, so the tests run
+//! in parallel. On a failure the harness prints axon's and Envoy's logs.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use support::*;
+
+const NODE_ID: &str = "router~127.0.0.1~ingress-1.istio-system~istio-system.svc.cluster.local";
+const BACKEND: &str = "backend.demo.svc.cluster.local";
+
+/// How long the first configuration may take to reach Envoy.
+const CONVERGE: Duration = Duration::from_secs(30);
+
+fn gateway_yaml(gw_port: u16) -> String {
+    format!(
+        r#"apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata:
+  name: ingress
+  namespace: istio-system
+spec:
+  selector:
+    istio: ingressgateway
+  servers:
+  - port:
+      number: {gw_port}
+      name: http
+      protocol: HTTP
+    hosts:
+    - "*"
+"#
+    )
+}
+
+fn backend_yaml(v1_port: u16, v2_port: u16, other_port: u16) -> String {
+    format!(
+        r#"apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata:
+  name: backend
+  namespace: demo
+spec:
+  hosts:
+  - backend.demo.svc.cluster.local
+  ports:
+  - number: 80
+    name: http
+    protocol: HTTP
+  location: MESH_INTERNAL
+  resolution: STATIC
+  endpoints:
+  - address: 127.0.0.1
+    ports:
+      http: {v1_port}
+    labels:
+      version: v1
+  - address: 127.0.0.1
+    ports:
+      http: {v2_port}
+    labels:
+      version: v2
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata:
+  name: backend
+  namespace: demo
+spec:
+  host: backend
+  subsets:
+  - name: v1
+    labels:
+      version: v1
+  - name: v2
+    labels:
+      version: v2
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata:
+  name: other
+  namespace: demo
+spec:
+  hosts:
+  - other.demo.svc.cluster.local
+  ports:
+  - number: 80
+    name: http
+    protocol: HTTP
+  location: MESH_INTERNAL
+  resolution: STATIC
+  workloadSelector:
+    labels:
+      app: other
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata:
+  name: other
+  namespace: demo
+spec:
+  address: 127.0.0.1
+  ports:
+    http: {other_port}
+  labels:
+    app: other
+"#
+    )
+}
+
+/// The VirtualService; `v1_weight` + `v2_weight` = 100.
+fn routes_yaml(v1_weight: u32, v2_weight: u32) -> String {
+    format!(
+        r#"apiVersion: networking.istio.io/v1alpha3
+kind: VirtualService
+metadata:
+  name: backend
+  namespace: demo
+spec:
+  hosts:
+  - "*"
+  gateways:
+  - istio-system/ingress
+  http:
+  - match:
+    - headers:
+        x-version:
+          exact: v2
+    route:
+    - destination:
+        host: backend.demo.svc.cluster.local
+        subset: v2
+        port:
+          number: 80
+  - match:
+    - uri:
+        prefix: /other
+    route:
+    - destination:
+        host: other.demo.svc.cluster.local
+        port:
+          number: 80
+  - route:
+    - destination:
+        host: backend.demo.svc.cluster.local
+        subset: v1
+        port:
+          number: 80
+      weight: {v1_weight}
+    - destination:
+        host: backend.demo.svc.cluster.local
+        subset: v2
+        port:
+          number: 80
+      weight: {v2_weight}
+"#
+    )
+}
+
+/// One test's world. Field order = drop order: Envoy dies before axon, and
+/// both print their logs if the test panics.
+struct Scenario {
+    envoy: Envoy,
+    axon: Axon,
+    config: ConfigDir,
+    gw_port: u16,
+    _v1: Upstream,
+    _v2: Upstream,
+    _other: Upstream,
+}
+
+impl Scenario {
+    /// Starts upstreams, writes the config (with `routes` as routes.yaml),
+    /// starts axon and the gateway Envoy.
+    fn start(routes: &str) -> Scenario {
+        let v1 = Upstream::start("backend-v1");
+        let v2 = Upstream::start("backend-v2");
+        let other = Upstream::start("other");
+        let gw_port = free_port();
+        let config = ConfigDir::new();
+        config.write("gateway.yaml", &gateway_yaml(gw_port));
+        config.write(
+            "backend.yaml",
+            &backend_yaml(v1.port(), v2.port(), other.port()),
+        );
+        config.write("routes.yaml", routes);
+        let axon = Axon::start(config.path());
+        let envoy = Envoy::start_gateway(
+            axon.xds_addr(),
+            NODE_ID,
+            &[("istio", "ingressgateway")],
+            "istio-system",
+        );
+        Scenario {
+            envoy,
+            axon,
+            config,
+            gw_port,
+            _v1: v1,
+            _v2: v2,
+            _other: other,
+        }
+    }
+
+    fn gw(&self) -> SocketAddr {
+        Envoy::local(self.gw_port)
+    }
+
+    fn get(&self, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
+        http_get(self.gw(), path, headers)
+    }
+
+    /// Waits until `GET path` with `headers` answers `(200, want_body)`;
+    /// panics with a description of Envoy's state otherwise.
+    fn wait_for_body(&self, what: &str, path: &str, headers: &[(&str, &str)], want: &str) {
+        let mut last = (0, String::new());
+        let ok = wait_until(CONVERGE, || {
+            last = self.get(path, headers);
+            last.0 == 200 && last.1 == want
+        });
+        assert!(
+            ok,
+            "{what}: GET {path} {headers:?} on {} never answered 200 {want:?} within {CONVERGE:?}; \
+             last answer: {last:?}\n{}",
+            self.gw(),
+            describe_envoy(&self.envoy)
+        );
+    }
+
+    /// Sends `n` plain requests and counts the bodies.
+    fn plain_distribution(&self, n: usize) -> BTreeMap<String, usize> {
+        let mut counts = BTreeMap::new();
+        for _ in 0..n {
+            let (status, body) = self.get("/", &[]);
+            let key = if status == 200 {
+                body
+            } else {
+                format!("status {status}: {body}")
+            };
+            *counts.entry(key).or_insert(0) += 1;
+        }
+        counts
+    }
+}
+
+/// A summary of Envoy's xDS state for failure messages.
+fn describe_envoy(envoy: &Envoy) -> String {
+    let dump = envoy.config_dump();
+    let stats = envoy.stats();
+    let xds_stats: Vec<String> = stats
+        .iter()
+        .filter(|(k, _)| k.contains("update_") || k.contains("control_plane.connected_state"))
+        .map(|(k, v)| format!("  {k}: {v}"))
+        .collect();
+    format!(
+        "envoy dynamic listeners: {:?}\nenvoy route configs: {:?}\nenvoy clusters: {:?}\n\
+         envoy xds stats:\n{}",
+        dynamic_listener_names(&dump),
+        dynamic_route_config_names(&dump),
+        dynamic_cluster_names(&dump),
+        xds_stats.join("\n")
+    )
+}
+
+fn metric_value(metrics: &str, re: &str) -> Option<f64> {
+    let re = regex::Regex::new(re).unwrap();
+    re.captures(metrics)
+        .and_then(|c| c.get(1))
+        .and_then(|m| m.as_str().parse().ok())
+}
+
+fn is_problem_line(line: &str) -> bool {
+    let l = line.to_ascii_lowercase();
+    [
+        "warn",
+        "error",
+        "fail",
+        "invalid",
+        "parse",
+        "malformed",
+        "reject",
+        "skip",
+    ]
+    .iter()
+    .any(|w| l.contains(w))
+}
+
+#[test]
+fn gateway_scenario() {
+    let s = Scenario::start(&routes_yaml(80, 20));
+
+    // (a) Routing by header, by path prefix, and by weights.
+    s.wait_for_body(
+        "x-version: v2 route",
+        "/",
+        &[("x-version", "v2")],
+        "backend-v2",
+    );
+    s.wait_for_body("/other route", "/other", &[], "other");
+    s.wait_for_body("/other/deeper route", "/other/x?y=1", &[], "other");
+    // The default route works (either subset).
+    let mut last = (0, String::new());
+    assert!(
+        wait_until(CONVERGE, || {
+            last = s.get("/", &[]);
+            last.0 == 200 && (last.1 == "backend-v1" || last.1 == "backend-v2")
+        }),
+        "default route never answered; last {last:?}\n{}",
+        describe_envoy(&s.envoy)
+    );
+    for _ in 0..20 {
+        assert_eq!(
+            s.get("/", &[("x-version", "v2")]),
+            (200, "backend-v2".to_string()),
+            "x-version: v2 must always reach backend-v2"
+        );
+    }
+    let counts = s.plain_distribution(400);
+    let v1 = counts.get("backend-v1").copied().unwrap_or(0);
+    let v2 = counts.get("backend-v2").copied().unwrap_or(0);
+    assert_eq!(
+        v1 + v2,
+        400,
+        "every plain request must reach backend-v1/v2: {counts:?}"
+    );
+    let share = v2 as f64 / 400.0;
+    assert!(
+        (share - 0.20).abs() <= 0.07,
+        "v2 share {share:.3} not within 0.20 ± 0.07 (counts {counts:?})"
+    );
+    eprintln!("[e2e] 80/20 split: {counts:?}");
+
+    // Envoy's view of the config.
+    let dump = s.envoy.config_dump();
+    let listeners = dynamic_listener_names(&dump);
+    let routes = dynamic_route_config_names(&dump);
+    let clusters = dynamic_cluster_names(&dump);
+    let want_listener = format!("0.0.0.0_{}", s.gw_port);
+    assert!(
+        listeners.contains(&want_listener),
+        "no dynamic listener {want_listener}: {listeners:?}"
+    );
+    let want_route = format!("http.{}", s.gw_port);
+    assert!(
+        routes.contains(&want_route),
+        "no route config {want_route}: {routes:?}"
+    );
+    for c in [
+        format!("outbound|80|v1|{BACKEND}"),
+        format!("outbound|80|v2|{BACKEND}"),
+        format!("outbound|80||{BACKEND}"),
+    ] {
+        assert!(clusters.contains(&c), "no cluster {c}: {clusters:?}");
+    }
+
+    // (b) Shift the default route to 100% v2: plain requests must reach only
+    // backend-v2 within 2 s of the write.
+    let written = Instant::now();
+    s.config.write("routes.yaml", &routes_yaml(0, 100));
+    const STREAK: usize = 20;
+    let mut streak = 0;
+    let mut streak_start = written;
+    let mut converged_after: Option<Duration> = None;
+    let mut last = (0, String::new());
+    while written.elapsed() < Duration::from_secs(15) {
+        let sent = Instant::now();
+        last = s.get("/", &[]);
+        if last == (200, "backend-v2".to_string()) {
+            if streak == 0 {
+                streak_start = sent;
+            }
+            streak += 1;
+            if streak >= STREAK {
+                converged_after = Some(streak_start - written);
+                break;
+            }
+        } else {
+            streak = 0;
+        }
+    }
+    let converged_after = converged_after.unwrap_or_else(|| {
+        panic!(
+            "after rewriting routes.yaml to 100% v2, plain requests did not settle on \
+             backend-v2 within 15 s; last {last:?}\n{}",
+            describe_envoy(&s.envoy)
+        )
+    });
+    eprintln!("[e2e] 100% v2 reached Envoy {converged_after:?} after the write");
+    assert!(
+        converged_after < Duration::from_secs(2),
+        "route change took {converged_after:?} (>= 2 s) to take effect"
+    );
+    let counts = s.plain_distribution(50);
+    assert_eq!(
+        counts.get("backend-v2").copied(),
+        Some(50),
+        "after the shift every plain request must reach backend-v2: {counts:?}"
+    );
+
+    // (c) Broken files are reported with their path and do not disturb the
+    // last good config.
+    let broken = s.config.file("broken.yaml");
+    let broken_str = broken.display().to_string();
+    let canon_dir = std::fs::canonicalize(s.config.path()).unwrap();
+    let broken_canon = canon_dir.join("broken.yaml").display().to_string();
+    let offset = s.axon.log_len();
+    s.config.write("broken.yaml", "kind: [unclosed\n");
+    let line = s
+        .axon
+        .wait_for_log_line_after(offset, Duration::from_secs(10), |l| {
+            l.contains(&broken_str) || l.contains(&broken_canon)
+        });
+    assert!(
+        line.is_some(),
+        "axon's log never mentioned the malformed file {broken_str}; lines mentioning \
+         broken.yaml: {:?}",
+        s.axon
+            .logs()
+            .lines()
+            .filter(|l| l.contains("broken.yaml"))
+            .collect::<Vec<_>>()
+    );
+    eprintln!("[e2e] axon on broken.yaml: {}", line.unwrap());
+
+    let routes_path = s.config.file("routes.yaml").display().to_string();
+    let routes_canon = canon_dir.join("routes.yaml").display().to_string();
+    let offset = s.axon.log_len();
+    s.config.write(
+        "routes.yaml",
+        "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: backend\n  spec: [\n",
+    );
+    let line = s
+        .axon
+        .wait_for_log_line_after(offset, Duration::from_secs(10), |l| {
+            (l.contains(&routes_path) || l.contains(&routes_canon)) && is_problem_line(l)
+        });
+    assert!(
+        line.is_some(),
+        "axon's log never reported the malformed {routes_path}; new lines mentioning \
+         routes.yaml: {:?}",
+        s.axon.logs()[offset..]
+            .lines()
+            .filter(|l| l.contains("routes.yaml"))
+            .collect::<Vec<_>>()
+    );
+    eprintln!("[e2e] axon on broken routes.yaml: {}", line.unwrap());
+
+    // Routing keeps the last good routes.yaml (100% v2) and everything else.
+    let counts = s.plain_distribution(50);
+    assert_eq!(
+        counts.get("backend-v2").copied(),
+        Some(50),
+        "after the broken routes.yaml, plain requests must still reach only backend-v2: \
+         {counts:?}\n{}",
+        describe_envoy(&s.envoy)
+    );
+    assert_eq!(
+        s.get("/", &[("x-version", "v2")]),
+        (200, "backend-v2".to_string())
+    );
+    assert_eq!(s.get("/other", &[]), (200, "other".to_string()));
+    let dump = s.envoy.config_dump();
+    assert!(dynamic_listener_names(&dump).contains(&want_listener));
+    assert!(dynamic_route_config_names(&dump).contains(&want_route));
+
+    // (d) Envoy accepted every update.
+    let stats = s.envoy.stats();
+    let rejected: Vec<(&String, &u64)> = stats
+        .iter()
+        .filter(|(k, v)| k.ends_with("update_rejected") && **v != 0)
+        .collect();
+    assert!(
+        rejected.is_empty(),
+        "Envoy rejected updates: {rejected:?}\nrejection lines in Envoy's log:\n{}",
+        s.envoy
+            .logs()
+            .lines()
+            .filter(|l| l.contains("rejected") || l.contains("gRPC config"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert!(
+        stats.keys().any(|k| k.ends_with("update_rejected")),
+        "no *update_rejected stats at all"
+    );
+    let cds = stats
+        .get("cluster_manager.cds.update_success")
+        .copied()
+        .unwrap_or(0);
+    let lds = stats
+        .get("listener_manager.lds.update_success")
+        .copied()
+        .unwrap_or(0);
+    assert!(cds >= 1, "cluster_manager.cds.update_success = {cds}");
+    assert!(lds >= 1, "listener_manager.lds.update_success = {lds}");
+
+    check_metrics(&s.axon);
+}
+
+/// axon's /metrics: one connected proxy, CDS pushes counted, the rejects
+/// counter exposed.
+fn check_metrics(axon: &Axon) {
+    let xds = |m: &str| metric_value(m, r"(?m)^pilot_xds(?:\{\})? (\d+(?:\.\d+)?)\s*$");
+    let cds = |m: &str| {
+        metric_value(
+            m,
+            r#"(?m)^pilot_xds_pushes(?:_total)?\{[^}]*="cds"[^}]*\} (\d+(?:\.\d+)?(?:e\+?\d+)?)\s*$"#,
+        )
+    };
+    let mut metrics = String::new();
+    wait_until(Duration::from_secs(10), || {
+        metrics = axon.metrics();
+        xds(&metrics) == Some(1.0)
+            && cds(&metrics).is_some_and(|v| v > 0.0)
+            && metrics.contains("pilot_total_xds_rejects")
+    });
+    assert_eq!(
+        xds(&metrics),
+        Some(1.0),
+        "axon /metrics must show `pilot_xds 1` (one connected proxy):\n{metrics}"
+    );
+    assert!(
+        cds(&metrics).is_some_and(|v| v > 0.0),
+        "axon /metrics must count CDS pushes (pilot_xds_pushes{{type=\"cds\"}} > 0):\n{metrics}"
+    );
+    assert!(
+        metrics.contains("pilot_total_xds_rejects"),
+        "axon /metrics must expose pilot_total_xds_rejects (even with no reject yet):\n{metrics}"
+    );
+}
+
+#[test]
+fn gateway_unmatched_host_gets_404() {
+    let routes = r#"apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata:
+  name: shop
+  namespace: demo
+spec:
+  hosts:
+  - shop.example.com
+  gateways:
+  - istio-system/ingress
+  http:
+  - route:
+    - destination:
+        host: backend.demo.svc.cluster.local
+        subset: v1
+        port:
+          number: 80
+"#;
+    let s = Scenario::start(routes);
+    s.wait_for_body(
+        "shop.example.com route",
+        "/",
+        &[("Host", "shop.example.com")],
+        "backend-v1",
+    );
+    let (status, body) = s.get("/", &[("Host", "nope.example.com")]);
+    assert_eq!(
+        status,
+        404,
+        "a host no VirtualService matches must get 404, got {status} {body:?}\n{}",
+        describe_envoy(&s.envoy)
+    );
+    // Still routed for the known host.
+    assert_eq!(
+        s.get("/x", &[("Host", "shop.example.com")]),
+        (200, "backend-v1".to_string())
+    );
+}
