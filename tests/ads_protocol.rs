@@ -65,6 +65,15 @@ spec:
     )
 }
 
+/// The names the scripted client keeps subscribed, per type.
+fn subscribed(type_url: &str) -> &'static [&'static str] {
+    match type_url {
+        EDS => &["outbound|80|v1|svc.demo.svc.cluster.local"],
+        RDS => &["http.18080"],
+        _ => &[],
+    }
+}
+
 fn node(id: &str) -> Node {
     let s = |v: &str| Value {
         kind: Some(Kind::StringValue(v.to_string())),
@@ -93,6 +102,7 @@ fn node(id: &str) -> Node {
 struct Client {
     tx: mpsc::Sender<DiscoveryRequest>,
     rx: Streaming<DiscoveryResponse>,
+    last_version: String,
 }
 
 impl Client {
@@ -106,7 +116,11 @@ impl Client {
             .await
             .expect("opening the ADS stream")
             .into_inner();
-        Client { tx, rx }
+        Client {
+            tx,
+            rx,
+            last_version: String::new(),
+        }
     }
 
     async fn send(&self, req: DiscoveryRequest) {
@@ -136,11 +150,13 @@ impl Client {
     }
 
     async fn next(&mut self) -> DiscoveryResponse {
-        tokio::time::timeout(Duration::from_secs(15), self.rx.message())
+        let r = tokio::time::timeout(Duration::from_secs(15), self.rx.message())
             .await
             .expect("a response within 15 s")
             .expect("no stream error")
-            .expect("stream still open")
+            .expect("stream still open");
+        self.last_version = r.version_info.clone();
+        r
     }
 }
 
@@ -177,8 +193,8 @@ fn nonces_acks_nacks_and_push_order() {
 
         // A stale nonce is ignored; a new EDS subscription is answered.
         c.request(CDS, &[], "not-a-nonce-we-sent", None).await;
-        let names = ["outbound|80|v1|svc.demo.svc.cluster.local"];
-        c.request(EDS, &names, "", None).await;
+        let names = subscribed(EDS);
+        c.request(EDS, names, "", None).await;
         let eds = c.next().await;
         assert_eq!(eds.type_url, EDS, "a stale nonce must be ignored");
         assert_eq!(eds.resources.len(), 1);
@@ -206,7 +222,7 @@ fn nonces_acks_nacks_and_push_order() {
             nonce: eds.nonce.clone(),
             ..eds.clone()
         };
-        c.ack(&eds_ack, &names).await;
+        c.ack(&eds_ack, names).await;
         assert!(
             support::wait_until(Duration::from_secs(5), || axon
                 .metrics()
@@ -224,15 +240,43 @@ fn nonces_acks_nacks_and_push_order() {
             assert_ne!(r.version_info, cds.version_info, "a new version");
             assert!(nonces.insert(r.nonce.clone()), "nonces are unique");
             order.push(r.type_url.clone());
-            let acked_names: Vec<&str> = match r.type_url.as_str() {
-                EDS => names.to_vec(),
-                RDS => vec!["http.18080"],
-                _ => vec![],
-            };
-            c.ack(&r, &acked_names).await;
+            c.ack(&r, subscribed(&r.type_url)).await;
         }
         assert_eq!(order, [CDS, EDS, LDS, RDS]);
         assert!(axon.metrics().contains("pilot_xds 1"), "{}", axon.metrics());
+        let version: u64 = c.last_version.parse().unwrap();
+
+        // The same spec saved again (a comment added) builds nothing and pushes nothing: the
+        // next real change is exactly one version later.
+        let before = axon.log_len();
+        dir.write("mesh.yaml", &format!("# saved again\n{}", mesh(50)));
+        assert!(
+            axon.wait_for_log_line_after(before, Duration::from_secs(10), |l| l
+                .contains("no config changed"))
+                .is_some(),
+            "the re-save is seen"
+        );
+        dir.write("extra.yaml", &mesh(50).replace("name: svc, namespace: demo}\nspec:\n  hosts: [\"*\"]", "name: svc2, namespace: demo}\nspec:\n  hosts: [\"*\"]"));
+        let r = c.next().await;
+        assert_eq!(r.type_url, CDS);
+        assert_eq!(r.version_info, (version + 1).to_string(), "no push for the re-save");
+        c.ack(&r, &[]).await;
+        for _ in 0..3 {
+            let r = c.next().await;
+            c.ack(&r, subscribed(&r.type_url)).await;
+        }
+
+        // Deleting the files removes their config: the next CDS has only the black hole.
+        dir.remove("extra.yaml");
+        dir.remove("mesh.yaml");
+        // (The two deletions may land in one push or two: read until CDS has shrunk.)
+        loop {
+            let r = c.next().await;
+            if r.type_url == CDS && r.resources.len() == 1 {
+                break; // only BlackHoleCluster is left
+            }
+            c.ack(&r, subscribed(&r.type_url)).await;
+        }
     });
 }
 

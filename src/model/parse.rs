@@ -116,6 +116,40 @@ fn file_lines(message: &str, first_line: usize) -> String {
     .into_owned()
 }
 
+/// Kubernetes reads YAML with go-yaml, which takes a plain scalar such as `001:db8::` in a
+/// one-line flow sequence (`[1.2.3.4, 001:db8::]`) as a string; libyaml stops at the `:`
+/// before `]`. Only for a document that failed to parse, this quotes such items and returns
+/// the text to try again (`None` when there is nothing to quote).
+fn go_yaml_flow_compat(body: &str) -> Option<String> {
+    let mut changed = false;
+    let lines: Vec<String> = body
+        .lines()
+        .map(|line| {
+            let (Some(open), Some(close)) = (line.find('['), line.rfind(']')) else {
+                return line.to_string();
+            };
+            let inner = &line[open + 1..close];
+            if close < open || inner.contains(['[', ']', '{', '}', '"', '\'']) {
+                return line.to_string();
+            }
+            let items: Vec<String> = inner
+                .split(',')
+                .map(|item| {
+                    let t = item.trim();
+                    if t.contains(':') && !t.contains(": ") {
+                        changed = true;
+                        format!("\"{t}\"")
+                    } else {
+                        t.to_string()
+                    }
+                })
+                .collect();
+            format!("{}[{}]{}", &line[..open], items.join(", "), &line[close + 1..])
+        })
+        .collect();
+    changed.then(|| lines.join("\n"))
+}
+
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Envelope {
@@ -137,7 +171,12 @@ struct Metadata {
 fn parse_document(body: String, first_line: usize, default_namespace: &str) -> DocOutcome {
     let value: serde_json::Value = match serde_norway::from_str(&body) {
         Ok(v) => v,
-        Err(e) => return DocOutcome::Invalid(DocError::Yaml(file_lines(&e.to_string(), first_line))),
+        Err(e) => match go_yaml_flow_compat(&body).and_then(|b| serde_norway::from_str(&b).ok()) {
+            Some(v) => v,
+            None => {
+                return DocOutcome::Invalid(DocError::Yaml(file_lines(&e.to_string(), first_line)));
+            }
+        },
     };
     if value.is_null() {
         return DocOutcome::Empty;
@@ -238,6 +277,19 @@ mod tests {
         };
         assert_eq!(b.key.to_string(), "Gateway/x/b");
         assert_eq!(docs[2].line, 8);
+    }
+
+    #[test]
+    fn ipv6_in_a_flow_sequence_reads_as_go_yaml_does() {
+        let text = "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: a}\nspec:\n  hosts: [a.example.com]\n  addresses: [1.2.3.4, 001:db8::]\n  ports: [{number: 80, name: http, protocol: HTTP}]\n";
+        let docs = parse_documents(text, "default");
+        let DocOutcome::Config(c) = &docs[0].outcome else {
+            panic!("{:?}", docs[0])
+        };
+        let Spec::ServiceEntry(se) = &c.spec else {
+            panic!()
+        };
+        assert_eq!(se.addresses, ["1.2.3.4", "001:db8::"]);
     }
 
     #[test]
