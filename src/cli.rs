@@ -19,6 +19,7 @@ use crate::actors::snapshot_builder::SnapshotBuilder;
 use crate::limits::Limits;
 use crate::metrics::Metrics;
 use crate::model::file_set::FileSet;
+use crate::model::mesh::MeshConfig;
 use crate::monitoring::{self, Monitoring};
 use crate::xds::ads::AdsService;
 
@@ -69,6 +70,12 @@ pub struct ServeArgs {
     /// The actor-limits TOML file (defaults apply without it).
     #[arg(long)]
     pub limits: Option<PathBuf>,
+    /// The mesh's root namespace: its selector-less Sidecar applies to every namespace.
+    #[arg(long, default_value = "istio-system")]
+    pub root_namespace: String,
+    /// `exportTo` of configs that set none (comma-separated: `*`, `.`, `~` or namespaces).
+    #[arg(long, default_value = "*", value_delimiter = ',')]
+    pub default_export_to: Vec<String>,
 }
 
 pub fn main() -> anyhow::Result<std::process::ExitCode> {
@@ -165,13 +172,30 @@ async fn run(args: ServeArgs, limits: Limits) -> anyhow::Result<()> {
     let ready = Arc::new(AtomicBool::new(false));
     let cap = limits.mailbox_capacity;
 
-    let push_queue = PushQueue::new(limits.push_concurrency, cap).start();
-    let builder =
-        SnapshotBuilder::new(push_queue.clone().recipient(), metrics.clone(), ready.clone(), cap).start();
+    let push_queue = PushQueue::new(
+        limits.push_concurrency,
+        cap,
+        limits.push_timeout,
+        metrics.clone(),
+    )
+    .start();
+    let mesh = MeshConfig {
+        root_namespace: args.root_namespace.clone(),
+        default_export_to: args.default_export_to.clone(),
+    };
+    let builder = SnapshotBuilder::new(
+        mesh,
+        push_queue.clone().recipient(),
+        metrics.clone(),
+        ready.clone(),
+        cap,
+    )
+    .start();
     let debouncer = Debouncer::new(
         DebounceState::new(limits.debounce_after, limits.debounce_max, limits.enable_eds_debounce),
         builder.recipient(),
         cap,
+        metrics.clone(),
     )
     .start();
     let arbiters: Vec<Arbiter> = (0..limits.connection_threads()).map(|_| Arbiter::new()).collect();
@@ -198,12 +222,13 @@ async fn run(args: ServeArgs, limits: Limits) -> anyhow::Result<()> {
             .serve_with_incoming(TcpListenerStream::new(xds_listener)),
     );
     let monitoring_server = tokio::spawn(
-        axum::serve(monitoring_listener, monitoring::router(Monitoring { metrics, ready })).into_future(),
+        axum::serve(monitoring_listener, monitoring::router(Monitoring { metrics: metrics.clone(), ready })).into_future(),
     );
     FileRegistry::new(
         args.config_dir.clone(),
         DEFAULT_NAMESPACE,
         debouncer.recipient(),
+        metrics.clone(),
         limits.file_rescan_interval,
     )
     .start();

@@ -39,6 +39,9 @@ pub struct Limits {
     pub enable_eds_debounce: bool,
     /// How many connections are pushed at once.
     pub push_concurrency: usize,
+    /// A connection that has not finished its push after this long gives its slot back.
+    #[serde(deserialize_with = "duration")]
+    pub push_timeout: Duration,
     /// Capacity of each pipeline actor's mailbox.
     pub mailbox_capacity: usize,
     /// Responses queued per ADS stream before the stream is closed as too slow.
@@ -59,6 +62,7 @@ impl Default for Limits {
             debounce_max: Duration::from_secs(10),
             enable_eds_debounce: true,
             push_concurrency: 100,
+            push_timeout: Duration::from_secs(5),
             mailbox_capacity: 1024,
             stream_queue_capacity: 16,
             max_streams: 10_000,
@@ -110,6 +114,9 @@ impl Limits {
             if value == 0 {
                 return Err(invalid(key, "must be at least 1"));
             }
+        }
+        if self.push_timeout.is_zero() {
+            return Err(invalid("push_timeout", "must be longer than 0"));
         }
         if self.file_rescan_interval.is_zero() {
             return Err(invalid("file_rescan_interval", "must be longer than 0"));

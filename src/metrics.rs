@@ -3,7 +3,13 @@
 //! One [`Metrics`] is made at startup and handed to every actor that counts something; the
 //! monitoring server renders it on `/metrics`.
 
-use prometheus::{Encoder, IntCounterVec, IntGauge, Opts, Registry, TextEncoder};
+use prometheus::{
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry,
+    TextEncoder,
+};
+
+/// istiod's buckets for latencies in seconds.
+const LATENCY_BUCKETS: [f64; 11] = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 3.0, 5.0, 10.0, 30.0];
 
 /// The `type` label values of the per-type xDS families (istiod's short names).
 pub const XDS_TYPES: [&str; 4] = ["cds", "eds", "lds", "rds"];
@@ -23,6 +29,18 @@ pub struct Metrics {
     pub services: IntGauge,
     /// `pilot_push_triggers{type}`: pushes by reason.
     pub push_triggers: IntCounterVec,
+    /// `pilot_inbound_updates{type}`: registry changes received (`config`, `eds`).
+    pub inbound_updates: IntCounterVec,
+    /// `pilot_debounce_time`: first event of a batch to its flush.
+    pub debounce_time: Histogram,
+    /// `pilot_pushcontext_init_seconds`: building a PushContext.
+    pub pushcontext_init: Histogram,
+    /// `pilot_proxy_queue_time`: a request's wait in the PushQueue.
+    pub proxy_queue_time: Histogram,
+    /// `pilot_proxy_convergence_time`: first event of a change to its push to one proxy.
+    pub proxy_convergence_time: Histogram,
+    /// `pilot_xds_push_time{type}`: generating and queueing one response.
+    pub xds_push_time: HistogramVec,
 }
 
 impl Metrics {
@@ -38,6 +56,19 @@ impl Metrics {
             registry.register(Box::new(c.clone())).expect("unique metric");
             c
         };
+        let histogram = |name: &str, help: &str| {
+            let h = Histogram::with_opts(HistogramOpts::new(name, help).buckets(LATENCY_BUCKETS.to_vec()))
+                .expect("valid metric");
+            registry.register(Box::new(h.clone())).expect("unique metric");
+            h
+        };
+        let xds_push_time = HistogramVec::new(
+            HistogramOpts::new("pilot_xds_push_time", "Total time in seconds Pilot takes to push lds, rds, cds and eds.")
+                .buckets(LATENCY_BUCKETS.to_vec()),
+            &["type"],
+        )
+        .expect("valid metric");
+        registry.register(Box::new(xds_push_time.clone())).expect("unique metric");
         let m = Metrics {
             xds_clients: gauge("pilot_xds", "Number of endpoints connected to this pilot using XDS."),
             xds_pushes: counter("pilot_xds_pushes", "Pilot build and send errors for lds, rds, cds and eds."),
@@ -45,6 +76,12 @@ impl Metrics {
             expired_nonce: counter("pilot_xds_expired_nonce", "Total number of XDS requests with an expired nonce."),
             services: gauge("pilot_services", "Total services known to pilot."),
             push_triggers: counter("pilot_push_triggers", "Total number of times a push was triggered, labeled by reason for the push."),
+            inbound_updates: counter("pilot_inbound_updates", "Total number of updates received by pilot."),
+            debounce_time: histogram("pilot_debounce_time", "Delay in seconds between the first config enters debouncing and the merged push request is pushed into the push queue."),
+            pushcontext_init: histogram("pilot_pushcontext_init_seconds", "Total time in seconds Pilot takes to init pushContext."),
+            proxy_queue_time: histogram("pilot_proxy_queue_time", "Time in seconds, a proxy is in the push queue before being dequeued."),
+            proxy_convergence_time: histogram("pilot_proxy_convergence_time", "Delay in seconds between config change and a proxy receiving all required configuration."),
+            xds_push_time,
             registry,
         };
         // Typed families start at 0 for every xDS type, so that dashboards see them at once.

@@ -14,7 +14,8 @@ use actix::prelude::*;
 use super::push_queue::{Connect, ConnId, Disconnect, Push, PushDone, PushQueue};
 use crate::metrics::Metrics;
 use crate::model::proxy::Proxy;
-use crate::model::push_context::PushContext;
+use crate::model::push_context::{PushContext, endpoints_changed};
+use crate::model::sidecar_scope::{SidecarScope, needs_push};
 use crate::xds::ads::{CloseReason, ResponseSink, SinkError, StreamSlot};
 use crate::xds::subscription::{Decision, Watched};
 use crate::xds::{self, TypeUrl, XdsRequest, XdsResponse};
@@ -27,6 +28,8 @@ pub struct ConnectionActor {
     _slot: StreamSlot,
     proxy: Option<Arc<Proxy>>,
     ctx: Option<Arc<PushContext>>,
+    /// What the proxy sees in `ctx`, and the configs it depends on.
+    scope: Option<Arc<SidecarScope>>,
     watched: BTreeMap<TypeUrl, Watched>,
     /// Types requested before the first context existed, answered when it arrives.
     waiting: BTreeSet<TypeUrl>,
@@ -52,6 +55,7 @@ impl ConnectionActor {
             _slot: slot,
             proxy: None,
             ctx: None,
+            scope: None,
             watched: BTreeMap::new(),
             waiting: BTreeSet::new(),
             unknown_types: BTreeSet::new(),
@@ -93,7 +97,7 @@ impl ConnectionActor {
         ctx.wait(self.push_queue.send(connect).into_actor(self).map(|res, act, ctx| match res {
             Ok(current) => {
                 if let Some(push_ctx) = current {
-                    act.ctx = Some(push_ctx);
+                    act.set_context(push_ctx);
                     act.answer_waiting(ctx);
                 }
             }
@@ -138,6 +142,21 @@ impl ConnectionActor {
         }
     }
 
+    /// Moves to a new context; returns the previous context and scope.
+    fn set_context(
+        &mut self,
+        push_ctx: Arc<PushContext>,
+    ) -> (Option<Arc<PushContext>>, Option<Arc<SidecarScope>>) {
+        let scope = self
+            .proxy
+            .as_ref()
+            .map(|p| Arc::new(SidecarScope::compute(&push_ctx, p)));
+        (
+            self.ctx.replace(push_ctx),
+            std::mem::replace(&mut self.scope, scope),
+        )
+    }
+
     fn proxy_id(&self) -> &str {
         self.proxy.as_ref().map_or("", |p| p.id.as_str())
     }
@@ -161,14 +180,15 @@ impl ConnectionActor {
 
     /// Generates and sends the current resources of one type.
     fn respond(&mut self, type_url: TypeUrl, ctx: &mut Context<Self>) {
-        let (Some(push_ctx), Some(proxy)) = (&self.ctx, &self.proxy) else {
+        let (Some(push_ctx), Some(proxy), Some(scope)) = (&self.ctx, &self.proxy, &self.scope) else {
             self.waiting.insert(type_url);
             return;
         };
         let Some(watched) = self.watched.get_mut(&type_url) else {
             return;
         };
-        let resources = xds::generate(type_url, push_ctx, proxy, &watched.names);
+        let started = Instant::now();
+        let resources = xds::generate(type_url, push_ctx, proxy, scope, &watched.names);
         self.nonce += 1;
         let response = XdsResponse {
             type_url,
@@ -184,6 +204,10 @@ impl ConnectionActor {
                     .xds_pushes
                     .with_label_values(&[type_url.short()])
                     .inc();
+                self.metrics
+                    .xds_push_time
+                    .with_label_values(&[type_url.short()])
+                    .observe(started.elapsed().as_secs_f64());
                 tracing::debug!(proxy = %proxy.id, r#type = type_url.short(), resources = count, "ADS: sent");
             }
             Err(SinkError::Full) => self.close(
@@ -224,16 +248,42 @@ impl Handler<Push> for ConnectionActor {
 
     fn handle(&mut self, msg: Push, ctx: &mut Context<Self>) {
         let version = msg.ctx.version.to_string();
-        self.ctx = Some(msg.ctx);
+        let new_ctx = msg.ctx.clone();
+        let (old_ctx, old_scope) = self.set_context(msg.ctx);
         self.answer_waiting(ctx);
-        for type_url in TypeUrl::PUSH_ORDER {
-            let wanted = msg.request.full || type_url == TypeUrl::Endpoint;
+        let types: &[TypeUrl] = if msg.request.full {
+            // Proxy-level pruning: a proxy whose scope does not depend on any changed config
+            // gets nothing at all, not even generation.
+            let needed = self
+                .scope
+                .as_ref()
+                .is_some_and(|new| needs_push(old_scope.as_deref(), new, &msg.request));
+            if needed { &TypeUrl::PUSH_ORDER } else { &[] }
+        } else {
+            // The EDS fast path: only when a watched cluster's endpoints changed.
+            let names = self.watched.get(&TypeUrl::Endpoint).map(|w| &w.names);
+            let changed = match (old_ctx, names) {
+                (Some(old), Some(names)) => endpoints_changed(&old, &new_ctx, names),
+                (None, Some(_)) => true,
+                (_, None) => false,
+            };
+            if changed { &[TypeUrl::Endpoint] } else { &[] }
+        };
+        if types.is_empty() {
+            tracing::trace!(proxy = %self.proxy_id(), version = %version, "push skipped: not affected");
+        }
+        if !types.is_empty() {
+            self.metrics
+                .proxy_convergence_time
+                .observe(msg.request.start.elapsed().as_secs_f64());
+        }
+        for &type_url in types {
             // A type already answered from this context (a request that waited for it) has
             // nothing new to send.
             let fresh = self.watched.get(&type_url).is_some_and(|w| {
                 w.is_subscribed() && w.version_sent.as_deref() != Some(version.as_str())
             });
-            if wanted && fresh {
+            if fresh {
                 self.respond(type_url, ctx);
             }
         }

@@ -12,6 +12,7 @@ use std::time::Duration;
 use actix::prelude::*;
 use tokio::time::Instant;
 
+use crate::metrics::Metrics;
 use crate::model::push_context::ConfigSet;
 use crate::model::push_request::PushRequest;
 
@@ -114,16 +115,23 @@ pub struct Debouncer {
     builder: Recipient<Flush>,
     timer: Option<SpawnHandle>,
     mailbox_capacity: usize,
+    metrics: Metrics,
 }
 
 impl Debouncer {
-    pub fn new(state: DebounceState, builder: Recipient<Flush>, mailbox_capacity: usize) -> Self {
+    pub fn new(
+        state: DebounceState,
+        builder: Recipient<Flush>,
+        mailbox_capacity: usize,
+        metrics: Metrics,
+    ) -> Self {
         Debouncer {
             state,
             sources: BTreeMap::new(),
             builder,
             timer: None,
             mailbox_capacity,
+            metrics,
         }
     }
 
@@ -148,6 +156,9 @@ impl Debouncer {
                     "debounce: flushing"
                 );
                 self.state.events = 0;
+                self.metrics
+                    .debounce_time
+                    .observe(request.start.elapsed().as_secs_f64());
                 let flush = Flush {
                     request,
                     sources: self.sources.clone(),
@@ -255,6 +266,7 @@ mod tests {
             DebounceState::new(100 * MS, 10_000 * MS, true),
             probe.recipient(),
             16,
+            Metrics::new(),
         )
         .start();
         let t0 = Instant::now();
@@ -280,6 +292,7 @@ mod tests {
             DebounceState::new(100 * MS, 2_000 * MS, true),
             probe.recipient(),
             16,
+            Metrics::new(),
         )
         .start();
         let t0 = Instant::now();
@@ -291,6 +304,22 @@ mod tests {
         assert!(!flushes.is_empty(), "a flush despite endless events");
         let at = flushes[0].0 - t0;
         assert!(at >= 2_000 * MS && at <= 2_060 * MS, "first flush at {at:?}");
+    }
+
+    #[test]
+    fn endpoint_requests_skip_the_wait_unless_eds_debounce() {
+        let t0 = Instant::now();
+        let eds = PushRequest::endpoint_change(Default::default(), t0.into_std());
+        let mut s = DebounceState::new(100 * MS, 1_000 * MS, false);
+        s.on_event(eds.clone(), t0);
+        assert!(matches!(s.step(t0), Step::Flush(r) if !r.full), "no wait for EDS");
+        let mut s = DebounceState::new(100 * MS, 1_000 * MS, true);
+        s.on_event(eds, t0);
+        assert!(matches!(s.step(t0), Step::WaitUntil(_)), "enable_eds_debounce waits");
+        s.on_event(req(t0), t0);
+        let mut s2 = DebounceState::new(100 * MS, 1_000 * MS, false);
+        s2.on_event(req(t0), t0);
+        assert!(matches!(s2.step(t0), Step::WaitUntil(_)), "config changes always wait");
     }
 
     #[test]

@@ -13,6 +13,7 @@ use actix::prelude::*;
 use notify::{RecursiveMode, Watcher};
 
 use super::debouncer::{ConfigUpdate, SourceId};
+use crate::metrics::Metrics;
 use crate::model::file_set::{FileSet, is_config_file};
 use crate::model::push_request::{PushRequest, TriggerReason};
 
@@ -60,6 +61,7 @@ pub struct FileRegistry {
     /// and atomic renames fire several) is not parsed or reported again.
     texts: BTreeMap<PathBuf, u64>,
     debouncer: Recipient<ConfigUpdate>,
+    metrics: Metrics,
     rescan_interval: Duration,
     reported_kinds: BTreeSet<(String, String)>,
     duplicates: BTreeSet<crate::model::config::ConfigKey>,
@@ -72,6 +74,7 @@ impl FileRegistry {
         dir: PathBuf,
         default_namespace: &str,
         debouncer: Recipient<ConfigUpdate>,
+        metrics: Metrics,
         rescan_interval: Duration,
     ) -> Self {
         // Events name absolute paths: hold the directory the same way, so that a file is
@@ -83,6 +86,7 @@ impl FileRegistry {
             stamps: BTreeMap::new(),
             texts: BTreeMap::new(),
             debouncer,
+            metrics,
             rescan_interval,
             reported_kinds: BTreeSet::new(),
             duplicates: BTreeSet::new(),
@@ -168,12 +172,19 @@ impl FileRegistry {
             tracing::debug!(files = paths.len(), "files reloaded, no config changed");
             return;
         }
-        let request = if self.sent_initial {
-            PushRequest::config_change(commit.changed.clone(), started)
-        } else {
+        let request = if !self.sent_initial {
             PushRequest::full_push(TriggerReason::Config, started)
+        } else if commit.endpoints_only {
+            PushRequest::endpoint_change(commit.changed.clone(), started)
+        } else {
+            PushRequest::config_change(commit.changed.clone(), started)
         };
         self.sent_initial = true;
+        let kind = if request.full { "config" } else { "eds" };
+        self.metrics
+            .inbound_updates
+            .with_label_values(&[kind])
+            .inc_by(commit.changed.len().max(1) as u64);
         let configs = self.files.configs();
         tracing::info!(
             files = paths.len(),

@@ -4,11 +4,13 @@
 //! ConnectionActors. Per connection it holds at most one pending request (a new one merges
 //! into it) besides the one in flight; it sends [`Push`] to the ConnectionActors.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 
+use crate::metrics::Metrics;
 use crate::model::push_context::PushContext;
 use crate::model::push_request::PushRequest;
 
@@ -48,8 +50,10 @@ pub struct PushDone {
 pub struct QueueState {
     concurrency: usize,
     order: VecDeque<ConnId>,
-    pending: HashMap<ConnId, PushRequest>,
-    in_flight: HashSet<ConnId>,
+    /// The merged request of each waiting connection, and when it was first queued.
+    pending: HashMap<ConnId, (PushRequest, Instant)>,
+    /// Connections being pushed, and since when.
+    in_flight: HashMap<ConnId, Instant>,
 }
 
 impl QueueState {
@@ -58,42 +62,57 @@ impl QueueState {
             concurrency: concurrency.max(1),
             order: VecDeque::new(),
             pending: HashMap::new(),
-            in_flight: HashSet::new(),
+            in_flight: HashMap::new(),
         }
     }
 
     /// Queues `request` for `id`, merging with one already pending.
-    pub fn enqueue(&mut self, id: ConnId, request: PushRequest) {
+    pub fn enqueue(&mut self, id: ConnId, request: PushRequest, now: Instant) {
         match self.pending.remove(&id) {
-            Some(prev) => {
-                self.pending.insert(id, prev.merge(request));
+            Some((prev, since)) => {
+                self.pending.insert(id, (prev.merge(request), since));
             }
             None => {
-                self.pending.insert(id, request);
+                self.pending.insert(id, (request, now));
                 self.order.push_back(id);
             }
         }
     }
 
-    /// The next connection to push, if the budget allows; it counts as in flight.
-    pub fn pop_ready(&mut self) -> Option<(ConnId, PushRequest)> {
+    /// The next connection to push, if the budget allows; it counts as in flight. Returns
+    /// how long its request waited.
+    pub fn pop_ready(&mut self, now: Instant) -> Option<(ConnId, PushRequest, Duration)> {
         if self.in_flight.len() >= self.concurrency {
             return None;
         }
         let skipped = self.order.len();
         for _ in 0..skipped {
             let id = self.order.pop_front()?;
-            if self.in_flight.contains(&id) {
+            if self.in_flight.contains_key(&id) {
                 // Still pushing the previous request: keep its turn for later.
                 self.order.push_back(id);
                 continue;
             }
-            if let Some(request) = self.pending.remove(&id) {
-                self.in_flight.insert(id);
-                return Some((id, request));
+            if let Some((request, since)) = self.pending.remove(&id) {
+                self.in_flight.insert(id, now);
+                return Some((id, request, now.saturating_duration_since(since)));
             }
         }
         None
+    }
+
+    /// Gives back the slots of pushes in flight for longer than `timeout`.
+    pub fn expire(&mut self, now: Instant, timeout: Duration) -> Vec<ConnId> {
+        let expired: Vec<ConnId> = self
+            .in_flight
+            .iter()
+            .filter(|(_, since)| now.saturating_duration_since(**since) > timeout)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in &expired {
+            self.in_flight.remove(id);
+        }
+        expired
     }
 
     pub fn done(&mut self, id: ConnId) {
@@ -116,21 +135,31 @@ pub struct PushQueue {
     conns: HashMap<ConnId, Recipient<Push>>,
     latest: Option<Arc<PushContext>>,
     mailbox_capacity: usize,
+    push_timeout: Duration,
+    metrics: Metrics,
 }
 
 impl PushQueue {
-    pub fn new(concurrency: usize, mailbox_capacity: usize) -> PushQueue {
+    pub fn new(
+        concurrency: usize,
+        mailbox_capacity: usize,
+        push_timeout: Duration,
+        metrics: Metrics,
+    ) -> PushQueue {
         PushQueue {
             state: QueueState::new(concurrency),
             conns: HashMap::new(),
             latest: None,
             mailbox_capacity,
+            push_timeout,
+            metrics,
         }
     }
 
     fn dispatch(&mut self) {
         let Some(ctx) = &self.latest else { return };
-        while let Some((id, request)) = self.state.pop_ready() {
+        while let Some((id, request, waited)) = self.state.pop_ready(Instant::now()) {
+            self.metrics.proxy_queue_time.observe(waited.as_secs_f64());
             match self.conns.get(&id) {
                 Some(conn) => conn.do_send(Push {
                     ctx: ctx.clone(),
@@ -147,6 +176,18 @@ impl Actor for PushQueue {
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         ctx.set_mailbox_capacity(self.mailbox_capacity);
+        let every = (self.push_timeout / 4).max(Duration::from_millis(10));
+        ctx.run_interval(every, |act, _| {
+            let expired = act.state.expire(Instant::now(), act.push_timeout);
+            if !expired.is_empty() {
+                tracing::warn!(
+                    connections = ?expired,
+                    timeout = ?act.push_timeout,
+                    "push not finished in time; slot given back"
+                );
+                act.dispatch();
+            }
+        });
     }
 }
 
@@ -155,8 +196,9 @@ impl Handler<Push> for PushQueue {
 
     fn handle(&mut self, msg: Push, _: &mut Context<Self>) {
         self.latest = Some(msg.ctx);
+        let now = Instant::now();
         for id in self.conns.keys() {
-            self.state.enqueue(*id, msg.request.clone());
+            self.state.enqueue(*id, msg.request.clone(), now);
         }
         tracing::debug!(
             connections = self.conns.len(),
@@ -200,7 +242,6 @@ mod tests {
     use super::*;
     use crate::model::config::{ConfigKey, ConfigKind};
     use std::collections::BTreeSet;
-    use std::time::Instant;
 
     fn req(name: &str) -> PushRequest {
         PushRequest::config_change(
@@ -211,29 +252,45 @@ mod tests {
 
     #[test]
     fn one_pending_per_connection_merged() {
+        let t = Instant::now();
         let mut q = QueueState::new(10);
-        q.enqueue(1, req("a"));
-        q.enqueue(1, req("b"));
+        q.enqueue(1, req("a"), t);
+        q.enqueue(1, req("b"), t + Duration::from_millis(5));
         assert_eq!(q.pending(), 1);
-        let (id, r) = q.pop_ready().unwrap();
+        let (id, r, waited) = q.pop_ready(t + Duration::from_millis(7)).unwrap();
         assert_eq!((id, r.configs_updated.len()), (1, 2));
-        assert!(q.pop_ready().is_none());
+        assert_eq!(waited, Duration::from_millis(7), "queued since the first request");
+        assert!(q.pop_ready(t).is_none());
     }
 
     #[test]
     fn concurrency_bounds_in_flight_and_in_flight_waits() {
+        let t = Instant::now();
         let mut q = QueueState::new(2);
         for id in 1..=3 {
-            q.enqueue(id, req("a"));
+            q.enqueue(id, req("a"), t);
         }
-        assert!(q.pop_ready().is_some() && q.pop_ready().is_some());
-        assert!(q.pop_ready().is_none(), "budget of 2");
-        q.enqueue(1, req("b"));
+        assert!(q.pop_ready(t).is_some() && q.pop_ready(t).is_some());
+        assert!(q.pop_ready(t).is_none(), "budget of 2");
+        q.enqueue(1, req("b"), t);
         q.done(2);
-        let (id, _) = q.pop_ready().unwrap();
+        let (id, ..) = q.pop_ready(t).unwrap();
         assert_eq!(id, 3, "1 is still in flight");
         q.done(1);
         q.done(3);
-        assert_eq!(q.pop_ready().unwrap().0, 1);
+        assert_eq!(q.pop_ready(t).unwrap().0, 1);
+    }
+
+    #[test]
+    fn a_push_that_takes_too_long_gives_its_slot_back() {
+        let t = Instant::now();
+        let mut q = QueueState::new(1);
+        q.enqueue(1, req("a"), t);
+        q.enqueue(2, req("a"), t);
+        assert_eq!(q.pop_ready(t).unwrap().0, 1);
+        assert!(q.pop_ready(t).is_none());
+        assert!(q.expire(t + Duration::from_secs(1), Duration::from_secs(5)).is_empty());
+        assert_eq!(q.expire(t + Duration::from_secs(6), Duration::from_secs(5)), [1]);
+        assert_eq!(q.pop_ready(t + Duration::from_secs(6)).unwrap().0, 2);
     }
 }

@@ -14,10 +14,12 @@ use actix::prelude::*;
 use super::debouncer::{Flush, SourceId};
 use super::push_queue::Push;
 use crate::metrics::Metrics;
+use crate::model::mesh::MeshConfig;
 use crate::model::push_context::{ConfigSet, PushContext};
 
 pub struct SnapshotBuilder {
     current: Option<Arc<PushContext>>,
+    mesh: Arc<MeshConfig>,
     push_queue: Recipient<Push>,
     metrics: Metrics,
     /// Set once the first context is built (the `/ready` probe).
@@ -27,6 +29,7 @@ pub struct SnapshotBuilder {
 
 impl SnapshotBuilder {
     pub fn new(
+        mesh: MeshConfig,
         push_queue: Recipient<Push>,
         metrics: Metrics,
         ready: Arc<AtomicBool>,
@@ -34,6 +37,7 @@ impl SnapshotBuilder {
     ) -> Self {
         SnapshotBuilder {
             current: None,
+            mesh: Arc::new(mesh),
             push_queue,
             metrics,
             ready,
@@ -77,8 +81,12 @@ impl Handler<Flush> for SnapshotBuilder {
             self.current.as_deref(),
             &configs,
             &msg.request,
+            &self.mesh,
         ));
         self.metrics.services.set(ctx.services.by_host.len() as i64);
+        self.metrics
+            .pushcontext_init
+            .observe(started.elapsed().as_secs_f64());
         for (reason, n) in &msg.request.reasons {
             self.metrics
                 .push_triggers

@@ -125,9 +125,14 @@ impl FileSet {
             }
         }
         let changed = diff(&self.merged, &merged);
+        let endpoints_only = !changed.is_empty()
+            && changed
+                .iter()
+                .all(|k| endpoints_only(self.merged.get(k), merged.get(k)));
         self.merged = Arc::new(merged);
         Commit {
             changed,
+            endpoints_only,
             duplicates,
         }
     }
@@ -141,7 +146,25 @@ impl FileSet {
 #[derive(Debug, Default, PartialEq)]
 pub struct Commit {
     pub changed: BTreeSet<ConfigKey>,
+    /// Every change touches endpoints only: WorkloadEntries, or the inline endpoints of a
+    /// ServiceEntry that is otherwise the same.
+    pub endpoints_only: bool,
     pub duplicates: BTreeSet<ConfigKey>,
+}
+
+fn endpoints_only(old: Option<&Arc<Config>>, new: Option<&Arc<Config>>) -> bool {
+    use super::config::{ConfigKind, Spec};
+    let kind = old.or(new).map(|c| c.kind());
+    match (old.map(|c| &c.spec), new.map(|c| &c.spec)) {
+        _ if kind == Some(ConfigKind::WorkloadEntry) => true,
+        (Some(Spec::ServiceEntry(a)), Some(Spec::ServiceEntry(b))) => {
+            let (mut a, mut b) = (a.clone(), b.clone());
+            a.endpoints.clear();
+            b.endpoints.clear();
+            a == b && old.map(|c| &c.labels) == new.map(|c| &c.labels)
+        }
+        _ => false,
+    }
 }
 
 /// Keys added, removed, or whose config differs (labels or spec).
@@ -181,6 +204,25 @@ mod tests {
         set.apply(Path::new("/d/a.yaml"), None);
         assert_eq!(set.commit().changed.len(), 1);
         assert!(set.configs().is_empty());
+    }
+
+    #[test]
+    fn endpoint_only_changes_are_told_apart() {
+        let se = |addr: &str, port: u32| format!("apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: se}}\nspec:\n  hosts: [a.example.com]\n  resolution: STATIC\n  ports: [{{number: {port}, name: http, protocol: HTTP}}]\n  endpoints: [{{address: {addr}}}]\n");
+        let we = |addr: &str| format!("apiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {{name: we}}\nspec: {{address: {addr}}}\n");
+        let mut set = FileSet::new("default");
+        set.apply(Path::new("/d/se.yaml"), Some(&se("10.0.0.1", 80)));
+        set.apply(Path::new("/d/we.yaml"), Some(&we("10.0.0.2")));
+        assert!(!set.commit().endpoints_only, "first load");
+        set.apply(Path::new("/d/se.yaml"), Some(&se("10.0.0.3", 80)));
+        set.apply(Path::new("/d/we.yaml"), Some(&we("10.0.0.4")));
+        let commit = set.commit();
+        assert_eq!(commit.changed.len(), 2);
+        assert!(commit.endpoints_only);
+        set.apply(Path::new("/d/se.yaml"), Some(&se("10.0.0.3", 81)));
+        assert!(!set.commit().endpoints_only, "a port change is a service change");
+        set.apply(Path::new("/d/we.yaml"), None);
+        assert!(set.commit().endpoints_only, "a WorkloadEntry removed");
     }
 
     #[test]

@@ -6,12 +6,17 @@
 
 pub mod config;
 pub mod file_set;
+#[cfg(test)]
+pub mod fixtures;
 pub mod gateway;
 pub mod host;
+pub mod mesh;
 pub mod istio;
 pub mod parse;
 pub mod proxy;
 pub mod push_context;
 pub mod push_request;
 pub mod service;
+pub mod sidecar_scope;
 pub mod validate;
+pub mod visibility;

@@ -28,6 +28,8 @@ pub struct NodeInfo {
     pub labels: Labels,
     /// `metadata.GENERATOR` (`grpc` for proxyless gRPC clients).
     pub generator: Option<String>,
+    /// `metadata.INTERCEPTION_MODE` (`REDIRECT`, `TPROXY` or `NONE`).
+    pub interception_mode: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Error)]
@@ -51,6 +53,9 @@ pub struct Proxy {
     pub namespace: String,
     pub labels: Labels,
     pub generator: Option<String>,
+    /// No iptables capture (`INTERCEPTION_MODE: NONE`): no virtual listeners on 15001/15006;
+    /// traffic reaches the proxy only through bound listeners.
+    pub interception_none: bool,
 }
 
 impl Proxy {
@@ -84,6 +89,9 @@ impl Proxy {
             namespace,
             labels: node.labels,
             generator: node.generator,
+            interception_none: node
+                .interception_mode
+                .is_some_and(|m| m.eq_ignore_ascii_case("NONE")),
             id: node.id,
         })
     }

@@ -9,9 +9,11 @@ use std::sync::Arc;
 
 use super::config::{Config, ConfigKey, ConfigKind, Spec};
 use super::host;
-use super::istio::{DestinationRule, Gateway, Resolution, VirtualService};
+use super::istio::{DestinationRule, Gateway, Resolution, Sidecar, VirtualService};
+use super::mesh::MeshConfig;
 use super::push_request::PushRequest;
 use super::service::{Endpoint, Service, endpoints_of, services_of};
+use super::visibility::ExportTo;
 
 /// Every config of every source, ordered by key (kind first).
 pub type ConfigSet = BTreeMap<ConfigKey, Arc<Config>>;
@@ -43,10 +45,16 @@ pub struct VirtualServiceIndex {
     pub by_gateway: BTreeMap<String, Vec<Arc<Config>>>,
 }
 
-/// DestinationRules by the resolved host they apply to.
+/// DestinationRules by the resolved host they apply to, in key order.
 #[derive(Debug, Default)]
 pub struct DestinationRuleIndex {
-    pub by_host: BTreeMap<String, Arc<Config>>,
+    pub by_host: BTreeMap<String, Vec<Arc<Config>>>,
+}
+
+/// Sidecar resources by namespace, in key order.
+#[derive(Debug, Default)]
+pub struct SidecarIndex {
+    pub by_namespace: BTreeMap<String, Vec<Arc<Config>>>,
 }
 
 #[derive(Debug, Default)]
@@ -63,25 +71,36 @@ pub struct PushContext {
     pub virtual_services: Arc<VirtualServiceIndex>,
     pub destination_rules: Arc<DestinationRuleIndex>,
     pub gateways: Arc<GatewayIndex>,
+    pub sidecars: Arc<SidecarIndex>,
+    pub mesh: Arc<MeshConfig>,
 }
 
 impl PushContext {
     /// Builds the next context. Without a previous one, or for a forced or unscoped full push,
     /// every index is rebuilt; otherwise only those fed by the kinds in `request`.
-    pub fn build(prev: Option<&PushContext>, configs: &ConfigSet, request: &PushRequest) -> Self {
+    pub fn build(
+        prev: Option<&PushContext>,
+        configs: &ConfigSet,
+        request: &PushRequest,
+        mesh: &Arc<MeshConfig>,
+    ) -> Self {
         let version = prev.map_or(1, |p| p.version + 1);
-        let Some(prev) = prev.filter(|_| !request.forced && !request.configs_updated.is_empty())
-        else {
-            return PushContext::build_all(version, configs);
+        let Some(prev) = prev.filter(|p| {
+            !request.forced && !request.configs_updated.is_empty() && Arc::ptr_eq(&p.mesh, mesh)
+        }) else {
+            return PushContext::build_all(version, configs, mesh);
         };
         let kinds: BTreeSet<ConfigKind> = request.configs_updated.iter().map(|k| k.kind).collect();
+        // An endpoint-only request (`full = false`) keeps the services and swaps endpoints.
         let services_changed = request.full && kinds.contains(&ConfigKind::ServiceEntry);
         let services = if services_changed {
-            Arc::new(index_services(configs))
+            Arc::new(index_services(configs, mesh))
         } else {
             prev.services.clone()
         };
-        let endpoints = if services_changed || kinds.contains(&ConfigKind::WorkloadEntry) {
+        let endpoints_changed = kinds.contains(&ConfigKind::ServiceEntry)
+            || kinds.contains(&ConfigKind::WorkloadEntry);
+        let endpoints = if endpoints_changed {
             Arc::new(index_endpoints(configs, &services))
         } else {
             prev.endpoints.clone()
@@ -101,6 +120,11 @@ impl PushContext {
         } else {
             prev.gateways.clone()
         };
+        let sidecars = if kinds.contains(&ConfigKind::Sidecar) {
+            Arc::new(index_sidecars(configs))
+        } else {
+            prev.sidecars.clone()
+        };
         PushContext {
             version,
             services,
@@ -108,11 +132,13 @@ impl PushContext {
             virtual_services,
             destination_rules,
             gateways,
+            sidecars,
+            mesh: mesh.clone(),
         }
     }
 
-    fn build_all(version: u64, configs: &ConfigSet) -> Self {
-        let services = Arc::new(index_services(configs));
+    fn build_all(version: u64, configs: &ConfigSet, mesh: &Arc<MeshConfig>) -> Self {
+        let services = Arc::new(index_services(configs, mesh));
         PushContext {
             version,
             endpoints: Arc::new(index_endpoints(configs, &services)),
@@ -120,8 +146,29 @@ impl PushContext {
             virtual_services: Arc::new(index_virtual_services(configs)),
             destination_rules: Arc::new(index_destination_rules(configs)),
             gateways: Arc::new(index_gateways(configs)),
+            sidecars: Arc::new(index_sidecars(configs)),
+            mesh: mesh.clone(),
         }
     }
+
+    /// Where `export_to` of a config in `namespace` lets it be seen from.
+    pub fn export_to(&self, export_to: &[String], namespace: &str) -> ExportTo {
+        ExportTo::resolve(export_to, namespace, &self.mesh.default_export_to)
+    }
+
+    /// Sidecar resources of `namespace`, in key order.
+    pub fn sidecars_in(&self, namespace: &str) -> impl Iterator<Item = (&Config, &Sidecar)> {
+        self.sidecars
+            .by_namespace
+            .get(namespace)
+            .into_iter()
+            .flatten()
+            .filter_map(|c| match &c.spec {
+                Spec::Sidecar(sc) => Some((c.as_ref(), sc)),
+                _ => None,
+            })
+    }
+
 
     pub fn service(&self, hostname: &str) -> Option<&Arc<Service>> {
         self.services.by_host.get(hostname)
@@ -134,12 +181,38 @@ impl PushContext {
             .map_or(&[], |e| e.as_slice())
     }
 
+    /// The DestinationRule of `hostname` (the first by key, whatever its namespace).
     pub fn destination_rule(&self, hostname: &str) -> Option<(&Config, &DestinationRule)> {
-        let config = self.destination_rules.by_host.get(hostname)?;
-        match &config.spec {
-            Spec::DestinationRule(dr) => Some((config, dr)),
-            _ => None,
-        }
+        self.destination_rules_of(hostname).next()
+    }
+
+    /// The DestinationRule of `hostname` that a proxy in `namespace` uses: its own
+    /// namespace's first, then any other exported to it (istiod's order, simplified).
+    pub fn destination_rule_for(
+        &self,
+        hostname: &str,
+        namespace: &str,
+    ) -> Option<(&Config, &DestinationRule)> {
+        let visible = |(c, dr): &(&Config, &DestinationRule)| {
+            self.export_to(&dr.export_to, c.namespace()).visible_from(namespace)
+        };
+        self.destination_rules_of(hostname)
+            .filter(visible)
+            .find(|(c, _)| c.namespace() == namespace)
+            .or_else(|| self.destination_rules_of(hostname).find(visible))
+    }
+
+    /// Every DestinationRule of `hostname`, in key order.
+    pub fn destination_rules_of(&self, hostname: &str) -> impl Iterator<Item = (&Config, &DestinationRule)> {
+        self.destination_rules
+            .by_host
+            .get(hostname)
+            .into_iter()
+            .flatten()
+            .filter_map(|c| match &c.spec {
+                Spec::DestinationRule(dr) => Some((c.as_ref(), dr)),
+                _ => None,
+            })
     }
 
     /// VirtualServices bound to a gateway named `namespace/name`.
@@ -166,10 +239,10 @@ impl PushContext {
     }
 }
 
-fn index_services(configs: &ConfigSet) -> ServiceIndex {
+fn index_services(configs: &ConfigSet, mesh: &MeshConfig) -> ServiceIndex {
     let mut by_host = BTreeMap::new();
     for config in of_kind(configs, ConfigKind::ServiceEntry) {
-        for service in services_of(config) {
+        for service in services_of(config, &mesh.default_export_to) {
             by_host
                 .entry(service.hostname.clone())
                 .or_insert_with(|| Arc::new(service));
@@ -239,19 +312,45 @@ pub fn gateway_ref(reference: &str, namespace: &str) -> String {
 }
 
 fn index_destination_rules(configs: &ConfigSet) -> DestinationRuleIndex {
-    let mut by_host = BTreeMap::new();
+    let mut by_host: BTreeMap<String, Vec<Arc<Config>>> = BTreeMap::new();
     for config in of_kind(configs, ConfigKind::DestinationRule) {
         if let Spec::DestinationRule(dr) = &config.spec {
             by_host
                 .entry(host::resolve(&dr.host, config.namespace()))
-                .or_insert_with(|| config.clone());
+                .or_default()
+                .push(config.clone());
         }
     }
     DestinationRuleIndex { by_host }
+}
+
+fn index_sidecars(configs: &ConfigSet) -> SidecarIndex {
+    let mut by_namespace: BTreeMap<String, Vec<Arc<Config>>> = BTreeMap::new();
+    for config in of_kind(configs, ConfigKind::Sidecar) {
+        by_namespace
+            .entry(config.namespace().to_string())
+            .or_default()
+            .push(config.clone());
+    }
+    SidecarIndex { by_namespace }
 }
 
 fn index_gateways(configs: &ConfigSet) -> GatewayIndex {
     GatewayIndex {
         all: of_kind(configs, ConfigKind::Gateway).cloned().collect(),
     }
+}
+
+/// Whether any of the clusters named `outbound|PORT|SUBSET|HOST` in `names` has different
+/// endpoints in `new` than in `old` (the EDS fast path: only proxies watching such a cluster
+/// are pushed). Names of another form are ignored.
+pub fn endpoints_changed<'a>(
+    old: &PushContext,
+    new: &PushContext,
+    names: impl IntoIterator<Item = &'a String>,
+) -> bool {
+    names.into_iter().any(|name| {
+        super::service::parse_outbound_cluster_name(name)
+            .is_some_and(|(port, _, host)| old.endpoints(host, port) != new.endpoints(host, port))
+    })
 }

@@ -71,6 +71,18 @@ impl PushRequest {
         }
     }
 
+    /// A change to endpoints only (WorkloadEntries, inline ServiceEntry endpoints): the
+    /// snapshot swaps its endpoint index and only EDS is pushed.
+    pub fn endpoint_change(keys: BTreeSet<ConfigKey>, start: Instant) -> Self {
+        PushRequest {
+            full: false,
+            configs_updated: keys,
+            forced: false,
+            reasons: BTreeMap::from([(TriggerReason::Endpoint, 1)]),
+            start,
+        }
+    }
+
     /// Merges `other` into `self`: `full` and `forced` are OR-ed, updated sets unioned,
     /// reasons summed, and the earliest start kept.
     pub fn merge(mut self, other: PushRequest) -> PushRequest {

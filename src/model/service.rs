@@ -10,6 +10,7 @@ use serde::Serialize;
 use super::config::{Config, ConfigKey, Spec};
 use super::host;
 use super::istio::{Labels, Resolution, ServiceEntry, WorkloadEntry};
+use super::visibility::ExportTo;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Port {
@@ -25,7 +26,8 @@ pub struct Service {
     pub namespace: String,
     pub ports: Vec<Port>,
     pub resolution: Resolution,
-    pub export_to: Vec<String>,
+    #[serde(skip)]
+    pub export_to: ExportTo,
     /// The config this service came from.
     pub source: ConfigKey,
 }
@@ -50,8 +52,9 @@ pub fn labels_match(selector: &Labels, labels: &Labels) -> bool {
     selector.iter().all(|(k, v)| labels.get(k) == Some(v))
 }
 
-/// The services a ServiceEntry config declares, one per host.
-pub fn services_of(config: &Config) -> Vec<Service> {
+/// The services a ServiceEntry config declares, one per host; `default_export_to` applies
+/// when the entry sets no `exportTo`.
+pub fn services_of(config: &Config, default_export_to: &[String]) -> Vec<Service> {
     let Spec::ServiceEntry(se) = &config.spec else {
         return Vec::new();
     };
@@ -72,7 +75,7 @@ pub fn services_of(config: &Config) -> Vec<Service> {
             namespace: config.namespace().to_string(),
             ports: ports.clone(),
             resolution: se.resolution,
-            export_to: se.export_to.clone(),
+            export_to: ExportTo::resolve(&se.export_to, config.namespace(), default_export_to),
             source: config.key.clone(),
         })
         .collect()

@@ -16,27 +16,35 @@ use envoy_types::pb::google::protobuf::Duration;
 use super::eds;
 use super::resource::Resource;
 use crate::model::istio::Resolution;
-use crate::model::proxy::Proxy;
+use crate::model::proxy::{Proxy, ProxyType};
 use crate::model::push_context::PushContext;
 use crate::model::service::{Service, outbound_cluster_name};
+use crate::model::sidecar_scope::SidecarScope;
 
 /// istiod's default connect timeout.
 const CONNECT_TIMEOUT_SECS: i64 = 10;
 
-pub fn generate(ctx: &PushContext, _proxy: &Proxy) -> Vec<Resource> {
-    let mut out = vec![black_hole()];
-    for service in ctx.services.by_host.values() {
+pub fn generate(ctx: &PushContext, proxy: &Proxy, scope: &SidecarScope) -> Vec<Resource> {
+    let mut out = vec![static_cluster(BLACK_HOLE, None)];
+    if proxy.proxy_type == ProxyType::Sidecar {
+        out.push(passthrough());
+        for inbound in &scope.inbound {
+            let name = inbound_cluster_name(inbound.port);
+            out.push(static_cluster(&name, Some(inbound.port)));
+        }
+    }
+    for service in &scope.services {
         if service.hostname.starts_with('*') {
             continue;
         }
         let subsets: Vec<&str> = ctx
-            .destination_rule(&service.hostname)
+            .destination_rule_for(&service.hostname, &proxy.namespace)
             .map(|(_, dr)| dr.subsets.iter().map(|s| s.name.as_str()).collect())
             .unwrap_or_default();
         for port in &service.ports {
             for subset in std::iter::once("").chain(subsets.iter().copied()) {
                 let name = outbound_cluster_name(port.number, subset, &service.hostname);
-                let cluster = to_cluster(ctx, service, port.number, subset, &name);
+                let cluster = to_cluster(ctx, service, port.number, subset, &name, &proxy.namespace);
                 out.push(Resource::new(name, &cluster));
             }
         }
@@ -53,7 +61,14 @@ pub fn ads_config_source() -> ConfigSource {
     }
 }
 
-fn to_cluster(ctx: &PushContext, service: &Service, port: u32, subset: &str, name: &str) -> Cluster {
+fn to_cluster(
+    ctx: &PushContext,
+    service: &Service,
+    port: u32,
+    subset: &str,
+    name: &str,
+    namespace: &str,
+) -> Cluster {
     let mut cluster = Cluster {
         name: name.to_string(),
         connect_timeout: Some(Duration {
@@ -65,7 +80,14 @@ fn to_cluster(ctx: &PushContext, service: &Service, port: u32, subset: &str, nam
     let discovery = match service.resolution {
         Resolution::Dns | Resolution::DnsRoundRobin => {
             cluster.dns_lookup_family = DnsLookupFamily::V4Only as i32;
-            cluster.load_assignment = Some(eds::load_assignment(ctx, name, port, subset, &service.hostname));
+            cluster.load_assignment = Some(eds::load_assignment_for(
+                ctx,
+                name,
+                port,
+                subset,
+                &service.hostname,
+                Some(namespace),
+            ));
             if service.resolution == Resolution::Dns {
                 DiscoveryType::StrictDns
             } else {
@@ -88,16 +110,41 @@ fn to_cluster(ctx: &PushContext, service: &Service, port: u32, subset: &str, nam
     cluster
 }
 
-/// istiod's `BlackHoleCluster`: a static cluster with no endpoints.
-fn black_hole() -> Resource {
+/// istiod's cluster for traffic to no known service.
+pub const BLACK_HOLE: &str = "BlackHoleCluster";
+/// istiod's cluster for traffic to the original destination.
+pub const PASSTHROUGH: &str = "PassthroughCluster";
+
+/// istiod's name for the cluster of a proxy's own workload port: `inbound|PORT||`.
+pub fn inbound_cluster_name(port: u32) -> String {
+    format!("inbound|{port}||")
+}
+
+/// A static cluster: no endpoints (the black hole), or the workload on `127.0.0.1:port`.
+fn static_cluster(name: &str, local_port: Option<u32>) -> Resource {
     let cluster = Cluster {
-        name: "BlackHoleCluster".to_string(),
+        name: name.to_string(),
         connect_timeout: Some(Duration {
             seconds: CONNECT_TIMEOUT_SECS,
             nanos: 0,
         }),
         cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Static as i32)),
+        load_assignment: local_port.map(|port| eds::local_load_assignment(name, port)),
         ..Default::default()
     };
-    Resource::new("BlackHoleCluster", &cluster)
+    Resource::new(name, &cluster)
+}
+
+fn passthrough() -> Resource {
+    let cluster = Cluster {
+        name: PASSTHROUGH.to_string(),
+        connect_timeout: Some(Duration {
+            seconds: CONNECT_TIMEOUT_SECS,
+            nanos: 0,
+        }),
+        cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::OriginalDst as i32)),
+        lb_policy: LbPolicy::ClusterProvided as i32,
+        ..Default::default()
+    };
+    Resource::new(PASSTHROUGH, &cluster)
 }

@@ -23,7 +23,7 @@ pub fn generate(ctx: &PushContext, names: &BTreeSet<String>) -> Vec<Resource> {
         .iter()
         .map(|name| {
             let cla = match parse_outbound_cluster_name(name) {
-                Some((port, subset, host)) => load_assignment(ctx, name, port, subset, host),
+                Some((port, subset, host)) => load_assignment_for(ctx, name, port, subset, host, None),
                 None => ClusterLoadAssignment {
                     cluster_name: name.clone(),
                     ..Default::default()
@@ -34,21 +34,29 @@ pub fn generate(ctx: &PushContext, names: &BTreeSet<String>) -> Vec<Resource> {
         .collect()
 }
 
-/// The endpoints of `host:port`, restricted to `subset` (empty for all).
-pub fn load_assignment(
+/// The endpoints of `host:port`, restricted to `subset` (empty for all). The subset's labels
+/// come from the DestinationRule a proxy in `namespace` uses, or (EDS names carry no
+/// namespace) from the first one of the host that defines the subset.
+pub fn load_assignment_for(
     ctx: &PushContext,
     cluster_name: &str,
     port: u32,
     subset: &str,
     host: &str,
+    namespace: Option<&str>,
 ) -> ClusterLoadAssignment {
     let selector = if subset.is_empty() {
         None
     } else {
+        let rules: Vec<_> = match namespace {
+            Some(ns) => ctx.destination_rule_for(host, ns).into_iter().collect(),
+            None => ctx.destination_rules_of(host).collect(),
+        };
         // A subset that no DestinationRule defines selects nothing.
         Some(
-            ctx.destination_rule(host)
-                .and_then(|(_, dr)| dr.subsets.iter().find(|s| s.name == subset))
+            rules
+                .iter()
+                .find_map(|(_, dr)| dr.subsets.iter().find(|s| s.name == subset))
                 .map(|s| s.labels.clone()),
         )
     };
@@ -110,6 +118,25 @@ fn to_lb_endpoint(ep: &Endpoint) -> LbEndpoint {
             ..Default::default()
         })),
         load_balancing_weight: Some(UInt32Value { value: ep.weight }),
+        ..Default::default()
+    }
+}
+
+/// A single endpoint on `127.0.0.1:port`: a proxy's own workload.
+pub fn local_load_assignment(cluster_name: &str, port: u32) -> ClusterLoadAssignment {
+    let endpoint = Endpoint {
+        address: "127.0.0.1".to_string(),
+        port,
+        labels: Default::default(),
+        weight: 1,
+        locality: String::new(),
+    };
+    ClusterLoadAssignment {
+        cluster_name: cluster_name.to_string(),
+        endpoints: vec![LocalityLbEndpoints {
+            lb_endpoints: vec![to_lb_endpoint(&endpoint)],
+            ..Default::default()
+        }],
         ..Default::default()
     }
 }

@@ -1,25 +1,43 @@
-//! LDS: for a gateway, one bound listener per Gateway server port, named like istiod's
+//! LDS. A gateway gets one bound listener per Gateway server port, named like istiod's
 //! `0.0.0.0_PORT`, with an HTTP connection manager that takes routes over RDS (`http.PORT`).
+//! A sidecar gets an outbound listener per service port it sees (`0.0.0.0_PORT`, not bound,
+//! reached through `virtualOutbound` on 15001), a bound listener per Sidecar egress listener
+//! with a port (`captureMode: NONE` is how an application calls it without iptables), and
+//! `virtualInbound` on 15006 for its own workload's ports. A proxy that runs with
+//! `INTERCEPTION_MODE: NONE` gets no virtual listeners.
 
 use envoy_types::pb::envoy::config::core::v3::{Address, SocketAddress, address, socket_address::PortSpecifier};
-use envoy_types::pb::envoy::config::listener::v3::{Filter, FilterChain, Listener, filter};
+use envoy_types::pb::envoy::config::listener::v3::{
+    Filter, FilterChain, FilterChainMatch, Listener, filter,
+};
+use envoy_types::pb::envoy::config::route::v3::{Route, RouteAction, RouteConfiguration, RouteMatch, VirtualHost, route::Action, route_action::ClusterSpecifier, route_match::PathSpecifier};
 use envoy_types::pb::envoy::extensions::filters::http::router::v3::Router;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
     HttpConnectionManager, HttpFilter, Rds, http_connection_manager::RouteSpecifier, http_filter,
 };
-use envoy_types::pb::google::protobuf::Any;
+use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{
+    TcpProxy, tcp_proxy::ClusterSpecifier as TcpCluster,
+};
+use envoy_types::pb::google::protobuf::{Any, BoolValue, UInt32Value};
 use prost::{Message, Name};
 
-use super::cds::ads_config_source;
+use super::cds::{PASSTHROUGH, ads_config_source, inbound_cluster_name};
 use super::resource::Resource;
+use super::is_http;
 use crate::model::gateway;
 use crate::model::proxy::{Proxy, ProxyType};
 use crate::model::push_context::PushContext;
+use crate::model::sidecar_scope::SidecarScope;
 
-pub fn generate(ctx: &PushContext, proxy: &Proxy) -> Vec<Resource> {
+/// istiod's outbound capture port.
+pub const VIRTUAL_OUTBOUND_PORT: u32 = 15001;
+/// istiod's inbound capture port.
+pub const VIRTUAL_INBOUND_PORT: u32 = 15006;
+
+pub fn generate(ctx: &PushContext, proxy: &Proxy, scope: &SidecarScope) -> Vec<Resource> {
     match proxy.proxy_type {
         ProxyType::Router => gateway_listeners(ctx, proxy),
-        ProxyType::Sidecar => Vec::new(),
+        ProxyType::Sidecar => sidecar_listeners(proxy, scope),
     }
 }
 
@@ -30,22 +48,142 @@ fn gateway_listeners(ctx: &PushContext, proxy: &Proxy) -> Vec<Resource> {
         .keys()
         .map(|&port| {
             let bind = merged.bind.get(&port).copied().unwrap_or("0.0.0.0");
-            let name = format!("{bind}_{port}");
-            let listener = Listener {
-                name: name.clone(),
-                address: Some(socket_address(bind, port)),
-                filter_chains: vec![FilterChain {
-                    filters: vec![http_connection_manager(
-                        &format!("outbound_{bind}_{port}"),
-                        &format!("http.{port}"),
-                    )],
-                    ..Default::default()
-                }],
-                ..Default::default()
-            };
-            Resource::new(name, &listener)
+            let route = format!("http.{port}");
+            listener(bind, port, true, &route)
         })
         .collect()
+}
+
+fn sidecar_listeners(proxy: &Proxy, scope: &SidecarScope) -> Vec<Resource> {
+    let mut out = Vec::new();
+    let mut ports = std::collections::BTreeSet::new();
+    for egress in &scope.egress {
+        let Some(port) = egress.port else { continue };
+        let capture_none = egress.capture_none || proxy.interception_none;
+        let default_bind = if capture_none { "127.0.0.1" } else { "0.0.0.0" };
+        let bind = egress.bind.as_deref().unwrap_or(default_bind);
+        ports.insert(port);
+        out.push(listener(bind, port, capture_none, &port.to_string()));
+    }
+    if let Some(egress) = scope.default_egress() {
+        let service_ports: std::collections::BTreeSet<u32> = egress
+            .services
+            .iter()
+            .flat_map(|s| s.ports.iter())
+            .filter(|p| is_http(&p.protocol))
+            .map(|p| p.number)
+            .filter(|p| !ports.contains(p))
+            .collect();
+        for port in service_ports {
+            out.push(listener("0.0.0.0", port, false, &port.to_string()));
+        }
+    }
+    if !proxy.interception_none {
+        out.push(virtual_outbound());
+        out.push(virtual_inbound(scope));
+    }
+    out
+}
+
+/// An HTTP listener on `bind:port` whose routes come over RDS as `route`.
+fn listener(bind: &str, port: u32, bound: bool, route: &str) -> Resource {
+    let name = format!("{bind}_{port}");
+    let listener = Listener {
+        name: name.clone(),
+        address: Some(socket_address(bind, port)),
+        bind_to_port: (!bound).then_some(BoolValue { value: false }),
+        filter_chains: vec![FilterChain {
+            filters: vec![http_connection_manager(
+                &format!("outbound_{bind}_{port}"),
+                RouteSpecifier::Rds(Rds {
+                    config_source: Some(ads_config_source()),
+                    route_config_name: route.to_string(),
+                }),
+            )],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    Resource::new(name, &listener)
+}
+
+fn virtual_outbound() -> Resource {
+    let listener = Listener {
+        name: "virtualOutbound".to_string(),
+        address: Some(socket_address("0.0.0.0", VIRTUAL_OUTBOUND_PORT)),
+        use_original_dst: Some(BoolValue { value: true }),
+        filter_chains: vec![FilterChain {
+            name: "virtualOutbound-catchall-tcp".to_string(),
+            filters: vec![tcp_proxy("PassthroughCluster", PASSTHROUGH)],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    Resource::new("virtualOutbound", &listener)
+}
+
+/// `virtualInbound`: a filter chain per workload port, to `inbound|PORT||`.
+fn virtual_inbound(scope: &SidecarScope) -> Resource {
+    let mut chains: Vec<FilterChain> = scope
+        .inbound
+        .iter()
+        .map(|inbound| {
+            let cluster = inbound_cluster_name(inbound.port);
+            let filter = if is_http(&inbound.protocol) {
+                http_connection_manager(
+                    &cluster,
+                    RouteSpecifier::RouteConfig(inbound_route(&cluster, inbound.port)),
+                )
+            } else {
+                tcp_proxy(&cluster, &cluster)
+            };
+            FilterChain {
+                name: format!("0.0.0.0_{}", inbound.port),
+                filter_chain_match: Some(FilterChainMatch {
+                    destination_port: Some(UInt32Value { value: inbound.port }),
+                    ..Default::default()
+                }),
+                filters: vec![filter],
+                ..Default::default()
+            }
+        })
+        .collect();
+    chains.push(FilterChain {
+        name: "virtualInbound-catchall-tcp".to_string(),
+        filters: vec![tcp_proxy("InboundPassthroughCluster", PASSTHROUGH)],
+        ..Default::default()
+    });
+    let listener = Listener {
+        name: "virtualInbound".to_string(),
+        address: Some(socket_address("0.0.0.0", VIRTUAL_INBOUND_PORT)),
+        use_original_dst: Some(BoolValue { value: true }),
+        filter_chains: chains,
+        ..Default::default()
+    };
+    Resource::new("virtualInbound", &listener)
+}
+
+fn inbound_route(cluster: &str, port: u32) -> RouteConfiguration {
+    RouteConfiguration {
+        name: format!("inbound|{port}||"),
+        virtual_hosts: vec![VirtualHost {
+            name: format!("inbound|http|{port}"),
+            domains: vec!["*".to_string()],
+            routes: vec![Route {
+                r#match: Some(RouteMatch {
+                    path_specifier: Some(PathSpecifier::Prefix("/".to_string())),
+                    ..Default::default()
+                }),
+                action: Some(Action::Route(RouteAction {
+                    cluster_specifier: Some(ClusterSpecifier::Cluster(cluster.to_string())),
+                    ..Default::default()
+                })),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
 }
 
 pub fn socket_address(ip: &str, port: u32) -> Address {
@@ -65,14 +203,23 @@ fn any<M: Message + Name>(msg: &M) -> Any {
     }
 }
 
-/// An HTTP connection manager filter that fetches `route_name` over ADS.
-pub fn http_connection_manager(stat_prefix: &str, route_name: &str) -> Filter {
+fn tcp_proxy(stat_prefix: &str, cluster: &str) -> Filter {
+    let proxy = TcpProxy {
+        stat_prefix: stat_prefix.to_string(),
+        cluster_specifier: Some(TcpCluster::Cluster(cluster.to_string())),
+        ..Default::default()
+    };
+    Filter {
+        name: "envoy.filters.network.tcp_proxy".to_string(),
+        config_type: Some(filter::ConfigType::TypedConfig(any(&proxy))),
+    }
+}
+
+/// An HTTP connection manager filter with the given route source.
+fn http_connection_manager(stat_prefix: &str, routes: RouteSpecifier) -> Filter {
     let hcm = HttpConnectionManager {
         stat_prefix: stat_prefix.to_string(),
-        route_specifier: Some(RouteSpecifier::Rds(Rds {
-            config_source: Some(ads_config_source()),
-            route_config_name: route_name.to_string(),
-        })),
+        route_specifier: Some(routes),
         http_filters: vec![HttpFilter {
             name: "envoy.filters.http.router".to_string(),
             config_type: Some(http_filter::ConfigType::TypedConfig(any(&Router::default()))),

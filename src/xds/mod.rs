@@ -21,20 +21,30 @@ mod tests;
 
 use crate::model::proxy::Proxy;
 use crate::model::push_context::PushContext;
+use crate::model::sidecar_scope::SidecarScope;
 pub use resource::{Resource, TypeUrl, XdsRequest, XdsResponse};
 
-/// Generates the resources of one type for one proxy. `names` are the subscribed names
-/// (used by EDS and RDS; CDS and LDS are wildcard).
+/// Generates the resources of one type for one proxy seen through its scope. `names` are
+/// the subscribed names (used by EDS and RDS; CDS and LDS are wildcard).
 pub fn generate(
     type_url: TypeUrl,
     ctx: &PushContext,
     proxy: &Proxy,
+    scope: &SidecarScope,
     names: &std::collections::BTreeSet<String>,
 ) -> Vec<Resource> {
     match type_url {
-        TypeUrl::Cluster => cds::generate(ctx, proxy),
+        TypeUrl::Cluster => cds::generate(ctx, proxy, scope),
         TypeUrl::Endpoint => eds::generate(ctx, names),
-        TypeUrl::Listener => lds::generate(ctx, proxy),
-        TypeUrl::Route => rds::generate(ctx, proxy, names),
+        TypeUrl::Listener => lds::generate(ctx, proxy, scope),
+        TypeUrl::Route => rds::generate(ctx, proxy, scope, names),
     }
+}
+
+/// Protocols served through an HTTP connection manager.
+pub fn is_http(protocol: &str) -> bool {
+    matches!(
+        protocol.to_ascii_uppercase().as_str(),
+        "HTTP" | "HTTP2" | "GRPC" | "GRPC-WEB" | "HTTP_PROXY"
+    )
 }

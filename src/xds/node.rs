@@ -16,6 +16,7 @@ impl From<&Node> for NodeInfo {
             namespace: field("NAMESPACE").and_then(string_value),
             labels: field("LABELS").map(labels).unwrap_or_default(),
             generator: field("GENERATOR").and_then(string_value),
+            interception_mode: field("INTERCEPTION_MODE").and_then(string_value),
         }
     }
 }

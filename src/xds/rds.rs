@@ -1,6 +1,9 @@
-//! RDS: for a gateway, the route configuration `http.PORT` of each server port: a virtual host
+//! RDS. For a gateway, the route configuration `http.PORT` of each server port: a virtual host
 //! per VirtualService host bound to a gateway on that port, routes in the VirtualService's
-//! order. A request that no host or route matches gets Envoy's 404, as from istiod.
+//! order; a request that no host or route matches gets Envoy's 404, as from istiod. For a
+//! sidecar, the route configuration named by port: a virtual host per service it sees on that
+//! port (full host, short names, `host:port`), routed by the mesh VirtualServices it imports or
+//! straight to the service's cluster, and `allow_any` to the original destination.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -21,13 +24,138 @@ use crate::model::host;
 use crate::model::istio::{HttpMatchRequest, HttpRoute, StringMatch, VirtualService};
 use crate::model::proxy::{Proxy, ProxyType};
 use crate::model::push_context::PushContext;
-use crate::model::service::outbound_cluster_name;
+use crate::model::service::{Service, outbound_cluster_name};
+use crate::model::sidecar_scope::{EgressScope, SidecarScope};
+use super::cds::PASSTHROUGH;
+use super::is_http;
 
-pub fn generate(ctx: &PushContext, proxy: &Proxy, names: &BTreeSet<String>) -> Vec<Resource> {
+pub fn generate(
+    ctx: &PushContext,
+    proxy: &Proxy,
+    scope: &SidecarScope,
+    names: &BTreeSet<String>,
+) -> Vec<Resource> {
     match proxy.proxy_type {
         ProxyType::Router => gateway_routes(ctx, proxy, names),
-        ProxyType::Sidecar => Vec::new(),
+        ProxyType::Sidecar => names
+            .iter()
+            .map(|name| {
+                let config = RouteConfiguration {
+                    name: name.clone(),
+                    virtual_hosts: name
+                        .parse()
+                        .map(|port| sidecar_virtual_hosts(ctx, proxy, scope, port))
+                        .unwrap_or_default(),
+                    validate_clusters: Some(Default::default()),
+                    ..Default::default()
+                };
+                Resource::new(name.clone(), &config)
+            })
+            .collect(),
     }
+}
+
+/// The virtual hosts of the sidecar route configuration for `port`: from the egress listener
+/// declared on that port, else from the services the catch-all listener sees on it.
+fn sidecar_virtual_hosts(
+    ctx: &PushContext,
+    proxy: &Proxy,
+    scope: &SidecarScope,
+    port: u32,
+) -> Vec<VirtualHost> {
+    let (egress, explicit) = match scope.egress_for_port(port) {
+        Some(e) => (e, true),
+        None => match scope.default_egress() {
+            Some(e) => (e, false),
+            None => return Vec::new(),
+        },
+    };
+    let mut vhosts: Vec<VirtualHost> = egress
+        .services
+        .iter()
+        .filter_map(|service| {
+            // On an explicit listener, a service is reached on its own (first HTTP) port.
+            let service_port = if explicit {
+                service
+                    .port(port)
+                    .or_else(|| service.ports.iter().find(|p| is_http(&p.protocol)))?
+            } else {
+                service.port(port).filter(|p| is_http(&p.protocol))?
+            };
+            Some(sidecar_virtual_host(ctx, proxy, egress, service, service_port.number, port))
+        })
+        .collect();
+    vhosts.push(VirtualHost {
+        name: "allow_any".to_string(),
+        domains: vec!["*".to_string()],
+        routes: vec![Route {
+            r#match: Some(route_match(None)),
+            action: Some(Action::Route(RouteAction {
+                cluster_specifier: Some(ClusterSpecifier::Cluster(PASSTHROUGH.to_string())),
+                timeout: Some(Duration { seconds: 0, nanos: 0 }),
+                ..Default::default()
+            })),
+            ..Default::default()
+        }],
+        ..Default::default()
+    });
+    vhosts
+}
+
+fn sidecar_virtual_host(
+    ctx: &PushContext,
+    proxy: &Proxy,
+    egress: &EgressScope,
+    service: &Service,
+    service_port: u32,
+    listener_port: u32,
+) -> VirtualHost {
+    let mut routes: Vec<Route> = egress
+        .virtual_services_for(&service.hostname)
+        .take(1)
+        .flat_map(|(config, vs)| translate_routes(ctx, config, vs, "mesh", service_port))
+        .collect();
+    if routes.is_empty() {
+        routes.push(Route {
+            name: "default".to_string(),
+            r#match: Some(route_match(None)),
+            action: Some(Action::Route(RouteAction {
+                cluster_specifier: Some(ClusterSpecifier::Cluster(outbound_cluster_name(
+                    service_port,
+                    "",
+                    &service.hostname,
+                ))),
+                timeout: Some(Duration { seconds: 0, nanos: 0 }),
+                ..Default::default()
+            })),
+            ..Default::default()
+        });
+    }
+    VirtualHost {
+        name: format!("{}:{listener_port}", service.hostname),
+        domains: service_domains(&service.hostname, &service.namespace, &proxy.namespace, listener_port),
+        routes,
+        ..Default::default()
+    }
+}
+
+/// The names a client may use for a service: the full host, the short forms of a
+/// `NAME.NAMESPACE.svc.DOMAIN` host (`NAME` only from the same namespace), each with and
+/// without `:port`.
+fn service_domains(hostname: &str, namespace: &str, proxy_namespace: &str, port: u32) -> Vec<String> {
+    let mut names = vec![hostname.to_string()];
+    let suffix = format!(".{namespace}.{}", crate::model::host::DEFAULT_DOMAIN);
+    if let Some(name) = hostname.strip_suffix(&suffix) {
+        names.push(format!("{name}.{namespace}.svc"));
+        names.push(format!("{name}.{namespace}"));
+        if namespace == proxy_namespace {
+            names.push(name.to_string());
+        }
+    }
+    names
+        .iter()
+        .flat_map(|n| [n.clone(), format!("{n}:{port}")])
+        .collect()
 }
 
 fn gateway_routes(ctx: &PushContext, proxy: &Proxy, names: &BTreeSet<String>) -> Vec<Resource> {

@@ -13,9 +13,9 @@ use envoy_types::pb::envoy::config::route::v3::{
 use prost::Message;
 
 use super::*;
-use crate::model::parse::{DocOutcome, parse_documents};
+use crate::model::fixtures::{configs, context};
 use crate::model::proxy::NodeInfo;
-use crate::model::push_context::{ConfigSet, PushContext};
+use crate::model::push_context::PushContext;
 use crate::model::push_request::{PushRequest, TriggerReason};
 
 const MESH: &str = r#"
@@ -85,21 +85,6 @@ spec:
     - {destination: {host: reviews, subset: v2}, weight: 10}
 "#;
 
-fn configs(yaml: &str) -> ConfigSet {
-    parse_documents(yaml, "default")
-        .into_iter()
-        .map(|d| match d.outcome {
-            DocOutcome::Config(c) => (c.key.clone(), Arc::new(*c)),
-            other => panic!("fixture document {}: {other:?}", d.index),
-        })
-        .collect()
-}
-
-fn context(yaml: &str) -> PushContext {
-    let req = PushRequest::full_push(TriggerReason::Config, Instant::now());
-    PushContext::build(None, &configs(yaml), &req)
-}
-
 fn gateway_proxy(labels: &[(&str, &str)]) -> Proxy {
     Proxy::from_node(NodeInfo {
         id: "router~10.1.1.1~gw-1.istio-system~istio-system.svc.cluster.local".into(),
@@ -107,6 +92,12 @@ fn gateway_proxy(labels: &[(&str, &str)]) -> Proxy {
         ..Default::default()
     })
     .unwrap()
+}
+
+/// Generates one type for `proxy`, through its scope.
+fn generate_for(type_url: TypeUrl, ctx: &PushContext, proxy: &Proxy, names: &BTreeSet<String>) -> Vec<Resource> {
+    let scope = crate::model::sidecar_scope::SidecarScope::compute(ctx, proxy);
+    generate(type_url, ctx, proxy, &scope, names)
 }
 
 fn decode<M: Message + Default>(resources: &[Resource]) -> Vec<M> {
@@ -124,10 +115,10 @@ fn names(set: &[&str]) -> BTreeSet<String> {
 fn gateway_gets_a_listener_per_http_server_port() {
     let ctx = context(MESH);
     let listeners: Vec<Listener> =
-        decode(&generate(TypeUrl::Listener, &ctx, &gateway_proxy(&[("istio", "ingressgateway")]), &names(&[])));
+        decode(&generate_for(TypeUrl::Listener, &ctx, &gateway_proxy(&[("istio", "ingressgateway")]), &names(&[])));
     let listener_names: Vec<&str> = listeners.iter().map(|l| l.name.as_str()).collect();
     assert_eq!(listener_names, ["0.0.0.0_8080"], "TCP servers are not served yet");
-    let other = generate(TypeUrl::Listener, &ctx, &gateway_proxy(&[("istio", "egress")]), &names(&[]));
+    let other = generate_for(TypeUrl::Listener, &ctx, &gateway_proxy(&[("istio", "egress")]), &names(&[]));
     assert!(other.is_empty(), "a gateway whose labels match no selector gets no listener");
 }
 
@@ -135,7 +126,7 @@ fn gateway_gets_a_listener_per_http_server_port() {
 fn clusters_per_port_and_subset() {
     let ctx = context(MESH);
     let clusters: Vec<Cluster> =
-        decode(&generate(TypeUrl::Cluster, &ctx, &gateway_proxy(&[]), &names(&[])));
+        decode(&generate_for(TypeUrl::Cluster, &ctx, &gateway_proxy(&[]), &names(&[])));
     let got: Vec<&str> = clusters.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(
         got,
@@ -160,7 +151,7 @@ fn endpoints_follow_subsets_ports_and_selectors() {
         "not-a-cluster",
     ]);
     let clas: Vec<ClusterLoadAssignment> =
-        decode(&generate(TypeUrl::Endpoint, &ctx, &gateway_proxy(&[]), &wanted));
+        decode(&generate_for(TypeUrl::Endpoint, &ctx, &gateway_proxy(&[]), &wanted));
     let addrs = |cla: &ClusterLoadAssignment| -> Vec<String> {
         cla.endpoints
             .iter()
@@ -193,7 +184,7 @@ fn routes_per_virtual_service_in_order() {
     let ctx = context(MESH);
     let proxy = gateway_proxy(&[("istio", "ingressgateway")]);
     let routes: Vec<RouteConfiguration> =
-        decode(&generate(TypeUrl::Route, &ctx, &proxy, &names(&["http.8080", "http.9999"])));
+        decode(&generate_for(TypeUrl::Route, &ctx, &proxy, &names(&["http.8080", "http.9999"])));
     assert_eq!(routes.len(), 2);
     let rc = &routes[0];
     assert_eq!(rc.name, "http.8080");
@@ -237,7 +228,7 @@ fn virtual_service_hosts_must_be_exposed_by_the_server() {
     let ctx = context(&mesh);
     let proxy = gateway_proxy(&[("istio", "ingressgateway")]);
     let routes: Vec<RouteConfiguration> =
-        decode(&generate(TypeUrl::Route, &ctx, &proxy, &names(&["http.8080"])));
+        decode(&generate_for(TypeUrl::Route, &ctx, &proxy, &names(&["http.8080"])));
     let vh = &routes[0].virtual_hosts[0];
     assert_eq!(vh.name, "shop.example.com:8080");
     assert_eq!(vh.domains, ["shop.example.com", "shop.example.com:8080"]);
@@ -246,14 +237,104 @@ fn virtual_service_hosts_must_be_exposed_by_the_server() {
 #[test]
 fn a_virtual_service_change_reuses_the_other_indexes() {
     let set = configs(MESH);
-    let first = PushContext::build(None, &set, &PushRequest::full_push(TriggerReason::Config, Instant::now()));
+    let mesh = Arc::default();
+    let first = PushContext::build(
+        None,
+        &set,
+        &PushRequest::full_push(TriggerReason::Config, Instant::now()),
+        &mesh,
+    );
     let vs_key = set.keys().find(|k| k.kind == crate::model::config::ConfigKind::VirtualService).unwrap();
     let req = PushRequest::config_change(BTreeSet::from([vs_key.clone()]), Instant::now());
-    let next = PushContext::build(Some(&first), &set, &req);
+    let next = PushContext::build(Some(&first), &set, &req, &mesh);
     assert_eq!(next.version, first.version + 1);
     assert!(Arc::ptr_eq(&first.services, &next.services));
     assert!(Arc::ptr_eq(&first.endpoints, &next.endpoints));
     assert!(Arc::ptr_eq(&first.destination_rules, &next.destination_rules));
     assert!(Arc::ptr_eq(&first.gateways, &next.gateways));
     assert!(!Arc::ptr_eq(&first.virtual_services, &next.virtual_services));
+}
+
+const SIDECAR_MESH: &str = r#"
+apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata: {name: default, namespace: shop}
+spec:
+  egress:
+  - port: {number: 15123, protocol: HTTP, name: egress}
+    captureMode: NONE
+    hosts: ["./*"]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: reviews-mesh, namespace: shop}
+spec:
+  hosts: [reviews]
+  http:
+  - route: [{destination: {host: reviews, subset: v2}}]
+"#;
+
+fn sidecar_proxy(ip: &str, namespace: &str, interception_none: bool) -> Proxy {
+    let mut p = crate::model::fixtures::proxy("sidecar", ip, namespace, &[]);
+    p.interception_none = interception_none;
+    p
+}
+
+#[test]
+fn sidecar_listeners_follow_the_sidecar_resource() {
+    let ctx = context(&format!("{MESH}---{SIDECAR_MESH}"));
+    let listener_names = |p: &Proxy| -> Vec<String> {
+        decode::<Listener>(&generate_for(TypeUrl::Listener, &ctx, p, &names(&[])))
+            .into_iter()
+            .map(|l| l.name)
+            .collect()
+    };
+    // In shop, the Sidecar declares one egress listener: bound, on localhost.
+    assert_eq!(listener_names(&sidecar_proxy("10.9.0.1", "shop", true)), ["127.0.0.1_15123"]);
+    // Elsewhere, no Sidecar: a listener per HTTP service port, and the capture listeners.
+    assert_eq!(
+        listener_names(&sidecar_proxy("10.9.0.1", "web", false)),
+        ["0.0.0.0_9080", "virtualOutbound", "virtualInbound"]
+    );
+    let bound = decode::<Listener>(&generate_for(TypeUrl::Listener, &ctx, &sidecar_proxy("10.9.0.1", "web", false), &names(&[])));
+    assert_eq!(bound[0].bind_to_port.map(|b| b.value), Some(false), "outbound listeners are not bound");
+}
+
+#[test]
+fn sidecar_routes_and_clusters() {
+    let ctx = context(&format!("{MESH}---{SIDECAR_MESH}"));
+    let proxy = sidecar_proxy("10.0.0.1", "shop", true);
+    let routes: Vec<RouteConfiguration> = decode(&generate_for(TypeUrl::Route, &ctx, &proxy, &names(&["15123"])));
+    let vh = &routes[0].virtual_hosts;
+    let vh_names: Vec<&str> = vh.iter().map(|v| v.name.as_str()).collect();
+    assert_eq!(
+        vh_names,
+        ["ratings.shop.svc.cluster.local:15123", "reviews.shop.svc.cluster.local:15123", "allow_any"]
+    );
+    assert!(vh[1].domains.contains(&"reviews".to_string()));
+    assert!(vh[1].domains.contains(&"reviews.shop:15123".to_string()));
+    let Some(Action::Route(action)) = &vh[1].routes[0].action else {
+        panic!("a route")
+    };
+    assert_eq!(
+        action.cluster_specifier,
+        Some(ClusterSpecifier::Cluster("outbound|9080|v2|reviews.shop.svc.cluster.local".into())),
+        "routed by the mesh VirtualService"
+    );
+    let clusters: Vec<String> = decode::<Cluster>(&generate_for(TypeUrl::Cluster, &ctx, &proxy, &names(&[])))
+        .into_iter()
+        .map(|c| c.name)
+        .collect();
+    assert!(clusters.contains(&"PassthroughCluster".to_string()));
+    assert!(clusters.contains(&"inbound|9081||".to_string()), "10.0.0.1 is a reviews endpoint: {clusters:?}");
+}
+
+#[test]
+fn endpoint_changes_are_seen_per_watched_cluster() {
+    let before = context(MESH);
+    let after = context(&MESH.replace("10.0.1.1", "10.0.1.2"));
+    let ratings = names(&["outbound|9080||ratings.shop.svc.cluster.local"]);
+    let reviews = names(&["outbound|9080|v1|reviews.shop.svc.cluster.local"]);
+    assert!(crate::model::push_context::endpoints_changed(&before, &after, &ratings));
+    assert!(!crate::model::push_context::endpoints_changed(&before, &after, &reviews));
 }

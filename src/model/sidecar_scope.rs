@@ -1,0 +1,439 @@
+//! `SidecarScope`: what one proxy sees, and the configs its xDS depends on.
+//!
+//! For a sidecar, the Sidecar resource that selects it (by `workloadSelector` in its namespace,
+//! else its namespace's default, else the root namespace's) restricts the services and
+//! VirtualServices it imports, per egress listener; without one it imports `*/*`. For a
+//! gateway, everything exported to its namespace. Either way, `exportTo` applies.
+//!
+//! `deps` is the set of configs that the proxy's generated xDS reads: a change to any other
+//! config cannot change what it would be sent, so it is not pushed (istiod's ProxyNeedsPush).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use super::config::{Config, ConfigKey};
+use super::gateway;
+use super::host;
+use super::istio::{CaptureMode, IstioEgressListener, VirtualService};
+use super::proxy::{Proxy, ProxyType};
+use super::push_context::PushContext;
+use super::push_request::PushRequest;
+use super::service::Service;
+
+/// One `namespace/host` import of an egress listener.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostImport {
+    /// `*` any namespace, `~` none, else a namespace (`.` is resolved to the proxy's).
+    pub namespace: String,
+    pub host: String,
+}
+
+impl HostImport {
+    fn parse(reference: &str, proxy_namespace: &str) -> HostImport {
+        let (ns, host) = host::split_namespaced(reference);
+        let namespace = if ns == "." { proxy_namespace } else { ns };
+        HostImport {
+            namespace: namespace.to_string(),
+            host: host.to_string(),
+        }
+    }
+
+    /// Whether a config in `namespace` with `config_host` is imported.
+    pub fn imports(&self, namespace: &str, config_host: &str) -> bool {
+        let ns_ok = match self.namespace.as_str() {
+            "*" => true,
+            "~" => false,
+            ns => ns == namespace,
+        };
+        ns_ok && host::intersects(&self.host, config_host)
+    }
+}
+
+/// An egress listener of the scope, with what it imports.
+#[derive(Debug, Clone)]
+pub struct EgressScope {
+    /// `None` for the catch-all listener (outbound listeners per service port).
+    pub port: Option<u32>,
+    pub bind: Option<String>,
+    /// `captureMode: NONE`: a bound listener that applications call directly.
+    pub capture_none: bool,
+    pub imports: Vec<HostImport>,
+    pub services: Vec<Arc<Service>>,
+    /// Mesh VirtualServices imported by this listener.
+    pub virtual_services: Vec<Arc<Config>>,
+}
+
+impl EgressScope {
+    fn imports(&self, namespace: &str, host: &str) -> bool {
+        self.imports.iter().any(|i| i.imports(namespace, host))
+    }
+
+    /// The imported VirtualServices that route `hostname`, with their specs.
+    pub fn virtual_services_for<'a>(
+        &'a self,
+        hostname: &'a str,
+    ) -> impl Iterator<Item = (&'a Config, &'a VirtualService)> {
+        self.virtual_services.iter().filter_map(move |c| match &c.spec {
+            super::config::Spec::VirtualService(vs)
+                if vs
+                    .hosts
+                    .iter()
+                    .any(|h| host::resolve(h, c.namespace()) == hostname || host::matches(h, hostname)) =>
+            {
+                Some((c.as_ref(), vs))
+            }
+            _ => None,
+        })
+    }
+}
+
+/// A port of the proxy's own workload, from the service endpoints at its IP.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct InboundPort {
+    pub port: u32,
+    pub protocol: String,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct SidecarScope {
+    /// The Sidecar resource in force, if any.
+    pub sidecar: Option<ConfigKey>,
+    pub egress: Vec<EgressScope>,
+    /// Every service some egress listener imports, in host order.
+    pub services: Vec<Arc<Service>>,
+    pub inbound: Vec<InboundPort>,
+    /// The configs generation reads for this proxy.
+    pub deps: BTreeSet<ConfigKey>,
+}
+
+impl SidecarScope {
+    pub fn compute(ctx: &PushContext, proxy: &Proxy) -> SidecarScope {
+        match proxy.proxy_type {
+            ProxyType::Sidecar => sidecar_scope(ctx, proxy),
+            ProxyType::Router => gateway_scope(ctx, proxy),
+        }
+    }
+
+    /// The egress listener of an explicit port, if the Sidecar declares one.
+    pub fn egress_for_port(&self, port: u32) -> Option<&EgressScope> {
+        self.egress.iter().find(|e| e.port == Some(port))
+    }
+
+    /// The catch-all egress listener.
+    pub fn default_egress(&self) -> Option<&EgressScope> {
+        self.egress.iter().find(|e| e.port.is_none())
+    }
+}
+
+/// Whether a push must reach a proxy whose scope was `old` and is now `new` (istiod's
+/// `ProxyNeedsPush`): forced and unscoped pushes reach everyone; otherwise only a proxy that
+/// depends, before or after, on a changed config.
+pub fn needs_push(old: Option<&SidecarScope>, new: &SidecarScope, request: &PushRequest) -> bool {
+    if request.forced || request.configs_updated.is_empty() {
+        return true;
+    }
+    let Some(old) = old else { return true };
+    request
+        .configs_updated
+        .iter()
+        .any(|k| new.deps.contains(k) || old.deps.contains(k))
+}
+
+/// The Sidecar resource that applies to `proxy`: one in its namespace whose selector matches,
+/// else its namespace's selector-less one, else the root namespace's selector-less one.
+fn select_sidecar<'a>(ctx: &'a PushContext, proxy: &Proxy) -> Option<(&'a Config, &'a super::istio::Sidecar)> {
+    let in_ns = || ctx.sidecars_in(&proxy.namespace);
+    in_ns()
+        .find(|(_, sc)| {
+            sc.workload_selector
+                .as_ref()
+                .is_some_and(|ws| !ws.labels.is_empty() && proxy.matches_selector(&ws.labels))
+        })
+        .or_else(|| in_ns().find(|(_, sc)| selectorless(sc)))
+        .or_else(|| {
+            ctx.sidecars_in(&ctx.mesh.root_namespace)
+                .find(|(_, sc)| selectorless(sc))
+        })
+}
+
+fn selectorless(sc: &super::istio::Sidecar) -> bool {
+    sc.workload_selector.as_ref().is_none_or(|ws| ws.labels.is_empty())
+}
+
+fn sidecar_scope(ctx: &PushContext, proxy: &Proxy) -> SidecarScope {
+    let selected = select_sidecar(ctx, proxy);
+    let default_listener = IstioEgressListener {
+        hosts: vec!["*/*".to_string()],
+        ..Default::default()
+    };
+    let listeners: Vec<&IstioEgressListener> = match selected {
+        Some((_, sc)) if !sc.egress.is_empty() => sc.egress.iter().collect(),
+        _ => vec![&default_listener],
+    };
+    let mut scope = SidecarScope {
+        sidecar: selected.map(|(c, _)| c.key.clone()),
+        ..Default::default()
+    };
+    scope.deps.extend(scope.sidecar.clone());
+    for listener in listeners {
+        let imports = listener
+            .hosts
+            .iter()
+            .map(|h| HostImport::parse(h, &proxy.namespace))
+            .collect();
+        let mut egress = EgressScope {
+            port: listener.port.as_ref().map(|p| p.number).filter(|p| *p != 0),
+            bind: Some(listener.bind.clone()).filter(|b| !b.is_empty()),
+            capture_none: listener.capture_mode == CaptureMode::None,
+            imports,
+            services: Vec::new(),
+            virtual_services: Vec::new(),
+        };
+        egress.services = ctx
+            .services
+            .by_host
+            .values()
+            .filter(|s| s.export_to.visible_from(&proxy.namespace))
+            .filter(|s| egress.imports(&s.namespace, &s.hostname))
+            .cloned()
+            .collect();
+        egress.virtual_services = ctx
+            .virtual_services
+            .by_gateway
+            .get("mesh")
+            .into_iter()
+            .flatten()
+            .filter(|c| match &c.spec {
+                super::config::Spec::VirtualService(vs) => {
+                    ctx.export_to(&vs.export_to, c.namespace())
+                        .visible_from(&proxy.namespace)
+                        && vs.hosts.iter().any(|h| {
+                            egress.imports(c.namespace(), &host::resolve(h, c.namespace()))
+                        })
+                }
+                _ => false,
+            })
+            .cloned()
+            .collect();
+        scope.egress.push(egress);
+    }
+    finish(ctx, proxy, scope)
+}
+
+fn gateway_scope(ctx: &PushContext, proxy: &Proxy) -> SidecarScope {
+    let mut scope = SidecarScope::default();
+    let merged = gateway::merge(ctx, proxy);
+    for (config, gw) in ctx.gateways() {
+        if proxy.matches_selector(&gw.selector) {
+            scope.deps.insert(config.key.clone());
+        }
+    }
+    for server in merged.ports.values().flatten() {
+        for (vs, _) in ctx.virtual_services_for_gateway(&server.gateway) {
+            scope.deps.insert(vs.key.clone());
+        }
+    }
+    scope.egress.push(EgressScope {
+        port: None,
+        bind: None,
+        capture_none: false,
+        imports: vec![HostImport {
+            namespace: "*".into(),
+            host: "*".into(),
+        }],
+        services: ctx
+            .services
+            .by_host
+            .values()
+            .filter(|s| s.export_to.visible_from(&proxy.namespace))
+            .cloned()
+            .collect(),
+        virtual_services: Vec::new(),
+    });
+    finish(ctx, proxy, scope)
+}
+
+/// Fills the union of services, the inbound ports, and the service and rule dependencies.
+fn finish(ctx: &PushContext, proxy: &Proxy, mut scope: SidecarScope) -> SidecarScope {
+    let mut hosts = BTreeSet::new();
+    for egress in &scope.egress {
+        for s in &egress.services {
+            if hosts.insert(s.hostname.clone()) {
+                scope.services.push(s.clone());
+            }
+        }
+        scope.deps.extend(egress.virtual_services.iter().map(|c| c.key.clone()));
+    }
+    scope.services.sort_by(|a, b| a.hostname.cmp(&b.hostname));
+    for service in &scope.services {
+        scope.deps.insert(service.source.clone());
+        if let Some((dr, _)) = ctx.destination_rule_for(&service.hostname, &proxy.namespace) {
+            scope.deps.insert(dr.key.clone());
+        }
+    }
+    if proxy.proxy_type == ProxyType::Sidecar {
+        let mut inbound = BTreeSet::new();
+        for service in ctx.services.by_host.values() {
+            for port in &service.ports {
+                for ep in ctx.endpoints(&service.hostname, port.number) {
+                    if ep.address == proxy.ip {
+                        inbound.insert(InboundPort {
+                            port: ep.port,
+                            protocol: port.protocol.clone(),
+                        });
+                        scope.deps.insert(service.source.clone());
+                    }
+                }
+            }
+        }
+        scope.inbound = inbound.into_iter().collect();
+    }
+    scope
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+    use std::time::Instant;
+
+    use super::*;
+    use crate::model::config::ConfigKind;
+    use crate::model::fixtures::{context, proxy};
+
+    fn service(ns: &str, name: &str, export: &str) -> String {
+        format!(
+            "apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: {name}, namespace: {ns}}}
+spec:
+  hosts: [{name}.{ns}.svc.cluster.local]
+  exportTo: [\"{export}\"]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  ports: [{{number: 80, name: http, protocol: HTTP}}]
+  endpoints: [{{address: 10.0.0.1}}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: {name}, namespace: {ns}}}
+spec:
+  hosts: [{name}]
+  http: [{{route: [{{destination: {{host: {name}}}}}]}}]
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {{name: {name}, namespace: {ns}}}
+spec:
+  host: {name}
+  subsets: [{{name: v1, labels: {{version: v1}}}}]
+---
+"
+        )
+    }
+
+    const SIDECAR_A: &str = "apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata: {name: default, namespace: a}
+spec:
+  egress:
+  - port: {number: 15123, protocol: HTTP, name: egress}
+    bind: 127.0.0.1
+    captureMode: NONE
+    hosts: [\"./*\"]
+---
+apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: istio-system}
+spec:
+  selector: {istio: ingressgateway}
+  servers: [{port: {number: 80, name: http, protocol: HTTP}, hosts: [\"*\"]}]
+";
+
+    fn mesh() -> String {
+        format!(
+            "{}{}{}{SIDECAR_A}",
+            service("a", "reviews", "*"),
+            service("b", "ratings", "*"),
+            service("b", "secret", ".")
+        )
+    }
+
+    fn hosts(scope: &SidecarScope) -> Vec<&str> {
+        scope.services.iter().map(|s| s.hostname.as_str()).collect()
+    }
+
+    fn key(kind: ConfigKind, ns: &str, name: &str) -> ConfigKey {
+        ConfigKey::new(kind, ns, name)
+    }
+
+    fn change(keys: &[ConfigKey]) -> PushRequest {
+        PushRequest::config_change(keys.iter().cloned().collect::<BTreeSet<_>>(), Instant::now())
+    }
+
+    #[test]
+    fn sidecar_egress_hosts_restrict_what_a_proxy_sees() {
+        let ctx = context(&mesh());
+        let in_a = SidecarScope::compute(&ctx, &proxy("sidecar", "10.1.0.1", "a", &[]));
+        assert_eq!(hosts(&in_a), ["reviews.a.svc.cluster.local"]);
+        assert_eq!(in_a.sidecar, Some(key(ConfigKind::Sidecar, "a", "default")));
+        let egress = in_a.egress_for_port(15123).expect("the declared listener");
+        assert!(egress.capture_none);
+        assert_eq!(egress.virtual_services.len(), 1);
+        // Without a Sidecar, `*/*`; exportTo "." hides b's secret from c.
+        let in_c = SidecarScope::compute(&ctx, &proxy("sidecar", "10.1.0.2", "c", &[]));
+        assert_eq!(
+            hosts(&in_c),
+            ["ratings.b.svc.cluster.local", "reviews.a.svc.cluster.local"]
+        );
+        let in_b = SidecarScope::compute(&ctx, &proxy("sidecar", "10.1.0.3", "b", &[]));
+        assert!(hosts(&in_b).contains(&"secret.b.svc.cluster.local"));
+    }
+
+    #[test]
+    fn host_import_forms() {
+        let i = |r: &str| HostImport::parse(r, "a");
+        assert!(i("./*").imports("a", "x.a.svc.cluster.local"));
+        assert!(!i("./*").imports("b", "x.b.svc.cluster.local"));
+        assert!(i("*/x.b.svc.cluster.local").imports("b", "x.b.svc.cluster.local"));
+        assert!(i("b/*.example.com").imports("b", "api.example.com"));
+        assert!(!i("~/*").imports("a", "x.a.svc.cluster.local"));
+    }
+
+    #[test]
+    fn proxy_needs_push_only_for_configs_it_depends_on() {
+        let ctx = context(&mesh());
+        let sidecar = proxy("sidecar", "10.1.0.1", "a", &[]);
+        let gateway = proxy("router", "10.2.0.1", "istio-system", &[("istio", "ingressgateway")]);
+        let s = SidecarScope::compute(&ctx, &sidecar);
+        let g = SidecarScope::compute(&ctx, &gateway);
+        let vs_a = key(ConfigKind::VirtualService, "a", "reviews");
+        let vs_b = key(ConfigKind::VirtualService, "b", "ratings");
+        let dr_a = key(ConfigKind::DestinationRule, "a", "reviews");
+        let gw = key(ConfigKind::Gateway, "istio-system", "gw");
+        let sc = key(ConfigKind::Sidecar, "a", "default");
+        assert!(needs_push(Some(&s), &s, &change(&[vs_a.clone()])));
+        assert!(needs_push(Some(&s), &s, &change(&[dr_a])));
+        assert!(!needs_push(Some(&s), &s, &change(&[vs_b.clone()])), "b is not imported");
+        assert!(!needs_push(Some(&s), &s, &change(&[gw.clone()])), "sidecars ignore Gateways");
+        assert!(needs_push(Some(&s), &s, &change(&[sc.clone()])));
+        assert!(needs_push(Some(&g), &g, &change(&[gw])));
+        assert!(!needs_push(Some(&g), &g, &change(&[sc])), "gateways ignore Sidecars");
+        assert!(!needs_push(Some(&g), &g, &change(&[vs_b.clone()])), "mesh VirtualServices");
+        let mut forced = change(&[vs_b]);
+        forced.forced = true;
+        assert!(needs_push(Some(&s), &s, &forced));
+    }
+
+    #[test]
+    fn inbound_ports_come_from_endpoints_at_the_proxy_ip() {
+        let ctx = context(&mesh());
+        let scope = SidecarScope::compute(&ctx, &proxy("sidecar", "10.0.0.1", "a", &[]));
+        assert_eq!(
+            scope.inbound,
+            [InboundPort {
+                port: 80,
+                protocol: "HTTP".into()
+            }]
+        );
+    }
+}
