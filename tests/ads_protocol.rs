@@ -307,3 +307,136 @@ fn bad_first_requests_close_only_their_stream() {
         assert_eq!(good.next().await.type_url, LDS);
     });
 }
+
+fn scoped_mesh(b_weight: u32) -> String {
+    let se = |ns: &str| {
+        format!(
+            r#"apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: svc, namespace: {ns}}}
+spec:
+  hosts: [svc.{ns}.svc.cluster.local]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  ports: [{{number: 80, name: http, protocol: HTTP}}]
+  endpoints: [{{address: 10.0.0.9, labels: {{version: v1}}}}, {{address: 10.0.0.10, labels: {{version: v2}}}}]
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {{name: svc, namespace: {ns}}}
+spec:
+  host: svc
+  subsets: [{{name: v1, labels: {{version: v1}}}}, {{name: v2, labels: {{version: v2}}}}]
+---
+"#
+        )
+    };
+    format!(
+        r#"{}{}apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata: {{name: default, namespace: a}}
+spec:
+  egress: [{{hosts: ["./*"]}}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: svc, namespace: b}}
+spec:
+  hosts: [svc]
+  http:
+  - route:
+    - {{destination: {{host: svc, subset: v1}}, weight: {}}}
+    - {{destination: {{host: svc, subset: v2}}, weight: {b_weight}}}
+"#,
+        se("a"),
+        se("b"),
+        100 - b_weight
+    )
+}
+
+#[test]
+fn a_change_outside_a_proxys_scope_sends_it_nothing() {
+    let dir = ConfigDir::new();
+    dir.write("mesh.yaml", &scoped_mesh(0));
+    let axon = Axon::start(dir.path());
+    runtime().block_on(async {
+        let mut c = Client::connect(&axon).await;
+        let mut sidecar = node("sidecar~10.3.0.1~app-1.a~a.svc.cluster.local");
+        sidecar
+            .metadata
+            .as_mut()
+            .unwrap()
+            .fields
+            .insert("NAMESPACE".into(), Value { kind: Some(Kind::StringValue("a".into())) });
+        c.request(CDS, &[], "", Some(sidecar)).await;
+        let cds = c.next().await;
+        assert_eq!(cds.resources.len(), 5, "black hole, passthrough, svc.a x3 (not svc.b)");
+        c.ack(&cds, &[]).await;
+
+        // VirtualService svc in b: outside the Sidecar's `./*`. A context is built, and
+        // this proxy is not sent anything for it.
+        let before = axon.log_len();
+        dir.write("mesh.yaml", &scoped_mesh(50));
+        let built = axon
+            .wait_for_log_line_after(before, Duration::from_secs(10), |l| {
+                l.contains("push context built") && l.contains("changed=1")
+            })
+            .expect("the change to b is built");
+        let version: u64 = built
+            .split("version=")
+            .nth(1)
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .expect("a version in the log line");
+
+        // An in-scope change (a DestinationRule in a) is the next thing it receives.
+        let in_scope = scoped_mesh(50).replacen("name: v2, labels: {version: v2}", "name: v3, labels: {version: v2}", 1);
+        dir.write("mesh.yaml", &in_scope);
+        let r = c.next().await;
+        assert_eq!(r.type_url, CDS);
+        assert_eq!(
+            r.version_info,
+            (version + 1).to_string(),
+            "the first response after the change in b is the change in a"
+        );
+    });
+}
+
+#[test]
+fn an_endpoint_change_is_pushed_as_eds_only() {
+    let dir = ConfigDir::new();
+    dir.write("mesh.yaml", &mesh(100));
+    let axon = Axon::start(dir.path());
+    runtime().block_on(async {
+        let mut c = Client::connect(&axon).await;
+        c.request(CDS, &[], "", Some(node(GATEWAY_ID))).await;
+        let cds = c.next().await;
+        c.ack(&cds, &[]).await;
+        c.request(EDS, subscribed(EDS), "", None).await;
+        let eds = c.next().await;
+        c.ack(&eds, subscribed(EDS)).await;
+
+        // Only the inline endpoints of the ServiceEntry change.
+        dir.write("mesh.yaml", &mesh(100).replace("10.0.0.9", "10.0.0.19"));
+        let r = c.next().await;
+        assert_eq!(r.type_url, EDS, "no CDS before it: an EDS-only push");
+        assert_ne!(r.version_info, eds.version_info);
+        assert!(
+            axon.logs().contains("full=false"),
+            "an incremental context: {}",
+            axon.logs()
+        );
+        c.ack(&r, subscribed(EDS)).await;
+
+        // An endpoint of a cluster this client does not watch (v2) changes: nothing is sent;
+        // the next response is the following config change, CDS first.
+        dir.write("mesh.yaml", &mesh(100).replace("10.0.0.9", "10.0.0.19").replace("10.0.0.10", "10.0.0.20"));
+        assert!(
+            support::wait_until(Duration::from_secs(10), || axon.logs().matches("full=false").count() >= 2),
+            "the second endpoint change is built"
+        );
+        dir.write("mesh.yaml", &mesh(50).replace("10.0.0.9", "10.0.0.19").replace("10.0.0.10", "10.0.0.20"));
+        let r = c.next().await;
+        assert_eq!(r.type_url, CDS, "the unwatched endpoint change sent nothing");
+    });
+}
