@@ -27,10 +27,12 @@ pub fn of_kind(configs: &ConfigSet, kind: ConfigKind) -> impl Iterator<Item = &A
         .map(|(_, c)| c)
 }
 
-/// Services by hostname. When two entries declare the same host, the first by key wins.
+/// Services by hostname (when two entries declare the same host, the first by key wins),
+/// and by namespace.
 #[derive(Debug, Default)]
 pub struct ServiceIndex {
     pub by_host: BTreeMap<String, Arc<Service>>,
+    pub by_namespace: BTreeMap<String, Vec<Arc<Service>>>,
 }
 
 /// Endpoints by `(hostname, port)`.
@@ -39,10 +41,12 @@ pub struct EndpointIndex {
     pub by_service_port: BTreeMap<(String, u32), Arc<Vec<Endpoint>>>,
 }
 
-/// VirtualServices in key order, and by the gateway (`namespace/name`, or `mesh`) they bind.
+/// VirtualServices by the gateway (`namespace/name`, or `mesh`) they bind, and by the
+/// resolved hosts they route, in key order.
 #[derive(Debug, Default)]
 pub struct VirtualServiceIndex {
     pub by_gateway: BTreeMap<String, Vec<Arc<Config>>>,
+    pub by_host: BTreeMap<String, Vec<Arc<Config>>>,
 }
 
 /// DestinationRules by the resolved host they apply to, in key order.
@@ -248,7 +252,17 @@ fn index_services(configs: &ConfigSet, mesh: &MeshConfig) -> ServiceIndex {
                 .or_insert_with(|| Arc::new(service));
         }
     }
-    ServiceIndex { by_host }
+    let mut by_namespace: BTreeMap<String, Vec<Arc<Service>>> = BTreeMap::new();
+    for service in by_host.values() {
+        by_namespace
+            .entry(service.namespace.clone())
+            .or_default()
+            .push(service.clone());
+    }
+    ServiceIndex {
+        by_host,
+        by_namespace,
+    }
 }
 
 fn index_endpoints(configs: &ConfigSet, services: &ServiceIndex) -> EndpointIndex {
@@ -283,10 +297,19 @@ fn index_endpoints(configs: &ConfigSet, services: &ServiceIndex) -> EndpointInde
 
 fn index_virtual_services(configs: &ConfigSet) -> VirtualServiceIndex {
     let mut by_gateway: BTreeMap<String, Vec<Arc<Config>>> = BTreeMap::new();
+    let mut by_host: BTreeMap<String, Vec<Arc<Config>>> = BTreeMap::new();
     for config in of_kind(configs, ConfigKind::VirtualService) {
         let Spec::VirtualService(vs) = &config.spec else {
             continue;
         };
+        let hosts: BTreeSet<String> = vs
+            .hosts
+            .iter()
+            .map(|h| host::resolve(h, config.namespace()))
+            .collect();
+        for h in hosts {
+            by_host.entry(h).or_default().push(config.clone());
+        }
         let gateways: BTreeSet<String> = if vs.gateways.is_empty() {
             BTreeSet::from(["mesh".to_string()])
         } else {
@@ -299,7 +322,10 @@ fn index_virtual_services(configs: &ConfigSet) -> VirtualServiceIndex {
             by_gateway.entry(gateway).or_default().push(config.clone());
         }
     }
-    VirtualServiceIndex { by_gateway }
+    VirtualServiceIndex {
+        by_gateway,
+        by_host,
+    }
 }
 
 /// A VirtualService's gateway reference as `namespace/name` (or `mesh`).

@@ -189,14 +189,13 @@ fn sidecar_scope(ctx: &PushContext, proxy: &Proxy) -> SidecarScope {
             services: Vec::new(),
             virtual_services: Vec::new(),
         };
-        egress.services = ctx
-            .services
-            .by_host
-            .values()
+        egress.services = candidate_services(ctx, &egress.imports)
             .filter(|s| s.export_to.visible_from(&proxy.namespace))
             .filter(|s| egress.imports(&s.namespace, &s.hostname))
             .cloned()
             .collect();
+        egress.services.sort_by(|a, b| a.hostname.cmp(&b.hostname));
+        egress.services.dedup_by(|a, b| a.hostname == b.hostname);
         egress.virtual_services = ctx
             .virtual_services
             .by_gateway
@@ -218,6 +217,24 @@ fn sidecar_scope(ctx: &PushContext, proxy: &Proxy) -> SidecarScope {
         scope.egress.push(egress);
     }
     finish(ctx, proxy, scope)
+}
+
+/// The services an import list can match: those of the namespaces it names, or all when it
+/// imports from any namespace.
+fn candidate_services<'a>(
+    ctx: &'a PushContext,
+    imports: &[HostImport],
+) -> Box<dyn Iterator<Item = &'a Arc<Service>> + 'a> {
+    if imports.iter().any(|i| i.namespace == "*") {
+        return Box::new(ctx.services.by_host.values());
+    }
+    let namespaces: BTreeSet<String> = imports.iter().map(|i| i.namespace.clone()).collect();
+    Box::new(
+        namespaces
+            .into_iter()
+            .filter_map(|ns| ctx.services.by_namespace.get(&ns))
+            .flatten(),
+    )
 }
 
 fn gateway_scope(ctx: &PushContext, proxy: &Proxy) -> SidecarScope {

@@ -9,6 +9,7 @@
 
 pub mod ads;
 pub mod cds;
+pub mod delta;
 pub mod eds;
 pub mod lds;
 pub mod node;

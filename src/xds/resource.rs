@@ -100,3 +100,59 @@ pub struct XdsResponse {
     pub nonce: String,
     pub resources: Vec<Resource>,
 }
+
+/// A DeltaDiscoveryRequest without protocol types.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DeltaRequest {
+    pub type_url: String,
+    pub subscribe: Vec<String>,
+    pub unsubscribe: Vec<String>,
+    /// Versions the client already has (on a reconnect).
+    pub initial_versions: std::collections::BTreeMap<String, String>,
+    pub response_nonce: String,
+    pub error_detail: Option<String>,
+    pub node: Option<NodeInfo>,
+}
+
+/// A DeltaDiscoveryResponse to send: changed resources with their versions, and removals.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeltaResponse {
+    pub type_url: TypeUrl,
+    pub system_version_info: String,
+    pub nonce: String,
+    pub resources: Vec<(Resource, String)>,
+    pub removed: Vec<String>,
+}
+
+/// What a stream receives, in either protocol.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Request {
+    Sotw(XdsRequest),
+    Delta(DeltaRequest),
+}
+
+impl Request {
+    pub fn node(&self) -> Option<&NodeInfo> {
+        match self {
+            Request::Sotw(r) => r.node.as_ref(),
+            Request::Delta(r) => r.node.as_ref(),
+        }
+    }
+}
+
+/// What a stream sends, in either protocol.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Response {
+    Sotw(XdsResponse),
+    Delta(DeltaResponse),
+}
+
+impl Resource {
+    /// A version that changes exactly when the encoded resource does.
+    pub fn content_version(&self) -> String {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        self.any.value.hash(&mut h);
+        format!("{:016x}", h.finish())
+    }
+}

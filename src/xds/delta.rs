@@ -1,0 +1,181 @@
+//! Per-type state of one Delta xDS stream: what the client subscribed to and which version of
+//! each resource it has, so that only changed resources are sent and removals are named.
+//!
+//! Pure: the ConnectionActor asks [`DeltaWatched::on_request`] what a request wants, and
+//! [`DeltaWatched::diff`] what to send of a freshly generated set.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::resource::{DeltaRequest, Resource, TypeUrl};
+use super::subscription::Decision;
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DeltaWatched {
+    pub wildcard: bool,
+    /// Names subscribed explicitly.
+    pub names: BTreeSet<String>,
+    /// The version of each resource the client has.
+    pub versions: BTreeMap<String, String>,
+    pub nonce_sent: Option<String>,
+    pub nonce_acked: Option<String>,
+    pub last_error: Option<String>,
+    seen_first: bool,
+}
+
+impl DeltaWatched {
+    /// Applies a request. `Respond` means: send what the client lacks (after a first request,
+    /// even if that is nothing).
+    pub fn on_request(&mut self, type_url: TypeUrl, req: &DeltaRequest) -> Decision {
+        if let Some(error) = &req.error_detail {
+            self.last_error = Some(error.clone());
+            return Decision::Nack(error.clone());
+        }
+        if !req.response_nonce.is_empty() {
+            if self.nonce_sent.as_deref() != Some(req.response_nonce.as_str()) {
+                return Decision::Stale;
+            }
+            self.nonce_acked = Some(req.response_nonce.clone());
+            self.last_error = None;
+        }
+        let first = !self.seen_first;
+        self.seen_first = true;
+        if first {
+            self.wildcard = (type_url.is_wildcard_type() && req.subscribe.is_empty())
+                || req.subscribe.iter().any(|n| n == "*");
+            self.versions
+                .extend(req.initial_versions.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+        let mut added = false;
+        for name in &req.subscribe {
+            if name == "*" {
+                added |= !self.wildcard;
+                self.wildcard = true;
+            } else if self.names.insert(name.clone()) {
+                added = true;
+            }
+        }
+        for name in &req.unsubscribe {
+            if name == "*" {
+                self.wildcard = false;
+            } else {
+                self.names.remove(name);
+            }
+            self.versions.remove(name);
+        }
+        if first || added { Decision::Respond } else { Decision::Ack }
+    }
+
+    pub fn is_subscribed(&self) -> bool {
+        self.wildcard || !self.names.is_empty()
+    }
+
+    /// The names to generate (for EDS and RDS, the subscribed ones).
+    pub fn wanted(&self) -> &BTreeSet<String> {
+        &self.names
+    }
+
+    /// From a freshly generated set, what to send: resources the client does not have at
+    /// this version, and the names it has that no longer exist (or are no longer subscribed).
+    /// Records the new versions as the client's.
+    pub fn diff(&mut self, resources: Vec<Resource>) -> (Vec<(Resource, String)>, Vec<String>) {
+        let in_scope: Vec<Resource> = resources
+            .into_iter()
+            .filter(|r| self.wildcard || self.names.contains(&r.name))
+            .collect();
+        let present: BTreeSet<&str> = in_scope.iter().map(|r| r.name.as_str()).collect();
+        let removed: Vec<String> = self
+            .versions
+            .keys()
+            .filter(|name| !present.contains(name.as_str()))
+            .cloned()
+            .collect();
+        for name in &removed {
+            self.versions.remove(name);
+        }
+        let mut changed = Vec::new();
+        for resource in in_scope {
+            let version = resource.content_version();
+            if self.versions.get(&resource.name) != Some(&version) {
+                self.versions.insert(resource.name.clone(), version.clone());
+                changed.push((resource, version));
+            }
+        }
+        (changed, removed)
+    }
+
+    pub fn sent(&mut self, nonce: String) {
+        self.nonce_sent = Some(nonce);
+    }
+
+    pub fn is_acked(&self) -> bool {
+        self.nonce_sent.is_some() && self.nonce_sent == self.nonce_acked
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use envoy_types::pb::google::protobuf::Any;
+
+    fn res(name: &str, body: &[u8]) -> Resource {
+        Resource {
+            name: name.to_string(),
+            any: Any {
+                type_url: "t".into(),
+                value: body.to_vec(),
+            },
+        }
+    }
+
+    fn req(subscribe: &[&str], unsubscribe: &[&str], nonce: &str) -> DeltaRequest {
+        DeltaRequest {
+            subscribe: subscribe.iter().map(|s| s.to_string()).collect(),
+            unsubscribe: unsubscribe.iter().map(|s| s.to_string()).collect(),
+            response_nonce: nonce.to_string(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn wildcard_first_request_is_answered_even_when_empty() {
+        let mut w = DeltaWatched::default();
+        assert_eq!(w.on_request(TypeUrl::Cluster, &req(&[], &[], "")), Decision::Respond);
+        assert!(w.wildcard);
+        assert_eq!(w.diff(vec![]), (vec![], vec![]));
+    }
+
+    #[test]
+    fn only_changes_and_removals_are_sent() {
+        let mut w = DeltaWatched::default();
+        w.on_request(TypeUrl::Cluster, &req(&[], &[], ""));
+        let (sent, removed) = w.diff(vec![res("a", b"1"), res("b", b"1")]);
+        assert_eq!((sent.len(), removed.len()), (2, 0));
+        w.sent("n1".into());
+        assert_eq!(w.on_request(TypeUrl::Cluster, &req(&[], &[], "n1")), Decision::Ack);
+        let (sent, removed) = w.diff(vec![res("a", b"2")]);
+        assert_eq!(sent.iter().map(|(r, _)| r.name.as_str()).collect::<Vec<_>>(), ["a"]);
+        assert_eq!(removed, ["b"]);
+        assert_eq!(w.diff(vec![res("a", b"2")]), (vec![], vec![]), "nothing new");
+    }
+
+    #[test]
+    fn subscribe_unsubscribe_and_initial_versions() {
+        let mut w = DeltaWatched::default();
+        let mut first = req(&["x", "y"], &[], "");
+        first.initial_versions.insert("x".into(), res("x", b"1").content_version());
+        assert_eq!(w.on_request(TypeUrl::Endpoint, &first), Decision::Respond);
+        assert!(!w.wildcard);
+        let (sent, _) = w.diff(vec![res("x", b"1"), res("y", b"1"), res("z", b"1")]);
+        assert_eq!(
+            sent.iter().map(|(r, _)| r.name.as_str()).collect::<Vec<_>>(),
+            ["y"],
+            "x is already at this version; z is not subscribed"
+        );
+        w.sent("n1".into());
+        assert_eq!(w.on_request(TypeUrl::Endpoint, &req(&["z"], &["x"], "n1")), Decision::Respond);
+        let (sent, removed) = w.diff(vec![res("x", b"1"), res("y", b"1"), res("z", b"1")]);
+        assert_eq!(sent.iter().map(|(r, _)| r.name.as_str()).collect::<Vec<_>>(), ["z"]);
+        assert!(removed.is_empty(), "an unsubscribed name is not reported as removed");
+        assert_eq!(w.on_request(TypeUrl::Endpoint, &req(&[], &[], "stale")), Decision::Stale);
+    }
+}
