@@ -27,7 +27,11 @@ use crate::xds::ads::AdsService;
 const DEFAULT_NAMESPACE: &str = "default";
 
 #[derive(Parser, Debug)]
-#[command(name = "axon", version, about = "An actor-model xDS control plane: istiod's pilot job, serving Envoy over ADS")]
+#[command(
+    name = "axon",
+    version,
+    about = "An actor-model xDS control plane: istiod's pilot job, serving Envoy over ADS"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -132,13 +136,20 @@ pub fn validate(dir: &Path, out: &mut impl std::io::Write) -> anyhow::Result<boo
         }
         for (api_version, kind) in report.unsupported {
             if unsupported.insert((api_version.clone(), kind.clone())) {
-                writeln!(out, "{}: note: {kind} ({api_version}) is not served by axon, skipped", path.display())?;
+                writeln!(
+                    out,
+                    "{}: note: {kind} ({api_version}) is not served by axon, skipped",
+                    path.display()
+                )?;
             }
         }
     }
     let commit = set.commit();
     for key in &commit.duplicates {
-        writeln!(out, "note: {key} is defined more than once; the last file in path order wins")?;
+        writeln!(
+            out,
+            "note: {key} is defined more than once; the last file in path order wins"
+        )?;
     }
     writeln!(
         out,
@@ -192,13 +203,19 @@ async fn run(args: ServeArgs, limits: Limits) -> anyhow::Result<()> {
     )
     .start();
     let debouncer = Debouncer::new(
-        DebounceState::new(limits.debounce_after, limits.debounce_max, limits.enable_eds_debounce),
+        DebounceState::new(
+            limits.debounce_after,
+            limits.debounce_max,
+            limits.enable_eds_debounce,
+        ),
         builder.recipient(),
         cap,
         metrics.clone(),
     )
     .start();
-    let arbiters: Vec<Arbiter> = (0..limits.connection_threads()).map(|_| Arbiter::new()).collect();
+    let arbiters: Vec<Arbiter> = (0..limits.connection_threads())
+        .map(|_| Arbiter::new())
+        .collect();
 
     let xds_listener = tokio::net::TcpListener::bind(args.xds_addr)
         .await
@@ -222,7 +239,14 @@ async fn run(args: ServeArgs, limits: Limits) -> anyhow::Result<()> {
             .serve_with_incoming(TcpListenerStream::new(xds_listener)),
     );
     let monitoring_server = tokio::spawn(
-        axum::serve(monitoring_listener, monitoring::router(Monitoring { metrics: metrics.clone(), ready })).into_future(),
+        axum::serve(
+            monitoring_listener,
+            monitoring::router(Monitoring {
+                metrics: metrics.clone(),
+                ready,
+            }),
+        )
+        .into_future(),
     );
     FileRegistry::new(
         args.config_dir.clone(),

@@ -74,8 +74,11 @@ impl Default for Limits {
 
 fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     let text = String::deserialize(d)?;
-    humantime::parse_duration(&text)
-        .map_err(|e| serde::de::Error::custom(format!("{text:?} is not a duration ({e}); write e.g. \"100ms\" or \"10s\"")))
+    humantime::parse_duration(&text).map_err(|e| {
+        serde::de::Error::custom(format!(
+            "{text:?} is not a duration ({e}); write e.g. \"100ms\" or \"10s\""
+        ))
+    })
 }
 
 impl Limits {
@@ -103,7 +106,10 @@ impl Limits {
             message: message.to_string(),
         };
         if self.debounce_max < self.debounce_after {
-            return Err(invalid("debounce_max", "must not be shorter than debounce_after"));
+            return Err(invalid(
+                "debounce_max",
+                "must not be shorter than debounce_after",
+            ));
         }
         for (key, value) in [
             ("push_concurrency", self.push_concurrency),
@@ -139,20 +145,33 @@ mod tests {
     #[test]
     fn the_shipped_file_is_the_defaults() {
         let text = include_str!("../config/actor-limits.toml");
-        assert_eq!(Limits::parse(text, "actor-limits.toml").unwrap(), Limits::default());
+        assert_eq!(
+            Limits::parse(text, "actor-limits.toml").unwrap(),
+            Limits::default()
+        );
     }
 
     #[test]
     fn errors_name_the_key() {
-        let e = Limits::parse("debounce_aftr = \"1s\"", "f").unwrap_err().to_string();
+        let e = Limits::parse("debounce_aftr = \"1s\"", "f")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("debounce_aftr"), "{e}");
-        let e = Limits::parse("debounce_after = \"soon\"", "f").unwrap_err().to_string();
+        let e = Limits::parse("debounce_after = \"soon\"", "f")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("debounce_after") && e.contains("soon"), "{e}");
-        let e = Limits::parse("push_concurrency = 0", "f").unwrap_err().to_string();
+        let e = Limits::parse("push_concurrency = 0", "f")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("push_concurrency"), "{e}");
-        let e = Limits::parse("max_streams = -1", "f").unwrap_err().to_string();
+        let e = Limits::parse("max_streams = -1", "f")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("max_streams"), "{e}");
-        let e = Limits::parse("debounce_max = \"10ms\"", "f").unwrap_err().to_string();
+        let e = Limits::parse("debounce_max = \"10ms\"", "f")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("debounce_max"), "{e}");
     }
 }

@@ -9,7 +9,9 @@ use prometheus::{
 };
 
 /// istiod's buckets for latencies in seconds.
-const LATENCY_BUCKETS: [f64; 11] = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 3.0, 5.0, 10.0, 30.0];
+const LATENCY_BUCKETS: [f64; 11] = [
+    0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 3.0, 5.0, 10.0, 30.0,
+];
 
 /// The `type` label values of the per-type xDS families (istiod's short names).
 pub const XDS_TYPES: [&str; 4] = ["cds", "eds", "lds", "rds"];
@@ -48,39 +50,82 @@ impl Metrics {
         let registry = Registry::new();
         let gauge = |name: &str, help: &str| {
             let g = IntGauge::new(name, help).expect("valid metric");
-            registry.register(Box::new(g.clone())).expect("unique metric");
+            registry
+                .register(Box::new(g.clone()))
+                .expect("unique metric");
             g
         };
         let counter = |name: &str, help: &str| {
             let c = IntCounterVec::new(Opts::new(name, help), &["type"]).expect("valid metric");
-            registry.register(Box::new(c.clone())).expect("unique metric");
+            registry
+                .register(Box::new(c.clone()))
+                .expect("unique metric");
             c
         };
         let histogram = |name: &str, help: &str| {
-            let h = Histogram::with_opts(HistogramOpts::new(name, help).buckets(LATENCY_BUCKETS.to_vec()))
-                .expect("valid metric");
-            registry.register(Box::new(h.clone())).expect("unique metric");
+            let h = Histogram::with_opts(
+                HistogramOpts::new(name, help).buckets(LATENCY_BUCKETS.to_vec()),
+            )
+            .expect("valid metric");
+            registry
+                .register(Box::new(h.clone()))
+                .expect("unique metric");
             h
         };
         let xds_push_time = HistogramVec::new(
-            HistogramOpts::new("pilot_xds_push_time", "Total time in seconds Pilot takes to push lds, rds, cds and eds.")
-                .buckets(LATENCY_BUCKETS.to_vec()),
+            HistogramOpts::new(
+                "pilot_xds_push_time",
+                "Total time in seconds Pilot takes to push lds, rds, cds and eds.",
+            )
+            .buckets(LATENCY_BUCKETS.to_vec()),
             &["type"],
         )
         .expect("valid metric");
-        registry.register(Box::new(xds_push_time.clone())).expect("unique metric");
+        registry
+            .register(Box::new(xds_push_time.clone()))
+            .expect("unique metric");
         let m = Metrics {
-            xds_clients: gauge("pilot_xds", "Number of endpoints connected to this pilot using XDS."),
-            xds_pushes: counter("pilot_xds_pushes", "Pilot build and send errors for lds, rds, cds and eds."),
-            xds_rejects: counter("pilot_total_xds_rejects", "Total number of XDS responses from pilot rejected by proxy."),
-            expired_nonce: counter("pilot_xds_expired_nonce", "Total number of XDS requests with an expired nonce."),
+            xds_clients: gauge(
+                "pilot_xds",
+                "Number of endpoints connected to this pilot using XDS.",
+            ),
+            xds_pushes: counter(
+                "pilot_xds_pushes",
+                "Pilot build and send errors for lds, rds, cds and eds.",
+            ),
+            xds_rejects: counter(
+                "pilot_total_xds_rejects",
+                "Total number of XDS responses from pilot rejected by proxy.",
+            ),
+            expired_nonce: counter(
+                "pilot_xds_expired_nonce",
+                "Total number of XDS requests with an expired nonce.",
+            ),
             services: gauge("pilot_services", "Total services known to pilot."),
-            push_triggers: counter("pilot_push_triggers", "Total number of times a push was triggered, labeled by reason for the push."),
-            inbound_updates: counter("pilot_inbound_updates", "Total number of updates received by pilot."),
-            debounce_time: histogram("pilot_debounce_time", "Delay in seconds between the first config enters debouncing and the merged push request is pushed into the push queue."),
-            pushcontext_init: histogram("pilot_pushcontext_init_seconds", "Total time in seconds Pilot takes to init pushContext."),
-            proxy_queue_time: histogram("pilot_proxy_queue_time", "Time in seconds, a proxy is in the push queue before being dequeued."),
-            proxy_convergence_time: histogram("pilot_proxy_convergence_time", "Delay in seconds between config change and a proxy receiving all required configuration."),
+            push_triggers: counter(
+                "pilot_push_triggers",
+                "Total number of times a push was triggered, labeled by reason for the push.",
+            ),
+            inbound_updates: counter(
+                "pilot_inbound_updates",
+                "Total number of updates received by pilot.",
+            ),
+            debounce_time: histogram(
+                "pilot_debounce_time",
+                "Delay in seconds between the first config enters debouncing and the merged push request is pushed into the push queue.",
+            ),
+            pushcontext_init: histogram(
+                "pilot_pushcontext_init_seconds",
+                "Total time in seconds Pilot takes to init pushContext.",
+            ),
+            proxy_queue_time: histogram(
+                "pilot_proxy_queue_time",
+                "Time in seconds, a proxy is in the push queue before being dequeued.",
+            ),
+            proxy_convergence_time: histogram(
+                "pilot_proxy_convergence_time",
+                "Delay in seconds between config change and a proxy receiving all required configuration.",
+            ),
             xds_push_time,
             registry,
         };
@@ -121,7 +166,13 @@ mod tests {
         let text = m.render();
         assert!(text.contains("pilot_xds 2"), "{text}");
         assert!(text.contains("pilot_xds_pushes{type=\"cds\"} 1"), "{text}");
-        assert!(text.contains("pilot_total_xds_rejects{type=\"lds\"} 1"), "{text}");
-        assert!(text.contains("pilot_total_xds_rejects{type=\"cds\"} 0"), "{text}");
+        assert!(
+            text.contains("pilot_total_xds_rejects{type=\"lds\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("pilot_total_xds_rejects{type=\"cds\"} 0"),
+            "{text}"
+        );
     }
 }

@@ -36,6 +36,9 @@ async fn ready(State(state): State<Monitoring>) -> (StatusCode, &'static str) {
     if state.ready.load(Ordering::Acquire) {
         (StatusCode::OK, "ready\n")
     } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "not ready: no config snapshot built yet\n")
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: no config snapshot built yet\n",
+        )
     }
 }

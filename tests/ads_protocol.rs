@@ -107,9 +107,10 @@ struct Client {
 
 impl Client {
     async fn connect(axon: &Axon) -> Client {
-        let mut client = AggregatedDiscoveryServiceClient::connect(format!("http://{}", axon.xds_addr()))
-            .await
-            .expect("connecting to axon");
+        let mut client =
+            AggregatedDiscoveryServiceClient::connect(format!("http://{}", axon.xds_addr()))
+                .await
+                .expect("connecting to axon");
         let (tx, rx) = mpsc::channel(16);
         let rx = client
             .stream_aggregated_resources(ReceiverStream::new(rx))
@@ -230,7 +231,10 @@ fn nonces_acks_nacks_and_push_order() {
             "{}",
             axon.metrics()
         );
-        assert!(axon.logs().contains("scripted rejection"), "the NACK is logged");
+        assert!(
+            axon.logs().contains("scripted rejection"),
+            "the NACK is logged"
+        );
 
         // A config change: a full push in the order CDS, EDS, LDS, RDS, with a new version.
         dir.write("mesh.yaml", &mesh(50));
@@ -256,10 +260,20 @@ fn nonces_acks_nacks_and_push_order() {
                 .is_some(),
             "the re-save is seen"
         );
-        dir.write("extra.yaml", &mesh(50).replace("name: svc, namespace: demo}\nspec:\n  hosts: [\"*\"]", "name: svc2, namespace: demo}\nspec:\n  hosts: [\"*\"]"));
+        dir.write(
+            "extra.yaml",
+            &mesh(50).replace(
+                "name: svc, namespace: demo}\nspec:\n  hosts: [\"*\"]",
+                "name: svc2, namespace: demo}\nspec:\n  hosts: [\"*\"]",
+            ),
+        );
         let r = c.next().await;
         assert_eq!(r.type_url, CDS);
-        assert_eq!(r.version_info, (version + 1).to_string(), "no push for the re-save");
+        assert_eq!(
+            r.version_info,
+            (version + 1).to_string(),
+            "no push for the re-save"
+        );
         c.ack(&r, &[]).await;
         for _ in 0..3 {
             let r = c.next().await;
@@ -290,7 +304,13 @@ fn bad_first_requests_close_only_their_stream() {
         good.request(CDS, &[], "", Some(node(GATEWAY_ID))).await;
         let first = good.next().await;
 
-        for (node, why) in [(None, "node"), (Some(node("envoy-without-istio-id")), "envoy-without-istio-id")] {
+        for (node, why) in [
+            (None, "node"),
+            (
+                Some(node("envoy-without-istio-id")),
+                "envoy-without-istio-id",
+            ),
+        ] {
             let mut bad = Client::connect(&axon).await;
             bad.request(CDS, &[], "", node).await;
             let status = tokio::time::timeout(Duration::from_secs(15), bad.rx.message())
@@ -362,15 +382,19 @@ fn a_change_outside_a_proxys_scope_sends_it_nothing() {
     runtime().block_on(async {
         let mut c = Client::connect(&axon).await;
         let mut sidecar = node("sidecar~10.3.0.1~app-1.a~a.svc.cluster.local");
-        sidecar
-            .metadata
-            .as_mut()
-            .unwrap()
-            .fields
-            .insert("NAMESPACE".into(), Value { kind: Some(Kind::StringValue("a".into())) });
+        sidecar.metadata.as_mut().unwrap().fields.insert(
+            "NAMESPACE".into(),
+            Value {
+                kind: Some(Kind::StringValue("a".into())),
+            },
+        );
         c.request(CDS, &[], "", Some(sidecar)).await;
         let cds = c.next().await;
-        assert_eq!(cds.resources.len(), 5, "black hole, passthrough, svc.a x3 (not svc.b)");
+        assert_eq!(
+            cds.resources.len(),
+            5,
+            "black hole, passthrough, svc.a x3 (not svc.b)"
+        );
         c.ack(&cds, &[]).await;
 
         // VirtualService svc in b: outside the Sidecar's `./*`. A context is built, and
@@ -390,7 +414,11 @@ fn a_change_outside_a_proxys_scope_sends_it_nothing() {
             .expect("a version in the log line");
 
         // An in-scope change (a DestinationRule in a) is the next thing it receives.
-        let in_scope = scoped_mesh(50).replacen("name: v2, labels: {version: v2}", "name: v3, labels: {version: v2}", 1);
+        let in_scope = scoped_mesh(50).replacen(
+            "name: v2, labels: {version: v2}",
+            "name: v3, labels: {version: v2}",
+            1,
+        );
         dir.write("mesh.yaml", &in_scope);
         let r = c.next().await;
         assert_eq!(r.type_url, CDS);
@@ -430,13 +458,30 @@ fn an_endpoint_change_is_pushed_as_eds_only() {
 
         // An endpoint of a cluster this client does not watch (v2) changes: nothing is sent;
         // the next response is the following config change, CDS first.
-        dir.write("mesh.yaml", &mesh(100).replace("10.0.0.9", "10.0.0.19").replace("10.0.0.10", "10.0.0.20"));
+        dir.write(
+            "mesh.yaml",
+            &mesh(100)
+                .replace("10.0.0.9", "10.0.0.19")
+                .replace("10.0.0.10", "10.0.0.20"),
+        );
         assert!(
-            support::wait_until(Duration::from_secs(10), || axon.logs().matches("full=false").count() >= 2),
+            support::wait_until(Duration::from_secs(10), || axon
+                .logs()
+                .matches("full=false")
+                .count()
+                >= 2),
             "the second endpoint change is built"
         );
-        dir.write("mesh.yaml", &mesh(50).replace("10.0.0.9", "10.0.0.19").replace("10.0.0.10", "10.0.0.20"));
+        dir.write(
+            "mesh.yaml",
+            &mesh(50)
+                .replace("10.0.0.9", "10.0.0.19")
+                .replace("10.0.0.10", "10.0.0.20"),
+        );
         let r = c.next().await;
-        assert_eq!(r.type_url, CDS, "the unwatched endpoint change sent nothing");
+        assert_eq!(
+            r.type_url, CDS,
+            "the unwatched endpoint change sent nothing"
+        );
     });
 }

@@ -71,7 +71,11 @@ fn validate_accepts_the_demo_mesh() {
 fn validate_on_a_missing_directory_fails() {
     let out = axon(&["validate", "/nonexistent/axon-config"]);
     assert!(!out.status.success());
-    assert!(text(&out).contains("/nonexistent/axon-config"), "{}", text(&out));
+    assert!(
+        text(&out).contains("/nonexistent/axon-config"),
+        "{}",
+        text(&out)
+    );
 }
 
 #[test]

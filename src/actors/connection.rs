@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use actix::prelude::*;
 
-use super::push_queue::{Connect, ConnId, Disconnect, Push, PushDone, PushQueue};
+use super::push_queue::{ConnId, Connect, Disconnect, Push, PushDone, PushQueue};
 use crate::metrics::Metrics;
 use crate::model::proxy::Proxy;
 use crate::model::push_context::{PushContext, endpoints_changed};
@@ -75,7 +75,9 @@ impl ConnectionActor {
     fn connect(&mut self, req: &XdsRequest, ctx: &mut Context<Self>) -> bool {
         let Some(node) = req.node.clone() else {
             self.close(
-                CloseReason::InvalidArgument("the first request on a stream must carry a node".into()),
+                CloseReason::InvalidArgument(
+                    "the first request on a stream must carry a node".into(),
+                ),
                 ctx,
             );
             return false;
@@ -94,18 +96,23 @@ impl ConnectionActor {
             id: self.id,
             conn: ctx.address().recipient(),
         };
-        ctx.wait(self.push_queue.send(connect).into_actor(self).map(|res, act, ctx| match res {
-            Ok(current) => {
-                if let Some(push_ctx) = current {
-                    act.set_context(push_ctx);
-                    act.answer_waiting(ctx);
-                }
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "push queue unreachable");
-                ctx.stop();
-            }
-        }));
+        ctx.wait(
+            self.push_queue
+                .send(connect)
+                .into_actor(self)
+                .map(|res, act, ctx| match res {
+                    Ok(current) => {
+                        if let Some(push_ctx) = current {
+                            act.set_context(push_ctx);
+                            act.answer_waiting(ctx);
+                        }
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "push queue unreachable");
+                        ctx.stop();
+                    }
+                }),
+        );
         true
     }
 
@@ -162,7 +169,8 @@ impl ConnectionActor {
     }
 
     fn check_synced(&mut self) {
-        if !self.synced && !self.watched.is_empty() && self.watched.values().all(Watched::is_acked) {
+        if !self.synced && !self.watched.is_empty() && self.watched.values().all(Watched::is_acked)
+        {
             self.synced = true;
             tracing::info!(
                 proxy = %self.proxy_id(),
@@ -180,7 +188,8 @@ impl ConnectionActor {
 
     /// Generates and sends the current resources of one type.
     fn respond(&mut self, type_url: TypeUrl, ctx: &mut Context<Self>) {
-        let (Some(push_ctx), Some(proxy), Some(scope)) = (&self.ctx, &self.proxy, &self.scope) else {
+        let (Some(push_ctx), Some(proxy), Some(scope)) = (&self.ctx, &self.proxy, &self.scope)
+        else {
             self.waiting.insert(type_url);
             return;
         };

@@ -163,13 +163,18 @@ impl Debouncer {
                     request,
                     sources: self.sources.clone(),
                 };
-                ctx.spawn(self.builder.send(flush).into_actor(self).map(|res, act, ctx| {
-                    if let Err(e) = res {
-                        tracing::error!(error = %e, "snapshot builder unreachable");
-                    }
-                    act.state.built();
-                    act.step(ctx);
-                }));
+                ctx.spawn(
+                    self.builder
+                        .send(flush)
+                        .into_actor(self)
+                        .map(|res, act, ctx| {
+                            if let Err(e) = res {
+                                tracing::error!(error = %e, "snapshot builder unreachable");
+                            }
+                            act.state.built();
+                            act.step(ctx);
+                        }),
+                );
             }
         }
     }
@@ -229,7 +234,10 @@ mod tests {
         let mut t = t0;
         while t < t0 + 1_000 * MS {
             s.on_event(req(t), t);
-            assert!(matches!(s.step(t), Step::WaitUntil(_)), "no flush before max");
+            assert!(
+                matches!(s.step(t), Step::WaitUntil(_)),
+                "no flush before max"
+            );
             t += 50 * MS;
         }
         assert!(matches!(s.step(t0 + 1_000 * MS), Step::Flush(_)));
@@ -303,7 +311,10 @@ mod tests {
         let flushes = flushes.lock().unwrap();
         assert!(!flushes.is_empty(), "a flush despite endless events");
         let at = flushes[0].0 - t0;
-        assert!(at >= 2_000 * MS && at <= 2_060 * MS, "first flush at {at:?}");
+        assert!(
+            at >= 2_000 * MS && at <= 2_060 * MS,
+            "first flush at {at:?}"
+        );
     }
 
     #[test]
@@ -312,14 +323,23 @@ mod tests {
         let eds = PushRequest::endpoint_change(Default::default(), t0.into_std());
         let mut s = DebounceState::new(100 * MS, 1_000 * MS, false);
         s.on_event(eds.clone(), t0);
-        assert!(matches!(s.step(t0), Step::Flush(r) if !r.full), "no wait for EDS");
+        assert!(
+            matches!(s.step(t0), Step::Flush(r) if !r.full),
+            "no wait for EDS"
+        );
         let mut s = DebounceState::new(100 * MS, 1_000 * MS, true);
         s.on_event(eds, t0);
-        assert!(matches!(s.step(t0), Step::WaitUntil(_)), "enable_eds_debounce waits");
+        assert!(
+            matches!(s.step(t0), Step::WaitUntil(_)),
+            "enable_eds_debounce waits"
+        );
         s.on_event(req(t0), t0);
         let mut s2 = DebounceState::new(100 * MS, 1_000 * MS, false);
         s2.on_event(req(t0), t0);
-        assert!(matches!(s2.step(t0), Step::WaitUntil(_)), "config changes always wait");
+        assert!(
+            matches!(s2.step(t0), Step::WaitUntil(_)),
+            "config changes always wait"
+        );
     }
 
     #[test]
@@ -329,7 +349,11 @@ mod tests {
         s.on_event(req(t0), t0);
         assert!(matches!(s.step(t0 + 100 * MS), Step::Flush(_)));
         s.on_event(req(t0), t0 + 110 * MS);
-        assert_eq!(s.step(t0 + 300 * MS), Step::Idle, "previous flush still building");
+        assert_eq!(
+            s.step(t0 + 300 * MS),
+            Step::Idle,
+            "previous flush still building"
+        );
         s.built();
         assert!(matches!(s.step(t0 + 300 * MS), Step::Flush(_)));
     }

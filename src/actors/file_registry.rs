@@ -108,7 +108,12 @@ impl FileRegistry {
                 }
             };
             let present_set: BTreeSet<&PathBuf> = present.iter().collect();
-            paths.extend(self.files.paths().filter(|p| !present_set.contains(p)).cloned());
+            paths.extend(
+                self.files
+                    .paths()
+                    .filter(|p| !present_set.contains(p))
+                    .cloned(),
+            );
             for path in present {
                 let stamp = std::fs::metadata(&path)
                     .ok()
@@ -131,8 +136,10 @@ impl FileRegistry {
             let text = std::fs::read_to_string(path).ok();
             match std::fs::metadata(path) {
                 Ok(m) if text.is_some() => {
-                    self.stamps
-                        .insert(path.clone(), (m.modified().unwrap_or(SystemTime::UNIX_EPOCH), m.len()));
+                    self.stamps.insert(
+                        path.clone(),
+                        (m.modified().unwrap_or(SystemTime::UNIX_EPOCH), m.len()),
+                    );
                 }
                 _ => {
                     self.stamps.remove(path);
@@ -158,7 +165,10 @@ impl FileRegistry {
                 );
             }
             for (api_version, kind) in report.unsupported {
-                if self.reported_kinds.insert((api_version.clone(), kind.clone())) {
+                if self
+                    .reported_kinds
+                    .insert((api_version.clone(), kind.clone()))
+                {
                     tracing::info!(path = %path.display(), %api_version, %kind, "kind not served by axon, skipped");
                 }
             }
@@ -214,7 +224,9 @@ impl FileRegistry {
         match notify::recommended_watcher(handler) {
             Ok(mut watcher) => match watcher.watch(&self.dir, RecursiveMode::Recursive) {
                 Ok(()) => self.watcher = Some(watcher),
-                Err(e) => tracing::warn!(dir = %self.dir.display(), error = %e, "cannot watch; relying on periodic rescans"),
+                Err(e) => {
+                    tracing::warn!(dir = %self.dir.display(), error = %e, "cannot watch; relying on periodic rescans")
+                }
             },
             Err(e) => tracing::warn!(error = %e, "no file watcher; relying on periodic rescans"),
         }

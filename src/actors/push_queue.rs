@@ -259,7 +259,11 @@ mod tests {
         assert_eq!(q.pending(), 1);
         let (id, r, waited) = q.pop_ready(t + Duration::from_millis(7)).unwrap();
         assert_eq!((id, r.configs_updated.len()), (1, 2));
-        assert_eq!(waited, Duration::from_millis(7), "queued since the first request");
+        assert_eq!(
+            waited,
+            Duration::from_millis(7),
+            "queued since the first request"
+        );
         assert!(q.pop_ready(t).is_none());
     }
 
@@ -289,8 +293,14 @@ mod tests {
         q.enqueue(2, req("a"), t);
         assert_eq!(q.pop_ready(t).unwrap().0, 1);
         assert!(q.pop_ready(t).is_none());
-        assert!(q.expire(t + Duration::from_secs(1), Duration::from_secs(5)).is_empty());
-        assert_eq!(q.expire(t + Duration::from_secs(6), Duration::from_secs(5)), [1]);
+        assert!(
+            q.expire(t + Duration::from_secs(1), Duration::from_secs(5))
+                .is_empty()
+        );
+        assert_eq!(
+            q.expire(t + Duration::from_secs(6), Duration::from_secs(5)),
+            [1]
+        );
         assert_eq!(q.pop_ready(t + Duration::from_secs(6)).unwrap().0, 2);
     }
 }

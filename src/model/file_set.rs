@@ -208,8 +208,16 @@ mod tests {
 
     #[test]
     fn endpoint_only_changes_are_told_apart() {
-        let se = |addr: &str, port: u32| format!("apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: se}}\nspec:\n  hosts: [a.example.com]\n  resolution: STATIC\n  ports: [{{number: {port}, name: http, protocol: HTTP}}]\n  endpoints: [{{address: {addr}}}]\n");
-        let we = |addr: &str| format!("apiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {{name: we}}\nspec: {{address: {addr}}}\n");
+        let se = |addr: &str, port: u32| {
+            format!(
+                "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: se}}\nspec:\n  hosts: [a.example.com]\n  resolution: STATIC\n  ports: [{{number: {port}, name: http, protocol: HTTP}}]\n  endpoints: [{{address: {addr}}}]\n"
+            )
+        };
+        let we = |addr: &str| {
+            format!(
+                "apiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {{name: we}}\nspec: {{address: {addr}}}\n"
+            )
+        };
         let mut set = FileSet::new("default");
         set.apply(Path::new("/d/se.yaml"), Some(&se("10.0.0.1", 80)));
         set.apply(Path::new("/d/we.yaml"), Some(&we("10.0.0.2")));
@@ -220,7 +228,10 @@ mod tests {
         assert_eq!(commit.changed.len(), 2);
         assert!(commit.endpoints_only);
         set.apply(Path::new("/d/se.yaml"), Some(&se("10.0.0.3", 81)));
-        assert!(!set.commit().endpoints_only, "a port change is a service change");
+        assert!(
+            !set.commit().endpoints_only,
+            "a port change is a service change"
+        );
         set.apply(Path::new("/d/we.yaml"), None);
         assert!(set.commit().endpoints_only, "a WorkloadEntry removed");
     }
@@ -236,7 +247,10 @@ mod tests {
         assert!(set.commit().changed.is_empty());
         assert_eq!(set.configs().len(), 1);
         // A new broken file still contributes its good documents.
-        let report = set.apply(Path::new("/d/b.yaml"), Some(&format!("kind: [x\n---\n{GW2}")));
+        let report = set.apply(
+            Path::new("/d/b.yaml"),
+            Some(&format!("kind: [x\n---\n{GW2}")),
+        );
         assert!(!report.kept_previous);
         assert_eq!((report.errors.len(), report.configs), (1, 1));
         let commit = set.commit();

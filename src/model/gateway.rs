@@ -60,7 +60,11 @@ pub fn merge<'a>(ctx: &'a PushContext, proxy: &Proxy) -> MergedGateway<'a> {
             merged
                 .bind
                 .entry(port.number)
-                .or_insert(if server.bind.is_empty() { "0.0.0.0" } else { &server.bind });
+                .or_insert(if server.bind.is_empty() {
+                    "0.0.0.0"
+                } else {
+                    &server.bind
+                });
             merged
                 .ports
                 .entry(port.number)

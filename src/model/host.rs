@@ -46,7 +46,10 @@ mod tests {
 
     #[test]
     fn resolves_short_names_only() {
-        assert_eq!(resolve("reviews", "bookinfo"), "reviews.bookinfo.svc.cluster.local");
+        assert_eq!(
+            resolve("reviews", "bookinfo"),
+            "reviews.bookinfo.svc.cluster.local"
+        );
         assert_eq!(resolve("api.example.com", "x"), "api.example.com");
         assert_eq!(resolve("*", "x"), "*");
     }

@@ -38,7 +38,10 @@ pub enum DocOutcome {
     /// A comment-only or empty document.
     Empty,
     /// A well-formed object of a kind axon does not read (a Deployment, say).
-    Unsupported { api_version: String, kind: String },
+    Unsupported {
+        api_version: String,
+        kind: String,
+    },
     Config(Box<Config>),
     Invalid(DocError),
 }
@@ -144,7 +147,12 @@ fn go_yaml_flow_compat(body: &str) -> Option<String> {
                     }
                 })
                 .collect();
-            format!("{}[{}]{}", &line[..open], items.join(", "), &line[close + 1..])
+            format!(
+                "{}[{}]{}",
+                &line[..open],
+                items.join(", "),
+                &line[close + 1..]
+            )
         })
         .collect();
     changed.then(|| lines.join("\n"))
@@ -198,7 +206,12 @@ fn parse_document(body: String, first_line: usize, default_namespace: &str) -> D
     if !ISTIO_NETWORKING_VERSIONS.contains(&version) {
         return DocOutcome::Invalid(DocError::ApiVersion { kind, api_version });
     }
-    match build_config(config_kind, envelope.metadata, envelope.spec, default_namespace) {
+    match build_config(
+        config_kind,
+        envelope.metadata,
+        envelope.spec,
+        default_namespace,
+    ) {
         Ok(config) => DocOutcome::Config(Box::new(config)),
         Err(e) => DocOutcome::Invalid(e),
     }
@@ -271,7 +284,10 @@ mod tests {
         let text = "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: a}\nspec: {servers: [{port: {number: 80, name: http, protocol: HTTP}, hosts: ['*']}]}\n---\nkind: [unclosed\n---\napiVersion: networking.istio.io/v1beta1\nkind: Gateway\nmetadata: {name: b, namespace: x}\nspec: {servers: [{port: {number: 80, name: http, protocol: HTTP}, hosts: ['*']}]}\n";
         let docs = parse_documents(text, "default");
         assert_eq!(docs.len(), 3);
-        assert!(matches!(docs[1].outcome, DocOutcome::Invalid(DocError::Yaml(_))));
+        assert!(matches!(
+            docs[1].outcome,
+            DocOutcome::Invalid(DocError::Yaml(_))
+        ));
         let DocOutcome::Config(b) = &docs[2].outcome else {
             panic!("{:?}", docs[2])
         };

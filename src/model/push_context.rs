@@ -102,8 +102,8 @@ impl PushContext {
         } else {
             prev.services.clone()
         };
-        let endpoints_changed = kinds.contains(&ConfigKind::ServiceEntry)
-            || kinds.contains(&ConfigKind::WorkloadEntry);
+        let endpoints_changed =
+            kinds.contains(&ConfigKind::ServiceEntry) || kinds.contains(&ConfigKind::WorkloadEntry);
         let endpoints = if endpoints_changed {
             Arc::new(index_endpoints(configs, &services))
         } else {
@@ -173,7 +173,6 @@ impl PushContext {
             })
     }
 
-
     pub fn service(&self, hostname: &str) -> Option<&Arc<Service>> {
         self.services.by_host.get(hostname)
     }
@@ -198,7 +197,8 @@ impl PushContext {
         namespace: &str,
     ) -> Option<(&Config, &DestinationRule)> {
         let visible = |(c, dr): &(&Config, &DestinationRule)| {
-            self.export_to(&dr.export_to, c.namespace()).visible_from(namespace)
+            self.export_to(&dr.export_to, c.namespace())
+                .visible_from(namespace)
         };
         self.destination_rules_of(hostname)
             .filter(visible)
@@ -207,7 +207,10 @@ impl PushContext {
     }
 
     /// Every DestinationRule of `hostname`, in key order.
-    pub fn destination_rules_of(&self, hostname: &str) -> impl Iterator<Item = (&Config, &DestinationRule)> {
+    pub fn destination_rules_of(
+        &self,
+        hostname: &str,
+    ) -> impl Iterator<Item = (&Config, &DestinationRule)> {
         self.destination_rules
             .by_host
             .get(hostname)

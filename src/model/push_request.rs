@@ -139,7 +139,11 @@ mod tests {
                 configs_updated: keys
                     .into_iter()
                     .map(|(k, name)| {
-                        let kind = [ConfigKind::VirtualService, ConfigKind::Gateway, ConfigKind::ServiceEntry][k];
+                        let kind = [
+                            ConfigKind::VirtualService,
+                            ConfigKind::Gateway,
+                            ConfigKind::ServiceEntry,
+                        ][k];
                         ConfigKey::new(kind, "ns", name)
                     })
                     .collect(),

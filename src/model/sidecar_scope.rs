@@ -73,17 +73,18 @@ impl EgressScope {
         &'a self,
         hostname: &'a str,
     ) -> impl Iterator<Item = (&'a Config, &'a VirtualService)> {
-        self.virtual_services.iter().filter_map(move |c| match &c.spec {
-            super::config::Spec::VirtualService(vs)
-                if vs
-                    .hosts
-                    .iter()
-                    .any(|h| host::resolve(h, c.namespace()) == hostname || host::matches(h, hostname)) =>
-            {
-                Some((c.as_ref(), vs))
-            }
-            _ => None,
-        })
+        self.virtual_services
+            .iter()
+            .filter_map(move |c| match &c.spec {
+                super::config::Spec::VirtualService(vs)
+                    if vs.hosts.iter().any(|h| {
+                        host::resolve(h, c.namespace()) == hostname || host::matches(h, hostname)
+                    }) =>
+                {
+                    Some((c.as_ref(), vs))
+                }
+                _ => None,
+            })
     }
 }
 
@@ -141,7 +142,10 @@ pub fn needs_push(old: Option<&SidecarScope>, new: &SidecarScope, request: &Push
 
 /// The Sidecar resource that applies to `proxy`: one in its namespace whose selector matches,
 /// else its namespace's selector-less one, else the root namespace's selector-less one.
-fn select_sidecar<'a>(ctx: &'a PushContext, proxy: &Proxy) -> Option<(&'a Config, &'a super::istio::Sidecar)> {
+fn select_sidecar<'a>(
+    ctx: &'a PushContext,
+    proxy: &Proxy,
+) -> Option<(&'a Config, &'a super::istio::Sidecar)> {
     let in_ns = || ctx.sidecars_in(&proxy.namespace);
     in_ns()
         .find(|(_, sc)| {
@@ -157,7 +161,9 @@ fn select_sidecar<'a>(ctx: &'a PushContext, proxy: &Proxy) -> Option<(&'a Config
 }
 
 fn selectorless(sc: &super::istio::Sidecar) -> bool {
-    sc.workload_selector.as_ref().is_none_or(|ws| ws.labels.is_empty())
+    sc.workload_selector
+        .as_ref()
+        .is_none_or(|ws| ws.labels.is_empty())
 }
 
 fn sidecar_scope(ctx: &PushContext, proxy: &Proxy) -> SidecarScope {
@@ -279,7 +285,9 @@ fn finish(ctx: &PushContext, proxy: &Proxy, mut scope: SidecarScope) -> SidecarS
                 scope.services.push(s.clone());
             }
         }
-        scope.deps.extend(egress.virtual_services.iter().map(|c| c.key.clone()));
+        scope
+            .deps
+            .extend(egress.virtual_services.iter().map(|c| c.key.clone()));
     }
     scope.services.sort_by(|a, b| a.hostname.cmp(&b.hostname));
     for service in &scope.services {
@@ -384,7 +392,10 @@ spec:
     }
 
     fn change(keys: &[ConfigKey]) -> PushRequest {
-        PushRequest::config_change(keys.iter().cloned().collect::<BTreeSet<_>>(), Instant::now())
+        PushRequest::config_change(
+            keys.iter().cloned().collect::<BTreeSet<_>>(),
+            Instant::now(),
+        )
     }
 
     #[test]
@@ -420,7 +431,12 @@ spec:
     fn proxy_needs_push_only_for_configs_it_depends_on() {
         let ctx = context(&mesh());
         let sidecar = proxy("sidecar", "10.1.0.1", "a", &[]);
-        let gateway = proxy("router", "10.2.0.1", "istio-system", &[("istio", "ingressgateway")]);
+        let gateway = proxy(
+            "router",
+            "10.2.0.1",
+            "istio-system",
+            &[("istio", "ingressgateway")],
+        );
         let s = SidecarScope::compute(&ctx, &sidecar);
         let g = SidecarScope::compute(&ctx, &gateway);
         let vs_a = key(ConfigKind::VirtualService, "a", "reviews");
@@ -428,14 +444,30 @@ spec:
         let dr_a = key(ConfigKind::DestinationRule, "a", "reviews");
         let gw = key(ConfigKind::Gateway, "istio-system", "gw");
         let sc = key(ConfigKind::Sidecar, "a", "default");
-        assert!(needs_push(Some(&s), &s, &change(&[vs_a.clone()])));
+        assert!(needs_push(
+            Some(&s),
+            &s,
+            &change(std::slice::from_ref(&vs_a))
+        ));
         assert!(needs_push(Some(&s), &s, &change(&[dr_a])));
-        assert!(!needs_push(Some(&s), &s, &change(&[vs_b.clone()])), "b is not imported");
-        assert!(!needs_push(Some(&s), &s, &change(&[gw.clone()])), "sidecars ignore Gateways");
-        assert!(needs_push(Some(&s), &s, &change(&[sc.clone()])));
+        assert!(
+            !needs_push(Some(&s), &s, &change(std::slice::from_ref(&vs_b))),
+            "b is not imported"
+        );
+        assert!(
+            !needs_push(Some(&s), &s, &change(std::slice::from_ref(&gw))),
+            "sidecars ignore Gateways"
+        );
+        assert!(needs_push(Some(&s), &s, &change(std::slice::from_ref(&sc))));
         assert!(needs_push(Some(&g), &g, &change(&[gw])));
-        assert!(!needs_push(Some(&g), &g, &change(&[sc])), "gateways ignore Sidecars");
-        assert!(!needs_push(Some(&g), &g, &change(&[vs_b.clone()])), "mesh VirtualServices");
+        assert!(
+            !needs_push(Some(&g), &g, &change(&[sc])),
+            "gateways ignore Sidecars"
+        );
+        assert!(
+            !needs_push(Some(&g), &g, &change(std::slice::from_ref(&vs_b))),
+            "mesh VirtualServices"
+        );
         let mut forced = change(&[vs_b]);
         forced.forced = true;
         assert!(needs_push(Some(&s), &s, &forced));

@@ -15,7 +15,11 @@ pub enum ExportTo {
 impl ExportTo {
     /// Resolves `export_to` of a config in `namespace`, with `default` when it is empty.
     pub fn resolve(export_to: &[String], namespace: &str, default: &[String]) -> ExportTo {
-        let entries = if export_to.is_empty() { default } else { export_to };
+        let entries = if export_to.is_empty() {
+            default
+        } else {
+            export_to
+        };
         let mut namespaces = BTreeSet::new();
         for entry in entries {
             match entry.as_str() {
@@ -57,6 +61,9 @@ mod tests {
         assert!(!ExportTo::resolve(&v(&["~"]), "a", &star).visible_from("a"));
         let e = ExportTo::resolve(&v(&["b", "."]), "a", &star);
         assert!(e.visible_from("a") && e.visible_from("b") && !e.visible_from("c"));
-        assert!(!ExportTo::resolve(&[], "a", &v(&["."])).visible_from("b"), "mesh default");
+        assert!(
+            !ExportTo::resolve(&[], "a", &v(&["."])).visible_from("b"),
+            "mesh default"
+        );
     }
 }

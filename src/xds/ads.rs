@@ -12,7 +12,9 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use actix::prelude::*;
 use envoy_types::pb::envoy::service::discovery::v3::{
     DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
-    aggregated_discovery_service_server::{AggregatedDiscoveryService, AggregatedDiscoveryServiceServer},
+    aggregated_discovery_service_server::{
+        AggregatedDiscoveryService, AggregatedDiscoveryServiceServer,
+    },
 };
 use futures::{Stream, StreamExt};
 use tokio::sync::mpsc;
@@ -80,7 +82,9 @@ impl From<DiscoveryRequest> for XdsRequest {
     fn from(r: DiscoveryRequest) -> XdsRequest {
         XdsRequest {
             node: r.node.as_ref().map(NodeInfo::from),
-            error_detail: r.error_detail.map(|s| format!("{} (code {})", s.message, s.code)),
+            error_detail: r
+                .error_detail
+                .map(|s| format!("{} (code {})", s.message, s.code)),
             type_url: r.type_url,
             version_info: r.version_info,
             response_nonce: r.response_nonce,
@@ -162,7 +166,8 @@ impl AggregatedDiscoveryService for AdsService {
             .map(|r| r.map(XdsRequest::from).map_err(|s| s.message().to_string()));
         let (tx, rx) = mpsc::channel(self.queue_capacity);
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let arbiter = &self.arbiters[self.next_arbiter.fetch_add(1, Ordering::Relaxed) % self.arbiters.len()];
+        let arbiter =
+            &self.arbiters[self.next_arbiter.fetch_add(1, Ordering::Relaxed) % self.arbiters.len()];
         let push_queue = self.push_queue.clone();
         let metrics = self.metrics.clone();
         tracing::debug!(id, ?peer, "ADS stream opened");

@@ -44,7 +44,8 @@ pub fn generate(ctx: &PushContext, proxy: &Proxy, scope: &SidecarScope) -> Vec<R
         for port in &service.ports {
             for subset in std::iter::once("").chain(subsets.iter().copied()) {
                 let name = outbound_cluster_name(port.number, subset, &service.hostname);
-                let cluster = to_cluster(ctx, service, port.number, subset, &name, &proxy.namespace);
+                let cluster =
+                    to_cluster(ctx, service, port.number, subset, &name, &proxy.namespace);
                 out.push(Resource::new(name, &cluster));
             }
         }
@@ -142,7 +143,9 @@ fn passthrough() -> Resource {
             seconds: CONNECT_TIMEOUT_SECS,
             nanos: 0,
         }),
-        cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::OriginalDst as i32)),
+        cluster_discovery_type: Some(ClusterDiscoveryType::Type(
+            DiscoveryType::OriginalDst as i32,
+        )),
         lb_policy: LbPolicy::ClusterProvided as i32,
         ..Default::default()
     };

@@ -42,8 +42,11 @@ impl DeltaWatched {
         if first {
             self.wildcard = (type_url.is_wildcard_type() && req.subscribe.is_empty())
                 || req.subscribe.iter().any(|n| n == "*");
-            self.versions
-                .extend(req.initial_versions.iter().map(|(k, v)| (k.clone(), v.clone())));
+            self.versions.extend(
+                req.initial_versions
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone())),
+            );
         }
         let mut added = false;
         for name in &req.subscribe {
@@ -62,7 +65,11 @@ impl DeltaWatched {
             }
             self.versions.remove(name);
         }
-        if first || added { Decision::Respond } else { Decision::Ack }
+        if first || added {
+            Decision::Respond
+        } else {
+            Decision::Ack
+        }
     }
 
     pub fn is_subscribed(&self) -> bool {
@@ -139,7 +146,10 @@ mod tests {
     #[test]
     fn wildcard_first_request_is_answered_even_when_empty() {
         let mut w = DeltaWatched::default();
-        assert_eq!(w.on_request(TypeUrl::Cluster, &req(&[], &[], "")), Decision::Respond);
+        assert_eq!(
+            w.on_request(TypeUrl::Cluster, &req(&[], &[], "")),
+            Decision::Respond
+        );
         assert!(w.wildcard);
         assert_eq!(w.diff(vec![]), (vec![], vec![]));
     }
@@ -151,31 +161,61 @@ mod tests {
         let (sent, removed) = w.diff(vec![res("a", b"1"), res("b", b"1")]);
         assert_eq!((sent.len(), removed.len()), (2, 0));
         w.sent("n1".into());
-        assert_eq!(w.on_request(TypeUrl::Cluster, &req(&[], &[], "n1")), Decision::Ack);
+        assert_eq!(
+            w.on_request(TypeUrl::Cluster, &req(&[], &[], "n1")),
+            Decision::Ack
+        );
         let (sent, removed) = w.diff(vec![res("a", b"2")]);
-        assert_eq!(sent.iter().map(|(r, _)| r.name.as_str()).collect::<Vec<_>>(), ["a"]);
+        assert_eq!(
+            sent.iter()
+                .map(|(r, _)| r.name.as_str())
+                .collect::<Vec<_>>(),
+            ["a"]
+        );
         assert_eq!(removed, ["b"]);
-        assert_eq!(w.diff(vec![res("a", b"2")]), (vec![], vec![]), "nothing new");
+        assert_eq!(
+            w.diff(vec![res("a", b"2")]),
+            (vec![], vec![]),
+            "nothing new"
+        );
     }
 
     #[test]
     fn subscribe_unsubscribe_and_initial_versions() {
         let mut w = DeltaWatched::default();
         let mut first = req(&["x", "y"], &[], "");
-        first.initial_versions.insert("x".into(), res("x", b"1").content_version());
+        first
+            .initial_versions
+            .insert("x".into(), res("x", b"1").content_version());
         assert_eq!(w.on_request(TypeUrl::Endpoint, &first), Decision::Respond);
         assert!(!w.wildcard);
         let (sent, _) = w.diff(vec![res("x", b"1"), res("y", b"1"), res("z", b"1")]);
         assert_eq!(
-            sent.iter().map(|(r, _)| r.name.as_str()).collect::<Vec<_>>(),
+            sent.iter()
+                .map(|(r, _)| r.name.as_str())
+                .collect::<Vec<_>>(),
             ["y"],
             "x is already at this version; z is not subscribed"
         );
         w.sent("n1".into());
-        assert_eq!(w.on_request(TypeUrl::Endpoint, &req(&["z"], &["x"], "n1")), Decision::Respond);
+        assert_eq!(
+            w.on_request(TypeUrl::Endpoint, &req(&["z"], &["x"], "n1")),
+            Decision::Respond
+        );
         let (sent, removed) = w.diff(vec![res("x", b"1"), res("y", b"1"), res("z", b"1")]);
-        assert_eq!(sent.iter().map(|(r, _)| r.name.as_str()).collect::<Vec<_>>(), ["z"]);
-        assert!(removed.is_empty(), "an unsubscribed name is not reported as removed");
-        assert_eq!(w.on_request(TypeUrl::Endpoint, &req(&[], &[], "stale")), Decision::Stale);
+        assert_eq!(
+            sent.iter()
+                .map(|(r, _)| r.name.as_str())
+                .collect::<Vec<_>>(),
+            ["z"]
+        );
+        assert!(
+            removed.is_empty(),
+            "an unsubscribed name is not reported as removed"
+        );
+        assert_eq!(
+            w.on_request(TypeUrl::Endpoint, &req(&[], &[], "stale")),
+            Decision::Stale
+        );
     }
 }

@@ -23,7 +23,9 @@ pub fn generate(ctx: &PushContext, names: &BTreeSet<String>) -> Vec<Resource> {
         .iter()
         .map(|name| {
             let cla = match parse_outbound_cluster_name(name) {
-                Some((port, subset, host)) => load_assignment_for(ctx, name, port, subset, host, None),
+                Some((port, subset, host)) => {
+                    load_assignment_for(ctx, name, port, subset, host, None)
+                }
                 None => ClusterLoadAssignment {
                     cluster_name: name.clone(),
                     ..Default::default()

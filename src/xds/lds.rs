@@ -6,11 +6,16 @@
 //! `virtualInbound` on 15006 for its own workload's ports. A proxy that runs with
 //! `INTERCEPTION_MODE: NONE` gets no virtual listeners.
 
-use envoy_types::pb::envoy::config::core::v3::{Address, SocketAddress, address, socket_address::PortSpecifier};
+use envoy_types::pb::envoy::config::core::v3::{
+    Address, SocketAddress, address, socket_address::PortSpecifier,
+};
 use envoy_types::pb::envoy::config::listener::v3::{
     Filter, FilterChain, FilterChainMatch, Listener, filter,
 };
-use envoy_types::pb::envoy::config::route::v3::{Route, RouteAction, RouteConfiguration, RouteMatch, VirtualHost, route::Action, route_action::ClusterSpecifier, route_match::PathSpecifier};
+use envoy_types::pb::envoy::config::route::v3::{
+    Route, RouteAction, RouteConfiguration, RouteMatch, VirtualHost, route::Action,
+    route_action::ClusterSpecifier, route_match::PathSpecifier,
+};
 use envoy_types::pb::envoy::extensions::filters::http::router::v3::Router;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
     HttpConnectionManager, HttpFilter, Rds, http_connection_manager::RouteSpecifier, http_filter,
@@ -22,8 +27,8 @@ use envoy_types::pb::google::protobuf::{Any, BoolValue, UInt32Value};
 use prost::{Message, Name};
 
 use super::cds::{PASSTHROUGH, ads_config_source, inbound_cluster_name};
-use super::resource::Resource;
 use super::is_http;
+use super::resource::Resource;
 use crate::model::gateway;
 use crate::model::proxy::{Proxy, ProxyType};
 use crate::model::push_context::PushContext;
@@ -140,7 +145,9 @@ fn virtual_inbound(scope: &SidecarScope) -> Resource {
             FilterChain {
                 name: format!("0.0.0.0_{}", inbound.port),
                 filter_chain_match: Some(FilterChainMatch {
-                    destination_port: Some(UInt32Value { value: inbound.port }),
+                    destination_port: Some(UInt32Value {
+                        value: inbound.port,
+                    }),
                     ..Default::default()
                 }),
                 filters: vec![filter],
@@ -222,7 +229,9 @@ fn http_connection_manager(stat_prefix: &str, routes: RouteSpecifier) -> Filter 
         route_specifier: Some(routes),
         http_filters: vec![HttpFilter {
             name: "envoy.filters.http.router".to_string(),
-            config_type: Some(http_filter::ConfigType::TypedConfig(any(&Router::default()))),
+            config_type: Some(http_filter::ConfigType::TypedConfig(
+                any(&Router::default()),
+            )),
             ..Default::default()
         }],
         ..Default::default()

@@ -71,6 +71,9 @@ mod tests {
         };
         let info = NodeInfo::from(&node);
         assert_eq!(info.namespace.as_deref(), Some("ns"));
-        assert_eq!(info.labels.get("istio").map(String::as_str), Some("ingressgateway"));
+        assert_eq!(
+            info.labels.get("istio").map(String::as_str),
+            Some("ingressgateway")
+        );
     }
 }

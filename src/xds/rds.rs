@@ -17,6 +17,8 @@ use envoy_types::pb::envoy::r#type::matcher::v3::{
 };
 use envoy_types::pb::google::protobuf::{Duration, UInt32Value};
 
+use super::cds::PASSTHROUGH;
+use super::is_http;
 use super::resource::Resource;
 use crate::model::config::Config;
 use crate::model::gateway::{self, GatewayServer};
@@ -26,8 +28,6 @@ use crate::model::proxy::{Proxy, ProxyType};
 use crate::model::push_context::PushContext;
 use crate::model::service::{Service, outbound_cluster_name};
 use crate::model::sidecar_scope::{EgressScope, SidecarScope};
-use super::cds::PASSTHROUGH;
-use super::is_http;
 
 pub fn generate(
     ctx: &PushContext,
@@ -82,7 +82,14 @@ fn sidecar_virtual_hosts(
             } else {
                 service.port(port).filter(|p| is_http(&p.protocol))?
             };
-            Some(sidecar_virtual_host(ctx, proxy, egress, service, service_port.number, port))
+            Some(sidecar_virtual_host(
+                ctx,
+                proxy,
+                egress,
+                service,
+                service_port.number,
+                port,
+            ))
         })
         .collect();
     vhosts.push(VirtualHost {
@@ -92,7 +99,10 @@ fn sidecar_virtual_hosts(
             r#match: Some(route_match(None)),
             action: Some(Action::Route(RouteAction {
                 cluster_specifier: Some(ClusterSpecifier::Cluster(PASSTHROUGH.to_string())),
-                timeout: Some(Duration { seconds: 0, nanos: 0 }),
+                timeout: Some(Duration {
+                    seconds: 0,
+                    nanos: 0,
+                }),
                 ..Default::default()
             })),
             ..Default::default()
@@ -125,7 +135,10 @@ fn sidecar_virtual_host(
                     "",
                     &service.hostname,
                 ))),
-                timeout: Some(Duration { seconds: 0, nanos: 0 }),
+                timeout: Some(Duration {
+                    seconds: 0,
+                    nanos: 0,
+                }),
                 ..Default::default()
             })),
             ..Default::default()
@@ -133,7 +146,12 @@ fn sidecar_virtual_host(
     }
     VirtualHost {
         name: format!("{}:{listener_port}", service.hostname),
-        domains: service_domains(&service.hostname, &service.namespace, &proxy.namespace, listener_port),
+        domains: service_domains(
+            &service.hostname,
+            &service.namespace,
+            &proxy.namespace,
+            listener_port,
+        ),
         routes,
         ..Default::default()
     }
@@ -142,7 +160,12 @@ fn sidecar_virtual_host(
 /// The names a client may use for a service: the full host, the short forms of a
 /// `NAME.NAMESPACE.svc.DOMAIN` host (`NAME` only from the same namespace), each with and
 /// without `:port`.
-fn service_domains(hostname: &str, namespace: &str, proxy_namespace: &str, port: u32) -> Vec<String> {
+fn service_domains(
+    hostname: &str,
+    namespace: &str,
+    proxy_namespace: &str,
+    port: u32,
+) -> Vec<String> {
     let mut names = vec![hostname.to_string()];
     let suffix = format!(".{namespace}.{}", crate::model::host::DEFAULT_DOMAIN);
     if let Some(name) = hostname.strip_suffix(&suffix) {
@@ -176,7 +199,11 @@ fn gateway_routes(ctx: &PushContext, proxy: &Proxy, names: &BTreeSet<String>) ->
         .collect()
 }
 
-fn gateway_virtual_hosts(ctx: &PushContext, port: u32, servers: &[GatewayServer]) -> Vec<VirtualHost> {
+fn gateway_virtual_hosts(
+    ctx: &PushContext,
+    port: u32,
+    servers: &[GatewayServer],
+) -> Vec<VirtualHost> {
     let mut vhosts: BTreeMap<String, VirtualHost> = BTreeMap::new();
     let mut seen = BTreeSet::new();
     for server in servers {
@@ -189,11 +216,13 @@ fn gateway_virtual_hosts(ctx: &PushContext, port: u32, servers: &[GatewayServer]
                 if !server.exposes(vs_host, config.namespace()) {
                     continue;
                 }
-                let vhost = vhosts.entry(vs_host.clone()).or_insert_with(|| VirtualHost {
-                    name: format!("{vs_host}:{port}"),
-                    domains: domains(vs_host, port),
-                    ..Default::default()
-                });
+                let vhost = vhosts
+                    .entry(vs_host.clone())
+                    .or_insert_with(|| VirtualHost {
+                        name: format!("{vs_host}:{port}"),
+                        domains: domains(vs_host, port),
+                        ..Default::default()
+                    });
                 vhost.routes.extend(routes.iter().cloned());
             }
         }
@@ -288,7 +317,9 @@ fn route_match(m: Option<&HttpMatchRequest>) -> RouteMatch {
         .filter_map(|(name, sm)| {
             Some(HeaderMatcher {
                 name: name.to_ascii_lowercase(),
-                header_match_specifier: Some(HeaderMatchSpecifier::StringMatch(string_matcher(sm)?)),
+                header_match_specifier: Some(HeaderMatchSpecifier::StringMatch(string_matcher(
+                    sm,
+                )?)),
                 ..Default::default()
             })
         })
@@ -335,7 +366,11 @@ fn route_action(ctx: &PushContext, namespace: &str, http: &HttpRoute) -> Option<
                 .as_ref()
                 .map(|p| p.number)
                 .filter(|p| *p != 0)
-                .or_else(|| ctx.service(&hostname).and_then(|s| s.ports.first()).map(|p| p.number))
+                .or_else(|| {
+                    ctx.service(&hostname)
+                        .and_then(|s| s.ports.first())
+                        .map(|p| p.number)
+                })
                 .unwrap_or(80);
             let name = outbound_cluster_name(port, &d.subset, &hostname);
             Some((name, u32::try_from(rd.weight).unwrap_or(0)))
@@ -365,7 +400,10 @@ fn route_action(ctx: &PushContext, namespace: &str, http: &HttpRoute) -> Option<
     Some(RouteAction {
         cluster_specifier: Some(cluster_specifier),
         // istiod disables Envoy's 15 s default route timeout.
-        timeout: Some(Duration { seconds: 0, nanos: 0 }),
+        timeout: Some(Duration {
+            seconds: 0,
+            nanos: 0,
+        }),
         ..Default::default()
     })
 }

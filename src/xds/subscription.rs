@@ -61,7 +61,11 @@ impl Watched {
         self.last_error = None;
         let changed = !type_url.is_wildcard_type() && names != self.names;
         self.set_names(type_url, names);
-        if changed { Decision::Respond } else { Decision::Ack }
+        if changed {
+            Decision::Respond
+        } else {
+            Decision::Ack
+        }
     }
 
     fn set_names(&mut self, type_url: TypeUrl, names: BTreeSet<String>) {
@@ -102,13 +106,25 @@ mod tests {
     #[test]
     fn first_request_then_ack_then_stale() {
         let mut w = Watched::new(TypeUrl::Endpoint);
-        assert_eq!(w.on_request(TypeUrl::Endpoint, &req("", &["a"])), Decision::Respond);
+        assert_eq!(
+            w.on_request(TypeUrl::Endpoint, &req("", &["a"])),
+            Decision::Respond
+        );
         w.sent("n1".into(), "1".into());
-        assert_eq!(w.on_request(TypeUrl::Endpoint, &req("n1", &["a"])), Decision::Ack);
+        assert_eq!(
+            w.on_request(TypeUrl::Endpoint, &req("n1", &["a"])),
+            Decision::Ack
+        );
         assert!(w.is_acked());
-        assert_eq!(w.on_request(TypeUrl::Endpoint, &req("old", &["a", "b"])), Decision::Stale);
+        assert_eq!(
+            w.on_request(TypeUrl::Endpoint, &req("old", &["a", "b"])),
+            Decision::Stale
+        );
         assert_eq!(w.names.len(), 1, "a stale request changes nothing");
-        assert_eq!(w.on_request(TypeUrl::Endpoint, &req("n1", &["a", "b"])), Decision::Respond);
+        assert_eq!(
+            w.on_request(TypeUrl::Endpoint, &req("n1", &["a", "b"])),
+            Decision::Respond
+        );
     }
 
     #[test]
@@ -118,7 +134,10 @@ mod tests {
         w.sent("n1".into(), "1".into());
         let mut nack = req("n1", &[]);
         nack.error_detail = Some("bad cluster".into());
-        assert_eq!(w.on_request(TypeUrl::Cluster, &nack), Decision::Nack("bad cluster".into()));
+        assert_eq!(
+            w.on_request(TypeUrl::Cluster, &nack),
+            Decision::Nack("bad cluster".into())
+        );
         assert_eq!(w.last_error.as_deref(), Some("bad cluster"));
         assert!(!w.is_acked());
     }
@@ -129,6 +148,9 @@ mod tests {
         w.on_request(TypeUrl::Listener, &req("", &[]));
         assert!(w.wildcard && w.is_subscribed());
         w.sent("n1".into(), "1".into());
-        assert_eq!(w.on_request(TypeUrl::Listener, &req("n1", &[])), Decision::Ack);
+        assert_eq!(
+            w.on_request(TypeUrl::Listener, &req("n1", &[])),
+            Decision::Ack
+        );
     }
 }

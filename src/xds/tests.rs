@@ -88,14 +88,22 @@ spec:
 fn gateway_proxy(labels: &[(&str, &str)]) -> Proxy {
     Proxy::from_node(NodeInfo {
         id: "router~10.1.1.1~gw-1.istio-system~istio-system.svc.cluster.local".into(),
-        labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        labels: labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
         ..Default::default()
     })
     .unwrap()
 }
 
 /// Generates one type for `proxy`, through its scope.
-fn generate_for(type_url: TypeUrl, ctx: &PushContext, proxy: &Proxy, names: &BTreeSet<String>) -> Vec<Resource> {
+fn generate_for(
+    type_url: TypeUrl,
+    ctx: &PushContext,
+    proxy: &Proxy,
+    names: &BTreeSet<String>,
+) -> Vec<Resource> {
     let scope = crate::model::sidecar_scope::SidecarScope::compute(ctx, proxy);
     generate(type_url, ctx, proxy, &scope, names)
 }
@@ -114,19 +122,39 @@ fn names(set: &[&str]) -> BTreeSet<String> {
 #[test]
 fn gateway_gets_a_listener_per_http_server_port() {
     let ctx = context(MESH);
-    let listeners: Vec<Listener> =
-        decode(&generate_for(TypeUrl::Listener, &ctx, &gateway_proxy(&[("istio", "ingressgateway")]), &names(&[])));
+    let listeners: Vec<Listener> = decode(&generate_for(
+        TypeUrl::Listener,
+        &ctx,
+        &gateway_proxy(&[("istio", "ingressgateway")]),
+        &names(&[]),
+    ));
     let listener_names: Vec<&str> = listeners.iter().map(|l| l.name.as_str()).collect();
-    assert_eq!(listener_names, ["0.0.0.0_8080"], "TCP servers are not served yet");
-    let other = generate_for(TypeUrl::Listener, &ctx, &gateway_proxy(&[("istio", "egress")]), &names(&[]));
-    assert!(other.is_empty(), "a gateway whose labels match no selector gets no listener");
+    assert_eq!(
+        listener_names,
+        ["0.0.0.0_8080"],
+        "TCP servers are not served yet"
+    );
+    let other = generate_for(
+        TypeUrl::Listener,
+        &ctx,
+        &gateway_proxy(&[("istio", "egress")]),
+        &names(&[]),
+    );
+    assert!(
+        other.is_empty(),
+        "a gateway whose labels match no selector gets no listener"
+    );
 }
 
 #[test]
 fn clusters_per_port_and_subset() {
     let ctx = context(MESH);
-    let clusters: Vec<Cluster> =
-        decode(&generate_for(TypeUrl::Cluster, &ctx, &gateway_proxy(&[]), &names(&[])));
+    let clusters: Vec<Cluster> = decode(&generate_for(
+        TypeUrl::Cluster,
+        &ctx,
+        &gateway_proxy(&[]),
+        &names(&[]),
+    ));
     let got: Vec<&str> = clusters.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(
         got,
@@ -150,22 +178,43 @@ fn endpoints_follow_subsets_ports_and_selectors() {
         "outbound|9080|nope|reviews.shop.svc.cluster.local",
         "not-a-cluster",
     ]);
-    let clas: Vec<ClusterLoadAssignment> =
-        decode(&generate_for(TypeUrl::Endpoint, &ctx, &gateway_proxy(&[]), &wanted));
+    let clas: Vec<ClusterLoadAssignment> = decode(&generate_for(
+        TypeUrl::Endpoint,
+        &ctx,
+        &gateway_proxy(&[]),
+        &wanted,
+    ));
     let addrs = |cla: &ClusterLoadAssignment| -> Vec<String> {
         cla.endpoints
             .iter()
             .flat_map(|l| &l.lb_endpoints)
             .map(|e| format!("{e:?}"))
             .map(|dbg| {
-                let ip = dbg.split("address: \"").nth(1).unwrap().split('"').next().unwrap().to_string();
-                let port = dbg.split("PortValue(").nth(1).unwrap().split(')').next().unwrap().to_string();
+                let ip = dbg
+                    .split("address: \"")
+                    .nth(1)
+                    .unwrap()
+                    .split('"')
+                    .next()
+                    .unwrap()
+                    .to_string();
+                let port = dbg
+                    .split("PortValue(")
+                    .nth(1)
+                    .unwrap()
+                    .split(')')
+                    .next()
+                    .unwrap()
+                    .to_string();
                 format!("{ip}:{port}")
             })
             .collect()
     };
     let by_name = |n: &str| clas.iter().find(|c| c.cluster_name == n).unwrap();
-    assert_eq!(addrs(by_name("outbound|9080|v1|reviews.shop.svc.cluster.local")), ["10.0.0.1:9081"]);
+    assert_eq!(
+        addrs(by_name("outbound|9080|v1|reviews.shop.svc.cluster.local")),
+        ["10.0.0.1:9081"]
+    );
     assert_eq!(
         addrs(by_name("outbound|9080||reviews.shop.svc.cluster.local")),
         ["10.0.0.1:9081", "10.0.0.2:9080"]
@@ -183,14 +232,21 @@ fn endpoints_follow_subsets_ports_and_selectors() {
 fn routes_per_virtual_service_in_order() {
     let ctx = context(MESH);
     let proxy = gateway_proxy(&[("istio", "ingressgateway")]);
-    let routes: Vec<RouteConfiguration> =
-        decode(&generate_for(TypeUrl::Route, &ctx, &proxy, &names(&["http.8080", "http.9999"])));
+    let routes: Vec<RouteConfiguration> = decode(&generate_for(
+        TypeUrl::Route,
+        &ctx,
+        &proxy,
+        &names(&["http.8080", "http.9999"]),
+    ));
     assert_eq!(routes.len(), 2);
     let rc = &routes[0];
     assert_eq!(rc.name, "http.8080");
     assert_eq!(rc.virtual_hosts.len(), 1);
     let vh = &rc.virtual_hosts[0];
-    assert_eq!((vh.name.as_str(), vh.domains.as_slice()), ("*:8080", &["*".to_string()][..]));
+    assert_eq!(
+        (vh.name.as_str(), vh.domains.as_slice()),
+        ("*:8080", &["*".to_string()][..])
+    );
     assert_eq!(vh.routes.len(), 3, "one route per match, then the default");
     let cluster = |i: usize| match &vh.routes[i].action {
         Some(Action::Route(a)) => a.cluster_specifier.clone().unwrap(),
@@ -211,8 +267,14 @@ fn routes_per_virtual_service_in_order() {
     assert_eq!(
         weights,
         [
-            ("outbound|9080|v1|reviews.shop.svc.cluster.local".to_string(), 90),
-            ("outbound|9080|v2|reviews.shop.svc.cluster.local".to_string(), 10)
+            (
+                "outbound|9080|v1|reviews.shop.svc.cluster.local".to_string(),
+                90
+            ),
+            (
+                "outbound|9080|v2|reviews.shop.svc.cluster.local".to_string(),
+                10
+            )
         ]
     );
     let blackhole = &routes[1].virtual_hosts;
@@ -223,12 +285,19 @@ fn routes_per_virtual_service_in_order() {
 
 #[test]
 fn virtual_service_hosts_must_be_exposed_by_the_server() {
-    let mesh = MESH.replace("hosts: [\"*\"]\n  gateways", "hosts: [shop.example.com]\n  gateways");
+    let mesh = MESH.replace(
+        "hosts: [\"*\"]\n  gateways",
+        "hosts: [shop.example.com]\n  gateways",
+    );
     let mesh = mesh.replacen("hosts: [\"*\"]", "hosts: [\"shop/*.example.com\"]", 1);
     let ctx = context(&mesh);
     let proxy = gateway_proxy(&[("istio", "ingressgateway")]);
-    let routes: Vec<RouteConfiguration> =
-        decode(&generate_for(TypeUrl::Route, &ctx, &proxy, &names(&["http.8080"])));
+    let routes: Vec<RouteConfiguration> = decode(&generate_for(
+        TypeUrl::Route,
+        &ctx,
+        &proxy,
+        &names(&["http.8080"]),
+    ));
     let vh = &routes[0].virtual_hosts[0];
     assert_eq!(vh.name, "shop.example.com:8080");
     assert_eq!(vh.domains, ["shop.example.com", "shop.example.com:8080"]);
@@ -244,15 +313,24 @@ fn a_virtual_service_change_reuses_the_other_indexes() {
         &PushRequest::full_push(TriggerReason::Config, Instant::now()),
         &mesh,
     );
-    let vs_key = set.keys().find(|k| k.kind == crate::model::config::ConfigKind::VirtualService).unwrap();
+    let vs_key = set
+        .keys()
+        .find(|k| k.kind == crate::model::config::ConfigKind::VirtualService)
+        .unwrap();
     let req = PushRequest::config_change(BTreeSet::from([vs_key.clone()]), Instant::now());
     let next = PushContext::build(Some(&first), &set, &req, &mesh);
     assert_eq!(next.version, first.version + 1);
     assert!(Arc::ptr_eq(&first.services, &next.services));
     assert!(Arc::ptr_eq(&first.endpoints, &next.endpoints));
-    assert!(Arc::ptr_eq(&first.destination_rules, &next.destination_rules));
+    assert!(Arc::ptr_eq(
+        &first.destination_rules,
+        &next.destination_rules
+    ));
     assert!(Arc::ptr_eq(&first.gateways, &next.gateways));
-    assert!(!Arc::ptr_eq(&first.virtual_services, &next.virtual_services));
+    assert!(!Arc::ptr_eq(
+        &first.virtual_services,
+        &next.virtual_services
+    ));
 }
 
 const SIDECAR_MESH: &str = r#"
@@ -290,26 +368,47 @@ fn sidecar_listeners_follow_the_sidecar_resource() {
             .collect()
     };
     // In shop, the Sidecar declares one egress listener: bound, on localhost.
-    assert_eq!(listener_names(&sidecar_proxy("10.9.0.1", "shop", true)), ["127.0.0.1_15123"]);
+    assert_eq!(
+        listener_names(&sidecar_proxy("10.9.0.1", "shop", true)),
+        ["127.0.0.1_15123"]
+    );
     // Elsewhere, no Sidecar: a listener per HTTP service port, and the capture listeners.
     assert_eq!(
         listener_names(&sidecar_proxy("10.9.0.1", "web", false)),
         ["0.0.0.0_9080", "virtualOutbound", "virtualInbound"]
     );
-    let bound = decode::<Listener>(&generate_for(TypeUrl::Listener, &ctx, &sidecar_proxy("10.9.0.1", "web", false), &names(&[])));
-    assert_eq!(bound[0].bind_to_port.map(|b| b.value), Some(false), "outbound listeners are not bound");
+    let bound = decode::<Listener>(&generate_for(
+        TypeUrl::Listener,
+        &ctx,
+        &sidecar_proxy("10.9.0.1", "web", false),
+        &names(&[]),
+    ));
+    assert_eq!(
+        bound[0].bind_to_port.map(|b| b.value),
+        Some(false),
+        "outbound listeners are not bound"
+    );
 }
 
 #[test]
 fn sidecar_routes_and_clusters() {
     let ctx = context(&format!("{MESH}---{SIDECAR_MESH}"));
     let proxy = sidecar_proxy("10.0.0.1", "shop", true);
-    let routes: Vec<RouteConfiguration> = decode(&generate_for(TypeUrl::Route, &ctx, &proxy, &names(&["15123"])));
+    let routes: Vec<RouteConfiguration> = decode(&generate_for(
+        TypeUrl::Route,
+        &ctx,
+        &proxy,
+        &names(&["15123"]),
+    ));
     let vh = &routes[0].virtual_hosts;
     let vh_names: Vec<&str> = vh.iter().map(|v| v.name.as_str()).collect();
     assert_eq!(
         vh_names,
-        ["ratings.shop.svc.cluster.local:15123", "reviews.shop.svc.cluster.local:15123", "allow_any"]
+        [
+            "ratings.shop.svc.cluster.local:15123",
+            "reviews.shop.svc.cluster.local:15123",
+            "allow_any"
+        ]
     );
     assert!(vh[1].domains.contains(&"reviews".to_string()));
     assert!(vh[1].domains.contains(&"reviews.shop:15123".to_string()));
@@ -318,15 +417,21 @@ fn sidecar_routes_and_clusters() {
     };
     assert_eq!(
         action.cluster_specifier,
-        Some(ClusterSpecifier::Cluster("outbound|9080|v2|reviews.shop.svc.cluster.local".into())),
+        Some(ClusterSpecifier::Cluster(
+            "outbound|9080|v2|reviews.shop.svc.cluster.local".into()
+        )),
         "routed by the mesh VirtualService"
     );
-    let clusters: Vec<String> = decode::<Cluster>(&generate_for(TypeUrl::Cluster, &ctx, &proxy, &names(&[])))
-        .into_iter()
-        .map(|c| c.name)
-        .collect();
+    let clusters: Vec<String> =
+        decode::<Cluster>(&generate_for(TypeUrl::Cluster, &ctx, &proxy, &names(&[])))
+            .into_iter()
+            .map(|c| c.name)
+            .collect();
     assert!(clusters.contains(&"PassthroughCluster".to_string()));
-    assert!(clusters.contains(&"inbound|9081||".to_string()), "10.0.0.1 is a reviews endpoint: {clusters:?}");
+    assert!(
+        clusters.contains(&"inbound|9081||".to_string()),
+        "10.0.0.1 is a reviews endpoint: {clusters:?}"
+    );
 }
 
 #[test]
@@ -335,6 +440,10 @@ fn endpoint_changes_are_seen_per_watched_cluster() {
     let after = context(&MESH.replace("10.0.1.1", "10.0.1.2"));
     let ratings = names(&["outbound|9080||ratings.shop.svc.cluster.local"]);
     let reviews = names(&["outbound|9080|v1|reviews.shop.svc.cluster.local"]);
-    assert!(crate::model::push_context::endpoints_changed(&before, &after, &ratings));
-    assert!(!crate::model::push_context::endpoints_changed(&before, &after, &reviews));
+    assert!(crate::model::push_context::endpoints_changed(
+        &before, &after, &ratings
+    ));
+    assert!(!crate::model::push_context::endpoints_changed(
+        &before, &after, &reviews
+    ));
 }
