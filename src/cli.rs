@@ -21,7 +21,7 @@ use crate::metrics::Metrics;
 use crate::model::file_set::FileSet;
 use crate::model::mesh::MeshConfig;
 use crate::monitoring::{self, Monitoring};
-use crate::xds::ads::AdsService;
+use crate::xds::ads::{AdsLimits, AdsService};
 
 /// Namespace given to configs that do not name one.
 const DEFAULT_NAMESPACE: &str = "default";
@@ -227,14 +227,25 @@ async fn run(args: ServeArgs, limits: Limits) -> anyhow::Result<()> {
     let monitoring_addr = monitoring_listener.local_addr()?;
 
     let ads = AdsService::new(
-        push_queue,
+        push_queue.clone(),
         arbiters.iter().map(Arbiter::handle).collect(),
-        limits.max_streams,
-        limits.stream_queue_capacity,
+        AdsLimits {
+            max_streams: limits.max_streams,
+            queue_capacity: limits.stream_queue_capacity,
+            write_timeout: limits.write_timeout,
+            max_requests_per_second: limits.max_requests_per_second,
+            max_stream_wait: limits.max_stream_wait,
+        },
         metrics.clone(),
     );
+    let mut server = tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(limits.keepalive_interval))
+        .http2_keepalive_timeout(Some(limits.keepalive_timeout));
+    if !limits.max_connection_age.is_zero() {
+        server = server.max_connection_age(limits.max_connection_age);
+    }
     let xds_server = tokio::spawn(
-        tonic::transport::Server::builder()
+        server
             .add_service(ads)
             .serve_with_incoming(TcpListenerStream::new(xds_listener)),
     );

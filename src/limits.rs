@@ -48,6 +48,24 @@ pub struct Limits {
     pub stream_queue_capacity: usize,
     /// ADS streams served at once; more are refused with RESOURCE_EXHAUSTED.
     pub max_streams: usize,
+    /// A proxy that does not read a response within this long is disconnected.
+    #[serde(deserialize_with = "duration")]
+    pub write_timeout: Duration,
+    /// New ADS streams admitted per second (token bucket; bursts of the same size).
+    pub max_requests_per_second: u32,
+    /// How long a new stream waits for admission before RESOURCE_EXHAUSTED.
+    #[serde(deserialize_with = "duration")]
+    pub max_stream_wait: Duration,
+    /// HTTP/2 keepalive ping interval on ADS connections.
+    #[serde(deserialize_with = "duration")]
+    pub keepalive_interval: Duration,
+    /// How long a keepalive ping may go unanswered before the connection is closed.
+    #[serde(deserialize_with = "duration")]
+    pub keepalive_timeout: Duration,
+    /// Connections older than this are closed gracefully, so that proxies rebalance across
+    /// replicas ("0s": never).
+    #[serde(deserialize_with = "duration")]
+    pub max_connection_age: Duration,
     /// Threads that run ConnectionActors (0: one per core).
     pub connection_threads: usize,
     /// How often the config directory is rescanned, beside file-system events.
@@ -66,6 +84,12 @@ impl Default for Limits {
             mailbox_capacity: 1024,
             stream_queue_capacity: 16,
             max_streams: 10_000,
+            write_timeout: Duration::from_secs(5),
+            max_requests_per_second: 1000,
+            max_stream_wait: Duration::from_secs(5),
+            keepalive_interval: Duration::from_secs(30),
+            keepalive_timeout: Duration::from_secs(10),
+            max_connection_age: Duration::from_secs(30 * 60),
             connection_threads: 0,
             file_rescan_interval: Duration::from_secs(5),
         }
@@ -119,6 +143,18 @@ impl Limits {
         ] {
             if value == 0 {
                 return Err(invalid(key, "must be at least 1"));
+            }
+        }
+        if self.max_requests_per_second == 0 {
+            return Err(invalid("max_requests_per_second", "must be at least 1"));
+        }
+        for (key, value) in [
+            ("write_timeout", self.write_timeout),
+            ("keepalive_interval", self.keepalive_interval),
+            ("keepalive_timeout", self.keepalive_timeout),
+        ] {
+            if value.is_zero() {
+                return Err(invalid(key, "must be longer than 0"));
             }
         }
         if self.push_timeout.is_zero() {

@@ -27,6 +27,10 @@ pub struct Metrics {
     pub xds_rejects: IntCounterVec,
     /// `pilot_xds_expired_nonce{type}`: requests with a stale nonce.
     pub expired_nonce: IntCounterVec,
+    /// `pilot_xds_write_timeout`: streams closed because the proxy did not read in time.
+    pub write_timeout: prometheus::IntCounter,
+    /// `axon_rejected_streams`: new streams refused by `max_streams` or the rate limit.
+    pub rejected_streams: prometheus::IntCounter,
     /// `pilot_services`: services known.
     pub services: IntGauge,
     /// `pilot_push_triggers{type}`: pushes by reason.
@@ -84,7 +88,22 @@ impl Metrics {
         registry
             .register(Box::new(xds_push_time.clone()))
             .expect("unique metric");
+        let plain_counter = |name: &str, help: &str| {
+            let c = prometheus::IntCounter::new(name, help).expect("valid metric");
+            registry
+                .register(Box::new(c.clone()))
+                .expect("unique metric");
+            c
+        };
         let m = Metrics {
+            write_timeout: plain_counter(
+                "pilot_xds_write_timeout",
+                "Pilot XDS response write timeouts.",
+            ),
+            rejected_streams: plain_counter(
+                "axon_rejected_streams",
+                "New ADS streams refused by max_streams or max_requests_per_second.",
+            ),
             xds_clients: gauge(
                 "pilot_xds",
                 "Number of endpoints connected to this pilot using XDS.",

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 
+use super::connection::{ConnectionStatus, GetStatus};
 use crate::metrics::Metrics;
 use crate::model::push_context::PushContext;
 use crate::model::push_request::PushRequest;
@@ -30,7 +31,13 @@ pub struct Push {
 pub struct Connect {
     pub id: ConnId,
     pub conn: Recipient<Push>,
+    pub status: Recipient<GetStatus>,
 }
+
+/// Gathers the sync status of every connection (`/debug/syncz`).
+#[derive(Message)]
+#[rtype(result = "Vec<ConnectionStatus>")]
+pub struct CollectStatus;
 
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -133,6 +140,7 @@ impl QueueState {
 pub struct PushQueue {
     state: QueueState,
     conns: HashMap<ConnId, Recipient<Push>>,
+    statuses: HashMap<ConnId, Recipient<GetStatus>>,
     latest: Option<Arc<PushContext>>,
     mailbox_capacity: usize,
     push_timeout: Duration,
@@ -149,6 +157,7 @@ impl PushQueue {
         PushQueue {
             state: QueueState::new(concurrency),
             conns: HashMap::new(),
+            statuses: HashMap::new(),
             latest: None,
             mailbox_capacity,
             push_timeout,
@@ -214,6 +223,7 @@ impl Handler<Connect> for PushQueue {
 
     fn handle(&mut self, msg: Connect, _: &mut Context<Self>) -> Self::Result {
         self.conns.insert(msg.id, msg.conn);
+        self.statuses.insert(msg.id, msg.status);
         self.latest.clone()
     }
 }
@@ -223,8 +233,26 @@ impl Handler<Disconnect> for PushQueue {
 
     fn handle(&mut self, msg: Disconnect, _: &mut Context<Self>) {
         self.conns.remove(&msg.id);
+        self.statuses.remove(&msg.id);
         self.state.remove(msg.id);
         self.dispatch();
+    }
+}
+
+impl Handler<CollectStatus> for PushQueue {
+    type Result = ResponseFuture<Vec<ConnectionStatus>>;
+
+    fn handle(&mut self, _: CollectStatus, _: &mut Context<Self>) -> Self::Result {
+        let asks: Vec<_> = self.statuses.values().map(|r| r.send(GetStatus)).collect();
+        Box::pin(async move {
+            let mut all: Vec<ConnectionStatus> = futures::future::join_all(asks)
+                .await
+                .into_iter()
+                .filter_map(Result::ok)
+                .collect();
+            all.sort_by(|a, b| a.proxy.cmp(&b.proxy));
+            all
+        })
     }
 }
 

@@ -23,7 +23,9 @@ mod tests;
 use crate::model::proxy::Proxy;
 use crate::model::push_context::PushContext;
 use crate::model::sidecar_scope::SidecarScope;
-pub use resource::{Resource, TypeUrl, XdsRequest, XdsResponse};
+pub use resource::{
+    DeltaRequest, DeltaResponse, Request, Resource, Response, TypeUrl, XdsRequest, XdsResponse,
+};
 
 /// Generates the resources of one type for one proxy seen through its scope. `names` are
 /// the subscribed names (used by EDS and RDS; CDS and LDS are wildcard).

@@ -92,10 +92,10 @@ pub struct XdsRequest {
     pub node: Option<NodeInfo>,
 }
 
-/// A DiscoveryResponse to send.
+/// A DiscoveryResponse to send. The type URL is a string: an unknown type is answered too.
 #[derive(Debug, Clone, PartialEq)]
 pub struct XdsResponse {
-    pub type_url: TypeUrl,
+    pub type_url: String,
     pub version_info: String,
     pub nonce: String,
     pub resources: Vec<Resource>,
@@ -117,7 +117,7 @@ pub struct DeltaRequest {
 /// A DeltaDiscoveryResponse to send: changed resources with their versions, and removals.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DeltaResponse {
-    pub type_url: TypeUrl,
+    pub type_url: String,
     pub system_version_info: String,
     pub nonce: String,
     pub resources: Vec<(Resource, String)>,

@@ -1,0 +1,417 @@
+//! The ConnectionActor: one per ADS stream (SotW or Delta); owns the proxy's identity, its
+//! scope and per-type subscription state.
+//!
+//! Receives the stream's requests (as a stream handler), [`Push`] from the PushQueue and
+//! [`GetStatus`] from the debug endpoints; sends responses on the stream's bounded sink, and
+//! [`Connect`], [`PushDone`] and [`Disconnect`] to the PushQueue. The protocol rules are pure
+//! ([`crate::xds::subscription::Watched`], [`crate::xds::delta::DeltaWatched`]); this actor
+//! applies what they decide ([`sotw`], [`delta`]).
+//!
+//! Responses are queued in an outbox and written in order while the actor waits: a proxy that
+//! does not read within `write_timeout` is disconnected (`pilot_xds_write_timeout`), and its
+//! push slot is given back, so that it never holds memory or the others up.
+
+mod delta;
+mod sotw;
+mod status;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+
+pub use status::{ConnectionStatus, GetStatus, TypeStatus};
+
+use super::push_queue::{ConnId, Connect, Disconnect, Push, PushDone, PushQueue};
+use crate::metrics::Metrics;
+use crate::model::proxy::Proxy;
+use crate::model::push_context::{PushContext, endpoints_changed};
+use crate::model::sidecar_scope::{SidecarScope, needs_push};
+use crate::xds::ads::{CloseReason, ResponseSink, SinkError, StreamSlot};
+use crate::xds::delta::DeltaWatched;
+use crate::xds::subscription::Watched;
+use crate::xds::{Request, Response, TypeUrl};
+
+/// What a ConnectionActor is built with.
+pub struct ConnectionConfig {
+    pub id: ConnId,
+    pub sink: ResponseSink,
+    pub push_queue: Addr<PushQueue>,
+    pub metrics: Metrics,
+    pub slot: StreamSlot,
+    pub write_timeout: Duration,
+}
+
+pub struct ConnectionActor {
+    id: ConnId,
+    sink: ResponseSink,
+    push_queue: Addr<PushQueue>,
+    metrics: Metrics,
+    _slot: StreamSlot,
+    write_timeout: Duration,
+    proxy: Option<Arc<Proxy>>,
+    ctx: Option<Arc<PushContext>>,
+    /// What the proxy sees in `ctx`, and the configs it depends on.
+    scope: Option<Arc<SidecarScope>>,
+    sotw: BTreeMap<TypeUrl, Watched>,
+    delta: BTreeMap<TypeUrl, DeltaWatched>,
+    /// Types requested before the first context existed, answered when it arrives.
+    waiting: BTreeSet<TypeUrl>,
+    /// After CDS is sent, the next EDS request is answered even if it looks like an ACK, so
+    /// that cluster warming completes (istiod's AlwaysRespond, envoy#13009).
+    always_respond_eds: bool,
+    unknown_types: BTreeSet<String>,
+    nonce: u64,
+    connected_at: Instant,
+    synced: bool,
+    outbox: Vec<Response>,
+}
+
+impl ConnectionActor {
+    pub fn new(config: ConnectionConfig) -> Self {
+        ConnectionActor {
+            id: config.id,
+            sink: config.sink,
+            push_queue: config.push_queue,
+            metrics: config.metrics,
+            _slot: config.slot,
+            write_timeout: config.write_timeout,
+            proxy: None,
+            ctx: None,
+            scope: None,
+            sotw: BTreeMap::new(),
+            delta: BTreeMap::new(),
+            waiting: BTreeSet::new(),
+            always_respond_eds: false,
+            unknown_types: BTreeSet::new(),
+            nonce: 0,
+            connected_at: Instant::now(),
+            synced: false,
+            outbox: Vec::new(),
+        }
+    }
+
+    fn close(&mut self, reason: CloseReason, ctx: &mut Context<Self>) {
+        tracing::warn!(id = self.id, proxy = %self.proxy_id(), ?reason, "ADS: closing stream");
+        self.sink.close(reason);
+        ctx.stop();
+    }
+
+    fn proxy_id(&self) -> &str {
+        self.proxy.as_ref().map_or("", |p| p.id.as_str())
+    }
+
+    fn next_nonce(&mut self, version: u64) -> String {
+        self.nonce += 1;
+        format!("{version}-{}", self.nonce)
+    }
+
+    /// The first request: parse the node, join the PushQueue, learn the current context.
+    fn connect(&mut self, req: &Request, ctx: &mut Context<Self>) -> bool {
+        let Some(node) = req.node().cloned() else {
+            self.close(
+                CloseReason::InvalidArgument(
+                    "the first request on a stream must carry a node".into(),
+                ),
+                ctx,
+            );
+            return false;
+        };
+        let proxy = match Proxy::from_node(node) {
+            Ok(p) => Arc::new(p),
+            Err(e) => {
+                self.close(CloseReason::InvalidArgument(e.to_string()), ctx);
+                return false;
+            }
+        };
+        tracing::info!(
+            id = self.id,
+            proxy = %proxy.id,
+            kind = ?proxy.proxy_type,
+            delta = self.sink.is_delta(),
+            "ADS: connected"
+        );
+        self.metrics.xds_clients.inc();
+        self.proxy = Some(proxy);
+        let connect = Connect {
+            id: self.id,
+            conn: ctx.address().recipient(),
+            status: ctx.address().recipient(),
+        };
+        ctx.wait(
+            self.push_queue
+                .send(connect)
+                .into_actor(self)
+                .map(|res, act, ctx| match res {
+                    Ok(current) => {
+                        if let Some(push_ctx) = current {
+                            act.set_context(push_ctx);
+                            act.answer_waiting();
+                            act.flush(ctx, None);
+                        }
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "push queue unreachable");
+                        ctx.stop();
+                    }
+                }),
+        );
+        true
+    }
+
+    fn on_request(&mut self, req: Request, ctx: &mut Context<Self>) {
+        if self.proxy.is_none() && !self.connect(&req, ctx) {
+            return;
+        }
+        match req {
+            Request::Sotw(r) => self.on_sotw_request(r),
+            Request::Delta(r) => self.on_delta_request(r),
+        }
+        self.check_synced();
+        self.flush(ctx, None);
+    }
+
+    /// Logs an unknown type once per stream.
+    fn unknown_type(&mut self, type_url: &str) {
+        if self.unknown_types.insert(type_url.to_string()) {
+            tracing::warn!(proxy = %self.proxy_id(), %type_url, "ADS: unknown type requested, answered empty");
+        }
+    }
+
+    fn on_nack(&self, type_url: TypeUrl, error: &str) {
+        self.metrics
+            .xds_rejects
+            .with_label_values(&[type_url.short()])
+            .inc();
+        tracing::warn!(proxy = %self.proxy_id(), r#type = type_url.short(), %error, "ADS: NACK");
+    }
+
+    fn on_stale(&self, type_url: TypeUrl) {
+        self.metrics
+            .expired_nonce
+            .with_label_values(&[type_url.short()])
+            .inc();
+    }
+
+    /// Moves to a new context; returns the previous context and scope.
+    fn set_context(
+        &mut self,
+        push_ctx: Arc<PushContext>,
+    ) -> (Option<Arc<PushContext>>, Option<Arc<SidecarScope>>) {
+        let scope = self
+            .proxy
+            .as_ref()
+            .map(|p| Arc::new(SidecarScope::compute(&push_ctx, p)));
+        (
+            self.ctx.replace(push_ctx),
+            std::mem::replace(&mut self.scope, scope),
+        )
+    }
+
+    fn is_acked(&self) -> bool {
+        if self.sink.is_delta() {
+            !self.delta.is_empty() && self.delta.values().all(DeltaWatched::is_acked)
+        } else {
+            !self.sotw.is_empty() && self.sotw.values().all(Watched::is_acked)
+        }
+    }
+
+    fn check_synced(&mut self) {
+        if !self.synced && self.is_acked() {
+            self.synced = true;
+            tracing::info!(
+                proxy = %self.proxy_id(),
+                "ADS: full sync complete in {} ms",
+                self.connected_at.elapsed().as_millis()
+            );
+        }
+    }
+
+    fn answer_waiting(&mut self) {
+        for type_url in std::mem::take(&mut self.waiting) {
+            self.respond(type_url);
+        }
+    }
+
+    /// Generates one type for the current context and queues what the client lacks.
+    fn respond(&mut self, type_url: TypeUrl) {
+        if self.ctx.is_none() || self.scope.is_none() {
+            self.waiting.insert(type_url);
+            return;
+        }
+        let started = Instant::now();
+        let response = if self.sink.is_delta() {
+            self.delta_response(type_url)
+        } else {
+            self.sotw_response(type_url)
+        };
+        if let Some(response) = response {
+            // EDS must follow a CDS response; an EDS response satisfies that.
+            self.always_respond_eds = type_url == TypeUrl::Cluster
+                || (self.always_respond_eds && type_url != TypeUrl::Endpoint);
+            self.metrics
+                .xds_pushes
+                .with_label_values(&[type_url.short()])
+                .inc();
+            self.metrics
+                .xds_push_time
+                .with_label_values(&[type_url.short()])
+                .observe(started.elapsed().as_secs_f64());
+            self.outbox.push(response);
+        }
+    }
+
+    /// Writes the outbox in order, waiting (no other message is handled meanwhile) at most
+    /// `write_timeout` per response; then tells the PushQueue, if `done`.
+    fn flush(&mut self, ctx: &mut Context<Self>, done: Option<PushDone>) {
+        let responses = std::mem::take(&mut self.outbox);
+        if responses.is_empty() {
+            if let Some(done) = done {
+                self.push_queue.do_send(done);
+            }
+            return;
+        }
+        let sink = self.sink.clone();
+        let timeout = self.write_timeout;
+        let write = async move {
+            for response in responses {
+                match tokio::time::timeout(timeout, sink.send(response)).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => return Err(e),
+                    Err(_) => return Err(SinkError::Full),
+                }
+            }
+            Ok(())
+        };
+        ctx.wait(write.into_actor(self).map(move |res, act, ctx| {
+            match res {
+                Ok(()) => {}
+                Err(SinkError::Full) => {
+                    act.metrics.write_timeout.inc();
+                    act.close(
+                        CloseReason::ResourceExhausted(format!(
+                            "the proxy did not read its responses within {:?}",
+                            act.write_timeout
+                        )),
+                        ctx,
+                    );
+                }
+                Err(SinkError::Closed) => ctx.stop(),
+            }
+            if let Some(done) = done {
+                act.push_queue.do_send(done);
+            }
+        }));
+    }
+}
+
+impl Actor for ConnectionActor {
+    type Context = Context<Self>;
+
+    fn stopped(&mut self, _: &mut Context<Self>) {
+        if let Some(proxy) = &self.proxy {
+            self.metrics.xds_clients.dec();
+            self.push_queue.do_send(Disconnect { id: self.id });
+            tracing::info!(proxy = %proxy.id, "ADS: disconnected");
+        }
+    }
+}
+
+impl StreamHandler<Result<Request, String>> for ConnectionActor {
+    fn handle(&mut self, item: Result<Request, String>, ctx: &mut Context<Self>) {
+        match item {
+            Ok(req) => self.on_request(req, ctx),
+            Err(error) => {
+                tracing::info!(proxy = %self.proxy_id(), %error, "ADS: stream error");
+                ctx.stop();
+            }
+        }
+    }
+
+    fn finished(&mut self, ctx: &mut Context<Self>) {
+        tracing::debug!(proxy = %self.proxy_id(), "ADS: stream closed by the proxy");
+        ctx.stop();
+    }
+}
+
+impl Handler<Push> for ConnectionActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Push, ctx: &mut Context<Self>) {
+        let version = msg.ctx.version;
+        let new_ctx = msg.ctx.clone();
+        let (old_ctx, old_scope) = self.set_context(msg.ctx);
+        self.answer_waiting();
+        let types: &[TypeUrl] = if msg.request.full {
+            // Proxy-level pruning: a proxy whose scope does not depend on any changed config
+            // gets nothing at all, not even generation.
+            let needed = self
+                .scope
+                .as_ref()
+                .is_some_and(|new| needs_push(old_scope.as_deref(), new, &msg.request));
+            if needed { &TypeUrl::PUSH_ORDER } else { &[] }
+        } else {
+            // The EDS fast path: only when a watched cluster's endpoints changed.
+            let names = self.watched_names(TypeUrl::Endpoint);
+            let changed = match (old_ctx, names) {
+                (Some(old), Some(names)) => endpoints_changed(&old, &new_ctx, &names),
+                (None, Some(_)) => true,
+                (_, None) => false,
+            };
+            if changed { &[TypeUrl::Endpoint] } else { &[] }
+        };
+        if types.is_empty() {
+            tracing::trace!(proxy = %self.proxy_id(), version, "push skipped: not affected");
+        } else {
+            self.metrics
+                .proxy_convergence_time
+                .observe(msg.request.start.elapsed().as_secs_f64());
+        }
+        for &type_url in types {
+            if self.needs_type(type_url, version) {
+                self.respond(type_url);
+            }
+        }
+        self.flush(ctx, Some(PushDone { id: self.id }));
+    }
+}
+
+impl ConnectionActor {
+    /// The names subscribed for a type, if it is subscribed at all.
+    fn watched_names(&self, type_url: TypeUrl) -> Option<BTreeSet<String>> {
+        if self.sink.is_delta() {
+            self.delta
+                .get(&type_url)
+                .filter(|w| w.is_subscribed())
+                .map(|w| w.names.clone())
+        } else {
+            self.sotw
+                .get(&type_url)
+                .filter(|w| w.is_subscribed())
+                .map(|w| w.names.clone())
+        }
+    }
+
+    /// Whether a push of `version` has something to send for this type: it is subscribed, and
+    /// (SotW) was not already answered from this very context.
+    fn needs_type(&self, type_url: TypeUrl, version: u64) -> bool {
+        if self.sink.is_delta() {
+            self.delta
+                .get(&type_url)
+                .is_some_and(DeltaWatched::is_subscribed)
+        } else {
+            self.sotw.get(&type_url).is_some_and(|w| {
+                w.is_subscribed() && w.version_sent.as_deref() != Some(version.to_string().as_str())
+            })
+        }
+    }
+}
+
+impl Handler<GetStatus> for ConnectionActor {
+    type Result = MessageResult<GetStatus>;
+
+    fn handle(&mut self, _: GetStatus, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(self.status())
+    }
+}
