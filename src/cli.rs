@@ -255,6 +255,7 @@ async fn run(args: ServeArgs, limits: Limits) -> anyhow::Result<()> {
             monitoring::router(Monitoring {
                 metrics: metrics.clone(),
                 ready,
+                push_queue: push_queue.clone(),
             }),
         )
         .into_future(),

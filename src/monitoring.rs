@@ -1,13 +1,17 @@
-//! The monitoring HTTP server: `/metrics`, `/healthz` and `/ready`.
+//! The monitoring HTTP server: `/metrics`, `/healthz`, `/ready` and `/debug/syncz`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use actix::Addr;
+use axum::Json;
 use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
 
+use crate::actors::connection::ConnectionStatus;
+use crate::actors::push_queue::{CollectStatus, PushQueue};
 use crate::metrics::Metrics;
 
 #[derive(Clone)]
@@ -15,6 +19,7 @@ pub struct Monitoring {
     pub metrics: Metrics,
     /// True once the first PushContext is built.
     pub ready: Arc<AtomicBool>,
+    pub push_queue: Addr<PushQueue>,
 }
 
 pub fn router(state: Monitoring) -> Router {
@@ -22,7 +27,25 @@ pub fn router(state: Monitoring) -> Router {
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/ready", get(ready))
+        .route("/debug/syncz", get(syncz))
         .with_state(state)
+}
+
+/// Per connected proxy and type: nonce sent and acked, versions, last NACK.
+async fn syncz(
+    State(state): State<Monitoring>,
+) -> Result<Json<Vec<ConnectionStatus>>, (StatusCode, String)> {
+    state
+        .push_queue
+        .send(CollectStatus)
+        .await
+        .map(Json)
+        .map_err(|e| {
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("push queue unreachable: {e}\n"),
+            )
+        })
 }
 
 async fn metrics(State(state): State<Monitoring>) -> ([(&'static str, &'static str); 1], String) {

@@ -203,7 +203,7 @@ pub fn socket_address(ip: &str, port: u32) -> Address {
     }
 }
 
-fn any<M: Message + Name>(msg: &M) -> Any {
+pub(super) fn any<M: Message + Name>(msg: &M) -> Any {
     Any {
         type_url: M::type_url(),
         value: msg.encode_to_vec(),
@@ -224,7 +224,18 @@ fn tcp_proxy(stat_prefix: &str, cluster: &str) -> Filter {
 
 /// An HTTP connection manager filter with the given route source.
 fn http_connection_manager(stat_prefix: &str, routes: RouteSpecifier) -> Filter {
-    let hcm = HttpConnectionManager {
+    Filter {
+        name: "envoy.filters.network.http_connection_manager".to_string(),
+        config_type: Some(filter::ConfigType::TypedConfig(any(&hcm_config(
+            stat_prefix,
+            routes,
+        )))),
+    }
+}
+
+/// An HTTP connection manager with the router filter and the given route source.
+pub(super) fn hcm_config(stat_prefix: &str, routes: RouteSpecifier) -> HttpConnectionManager {
+    HttpConnectionManager {
         stat_prefix: stat_prefix.to_string(),
         route_specifier: Some(routes),
         http_filters: vec![HttpFilter {
@@ -235,9 +246,5 @@ fn http_connection_manager(stat_prefix: &str, routes: RouteSpecifier) -> Filter 
             ..Default::default()
         }],
         ..Default::default()
-    };
-    Filter {
-        name: "envoy.filters.network.http_connection_manager".to_string(),
-        config_type: Some(filter::ConfigType::TypedConfig(any(&hcm))),
     }
 }

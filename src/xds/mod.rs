@@ -11,6 +11,7 @@ pub mod ads;
 pub mod cds;
 pub mod delta;
 pub mod eds;
+pub mod grpc;
 pub mod lds;
 pub mod node;
 pub mod rds;
@@ -36,6 +37,14 @@ pub fn generate(
     scope: &SidecarScope,
     names: &std::collections::BTreeSet<String>,
 ) -> Vec<Resource> {
+    if grpc::is_grpc(proxy) {
+        return match type_url {
+            TypeUrl::Cluster => grpc::clusters(cds::generate(ctx, proxy, scope), names),
+            TypeUrl::Endpoint => eds::generate(ctx, names),
+            TypeUrl::Listener => grpc::listeners(scope, names),
+            TypeUrl::Route => grpc::routes(ctx, proxy, scope, names),
+        };
+    }
     match type_url {
         TypeUrl::Cluster => cds::generate(ctx, proxy, scope),
         TypeUrl::Endpoint => eds::generate(ctx, names),

@@ -112,7 +112,7 @@ fn sidecar_virtual_hosts(
     vhosts
 }
 
-fn sidecar_virtual_host(
+pub(super) fn sidecar_virtual_host(
     ctx: &PushContext,
     proxy: &Proxy,
     egress: &EgressScope,

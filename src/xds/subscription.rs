@@ -153,4 +153,30 @@ mod tests {
             Decision::Ack
         );
     }
+
+    proptest::proptest! {
+        /// Whatever was sent and whatever nonce comes back, only the last nonce sent is
+        /// ever taken as an ACK.
+        #[test]
+        fn a_stale_nonce_is_never_taken_as_an_ack(
+            sent in proptest::collection::vec("[a-z0-9]{1,4}", 1..6),
+            reply in "[a-z0-9]{1,4}",
+        ) {
+            let mut w = Watched::new(TypeUrl::Endpoint);
+            w.on_request(TypeUrl::Endpoint, &req("", &["a"]));
+            for (i, nonce) in sent.iter().enumerate() {
+                w.sent(nonce.clone(), i.to_string());
+            }
+            let last = sent.last().unwrap().clone();
+            let decision = w.on_request(TypeUrl::Endpoint, &req(&reply, &["a"]));
+            if reply == last {
+                proptest::prop_assert_eq!(decision, Decision::Ack);
+                proptest::prop_assert!(w.is_acked());
+            } else {
+                proptest::prop_assert_eq!(decision, Decision::Stale);
+                proptest::prop_assert!(!w.is_acked());
+                proptest::prop_assert_eq!(w.nonce_acked, None);
+            }
+        }
+    }
 }
