@@ -13,9 +13,11 @@ use clap::{Parser, Subcommand, ValueEnum};
 use tokio_stream::wrappers::TcpListenerStream;
 
 use crate::actors::debouncer::{DebounceState, Debouncer};
+use crate::actors::distribution::DistributionTracker;
 use crate::actors::file_registry::{FileRegistry, list_config_files};
 use crate::actors::push_queue::PushQueue;
 use crate::actors::snapshot_builder::SnapshotBuilder;
+use crate::debug::{self, Debug};
 use crate::limits::Limits;
 use crate::metrics::Metrics;
 use crate::model::file_set::FileSet;
@@ -68,9 +70,12 @@ pub struct ServeArgs {
     /// Address of the ADS gRPC server.
     #[arg(long, default_value = "0.0.0.0:15010")]
     pub xds_addr: SocketAddr,
-    /// Address of /metrics, /healthz and /ready.
+    /// Address of /metrics, /healthz, /ready and /debug/syncz.
     #[arg(long, default_value = "0.0.0.0:15014")]
     pub monitoring_addr: SocketAddr,
+    /// Address of the debug endpoints (/debug/*, /version); localhost unless you expose it.
+    #[arg(long, default_value = "127.0.0.1:9876")]
+    pub debug_addr: SocketAddr,
     /// The actor-limits TOML file (defaults apply without it).
     #[arg(long)]
     pub limits: Option<PathBuf>,
@@ -194,7 +199,7 @@ async fn run(args: ServeArgs, limits: Limits) -> anyhow::Result<()> {
         root_namespace: args.root_namespace.clone(),
         default_export_to: args.default_export_to.clone(),
     };
-    let builder = SnapshotBuilder::new(
+    let builder: Addr<SnapshotBuilder> = SnapshotBuilder::new(
         mesh,
         push_queue.clone().recipient(),
         metrics.clone(),
@@ -208,11 +213,12 @@ async fn run(args: ServeArgs, limits: Limits) -> anyhow::Result<()> {
             limits.debounce_max,
             limits.enable_eds_debounce,
         ),
-        builder.recipient(),
+        builder.clone().recipient(),
         cap,
         metrics.clone(),
     )
     .start();
+    let distribution = DistributionTracker::new(metrics.clone()).start();
     let arbiters: Vec<Arbiter> = (0..limits.connection_threads())
         .map(|_| Arbiter::new())
         .collect();
@@ -223,8 +229,12 @@ async fn run(args: ServeArgs, limits: Limits) -> anyhow::Result<()> {
     let monitoring_listener = tokio::net::TcpListener::bind(args.monitoring_addr)
         .await
         .with_context(|| format!("binding the monitoring address {}", args.monitoring_addr))?;
+    let debug_listener = tokio::net::TcpListener::bind(args.debug_addr)
+        .await
+        .with_context(|| format!("binding the debug address {}", args.debug_addr))?;
     let xds_addr = xds_listener.local_addr()?;
     let monitoring_addr = monitoring_listener.local_addr()?;
+    let debug_addr = debug_listener.local_addr()?;
 
     let ads = AdsService::new(
         push_queue.clone(),
@@ -237,6 +247,7 @@ async fn run(args: ServeArgs, limits: Limits) -> anyhow::Result<()> {
             max_stream_wait: limits.max_stream_wait,
         },
         metrics.clone(),
+        distribution.clone(),
     );
     let mut server = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(limits.keepalive_interval))
@@ -260,19 +271,39 @@ async fn run(args: ServeArgs, limits: Limits) -> anyhow::Result<()> {
         )
         .into_future(),
     );
-    FileRegistry::new(
+    let registry = FileRegistry::new(
         args.config_dir.clone(),
         DEFAULT_NAMESPACE,
-        debouncer.recipient(),
+        debouncer.clone().recipient(),
         metrics.clone(),
         limits.file_rescan_interval,
     )
     .start();
-    tracing::info!(%xds_addr, %monitoring_addr, config_dir = %args.config_dir.display(), "axon listening");
+    let debug_server = tokio::spawn(
+        axum::serve(
+            debug_listener,
+            debug::router(Debug {
+                push_queue: push_queue.clone(),
+                builder,
+                registry,
+                debouncer,
+                distribution,
+            }),
+        )
+        .into_future(),
+    );
+    tracing::info!(
+        %xds_addr,
+        %monitoring_addr,
+        %debug_addr,
+        config_dir = %args.config_dir.display(),
+        "axon listening"
+    );
 
     let result = tokio::select! {
         r = xds_server => r.context("xDS server task").and_then(|r| r.context("xDS server")),
         r = monitoring_server => r.context("monitoring server task").and_then(|r| r.context("monitoring server")),
+        r = debug_server => r.context("debug server task").and_then(|r| r.context("debug server")),
         _ = shutdown_signal() => {
             tracing::info!("shutting down");
             Ok(())

@@ -8,6 +8,7 @@
 
 pub mod actors;
 pub mod cli;
+pub mod debug;
 pub mod limits;
 pub mod metrics;
 pub mod model;

@@ -16,6 +16,15 @@ const LATENCY_BUCKETS: [f64; 11] = [
 /// The `type` label values of the per-type xDS families (istiod's short names).
 pub const XDS_TYPES: [&str; 4] = ["cds", "eds", "lds", "rds"];
 
+/// The `actor` label values of the mailbox families.
+pub const ACTOR_KINDS: [&str; 5] = [
+    "file_registry",
+    "debouncer",
+    "snapshot_builder",
+    "push_queue",
+    "connection",
+];
+
 #[derive(Clone)]
 pub struct Metrics {
     registry: Registry,
@@ -47,6 +56,18 @@ pub struct Metrics {
     pub proxy_convergence_time: Histogram,
     /// `pilot_xds_push_time{type}`: generating and queueing one response.
     pub xds_push_time: HistogramVec,
+    /// `pilot_xds_send_time`: writing one response to its stream.
+    pub xds_send_time: Histogram,
+    /// `pilot_xds_config_size_bytes{type}`: the size of each response.
+    pub config_size: HistogramVec,
+    /// `pilot_total_xds_internal_errors`: failures inside axon while serving xDS.
+    pub internal_errors: prometheus::IntCounter,
+    /// `axon_config_distribution_seconds`: a config change to the last affected proxy's ACK.
+    pub config_distribution: Histogram,
+    /// `axon_mailbox_depth{actor}`: messages sent to an actor kind and not handled yet.
+    pub mailbox_depth: prometheus::IntGaugeVec,
+    /// `axon_actor_handle_seconds{actor}`: time an actor kind spends handling one message.
+    pub handle_time: HistogramVec,
 }
 
 impl Metrics {
@@ -87,6 +108,41 @@ impl Metrics {
         .expect("valid metric");
         registry
             .register(Box::new(xds_push_time.clone()))
+            .expect("unique metric");
+        let config_size = HistogramVec::new(
+            HistogramOpts::new(
+                "pilot_xds_config_size_bytes",
+                "Distribution of configuration sizes pushed to clients.",
+            )
+            .buckets(vec![1e3, 1e4, 1e5, 1e6, 1e7, 4e7]),
+            &["type"],
+        )
+        .expect("valid metric");
+        registry
+            .register(Box::new(config_size.clone()))
+            .expect("unique metric");
+        let mailbox_depth = prometheus::IntGaugeVec::new(
+            Opts::new(
+                "axon_mailbox_depth",
+                "Messages sent to an actor kind and not handled yet.",
+            ),
+            &["actor"],
+        )
+        .expect("valid metric");
+        registry
+            .register(Box::new(mailbox_depth.clone()))
+            .expect("unique metric");
+        let handle_time = HistogramVec::new(
+            HistogramOpts::new(
+                "axon_actor_handle_seconds",
+                "Time an actor kind spends handling one message.",
+            )
+            .buckets(LATENCY_BUCKETS.to_vec()),
+            &["actor"],
+        )
+        .expect("valid metric");
+        registry
+            .register(Box::new(handle_time.clone()))
             .expect("unique metric");
         let plain_counter = |name: &str, help: &str| {
             let c = prometheus::IntCounter::new(name, help).expect("valid metric");
@@ -146,15 +202,46 @@ impl Metrics {
                 "Delay in seconds between config change and a proxy receiving all required configuration.",
             ),
             xds_push_time,
+            xds_send_time: histogram(
+                "pilot_xds_send_time",
+                "Total time in seconds Pilot takes to send generated configuration.",
+            ),
+            config_size,
+            internal_errors: plain_counter(
+                "pilot_total_xds_internal_errors",
+                "Total number of internal XDS errors in pilot.",
+            ),
+            config_distribution: histogram(
+                "axon_config_distribution_seconds",
+                "Time from a config change to the ACK of the last proxy it affects.",
+            ),
+            mailbox_depth,
+            handle_time,
             registry,
         };
         // Typed families start at 0 for every xDS type, so that dashboards see them at once.
+        for actor in ACTOR_KINDS {
+            m.mailbox_depth.with_label_values(&[actor]);
+        }
         for t in XDS_TYPES {
             m.xds_pushes.with_label_values(&[t]);
             m.xds_rejects.with_label_values(&[t]);
             m.expired_nonce.with_label_values(&[t]);
         }
         m
+    }
+
+    /// A message was sent to an actor of `kind`.
+    pub fn sent(&self, kind: &str) {
+        self.mailbox_depth.with_label_values(&[kind]).inc();
+    }
+
+    /// An actor of `kind` handled a message that it started handling at `started`.
+    pub fn handled(&self, kind: &str, started: std::time::Instant) {
+        self.mailbox_depth.with_label_values(&[kind]).dec();
+        self.handle_time
+            .with_label_values(&[kind])
+            .observe(started.elapsed().as_secs_f64());
     }
 
     /// The Prometheus text exposition.

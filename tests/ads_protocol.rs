@@ -450,7 +450,7 @@ fn an_endpoint_change_is_pushed_as_eds_only() {
         assert_eq!(r.type_url, EDS, "no CDS before it: an EDS-only push");
         assert_ne!(r.version_info, eds.version_info);
         assert!(
-            axon.logs().contains("full=false"),
+            axon.wait_for_log("full=false", Duration::from_secs(5)),
             "an incremental context: {}",
             axon.logs()
         );

@@ -28,6 +28,11 @@ pub struct ConfigUpdate {
     pub request: PushRequest,
 }
 
+/// Forces a full push to every proxy (`/debug/adsz?push=true`), through the debounce.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ForcePush;
+
 /// A merged request and the newest config set of every source. Answered when the snapshot
 /// is built and handed to the PushQueue.
 #[derive(Message)]
@@ -159,6 +164,7 @@ impl Debouncer {
                 self.metrics
                     .debounce_time
                     .observe(request.start.elapsed().as_secs_f64());
+                self.metrics.sent("snapshot_builder");
                 let flush = Flush {
                     request,
                     sources: self.sources.clone(),
@@ -188,13 +194,28 @@ impl Actor for Debouncer {
     }
 }
 
+impl Handler<ForcePush> for Debouncer {
+    type Result = ();
+
+    fn handle(&mut self, _: ForcePush, ctx: &mut Context<Self>) {
+        let request = PushRequest::full_push(
+            crate::model::push_request::TriggerReason::Forced,
+            std::time::Instant::now(),
+        );
+        self.state.on_event(request, Instant::now());
+        self.step(ctx);
+    }
+}
+
 impl Handler<ConfigUpdate> for Debouncer {
     type Result = ();
 
     fn handle(&mut self, msg: ConfigUpdate, ctx: &mut Context<Self>) {
+        let started = std::time::Instant::now();
         self.sources.insert(msg.source, msg.configs);
         self.state.on_event(msg.request, Instant::now());
         self.step(ctx);
+        self.metrics.handled("debouncer", started);
     }
 }
 

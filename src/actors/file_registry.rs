@@ -19,6 +19,11 @@ use crate::model::push_request::{PushRequest, TriggerReason};
 
 pub const SOURCE: SourceId = "files";
 
+/// The configs held and the problems found (`/debug/configz`).
+#[derive(Message)]
+#[rtype(result = "serde_json::Value")]
+pub struct GetConfigz;
+
 /// Paths that the watcher saw change; empty means "rescan everything".
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -64,6 +69,8 @@ pub struct FileRegistry {
     metrics: Metrics,
     rescan_interval: Duration,
     reported_kinds: BTreeSet<(String, String)>,
+    /// The current problems of each file, as reported.
+    errors: BTreeMap<PathBuf, Vec<String>>,
     duplicates: BTreeSet<crate::model::config::ConfigKey>,
     watcher: Option<notify::RecommendedWatcher>,
     sent_initial: bool,
@@ -89,6 +96,7 @@ impl FileRegistry {
             metrics,
             rescan_interval,
             reported_kinds: BTreeSet::new(),
+            errors: BTreeMap::new(),
             duplicates: BTreeSet::new(),
             watcher: None,
             sent_initial: false,
@@ -154,6 +162,12 @@ impl FileRegistry {
                 None => self.texts.remove(path),
             };
             let report = self.files.apply(path, text.as_deref());
+            let problems: Vec<String> = report.errors.iter().map(ToString::to_string).collect();
+            if problems.is_empty() {
+                self.errors.remove(path);
+            } else {
+                self.errors.insert(path.clone(), problems);
+            }
             for error in &report.errors {
                 tracing::warn!(
                     path = %error.path.display(),
@@ -203,6 +217,7 @@ impl FileRegistry {
             took_ms = started.elapsed().as_secs_f64() * 1e3,
             "config directory loaded"
         );
+        self.metrics.sent("debouncer");
         self.debouncer.do_send(ConfigUpdate {
             source: SOURCE,
             configs,
@@ -212,13 +227,18 @@ impl FileRegistry {
 
     fn watch(&mut self, ctx: &mut Context<Self>) {
         let addr = ctx.address();
+        let metrics = self.metrics.clone();
+        let send = move |paths: Vec<PathBuf>| {
+            metrics.sent("file_registry");
+            addr.do_send(FilesChanged(paths));
+        };
         let handler = move |res: notify::Result<notify::Event>| match res {
-            Ok(event) if event.need_rescan() => addr.do_send(FilesChanged(Vec::new())),
-            Ok(event) if !event.kind.is_access() => addr.do_send(FilesChanged(event.paths)),
+            Ok(event) if event.need_rescan() => send(Vec::new()),
+            Ok(event) if !event.kind.is_access() => send(event.paths),
             Ok(_) => {}
             Err(e) => {
                 tracing::warn!(error = %e, "file watch error; rescanning");
-                addr.do_send(FilesChanged(Vec::new()));
+                send(Vec::new());
             }
         };
         match notify::recommended_watcher(handler) {
@@ -243,10 +263,31 @@ impl Actor for FileRegistry {
     }
 }
 
+impl Handler<GetConfigz> for FileRegistry {
+    type Result = MessageResult<GetConfigz>;
+
+    fn handle(&mut self, _: GetConfigz, _: &mut Context<Self>) -> Self::Result {
+        let configs: Vec<_> = self.files.configs().values().cloned().collect();
+        MessageResult(serde_json::json!({
+            "source": SOURCE,
+            "dir": self.dir.display().to_string(),
+            "configs": configs,
+            "errors": self.errors.values().flatten().collect::<Vec<_>>(),
+            "unsupported_kinds": self
+                .reported_kinds
+                .iter()
+                .map(|(v, k)| format!("{k} ({v})"))
+                .collect::<Vec<_>>(),
+        }))
+    }
+}
+
 impl Handler<FilesChanged> for FileRegistry {
     type Result = ();
 
     fn handle(&mut self, msg: FilesChanged, _: &mut Context<Self>) {
+        let started = Instant::now();
         self.reload(msg.0);
+        self.metrics.handled("file_registry", started);
     }
 }

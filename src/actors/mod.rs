@@ -14,6 +14,7 @@
 
 pub mod connection;
 pub mod debouncer;
+pub mod distribution;
 pub mod file_registry;
 pub mod push_queue;
 pub mod snapshot_builder;

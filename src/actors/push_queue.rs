@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 
-use super::connection::{ConnectionStatus, GetStatus};
+use super::connection::{ConnectionStatus, Dump, GetStatus};
 use crate::metrics::Metrics;
 use crate::model::push_context::PushContext;
 use crate::model::push_request::PushRequest;
@@ -30,8 +30,18 @@ pub struct Push {
 #[rtype(result = "Option<Arc<PushContext>>")]
 pub struct Connect {
     pub id: ConnId,
+    pub proxy: String,
     pub conn: Recipient<Push>,
     pub status: Recipient<GetStatus>,
+    pub dump: Recipient<Dump>,
+}
+
+/// What axon would send one proxy now (`/debug/config_dump`); `None` if it is not connected.
+#[derive(Message)]
+#[rtype(result = "Option<serde_json::Value>")]
+pub struct DumpFor {
+    pub proxy: String,
+    pub dump: Dump,
 }
 
 /// Gathers the sync status of every connection (`/debug/syncz`).
@@ -141,6 +151,7 @@ pub struct PushQueue {
     state: QueueState,
     conns: HashMap<ConnId, Recipient<Push>>,
     statuses: HashMap<ConnId, Recipient<GetStatus>>,
+    dumps: HashMap<ConnId, (String, Recipient<Dump>)>,
     latest: Option<Arc<PushContext>>,
     mailbox_capacity: usize,
     push_timeout: Duration,
@@ -158,6 +169,7 @@ impl PushQueue {
             state: QueueState::new(concurrency),
             conns: HashMap::new(),
             statuses: HashMap::new(),
+            dumps: HashMap::new(),
             latest: None,
             mailbox_capacity,
             push_timeout,
@@ -170,10 +182,13 @@ impl PushQueue {
         while let Some((id, request, waited)) = self.state.pop_ready(Instant::now()) {
             self.metrics.proxy_queue_time.observe(waited.as_secs_f64());
             match self.conns.get(&id) {
-                Some(conn) => conn.do_send(Push {
-                    ctx: ctx.clone(),
-                    request,
-                }),
+                Some(conn) => {
+                    self.metrics.sent("connection");
+                    conn.do_send(Push {
+                        ctx: ctx.clone(),
+                        request,
+                    });
+                }
                 None => self.state.remove(id),
             }
         }
@@ -204,6 +219,7 @@ impl Handler<Push> for PushQueue {
     type Result = ();
 
     fn handle(&mut self, msg: Push, _: &mut Context<Self>) {
+        let started = Instant::now();
         self.latest = Some(msg.ctx);
         let now = Instant::now();
         for id in self.conns.keys() {
@@ -215,6 +231,7 @@ impl Handler<Push> for PushQueue {
             "push queued"
         );
         self.dispatch();
+        self.metrics.handled("push_queue", started);
     }
 }
 
@@ -222,8 +239,10 @@ impl Handler<Connect> for PushQueue {
     type Result = Option<Arc<PushContext>>;
 
     fn handle(&mut self, msg: Connect, _: &mut Context<Self>) -> Self::Result {
+        self.metrics.handled("push_queue", Instant::now());
         self.conns.insert(msg.id, msg.conn);
         self.statuses.insert(msg.id, msg.status);
+        self.dumps.insert(msg.id, (msg.proxy, msg.dump));
         self.latest.clone()
     }
 }
@@ -232,10 +251,13 @@ impl Handler<Disconnect> for PushQueue {
     type Result = ();
 
     fn handle(&mut self, msg: Disconnect, _: &mut Context<Self>) {
+        let started = Instant::now();
         self.conns.remove(&msg.id);
         self.statuses.remove(&msg.id);
+        self.dumps.remove(&msg.id);
         self.state.remove(msg.id);
         self.dispatch();
+        self.metrics.handled("push_queue", started);
     }
 }
 
@@ -256,12 +278,27 @@ impl Handler<CollectStatus> for PushQueue {
     }
 }
 
+impl Handler<DumpFor> for PushQueue {
+    type Result = ResponseFuture<Option<serde_json::Value>>;
+
+    fn handle(&mut self, msg: DumpFor, _: &mut Context<Self>) -> Self::Result {
+        let target = self
+            .dumps
+            .values()
+            .find(|(proxy, _)| *proxy == msg.proxy)
+            .map(|(_, r)| r.clone());
+        Box::pin(async move { target?.send(msg.dump).await.ok() })
+    }
+}
+
 impl Handler<PushDone> for PushQueue {
     type Result = ();
 
     fn handle(&mut self, msg: PushDone, _: &mut Context<Self>) {
+        let started = Instant::now();
         self.state.done(msg.id);
         self.dispatch();
+        self.metrics.handled("push_queue", started);
     }
 }
 

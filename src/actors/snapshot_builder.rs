@@ -17,8 +17,14 @@ use crate::metrics::Metrics;
 use crate::model::mesh::MeshConfig;
 use crate::model::push_context::{ConfigSet, PushContext};
 
+/// The state of the last built context (`/debug/push_status`).
+#[derive(Message)]
+#[rtype(result = "serde_json::Value")]
+pub struct GetPushStatus;
+
 pub struct SnapshotBuilder {
     current: Option<Arc<PushContext>>,
+    last: serde_json::Value,
     mesh: Arc<MeshConfig>,
     push_queue: Recipient<Push>,
     metrics: Metrics,
@@ -37,6 +43,7 @@ impl SnapshotBuilder {
     ) -> Self {
         SnapshotBuilder {
             current: None,
+            last: serde_json::json!({"version": null, "status": "no context built yet"}),
             mesh: Arc::new(mesh),
             push_queue,
             metrics,
@@ -71,6 +78,14 @@ impl Actor for SnapshotBuilder {
     }
 }
 
+impl Handler<GetPushStatus> for SnapshotBuilder {
+    type Result = MessageResult<GetPushStatus>;
+
+    fn handle(&mut self, _: GetPushStatus, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(self.last.clone())
+    }
+}
+
 impl Handler<Flush> for SnapshotBuilder {
     type Result = ();
 
@@ -102,11 +117,33 @@ impl Handler<Flush> for SnapshotBuilder {
             took_ms = started.elapsed().as_secs_f64() * 1e3,
             "push context built"
         );
+        self.last = serde_json::json!({
+            "version": ctx.version,
+            "built_at_unix_ms": std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis()),
+            "took_ms": started.elapsed().as_secs_f64() * 1e3,
+            "configs": configs.len(),
+            "services": ctx.services.by_host.len(),
+            "endpoint_sets": ctx.endpoints.by_service_port.len(),
+            "virtual_service_bindings": ctx.virtual_services.by_gateway.values().map(Vec::len).sum::<usize>(),
+            "destination_rule_hosts": ctx.destination_rules.by_host.len(),
+            "gateways": ctx.gateways.all.len(),
+            "sidecar_namespaces": ctx.sidecars.by_namespace.len(),
+            "request": {
+                "full": msg.request.full,
+                "forced": msg.request.forced,
+                "configs_updated": msg.request.configs_updated.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                "reasons": msg.request.reasons.iter().map(|(r, n)| (r.as_str(), *n)).collect::<std::collections::BTreeMap<_, _>>(),
+            },
+        });
         self.current = Some(ctx.clone());
         self.ready.store(true, Ordering::Release);
+        self.metrics.sent("push_queue");
         self.push_queue.do_send(Push {
             ctx,
             request: msg.request,
         });
+        self.metrics.handled("snapshot_builder", started);
     }
 }

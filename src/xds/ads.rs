@@ -28,6 +28,7 @@ use super::resource::{
     XdsRequest, XdsResponse,
 };
 use crate::actors::connection::{ConnectionActor, ConnectionConfig};
+use crate::actors::distribution::DistributionTracker;
 use crate::actors::push_queue::PushQueue;
 use crate::metrics::Metrics;
 use crate::model::proxy::NodeInfo;
@@ -188,6 +189,7 @@ pub struct AdsService {
     limits: AdsLimits,
     admission: TokenBucket,
     metrics: Metrics,
+    distribution: Addr<DistributionTracker>,
 }
 
 impl AdsService {
@@ -196,6 +198,7 @@ impl AdsService {
         arbiters: Vec<ArbiterHandle>,
         limits: AdsLimits,
         metrics: Metrics,
+        distribution: Addr<DistributionTracker>,
     ) -> AggregatedDiscoveryServiceServer<AdsService> {
         assert!(!arbiters.is_empty(), "at least one connection arbiter");
         AggregatedDiscoveryServiceServer::new(AdsService {
@@ -207,6 +210,7 @@ impl AdsService {
             admission: TokenBucket::new(limits.max_requests_per_second),
             limits,
             metrics,
+            distribution,
         })
         .max_decoding_message_size(16 * 1024 * 1024)
         .max_encoding_message_size(usize::MAX)
@@ -246,6 +250,7 @@ impl AdsService {
             metrics: self.metrics.clone(),
             slot,
             write_timeout: self.limits.write_timeout,
+            distribution: self.distribution.clone(),
         };
         let i = self.next_arbiter.fetch_add(1, Ordering::Relaxed) % self.arbiters.len();
         ConnectionActor::start_in_arbiter(&self.arbiters[i], move |ctx| {

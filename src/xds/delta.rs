@@ -30,7 +30,8 @@ impl DeltaWatched {
             self.last_error = Some(error.clone());
             return Decision::Nack(error.clone());
         }
-        if !req.response_nonce.is_empty() {
+        // A first request may carry a nonce of an earlier stream (a reconnect): not stale.
+        if !req.response_nonce.is_empty() && self.seen_first {
             if self.nonce_sent.as_deref() != Some(req.response_nonce.as_str()) {
                 return Decision::Stale;
             }

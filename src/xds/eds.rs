@@ -82,6 +82,13 @@ pub fn load_assignment_for(
             .into_iter()
             .map(|(locality, lb_endpoints)| LocalityLbEndpoints {
                 locality: Some(to_locality(locality)),
+                // gRPC drops a locality without a weight; istiod sums its endpoints'.
+                load_balancing_weight: Some(UInt32Value {
+                    value: lb_endpoints
+                        .iter()
+                        .map(|e| e.load_balancing_weight.map_or(1, |w| w.value))
+                        .sum(),
+                }),
                 lb_endpoints,
                 ..Default::default()
             })
@@ -136,6 +143,7 @@ pub fn local_load_assignment(cluster_name: &str, port: u32) -> ClusterLoadAssign
     ClusterLoadAssignment {
         cluster_name: cluster_name.to_string(),
         endpoints: vec![LocalityLbEndpoints {
+            load_balancing_weight: Some(UInt32Value { value: 1 }),
             lb_endpoints: vec![to_lb_endpoint(&endpoint)],
             ..Default::default()
         }],

@@ -60,3 +60,21 @@ pub fn is_http(protocol: &str) -> bool {
         "HTTP" | "HTTP2" | "GRPC" | "GRPC-WEB" | "HTTP_PROXY"
     )
 }
+
+/// A readable rendering of an encoded resource (its decoded protobuf, debug-formatted).
+pub fn describe(resource: &Resource) -> String {
+    use envoy_types::pb::envoy::config::cluster::v3::Cluster;
+    use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
+    use envoy_types::pb::envoy::config::listener::v3::Listener;
+    use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
+    use prost::Message;
+    let bytes = resource.any.value.as_slice();
+    let decoded = match TypeUrl::parse(&resource.any.type_url) {
+        Some(TypeUrl::Cluster) => Cluster::decode(bytes).map(|m| format!("{m:?}")),
+        Some(TypeUrl::Endpoint) => ClusterLoadAssignment::decode(bytes).map(|m| format!("{m:?}")),
+        Some(TypeUrl::Listener) => Listener::decode(bytes).map(|m| format!("{m:?}")),
+        Some(TypeUrl::Route) => RouteConfiguration::decode(bytes).map(|m| format!("{m:?}")),
+        None => return format!("{} bytes of {}", bytes.len(), resource.any.type_url),
+    };
+    decoded.unwrap_or_else(|e| format!("undecodable: {e}"))
+}

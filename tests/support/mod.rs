@@ -607,6 +607,36 @@ impl Axon {
 
     /// Like [`Axon::start`] with extra command-line arguments.
     pub fn start_with_args(config_dir: &Path, extra_args: &[&str]) -> Axon {
+        match Self::try_start(config_dir, "127.0.0.1:0", extra_args) {
+            Ok(axon) => axon,
+            Err(failure) => failure.panic(),
+        }
+    }
+
+    /// Starts `axon serve` with its xDS server on `127.0.0.1:xds_port` (the
+    /// monitoring server on an ephemeral port), e.g. to restart axon where
+    /// an Envoy already points. If the port is still held (the previous
+    /// process's socket lingering), retries for up to 10 s.
+    pub fn start_on(config_dir: &Path, xds_port: u16, extra_args: &[&str]) -> Axon {
+        let xds_addr = format!("127.0.0.1:{xds_port}");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match Self::try_start(config_dir, &xds_addr, extra_args) {
+                Ok(axon) => return axon,
+                Err(failure) if failure.bind_failed && Instant::now() < deadline => {
+                    eprintln!("[harness] axon could not bind {xds_addr} yet; retrying");
+                    thread::sleep(Duration::from_millis(100));
+                }
+                Err(failure) => failure.panic(),
+            }
+        }
+    }
+
+    fn try_start(
+        config_dir: &Path,
+        xds_addr_arg: &str,
+        extra_args: &[&str],
+    ) -> Result<Axon, StartFailure> {
         let dir = new_temp_dir("axon-e2e-axon-");
         let log_path = dir.path().join("axon.log");
         let file = Arc::new(Mutex::new(
@@ -619,8 +649,10 @@ impl Axon {
             .arg(config_dir)
             .args([
                 "--xds-addr",
-                "127.0.0.1:0",
+                xds_addr_arg,
                 "--monitoring-addr",
+                "127.0.0.1:0",
+                "--debug-addr",
                 "127.0.0.1:0",
             ])
             .args(extra_args)
@@ -642,6 +674,7 @@ impl Axon {
         ];
 
         let deadline = Instant::now() + Duration::from_secs(30);
+        let mut exited = false;
         let addrs = loop {
             if let Some(a) = parse_listening(&log.lock().unwrap()) {
                 break Ok(a);
@@ -651,6 +684,7 @@ impl Axon {
                 for r in readers {
                     let _ = r.join();
                 }
+                exited = true;
                 break Err(format!("axon exited early with {status}"));
             }
             if Instant::now() >= deadline {
@@ -660,7 +694,7 @@ impl Axon {
             thread::sleep(Duration::from_millis(50));
         };
         match addrs {
-            Ok((xds_addr, monitoring_addr)) => Axon {
+            Ok((xds_addr, monitoring_addr)) => Ok(Axon {
                 child,
                 xds_addr,
                 monitoring_addr,
@@ -668,19 +702,42 @@ impl Axon {
                 log_path,
                 dir: Some(dir),
                 readers: Vec::new(),
-            },
+            }),
             Err(msg) => {
                 let logs = log.lock().unwrap().clone();
-                let kept = dir.keep();
-                panic!(
-                    "{msg}\ncommand: {bin} serve --config-dir {} --xds-addr 127.0.0.1:0 \
-                     --monitoring-addr 127.0.0.1:0\nlog file: {}\n----- axon log -----\n{}",
-                    config_dir.display(),
-                    kept.join("axon.log").display(),
-                    tail_lines(&logs, LOG_TAIL_LINES)
-                );
+                let bind_failed = exited
+                    && logs.contains("binding the xDS address")
+                    && logs.to_ascii_lowercase().contains("in use");
+                Err(StartFailure {
+                    msg,
+                    command: format!(
+                        "{bin} serve --config-dir {} --xds-addr {xds_addr_arg} \
+                         --monitoring-addr 127.0.0.1:0 {}",
+                        config_dir.display(),
+                        extra_args.join(" ")
+                    ),
+                    logs,
+                    dir,
+                    bind_failed,
+                })
             }
         }
+    }
+
+    /// The process id of the running axon (e.g. for [`rss_kib`]).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// axon's resident set size in KiB (`VmRSS`), 0 if unknown.
+    pub fn rss_kib(&self) -> u64 {
+        rss_kib(self.pid())
+    }
+
+    /// Kills axon (SIGKILL) and waits for it to exit. The log stays
+    /// readable; dropping the `Axon` afterwards is harmless.
+    pub fn stop(&mut self) {
+        kill_child(&mut self.child);
     }
 
     pub fn xds_addr(&self) -> SocketAddr {
@@ -776,6 +833,44 @@ impl Axon {
     }
 }
 
+/// Why [`Axon::try_start`] failed.
+struct StartFailure {
+    msg: String,
+    command: String,
+    logs: String,
+    dir: tempfile::TempDir,
+    /// axon exited because the xDS address was in use.
+    bind_failed: bool,
+}
+
+impl StartFailure {
+    fn panic(self) -> ! {
+        let kept = self.dir.keep();
+        panic!(
+            "{}\ncommand: {}\nlog file: {}\n----- axon log -----\n{}",
+            self.msg,
+            self.command,
+            kept.join("axon.log").display(),
+            tail_lines(&self.logs, LOG_TAIL_LINES)
+        );
+    }
+}
+
+/// The resident set size (`VmRSS` in `/proc/PID/status`) of process `pid`,
+/// in KiB; 0 if it cannot be read (no such process, not Linux).
+pub fn rss_kib(pid: u32) -> u64 {
+    fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
 /// Parses `xds_addr=` and `monitoring_addr=` from the `axon listening` line.
 pub fn parse_listening(log: &str) -> Option<(SocketAddr, SocketAddr)> {
     static XDS: OnceLock<regex::Regex> = OnceLock::new();
@@ -840,6 +935,10 @@ pub struct EnvoyOptions {
     pub static_listeners: Vec<serde_json::Value>,
     /// Extra `static_resources.clusters` entries (after `xds-grpc`).
     pub static_clusters: Vec<serde_json::Value>,
+    /// `(base_interval, max_interval)` of the ADS stream's reconnect backoff
+    /// (`envoy_grpc.retry_policy.retry_back_off`), e.g. `("0.1s", "0.5s")`;
+    /// `None` = Envoy's default (0.5 s base, 30 s max, jittered).
+    pub xds_retry_back_off: Option<(String, String)>,
 }
 
 impl EnvoyOptions {
@@ -860,6 +959,7 @@ impl EnvoyOptions {
             wait_live: false,
             static_listeners: Vec::new(),
             static_clusters: Vec::new(),
+            xds_retry_back_off: None,
         }
     }
 
@@ -941,6 +1041,11 @@ impl EnvoyOptions {
                 "lds_config": lds
             }
         });
+        if let Some((base, max)) = &self.xds_retry_back_off {
+            bootstrap["dynamic_resources"]["ads_config"]["grpc_services"][0]["envoy_grpc"]["retry_policy"] = json!({
+                "retry_back_off": {"base_interval": base, "max_interval": max}
+            });
+        }
         let statics = &mut bootstrap["static_resources"];
         if let Some(cs) = statics["clusters"].as_array_mut() {
             cs.extend(self.static_clusters.iter().cloned());

@@ -21,8 +21,9 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 
-pub use status::{ConnectionStatus, GetStatus, TypeStatus};
+pub use status::{ConnectionStatus, Dump, GetStatus, TypeStatus};
 
+use super::distribution::{Acked, Affected, DistributionTracker, Gone, Nacked};
 use super::push_queue::{ConnId, Connect, Disconnect, Push, PushDone, PushQueue};
 use crate::metrics::Metrics;
 use crate::model::proxy::Proxy;
@@ -41,6 +42,7 @@ pub struct ConnectionConfig {
     pub metrics: Metrics,
     pub slot: StreamSlot,
     pub write_timeout: Duration,
+    pub distribution: Addr<DistributionTracker>,
 }
 
 pub struct ConnectionActor {
@@ -50,6 +52,11 @@ pub struct ConnectionActor {
     metrics: Metrics,
     _slot: StreamSlot,
     write_timeout: Duration,
+    distribution: Addr<DistributionTracker>,
+    /// The version of the last push whose ACK the DistributionTracker waits for.
+    awaiting_ack: Option<u64>,
+    /// Why the stream ends, for the disconnect log.
+    close_reason: Option<String>,
     proxy: Option<Arc<Proxy>>,
     ctx: Option<Arc<PushContext>>,
     /// What the proxy sees in `ctx`, and the configs it depends on.
@@ -77,6 +84,9 @@ impl ConnectionActor {
             metrics: config.metrics,
             _slot: config.slot,
             write_timeout: config.write_timeout,
+            distribution: config.distribution,
+            awaiting_ack: None,
+            close_reason: None,
             proxy: None,
             ctx: None,
             scope: None,
@@ -94,6 +104,7 @@ impl ConnectionActor {
 
     fn close(&mut self, reason: CloseReason, ctx: &mut Context<Self>) {
         tracing::warn!(id = self.id, proxy = %self.proxy_id(), ?reason, "ADS: closing stream");
+        self.close_reason = Some(format!("{reason:?}"));
         self.sink.close(reason);
         ctx.stop();
     }
@@ -136,8 +147,10 @@ impl ConnectionActor {
         self.proxy = Some(proxy);
         let connect = Connect {
             id: self.id,
+            proxy: self.proxy_id().to_string(),
             conn: ctx.address().recipient(),
             status: ctx.address().recipient(),
+            dump: ctx.address().recipient(),
         };
         ctx.wait(
             self.push_queue
@@ -180,6 +193,10 @@ impl ConnectionActor {
     }
 
     fn on_nack(&self, type_url: TypeUrl, error: &str) {
+        self.distribution.do_send(Nacked {
+            proxy: self.proxy_id().to_string(),
+            error: format!("{}: {error}", type_url.short()),
+        });
         self.metrics
             .xds_rejects
             .with_label_values(&[type_url.short()])
@@ -218,6 +235,14 @@ impl ConnectionActor {
     }
 
     fn check_synced(&mut self) {
+        if self.awaiting_ack.is_some() && self.is_acked() {
+            if let Some(version) = self.awaiting_ack.take() {
+                self.distribution.do_send(Acked {
+                    proxy: self.proxy_id().to_string(),
+                    version,
+                });
+            }
+        }
         if !self.synced && self.is_acked() {
             self.synced = true;
             tracing::info!(
@@ -258,6 +283,12 @@ impl ConnectionActor {
                 .xds_push_time
                 .with_label_values(&[type_url.short()])
                 .observe(started.elapsed().as_secs_f64());
+            tracing::debug!(
+                proxy = %self.proxy_id(),
+                r#type = type_url.short(),
+                resources = response_count(&response),
+                "ADS: sent"
+            );
             self.outbox.push(response);
         }
     }
@@ -268,16 +299,26 @@ impl ConnectionActor {
         let responses = std::mem::take(&mut self.outbox);
         if responses.is_empty() {
             if let Some(done) = done {
+                self.metrics.sent("push_queue");
                 self.push_queue.do_send(done);
             }
             return;
         }
         let sink = self.sink.clone();
         let timeout = self.write_timeout;
+        let metrics = self.metrics.clone();
         let write = async move {
             for response in responses {
+                let (type_name, size) = response_size(&response);
+                metrics
+                    .config_size
+                    .with_label_values(&[type_name])
+                    .observe(size as f64);
+                let started = Instant::now();
                 match tokio::time::timeout(timeout, sink.send(response)).await {
-                    Ok(Ok(())) => {}
+                    Ok(Ok(())) => metrics
+                        .xds_send_time
+                        .observe(started.elapsed().as_secs_f64()),
                     Ok(Err(e)) => return Err(e),
                     Err(_) => return Err(SinkError::Full),
                 }
@@ -300,6 +341,7 @@ impl ConnectionActor {
                 Err(SinkError::Closed) => ctx.stop(),
             }
             if let Some(done) = done {
+                act.metrics.sent("push_queue");
                 act.push_queue.do_send(done);
             }
         }));
@@ -312,8 +354,13 @@ impl Actor for ConnectionActor {
     fn stopped(&mut self, _: &mut Context<Self>) {
         if let Some(proxy) = &self.proxy {
             self.metrics.xds_clients.dec();
+            self.metrics.sent("push_queue");
             self.push_queue.do_send(Disconnect { id: self.id });
-            tracing::info!(proxy = %proxy.id, "ADS: disconnected");
+            self.distribution.do_send(Gone {
+                proxy: proxy.id.clone(),
+            });
+            let reason = self.close_reason.as_deref().unwrap_or("stream ended");
+            tracing::info!(proxy = %proxy.id, %reason, "ADS: disconnected");
         }
     }
 }
@@ -323,14 +370,16 @@ impl StreamHandler<Result<Request, String>> for ConnectionActor {
         match item {
             Ok(req) => self.on_request(req, ctx),
             Err(error) => {
-                tracing::info!(proxy = %self.proxy_id(), %error, "ADS: stream error");
+                tracing::debug!(proxy = %self.proxy_id(), %error, "ADS: stream error");
+                self.close_reason = Some(format!("stream error: {error}"));
                 ctx.stop();
             }
         }
     }
 
     fn finished(&mut self, ctx: &mut Context<Self>) {
-        tracing::debug!(proxy = %self.proxy_id(), "ADS: stream closed by the proxy");
+        self.close_reason
+            .get_or_insert_with(|| "closed by the proxy".to_string());
         ctx.stop();
     }
 }
@@ -339,9 +388,10 @@ impl Handler<Push> for ConnectionActor {
     type Result = ();
 
     fn handle(&mut self, msg: Push, ctx: &mut Context<Self>) {
+        let started = Instant::now();
         let version = msg.ctx.version;
         let new_ctx = msg.ctx.clone();
-        let (old_ctx, old_scope) = self.set_context(msg.ctx);
+        let (old_ctx, old_scope) = self.set_context(msg.ctx.clone());
         self.answer_waiting();
         let types: &[TypeUrl] = if msg.request.full {
             // Proxy-level pruning: a proxy whose scope does not depend on any changed config
@@ -367,6 +417,7 @@ impl Handler<Push> for ConnectionActor {
             self.metrics
                 .proxy_convergence_time
                 .observe(msg.request.start.elapsed().as_secs_f64());
+            self.report_affected(&msg, old_scope.as_deref());
         }
         for &type_url in types {
             if self.needs_type(type_url, version) {
@@ -374,10 +425,62 @@ impl Handler<Push> for ConnectionActor {
             }
         }
         self.flush(ctx, Some(PushDone { id: self.id }));
+        self.metrics.handled("connection", started);
     }
 }
 
+fn response_count(response: &Response) -> usize {
+    match response {
+        Response::Sotw(r) => r.resources.len(),
+        Response::Delta(r) => r.resources.len() + r.removed.len(),
+    }
+}
+
+/// The type and encoded size of a response, for `pilot_xds_config_size_bytes`.
+fn response_size(response: &Response) -> (&'static str, usize) {
+    let (type_url, sizes): (&str, usize) = match response {
+        Response::Sotw(r) => (
+            &r.type_url,
+            r.resources.iter().map(|x| x.encoded_len()).sum(),
+        ),
+        Response::Delta(r) => (
+            &r.type_url,
+            r.resources.iter().map(|(x, _)| x.encoded_len()).sum(),
+        ),
+    };
+    (
+        TypeUrl::parse(type_url).map_or("unknown", TypeUrl::short),
+        sizes,
+    )
+}
+
 impl ConnectionActor {
+    /// Tells the DistributionTracker which changed configs this push carries to the proxy:
+    /// those its scope depends on (before or after), or all of them for an EDS push.
+    fn report_affected(&mut self, msg: &Push, old_scope: Option<&SidecarScope>) {
+        let keys: Vec<_> = msg
+            .request
+            .configs_updated
+            .iter()
+            .filter(|k| {
+                !msg.request.full
+                    || self.scope.as_ref().is_some_and(|s| s.deps.contains(*k))
+                    || old_scope.is_some_and(|s| s.deps.contains(*k))
+            })
+            .cloned()
+            .collect();
+        if keys.is_empty() {
+            return;
+        }
+        self.awaiting_ack = Some(msg.ctx.version);
+        self.distribution.do_send(Affected {
+            proxy: self.proxy_id().to_string(),
+            keys,
+            version: msg.ctx.version,
+            start: msg.request.start,
+        });
+    }
+
     /// The names subscribed for a type, if it is subscribed at all.
     fn watched_names(&self, type_url: TypeUrl) -> Option<BTreeSet<String>> {
         if self.sink.is_delta() {
@@ -405,6 +508,14 @@ impl ConnectionActor {
                 w.is_subscribed() && w.version_sent.as_deref() != Some(version.to_string().as_str())
             })
         }
+    }
+}
+
+impl Handler<Dump> for ConnectionActor {
+    type Result = MessageResult<Dump>;
+
+    fn handle(&mut self, msg: Dump, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(self.dump(&msg))
     }
 }
 

@@ -1,9 +1,16 @@
-//! What a ConnectionActor reports to `/debug/syncz`.
+//! What a ConnectionActor reports to `/debug/syncz` and `/debug/config_dump`.
 
 use actix::prelude::*;
 use serde::Serialize;
 
 use super::ConnectionActor;
+
+/// Asks a connection what it would send its proxy now, for the given types (all if empty).
+#[derive(Message, Debug, Clone, Default)]
+#[rtype(result = "serde_json::Value")]
+pub struct Dump {
+    pub types: Vec<crate::xds::TypeUrl>,
+}
 
 /// Asks a connection for its sync status.
 #[derive(Message)]
@@ -38,6 +45,45 @@ pub struct TypeStatus {
 }
 
 impl ConnectionActor {
+    /// Generates, without sending, every requested type for the current context, with the
+    /// names the proxy subscribed (every resource of wildcard types).
+    pub(super) fn dump(&self, msg: &Dump) -> serde_json::Value {
+        let (Some(ctx), Some(proxy), Some(scope)) = (&self.ctx, &self.proxy, &self.scope) else {
+            return serde_json::json!({"proxy": self.proxy_id(), "error": "no config snapshot yet"});
+        };
+        let types = if msg.types.is_empty() {
+            crate::xds::TypeUrl::PUSH_ORDER.to_vec()
+        } else {
+            msg.types.clone()
+        };
+        let mut out = serde_json::Map::new();
+        for type_url in types {
+            let names = self.watched_names(type_url).unwrap_or_default();
+            let resources = crate::xds::generate(type_url, ctx, proxy, scope, &names);
+            let entries: Vec<serde_json::Value> = resources
+                .iter()
+                .map(|r| {
+                    serde_json::json!({
+                        "name": r.name,
+                        "size_bytes": r.encoded_len(),
+                        "resource": crate::xds::describe(r),
+                    })
+                })
+                .collect();
+            out.insert(
+                type_url.short().to_string(),
+                serde_json::Value::Array(entries),
+            );
+        }
+        serde_json::json!({
+            "proxy": proxy.id,
+            "version": ctx.version,
+            "sidecar": scope.sidecar.as_ref().map(|k| k.to_string()),
+            "services_in_scope": scope.services.len(),
+            "resources": out,
+        })
+    }
+
     pub(super) fn status(&self) -> ConnectionStatus {
         let sotw = self.sotw.iter().map(|(t, w)| TypeStatus {
             type_name: t.short(),

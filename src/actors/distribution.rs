@@ -1,0 +1,360 @@
+//! The DistributionTracker: has a config change reached every proxy it affects?
+//!
+//! Receives [`Affected`] when a ConnectionActor pushes a change to its proxy (only proxies
+//! whose scope depends on the change are ever pushed, so no other proxy is counted), and
+//! [`Acked`] / [`Nacked`] when that proxy answers the push. Answers [`GetDistribution`] for
+//! `/debug/distribution` and observes `axon_config_distribution_seconds` when the last
+//! affected proxy ACKs a change.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant, SystemTime};
+
+use actix::prelude::*;
+use serde::Serialize;
+
+use crate::metrics::Metrics;
+use crate::model::config::ConfigKey;
+
+/// A proxy was pushed `version`, which carries changes to `keys` (started at `start`).
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "()")]
+pub struct Affected {
+    pub proxy: String,
+    pub keys: Vec<ConfigKey>,
+    pub version: u64,
+    pub start: Instant,
+}
+
+/// A proxy ACKed every type it was sent at `version` or later.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "()")]
+pub struct Acked {
+    pub proxy: String,
+    pub version: u64,
+}
+
+/// A proxy rejected what it was sent.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "()")]
+pub struct Nacked {
+    pub proxy: String,
+    pub error: String,
+}
+
+/// A proxy went away: it no longer counts as pending.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "()")]
+pub struct Gone {
+    pub proxy: String,
+}
+
+#[derive(Message)]
+#[rtype(result = "Vec<KeyDistribution>")]
+pub struct GetDistribution {
+    /// Only this key (`Kind/namespace/name`), if set.
+    pub key: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum ProxyState {
+    Pending,
+    Acked { seconds_after_change: f64 },
+    Nacked { error: String },
+}
+
+/// The distribution of the latest change of one config.
+#[derive(Debug, Clone, Serialize)]
+pub struct KeyDistribution {
+    pub key: String,
+    /// How many times this config changed since axon started (that it saw pushed).
+    pub generation: u64,
+    /// The PushContext version that carried the latest change.
+    pub version: u64,
+    pub changed_at_unix_ms: u128,
+    pub affected: usize,
+    pub acked: usize,
+    /// Every affected proxy has ACKed.
+    pub complete: bool,
+    /// Seconds from the change to the last ACK, once complete.
+    pub seconds_to_last_ack: Option<f64>,
+    pub pending: Vec<String>,
+    pub nacked: Vec<(String, String)>,
+}
+
+#[derive(Debug)]
+struct Change {
+    generation: u64,
+    version: u64,
+    start: Instant,
+    changed_at: SystemTime,
+    proxies: BTreeMap<String, ProxyState>,
+    last_ack: Option<Duration>,
+    observed: bool,
+}
+
+/// The pure tracker.
+#[derive(Debug, Default)]
+pub struct Distribution {
+    changes: BTreeMap<ConfigKey, Change>,
+    /// The newest version each proxy has fully ACKed.
+    acked: BTreeMap<String, u64>,
+}
+
+impl Distribution {
+    pub fn affected(&mut self, msg: Affected, now: SystemTime) {
+        for key in msg.keys {
+            let change = self.changes.entry(key).or_insert_with(|| Change {
+                generation: 0,
+                version: 0,
+                start: msg.start,
+                changed_at: now,
+                proxies: BTreeMap::new(),
+                last_ack: None,
+                observed: false,
+            });
+            if msg.version > change.version && change.start != msg.start {
+                // A newer change of this config: start counting again.
+                change.generation += 1;
+                change.version = msg.version;
+                change.start = msg.start;
+                change.changed_at = now;
+                change.proxies.clear();
+                change.last_ack = None;
+                change.observed = false;
+            } else if change.generation == 0 {
+                change.generation = 1;
+                change.version = msg.version;
+            }
+            change
+                .proxies
+                .insert(msg.proxy.clone(), ProxyState::Pending);
+        }
+    }
+
+    /// Records an ACK; returns the distribution times of changes it completed.
+    pub fn acked(&mut self, proxy: &str, version: u64, now: Instant) -> Vec<Duration> {
+        self.acked.insert(proxy.to_string(), version);
+        let mut completed = Vec::new();
+        for change in self.changes.values_mut() {
+            if change.version > version {
+                continue;
+            }
+            if let Some(state) = change.proxies.get_mut(proxy) {
+                if *state == ProxyState::Pending {
+                    let after = now.saturating_duration_since(change.start);
+                    *state = ProxyState::Acked {
+                        seconds_after_change: after.as_secs_f64(),
+                    };
+                    change.last_ack = Some(change.last_ack.map_or(after, |l| l.max(after)));
+                }
+            }
+            let done = change
+                .proxies
+                .values()
+                .all(|s| matches!(s, ProxyState::Acked { .. }));
+            if done && !change.observed {
+                change.observed = true;
+                completed.extend(change.last_ack);
+            }
+        }
+        completed
+    }
+
+    pub fn nacked(&mut self, proxy: &str, error: &str) {
+        for change in self.changes.values_mut() {
+            if let Some(state) = change.proxies.get_mut(proxy) {
+                if *state == ProxyState::Pending {
+                    *state = ProxyState::Nacked {
+                        error: error.to_string(),
+                    };
+                }
+            }
+        }
+    }
+
+    pub fn gone(&mut self, proxy: &str) {
+        self.acked.remove(proxy);
+        for change in self.changes.values_mut() {
+            if change.proxies.get(proxy) == Some(&ProxyState::Pending) {
+                change.proxies.remove(proxy);
+            }
+        }
+    }
+
+    pub fn report(&self, key: Option<&str>) -> Vec<KeyDistribution> {
+        self.changes
+            .iter()
+            .filter(|(k, _)| key.is_none_or(|want| k.to_string() == want))
+            .map(|(k, c)| {
+                let acked = c
+                    .proxies
+                    .values()
+                    .filter(|s| matches!(s, ProxyState::Acked { .. }))
+                    .count();
+                KeyDistribution {
+                    key: k.to_string(),
+                    generation: c.generation,
+                    version: c.version,
+                    changed_at_unix_ms: c
+                        .changed_at
+                        .duration_since(SystemTime::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_millis()),
+                    affected: c.proxies.len(),
+                    acked,
+                    complete: acked == c.proxies.len(),
+                    seconds_to_last_ack: (acked == c.proxies.len())
+                        .then(|| c.last_ack.map(|d| d.as_secs_f64()))
+                        .flatten(),
+                    pending: c
+                        .proxies
+                        .iter()
+                        .filter(|(_, s)| **s == ProxyState::Pending)
+                        .map(|(p, _)| p.clone())
+                        .collect(),
+                    nacked: c
+                        .proxies
+                        .iter()
+                        .filter_map(|(p, s)| match s {
+                            ProxyState::Nacked { error } => Some((p.clone(), error.clone())),
+                            _ => None,
+                        })
+                        .collect(),
+                }
+            })
+            .collect()
+    }
+
+    /// Proxies known to have ACKed, for tests.
+    pub fn proxies(&self) -> BTreeSet<&str> {
+        self.acked.keys().map(String::as_str).collect()
+    }
+}
+
+pub struct DistributionTracker {
+    state: Distribution,
+    metrics: Metrics,
+}
+
+impl DistributionTracker {
+    pub fn new(metrics: Metrics) -> Self {
+        DistributionTracker {
+            state: Distribution::default(),
+            metrics,
+        }
+    }
+}
+
+impl Actor for DistributionTracker {
+    type Context = Context<Self>;
+}
+
+impl Handler<Affected> for DistributionTracker {
+    type Result = ();
+    fn handle(&mut self, msg: Affected, _: &mut Context<Self>) {
+        self.state.affected(msg, SystemTime::now());
+    }
+}
+
+impl Handler<Acked> for DistributionTracker {
+    type Result = ();
+    fn handle(&mut self, msg: Acked, _: &mut Context<Self>) {
+        for took in self.state.acked(&msg.proxy, msg.version, Instant::now()) {
+            self.metrics.config_distribution.observe(took.as_secs_f64());
+        }
+    }
+}
+
+impl Handler<Nacked> for DistributionTracker {
+    type Result = ();
+    fn handle(&mut self, msg: Nacked, _: &mut Context<Self>) {
+        self.state.nacked(&msg.proxy, &msg.error);
+    }
+}
+
+impl Handler<Gone> for DistributionTracker {
+    type Result = ();
+    fn handle(&mut self, msg: Gone, _: &mut Context<Self>) {
+        self.state.gone(&msg.proxy);
+    }
+}
+
+impl Handler<GetDistribution> for DistributionTracker {
+    type Result = MessageResult<GetDistribution>;
+    fn handle(&mut self, msg: GetDistribution, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(self.state.report(msg.key.as_deref()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::config::ConfigKind;
+
+    fn vs(name: &str) -> ConfigKey {
+        ConfigKey::new(ConfigKind::VirtualService, "a", name)
+    }
+
+    #[test]
+    fn a_change_completes_when_every_affected_proxy_acks() {
+        let t0 = Instant::now();
+        let mut d = Distribution::default();
+        for proxy in ["p1", "p2"] {
+            d.affected(
+                Affected {
+                    proxy: proxy.into(),
+                    keys: vec![vs("r")],
+                    version: 5,
+                    start: t0,
+                },
+                SystemTime::now(),
+            );
+        }
+        assert!(d.acked("p1", 5, t0 + Duration::from_millis(10)).is_empty());
+        let report = d.report(Some("VirtualService/a/r"));
+        assert_eq!(
+            (report[0].affected, report[0].acked, report[0].complete),
+            (2, 1, false)
+        );
+        assert_eq!(report[0].pending, ["p2"]);
+        let done = d.acked("p2", 6, t0 + Duration::from_millis(30));
+        assert_eq!(done, [Duration::from_millis(30)]);
+        let report = d.report(None);
+        assert!(report[0].complete);
+        assert_eq!(report[0].seconds_to_last_ack, Some(0.03));
+    }
+
+    #[test]
+    fn an_older_ack_does_not_count_and_a_nack_is_shown() {
+        let t0 = Instant::now();
+        let mut d = Distribution::default();
+        d.affected(
+            Affected {
+                proxy: "p1".into(),
+                keys: vec![vs("r")],
+                version: 5,
+                start: t0,
+            },
+            SystemTime::now(),
+        );
+        d.acked("p1", 4, t0);
+        assert_eq!(d.report(None)[0].acked, 0);
+        d.nacked("p1", "bad route");
+        assert_eq!(
+            d.report(None)[0].nacked,
+            [("p1".to_string(), "bad route".to_string())]
+        );
+        // A newer change resets the count.
+        d.affected(
+            Affected {
+                proxy: "p1".into(),
+                keys: vec![vs("r")],
+                version: 7,
+                start: t0 + Duration::from_secs(1),
+            },
+            SystemTime::now(),
+        );
+        let r = &d.report(None)[0];
+        assert_eq!((r.generation, r.version, r.affected, r.acked), (2, 7, 1, 0));
+    }
+}

@@ -1,0 +1,337 @@
+//! End-to-end: a real gateway Envoy rides out an axon restart. While axon is
+//! down Envoy keeps serving its last config; when axon is back on the same xDS
+//! port Envoy reconnects, fully syncs, and a VirtualService change made after
+//! the restart is routed within 2 s of the write.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use support::*;
+
+const NODE_ID: &str = "router~127.0.0.1~ingress-1.istio-system~istio-system.svc.cluster.local";
+
+/// How long the first configuration (or a reconnect) may take to reach Envoy.
+const CONVERGE: Duration = Duration::from_secs(30);
+
+fn gateway_yaml(gw_port: u16) -> String {
+    format!(
+        r#"apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {{name: ingress, namespace: istio-system}}
+spec:
+  selector: {{istio: ingressgateway}}
+  servers:
+  - port: {{number: {gw_port}, name: http, protocol: HTTP}}
+    hosts: ["*"]
+"#
+    )
+}
+
+fn backend_yaml(v1_port: u16, v2_port: u16) -> String {
+    format!(
+        r#"apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: backend, namespace: demo}}
+spec:
+  hosts: [backend.demo.svc.cluster.local]
+  ports: [{{number: 80, name: http, protocol: HTTP}}]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  endpoints:
+  - {{address: 127.0.0.1, ports: {{http: {v1_port}}}, labels: {{version: v1}}}}
+  - {{address: 127.0.0.1, ports: {{http: {v2_port}}}, labels: {{version: v2}}}}
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {{name: backend, namespace: demo}}
+spec:
+  host: backend
+  subsets:
+  - {{name: v1, labels: {{version: v1}}}}
+  - {{name: v2, labels: {{version: v2}}}}
+"#
+    )
+}
+
+/// The VirtualService sending every request to `subset`.
+fn routes_yaml(subset: &str) -> String {
+    format!(
+        r#"apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: backend, namespace: demo}}
+spec:
+  hosts: ["*"]
+  gateways: [istio-system/ingress]
+  http:
+  - route:
+    - destination:
+        host: backend.demo.svc.cluster.local
+        subset: {subset}
+        port: {{number: 80}}
+"#
+    )
+}
+
+fn stat(envoy: &Envoy, name: &str) -> u64 {
+    envoy.stats().get(name).copied().unwrap_or(0)
+}
+
+/// A summary of Envoy's xDS state for failure messages.
+fn describe_envoy(envoy: &Envoy) -> String {
+    let stats = envoy.stats();
+    let xds: Vec<String> = stats
+        .iter()
+        .filter(|(k, _)| {
+            k.contains("update_")
+                || k.contains("control_plane")
+                || k.starts_with("cluster.xds-grpc.upstream_cx")
+        })
+        .map(|(k, v)| format!("  {k}: {v}"))
+        .collect();
+    let dump = envoy.config_dump();
+    format!(
+        "envoy listeners: {:?}\nenvoy routes: {:?}\nenvoy clusters: {:?}\nenvoy xds stats:\n{}",
+        dynamic_listener_names(&dump),
+        dynamic_route_config_names(&dump),
+        dynamic_cluster_names(&dump),
+        xds.join("\n")
+    )
+}
+
+/// Field order = drop order: Envoy dies before axon.
+struct Scenario {
+    envoy: Envoy,
+    axon: Axon,
+    /// Stopped axons, kept so that their logs are printed if the test fails.
+    _previous: Vec<Axon>,
+    config: ConfigDir,
+    xds_port: u16,
+    gw_port: u16,
+    _v1: Upstream,
+    _v2: Upstream,
+}
+
+impl Scenario {
+    fn gw(&self) -> SocketAddr {
+        Envoy::local(self.gw_port)
+    }
+
+    fn get(&self) -> (u16, String) {
+        http_get(self.gw(), "/", &[])
+    }
+
+    fn wait_for_body(&self, what: &str, want: &str) {
+        let mut last = (0, String::new());
+        let ok = wait_until(CONVERGE, || {
+            last = self.get();
+            last.0 == 200 && last.1 == want
+        });
+        assert!(
+            ok,
+            "{what}: GET / on {} never answered 200 {want:?} within {CONVERGE:?}; last {last:?}\n{}",
+            self.gw(),
+            describe_envoy(&self.envoy)
+        );
+    }
+}
+
+#[test]
+fn envoy_rides_out_an_axon_restart() {
+    let v1 = Upstream::start("backend-v1");
+    let v2 = Upstream::start("backend-v2");
+    let gw_port = free_port();
+    let config = ConfigDir::new();
+    config.write("gateway.yaml", &gateway_yaml(gw_port));
+    config.write("backend.yaml", &backend_yaml(v1.port(), v2.port()));
+    config.write("routes.yaml", &routes_yaml("v1"));
+    let xds_port = free_port();
+    let axon = Axon::start_on(config.path(), xds_port, &[]);
+    assert_eq!(axon.xds_addr().port(), xds_port);
+    let mut options =
+        EnvoyOptions::gateway(NODE_ID, &[("istio", "ingressgateway")], "istio-system");
+    // Reconnect quickly once axon is back (Envoy's default backoff grows to 30 s).
+    options.xds_retry_back_off = Some(("0.1s".to_string(), "0.5s".to_string()));
+    let envoy = Envoy::start(SocketAddr::from(([127, 0, 0, 1], xds_port)), options);
+    let mut s = Scenario {
+        envoy,
+        axon,
+        _previous: Vec::new(),
+        config,
+        xds_port,
+        gw_port,
+        _v1: v1,
+        _v2: v2,
+    };
+
+    // Traffic is routed (everything to v1).
+    s.wait_for_body("initial route", "backend-v1");
+    assert!(
+        s.axon
+            .wait_for_log("ADS: full sync complete", Duration::from_secs(10)),
+        "the first axon never logged a full sync"
+    );
+
+    // Kill axon. Envoy notices, retries, and keeps serving its last config.
+    let killed = Instant::now();
+    s.axon.stop();
+    assert!(!s.axon.is_running());
+    let fails_before = stat(&s.envoy, "cluster.xds-grpc.upstream_cx_connect_fail");
+    let mut served_while_down = 0usize;
+    let mut bad = Vec::new();
+    let down_long_enough = wait_until(Duration::from_secs(20), || {
+        let r = s.get();
+        if r == (200, "backend-v1".to_string()) {
+            served_while_down += 1;
+        } else {
+            bad.push(r);
+        }
+        let stats = s.envoy.stats();
+        let fails = stats
+            .get("cluster.xds-grpc.upstream_cx_connect_fail")
+            .copied()
+            .unwrap_or(0);
+        // Disconnected, at least 3 failed reconnects, and a fair number of requests.
+        stats.get("control_plane.connected_state") == Some(&0)
+            && fails >= fails_before + 3
+            && served_while_down >= 50
+    });
+    assert!(
+        down_long_enough,
+        "while axon was down Envoy should have failed to reconnect at least 3 times \
+         (served {served_while_down})\n{}",
+        describe_envoy(&s.envoy)
+    );
+    assert!(
+        bad.is_empty(),
+        "requests failed while axon was down: {:?}",
+        &bad[..bad.len().min(10)]
+    );
+    // A burst more, to be sure nothing was dropped.
+    for _ in 0..50 {
+        assert_eq!(s.get(), (200, "backend-v1".to_string()), "axon is down");
+        served_while_down += 1;
+    }
+    let down_for = killed.elapsed();
+    eprintln!(
+        "[resilience] axon down {down_for:?}: {served_while_down} requests all served by \
+         backend-v1; xds-grpc connect failures {}",
+        stat(&s.envoy, "cluster.xds-grpc.upstream_cx_connect_fail") - fails_before
+    );
+
+    // Restart axon on the same port with the same config dir.
+    let restarted = Instant::now();
+    let new_axon = Axon::start_on(s.config.path(), s.xds_port, &[]);
+    assert_eq!(new_axon.xds_addr().port(), s.xds_port);
+    let old = std::mem::replace(&mut s.axon, new_axon);
+    s._previous.push(old);
+    let listening_after = restarted.elapsed();
+    assert!(
+        s.axon.wait_for_log("ADS: connected", CONVERGE),
+        "Envoy never reconnected to the restarted axon\n{}",
+        describe_envoy(&s.envoy)
+    );
+    let connected_after = restarted.elapsed();
+    assert!(
+        s.axon.wait_for_log("ADS: full sync complete", CONVERGE),
+        "Envoy reconnected but never fully synced with the restarted axon\n{}",
+        describe_envoy(&s.envoy)
+    );
+    let synced_after = restarted.elapsed();
+    assert!(
+        wait_until(Duration::from_secs(10), || stat(
+            &s.envoy,
+            "control_plane.connected_state"
+        ) == 1),
+        "Envoy does not report itself connected\n{}",
+        describe_envoy(&s.envoy)
+    );
+    eprintln!(
+        "[resilience] restarted axon listening after {listening_after:?}; Envoy connected \
+         after {connected_after:?}, full sync after {synced_after:?}"
+    );
+    assert_eq!(
+        s.axon.count_log("ADS: connected"),
+        1,
+        "exactly one stream from the one Envoy"
+    );
+    for _ in 0..20 {
+        assert_eq!(
+            s.get(),
+            (200, "backend-v1".to_string()),
+            "after the reconnect"
+        );
+    }
+
+    // A VirtualService change after the restart is routed within 2 s.
+    let written = Instant::now();
+    s.config.write("routes.yaml", &routes_yaml("v2"));
+    const STREAK: usize = 20;
+    let mut streak = 0;
+    let mut streak_start = written;
+    let mut converged_after = None;
+    let mut last = (0, String::new());
+    while written.elapsed() < Duration::from_secs(15) {
+        let sent = Instant::now();
+        last = s.get();
+        if last == (200, "backend-v2".to_string()) {
+            if streak == 0 {
+                streak_start = sent;
+            }
+            streak += 1;
+            if streak >= STREAK {
+                converged_after = Some(streak_start - written);
+                break;
+            }
+        } else {
+            streak = 0;
+        }
+    }
+    let converged_after = converged_after.unwrap_or_else(|| {
+        panic!(
+            "after the restart, switching routes.yaml to v2 did not settle within 15 s; \
+             last {last:?}\n{}",
+            describe_envoy(&s.envoy)
+        )
+    });
+    eprintln!(
+        "[resilience] route change after the restart reached Envoy {converged_after:?} after the write"
+    );
+    assert!(
+        converged_after < Duration::from_secs(2),
+        "route change after the restart took {converged_after:?} (>= 2 s)"
+    );
+
+    // Envoy accepted every update, from both axons.
+    let stats = s.envoy.stats();
+    let rejected: Vec<_> = stats
+        .iter()
+        .filter(|(k, v)| k.ends_with("update_rejected") && **v != 0)
+        .collect();
+    assert!(
+        stats.keys().any(|k| k.ends_with("update_rejected")),
+        "no update_rejected stats at all"
+    );
+    assert!(
+        rejected.is_empty(),
+        "Envoy rejected updates: {rejected:?}\n{}",
+        s.envoy
+            .logs()
+            .lines()
+            .filter(|l| l.contains("rejected") || l.contains("gRPC config"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    eprintln!(
+        "[resilience] envoy: cds.update_success {}, lds.update_success {}, no update_rejected",
+        stats
+            .get("cluster_manager.cds.update_success")
+            .copied()
+            .unwrap_or(0),
+        stats
+            .get("listener_manager.lds.update_success")
+            .copied()
+            .unwrap_or(0)
+    );
+}

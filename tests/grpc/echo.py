@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Tiny echo service and proxyless xDS gRPC client for tests/grpc_proxyless.rs.
+
+No protoc is needed: the method is a generic unary handler with identity (bytes)
+serialization.
+
+  echo.py server PORT [PREFIX]
+      Serves `/echo.Echo/Say` on 127.0.0.1:PORT, answering PREFIX + request
+      bytes (PREFIX defaults to "echo:"). Prints "listening PORT" once ready.
+
+  echo.py client TARGET [MESSAGE] [--deadline SECONDS] [--header K=V ...]
+      Reads GRPC_XDS_BOOTSTRAP (done by grpc itself for xds:/// targets),
+      calls `/echo.Echo/Say` on TARGET (e.g. xds:///echo.a.svc.cluster.local:7070)
+      with MESSAGE (default "hello"), retrying on UNAVAILABLE and
+      DEADLINE_EXCEEDED until the overall deadline (default 20 s). Prints
+      "reply: <reply>" and exits 0, or prints the last error and exits 1.
+"""
+
+import sys
+import time
+from concurrent import futures
+
+import grpc
+
+METHOD = "/echo.Echo/Say"
+
+
+def serve(port, prefix):
+    prefix_bytes = prefix.encode()
+
+    def say(request, context):
+        return prefix_bytes + request
+
+    handler = grpc.method_handlers_generic_handler(
+        "echo.Echo",
+        {
+            "Say": grpc.unary_unary_rpc_method_handler(
+                say, request_deserializer=None, response_serializer=None
+            )
+        },
+    )
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    server.add_generic_rpc_handlers((handler,))
+    bound = server.add_insecure_port("127.0.0.1:%d" % port)
+    if bound != port:
+        print("could not bind 127.0.0.1:%d (got %d)" % (port, bound), flush=True)
+        sys.exit(2)
+    server.start()
+    print("listening %d" % port, flush=True)
+    server.wait_for_termination()
+
+
+def client(target, message, deadline_s, headers):
+    import os
+
+    print("GRPC_XDS_BOOTSTRAP=%s" % os.environ.get("GRPC_XDS_BOOTSTRAP"), flush=True)
+    deadline = time.monotonic() + deadline_s
+    channel = grpc.insecure_channel(target)
+    say = channel.unary_unary(
+        METHOD, request_serializer=None, response_deserializer=None
+    )
+    last = None
+    attempt = 0
+    repeats = 0
+    while True:
+        attempt += 1
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        try:
+            reply = say(
+                message.encode(),
+                timeout=min(5.0, remaining),
+                metadata=headers or None,
+                wait_for_ready=False,
+            )
+            print("reply: %s" % reply.decode(errors="replace"), flush=True)
+            channel.close()
+            sys.exit(0)
+        except grpc.RpcError as e:
+            err = "%s: %s" % (e.code(), e.details())
+            if err == last:
+                repeats += 1
+            else:
+                if repeats:
+                    print("  (same error %d more times)" % repeats, flush=True)
+                repeats = 0
+                print("attempt %d failed: %s" % (attempt, err), flush=True)
+            last = err
+            if e.code() not in (
+                grpc.StatusCode.UNAVAILABLE,
+                grpc.StatusCode.DEADLINE_EXCEEDED,
+            ):
+                break
+            time.sleep(0.2)
+    if repeats:
+        print("  (same error %d more times)" % repeats, flush=True)
+    print("FAILED after %d attempts: %s" % (attempt, last), flush=True)
+    channel.close()
+    sys.exit(1)
+
+
+def main(argv):
+    if len(argv) >= 2 and argv[1] == "server":
+        port = int(argv[2])
+        prefix = argv[3] if len(argv) > 3 else "echo:"
+        serve(port, prefix)
+    elif len(argv) >= 2 and argv[1] == "client":
+        target = argv[2]
+        rest = argv[3:]
+        message = "hello"
+        deadline_s = 20.0
+        headers = []
+        i = 0
+        positional = []
+        while i < len(rest):
+            if rest[i] == "--deadline":
+                deadline_s = float(rest[i + 1])
+                i += 2
+            elif rest[i] == "--header":
+                k, _, v = rest[i + 1].partition("=")
+                headers.append((k.lower(), v))
+                i += 2
+            else:
+                positional.append(rest[i])
+                i += 1
+        if positional:
+            message = positional[0]
+        client(target, message, deadline_s, headers)
+    else:
+        print(__doc__, file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main(sys.argv)

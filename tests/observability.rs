@@ -1,0 +1,279 @@
+//! Observability, driven by scripted ADS clients against a real `axon serve`: config
+//! distribution status, every debug endpoint, the metrics a scenario implies, JSON logs.
+
+#[path = "support/ads_client.rs"]
+mod ads_client;
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use ads_client::{CDS, Client, LDS, debug_json, istio_node, runtime};
+use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
+use envoy_types::pb::google::rpc::Status as RpcStatus;
+use support::{Axon, ConfigDir, wait_until};
+
+fn namespace(ns: &str, weight_v2: u32) -> String {
+    format!(
+        r#"apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: svc, namespace: {ns}}}
+spec:
+  hosts: [svc.{ns}.svc.cluster.local]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  ports: [{{number: 80, name: http, protocol: HTTP}}]
+  endpoints: [{{address: 10.0.0.9, labels: {{version: v1}}}}, {{address: 10.0.0.10, labels: {{version: v2}}}}]
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {{name: svc, namespace: {ns}}}
+spec:
+  host: svc
+  subsets: [{{name: v1, labels: {{version: v1}}}}, {{name: v2, labels: {{version: v2}}}}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: svc, namespace: {ns}}}
+spec:
+  hosts: [svc]
+  http:
+  - route:
+    - {{destination: {{host: svc, subset: v1}}, weight: {}}}
+    - {{destination: {{host: svc, subset: v2}}, weight: {weight_v2}}}
+---
+apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata: {{name: default, namespace: {ns}}}
+spec:
+  egress: [{{hosts: ["./*"]}}]
+"#,
+        100 - weight_v2
+    )
+}
+
+fn sidecar(ns: &str) -> envoy_types::pb::envoy::config::core::v3::Node {
+    istio_node(
+        &format!("sidecar~10.9.0.1~app-1.{ns}~{ns}.svc.cluster.local"),
+        ns,
+        &[("app", "app")],
+    )
+}
+
+fn metric(metrics: &str, line_prefix: &str) -> f64 {
+    metrics
+        .lines()
+        .find(|l| l.starts_with(line_prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no metric line starting {line_prefix:?} in\n{metrics}"))
+}
+
+#[test]
+fn distribution_status_debug_endpoints_and_metrics() {
+    let dir = ConfigDir::new();
+    dir.write("a.yaml", &namespace("a", 0));
+    dir.write("b.yaml", &namespace("b", 0));
+    let axon = Axon::start(dir.path());
+    runtime().block_on(async {
+        let mut in_a = Client::connect(&axon).await;
+        in_a.subscribe_wildcards(sidecar("a")).await;
+        let mut in_b = Client::connect(&axon).await;
+        in_b.subscribe_wildcards(sidecar("b")).await;
+
+        // A VirtualService change in a reaches the proxy in a; b's proxy is not affected.
+        dir.write("a.yaml", &namespace("a", 30));
+        for _ in 0..2 {
+            let r = in_a.next().await;
+            assert!(r.type_url == CDS || r.type_url == LDS, "{}", r.type_url);
+            in_a.ack(&r, &[]).await;
+        }
+        let key = "VirtualService/a/svc";
+        let mut last = serde_json::Value::Null;
+        let complete = wait_until(Duration::from_secs(10), || {
+            last = debug_json(&axon, &format!("/debug/distribution?key={key}"));
+            last[0]["complete"] == true
+        });
+        assert!(complete, "the change reached every affected proxy: {last}");
+        assert_eq!(last[0]["affected"], 1, "only the proxy in a: {last}");
+        assert_eq!(last[0]["acked"], 1);
+        assert_eq!(last[0]["pending"], serde_json::json!([]));
+        assert!(last[0]["seconds_to_last_ack"].as_f64().is_some(), "{last}");
+
+        // A NACK shows as such, with its error.
+        dir.write("a.yaml", &namespace("a", 60));
+        let r = in_a.next().await;
+        in_a.send(DiscoveryRequest {
+            type_url: r.type_url.clone(),
+            response_nonce: r.nonce.clone(),
+            error_detail: Some(RpcStatus {
+                code: 3,
+                message: "scripted rejection".into(),
+                details: vec![],
+            }),
+            ..Default::default()
+        })
+        .await;
+        let nacked = wait_until(Duration::from_secs(10), || {
+            last = debug_json(&axon, &format!("/debug/distribution?key={key}"));
+            last[0]["nacked"][0][1]
+                .as_str()
+                .is_some_and(|e| e.contains("scripted rejection"))
+        });
+        assert!(nacked, "{last}");
+        assert_eq!(last[0]["complete"], false);
+
+        // Every debug endpoint answers JSON.
+        let syncz = debug_json(&axon, "/debug/syncz");
+        assert_eq!(syncz.as_array().map(Vec::len), Some(2), "{syncz}");
+        let proxy_a = "sidecar~10.9.0.1~app-1.a~a.svc.cluster.local";
+        let entry = syncz
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["proxy"] == proxy_a)
+            .expect("proxy a in syncz");
+        assert!(
+            entry["types"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|t| t["last_error"]
+                    .as_str()
+                    .is_some_and(|e| e.contains("scripted"))),
+            "{entry}"
+        );
+        let dump = debug_json(
+            &axon,
+            &format!("/debug/config_dump?proxyID={proxy_a}&types=cds"),
+        );
+        let clusters: Vec<&str> = dump["resources"]["cds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|c| c["name"].as_str())
+            .collect();
+        assert!(
+            clusters.contains(&"outbound|80|v1|svc.a.svc.cluster.local"),
+            "{dump}"
+        );
+        assert!(
+            !clusters
+                .iter()
+                .any(|c| c.ends_with("svc.b.svc.cluster.local")),
+            "{dump}"
+        );
+        assert!(
+            dump["resources"].get("lds").is_none(),
+            "only the types asked"
+        );
+        dir.write("broken.yaml", "kind: [unclosed");
+        let configz = wait_until(Duration::from_secs(10), || {
+            last = debug_json(&axon, "/debug/configz");
+            last["errors"].as_array().is_some_and(|e| !e.is_empty())
+        });
+        assert!(configz, "{last}");
+        assert!(
+            last["errors"][0].as_str().unwrap().contains("broken.yaml"),
+            "{last}"
+        );
+        assert_eq!(last["configs"].as_array().map(Vec::len), Some(8), "{last}");
+        let status = debug_json(&axon, "/debug/push_status");
+        assert!(status["version"].as_u64().unwrap() >= 3, "{status}");
+        let connections = debug_json(&axon, "/debug/connections");
+        assert_eq!(connections["total"], 2, "{connections}");
+        let version = debug_json(&axon, "/version");
+        assert_eq!(version["name"], "axon");
+
+        // A forced push reaches every proxy, b's too.
+        let before: u64 = status["version"].as_u64().unwrap();
+        assert_eq!(debug_json(&axon, "/debug/adsz?push=true")["pushed"], true);
+        let r = in_b.next().await;
+        assert!(
+            r.version_info.parse::<u64>().unwrap() > before,
+            "forced: {}",
+            r.version_info
+        );
+
+        // The metrics the scenario implies.
+        let metrics = axon.metrics();
+        assert_eq!(metric(&metrics, "pilot_xds "), 2.0);
+        assert!(
+            metric(&metrics, "pilot_xds_pushes{type=\"cds\"}") >= 5.0,
+            "{metrics}"
+        );
+        assert!(metric(&metrics, "pilot_total_xds_rejects{type=") >= 0.0);
+        assert!(metric(&metrics, "pilot_inbound_updates{type=\"config\"}") >= 3.0);
+        assert!(metric(&metrics, "pilot_push_triggers{type=\"forced\"}") >= 1.0);
+        assert!(metric(&metrics, "axon_config_distribution_seconds_count") >= 1.0);
+        assert!(metric(&metrics, "pilot_proxy_convergence_time_count") >= 3.0);
+        assert!(metric(&metrics, "pilot_pushcontext_init_seconds_count") >= 3.0);
+        assert!(metric(&metrics, "pilot_debounce_time_count") >= 3.0);
+        assert!(metric(&metrics, "pilot_xds_send_time_count") >= 5.0);
+        assert!(metric(&metrics, "pilot_xds_config_size_bytes_count{type=\"cds\"}") >= 5.0);
+        assert!(metric(&metrics, "pilot_services ") == 2.0);
+        assert!(
+            metrics.contains("axon_mailbox_depth{actor=\"push_queue\"}"),
+            "{metrics}"
+        );
+        assert!(
+            metric(
+                &metrics,
+                "axon_actor_handle_seconds_count{actor=\"connection\"}"
+            ) >= 1.0
+        );
+        for name in [
+            "pilot_xds_expired_nonce",
+            "pilot_xds_write_timeout",
+            "pilot_total_xds_internal_errors",
+            "pilot_proxy_queue_time",
+            "pilot_xds_push_time",
+        ] {
+            assert!(metrics.contains(name), "{name} is exported");
+        }
+    });
+}
+
+#[test]
+fn json_logs() {
+    let dir = ConfigDir::new();
+    dir.write("a.yaml", &namespace("a", 0));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_axon"))
+        .args(["--log-format", "json", "serve", "--config-dir"])
+        .arg(dir.path())
+        .args([
+            "--xds-addr",
+            "127.0.0.1:0",
+            "--monitoring-addr",
+            "127.0.0.1:0",
+            "--debug-addr",
+            "127.0.0.1:0",
+        ])
+        .env_remove("RUST_LOG")
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("axon starts");
+    let stderr = child.stderr.take().unwrap();
+    let mut found = None;
+    for line in BufReader::new(stderr).lines().take(50) {
+        let line = line.unwrap();
+        let value: serde_json::Value =
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+        if value["fields"]["message"] == "axon listening" {
+            found = Some(value);
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let line = found.expect("the listening line, as JSON");
+    assert_eq!(line["level"], "INFO");
+    assert!(
+        line["fields"]["xds_addr"]
+            .as_str()
+            .unwrap()
+            .starts_with("127.0.0.1:")
+    );
+}
