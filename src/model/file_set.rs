@@ -124,11 +124,7 @@ impl FileSet {
                 }
             }
         }
-        let changed = diff(&self.merged, &merged);
-        let endpoints_only = !changed.is_empty()
-            && changed
-                .iter()
-                .all(|k| endpoints_only(self.merged.get(k), merged.get(k)));
+        let (changed, endpoints_only) = compare(&self.merged, &merged);
         self.merged = Arc::new(merged);
         Commit {
             changed,
@@ -150,6 +146,17 @@ pub struct Commit {
     /// ServiceEntry that is otherwise the same.
     pub endpoints_only: bool,
     pub duplicates: BTreeSet<ConfigKey>,
+}
+
+/// The keys that differ between two config sets, and whether every difference touches
+/// endpoints only (then the change takes the EDS fast path). Every registry uses this.
+pub fn compare(old: &ConfigSet, new: &ConfigSet) -> (BTreeSet<ConfigKey>, bool) {
+    let changed = diff(old, new);
+    let endpoints_only = !changed.is_empty()
+        && changed
+            .iter()
+            .all(|k| endpoints_only(old.get(k), new.get(k)));
+    (changed, endpoints_only)
 }
 
 fn endpoints_only(old: Option<&Arc<Config>>, new: Option<&Arc<Config>>) -> bool {

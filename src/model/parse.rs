@@ -189,6 +189,12 @@ fn parse_document(body: String, first_line: usize, default_namespace: &str) -> D
     if value.is_null() {
         return DocOutcome::Empty;
     }
+    parse_value(value, default_namespace)
+}
+
+/// One object, already decoded (from YAML, or from the Kubernetes API as JSON): its kind is
+/// checked, its spec typed and validated. `default_namespace` applies when it names none.
+pub fn parse_value(value: serde_json::Value, default_namespace: &str) -> DocOutcome {
     let envelope: Envelope = match serde_json::from_value(value) {
         Ok(e) => e,
         Err(_) => return DocOutcome::Invalid(DocError::NotAnObject),
