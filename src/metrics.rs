@@ -222,8 +222,17 @@ impl Metrics {
         // Typed families start at 0 for every xDS type, so that dashboards see them at once.
         for actor in ACTOR_KINDS {
             m.mailbox_depth.with_label_values(&[actor]);
+            m.handle_time.with_label_values(&[actor]);
+        }
+        for reason in ["config", "endpoint", "service", "proxy", "forced"] {
+            m.push_triggers.with_label_values(&[reason]);
+        }
+        for kind in ["config", "eds"] {
+            m.inbound_updates.with_label_values(&[kind]);
         }
         for t in XDS_TYPES {
+            m.xds_push_time.with_label_values(&[t]);
+            m.config_size.with_label_values(&[t]);
             m.xds_pushes.with_label_values(&[t]);
             m.xds_rejects.with_label_values(&[t]);
             m.expired_nonce.with_label_values(&[t]);
@@ -280,5 +289,33 @@ mod tests {
             text.contains("pilot_total_xds_rejects{type=\"cds\"} 0"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn the_dashboard_queries_only_exported_metrics() {
+        let dashboard: serde_json::Value =
+            serde_json::from_str(include_str!("../config/grafana/axon-dashboard.json"))
+                .expect("the dashboard is JSON");
+        let exported = Metrics::new().render();
+        let name = regex::Regex::new(r"\b((?:pilot|axon)_[a-z_]+)").expect("valid regex");
+        let mut checked = 0;
+        for panel in dashboard["panels"].as_array().expect("panels") {
+            for target in panel["targets"].as_array().expect("targets") {
+                let expr = target["expr"].as_str().expect("an expr");
+                for m in name.captures_iter(expr) {
+                    let metric = m[1]
+                        .trim_end_matches("_bucket")
+                        .trim_end_matches("_count")
+                        .trim_end_matches("_sum");
+                    assert!(
+                        exported.contains(&format!("# TYPE {metric} ")),
+                        "{metric} (panel {}) is not exported",
+                        panel["title"]
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked >= 20, "checked {checked} metric references");
     }
 }
