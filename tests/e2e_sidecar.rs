@@ -10,6 +10,8 @@
 //! Every test has its own axon, Envoys, upstreams, config dir and ports, so the tests run in
 //! parallel. On a failure the harness prints axon's and Envoy's logs.
 
+#[path = "support/ads_client.rs"]
+mod ads_client;
 mod support;
 
 use std::collections::BTreeMap;
@@ -964,6 +966,26 @@ fn sidecar_pruning_between_two_proxies() {
         (1, 1),
         "the b proxy must get exactly one push for the reviews change: {b_delta:?}"
     );
+
+    // Config distribution status, as an operator asks it: the ratings change (namespace b)
+    // counted only the b proxy; the reviews change (namespace a) both, and both ACKed it.
+    let distribution = |key: &str| {
+        let mut last = serde_json::Value::Null;
+        let complete = wait_until(Duration::from_secs(10), || {
+            last = ads_client::debug_json(&s.axon, &format!("/debug/distribution?key={key}"));
+            last[0]["complete"] == true
+        });
+        assert!(complete, "{key} reached every affected proxy: {last}");
+        last[0].clone()
+    };
+    let ratings = distribution("VirtualService/b/ratings");
+    assert_eq!(
+        ratings["affected"], 1,
+        "the a proxy is not counted: {ratings}"
+    );
+    let reviews = distribution("VirtualService/a/reviews");
+    assert_eq!(reviews["affected"], 2, "{reviews}");
+    assert_eq!(reviews["acked"], 2, "{reviews}");
 
     assert_no_rejections(&s.envoy);
     assert_no_rejections(b);
