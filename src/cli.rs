@@ -4,8 +4,6 @@
 use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 use actix::prelude::*;
 use anyhow::Context as _;
@@ -18,11 +16,14 @@ use crate::actors::file_registry::{FileRegistry, list_config_files};
 use crate::actors::push_queue::PushQueue;
 use crate::actors::snapshot_builder::SnapshotBuilder;
 use crate::debug::{self, Debug};
+use crate::kube::namespaces::NamespaceSelector;
+use crate::kube::registry::{IstioRegistry, Outbox, ServiceRegistry};
+use crate::kube::{ISTIO_SOURCE, SERVICES_SOURCE};
 use crate::limits::Limits;
 use crate::metrics::Metrics;
 use crate::model::file_set::FileSet;
 use crate::model::mesh::MeshConfig;
-use crate::monitoring::{self, Monitoring};
+use crate::monitoring::{self, Monitoring, Readiness};
 use crate::xds::ads::{AdsLimits, AdsService};
 
 /// Namespace given to configs that do not name one.
@@ -51,9 +52,11 @@ pub enum LogFormat {
     Json,
 }
 
+// Parsed once at startup: the size of `Serve` does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Serve Envoy over ADS from a directory of Istio YAML.
+    /// Serve Envoy over ADS from a directory of Istio YAML, Kubernetes, or both.
     Serve(ServeArgs),
     /// Check every file of a directory as `serve` would; exit 1 on any error.
     Validate {
@@ -65,8 +68,20 @@ pub enum Command {
 #[derive(clap::Args, Debug)]
 pub struct ServeArgs {
     /// Directory of Istio YAML (VirtualService, DestinationRule, Gateway, ServiceEntry, ...).
+    /// Optional with --kubernetes; where both define a config or a host, the directory wins.
     #[arg(long)]
-    pub config_dir: PathBuf,
+    pub config_dir: Option<PathBuf>,
+    /// Read Services, EndpointSlices, Pods and networking.istio.io config from Kubernetes
+    /// (the in-cluster config, or KUBECONFIG / ~/.kube/config outside a cluster).
+    #[arg(long)]
+    pub kubernetes: bool,
+    /// The cluster domain of Kubernetes Service hostnames (NAME.NAMESPACE.svc.DOMAIN).
+    #[arg(long, default_value = crate::model::host::DEFAULT_CLUSTER_DOMAIN)]
+    pub cluster_domain: String,
+    /// Read only namespaces whose labels match (`key=value[,key=value]`), like istiod's
+    /// discoverySelectors; objects of other namespaces are dropped.
+    #[arg(long)]
+    pub namespace_selector: Option<NamespaceSelector>,
     /// Address of the ADS gRPC server.
     #[arg(long, default_value = "0.0.0.0:15010")]
     pub xds_addr: SocketAddr,
@@ -172,10 +187,16 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         None => Limits::default(),
     };
     anyhow::ensure!(
-        args.config_dir.is_dir(),
-        "--config-dir {} is not a directory",
-        args.config_dir.display()
+        args.config_dir.is_some() || args.kubernetes,
+        "nothing to serve: give --config-dir DIR, --kubernetes, or both"
     );
+    if let Some(dir) = &args.config_dir {
+        anyhow::ensure!(
+            dir.is_dir(),
+            "--config-dir {} is not a directory",
+            dir.display()
+        );
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -185,7 +206,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
 
 async fn run(args: ServeArgs, limits: Limits) -> anyhow::Result<()> {
     let metrics = Metrics::new();
-    let ready = Arc::new(AtomicBool::new(false));
+    let ready = Readiness::new(if args.kubernetes { 2 } else { 0 });
     let cap = limits.mailbox_capacity;
 
     let push_queue = PushQueue::new(
@@ -203,7 +224,7 @@ async fn run(args: ServeArgs, limits: Limits) -> anyhow::Result<()> {
         mesh,
         push_queue.clone().recipient(),
         metrics.clone(),
-        ready.clone(),
+        ready.snapshot(),
         cap,
     )
     .start();
@@ -265,20 +286,50 @@ async fn run(args: ServeArgs, limits: Limits) -> anyhow::Result<()> {
             monitoring_listener,
             monitoring::router(Monitoring {
                 metrics: metrics.clone(),
-                ready,
+                ready: ready.clone(),
                 push_queue: push_queue.clone(),
             }),
         )
         .into_future(),
     );
-    let registry = FileRegistry::new(
-        args.config_dir.clone(),
-        DEFAULT_NAMESPACE,
-        debouncer.clone().recipient(),
-        metrics.clone(),
-        limits.file_rescan_interval,
-    )
-    .start();
+    let registry = args.config_dir.clone().map(|dir| {
+        FileRegistry::new(
+            dir,
+            DEFAULT_NAMESPACE,
+            debouncer.clone().recipient(),
+            metrics.clone(),
+            limits.file_rescan_interval,
+        )
+        .start()
+    });
+    let mut kubernetes = Vec::new();
+    if args.kubernetes {
+        let client = crate::kube::client()
+            .await
+            .context("connecting to Kubernetes (--kubernetes)")?;
+        let settings = crate::kube::Settings {
+            cluster_domain: args.cluster_domain.clone(),
+            namespace_selector: args.namespace_selector.clone(),
+        };
+        let outbox = |source| {
+            Outbox::new(
+                source,
+                debouncer.clone().recipient(),
+                metrics.clone(),
+                ready.clone(),
+            )
+        };
+        let services = ServiceRegistry::new(
+            client.clone(),
+            settings.clone(),
+            outbox(SERVICES_SOURCE),
+            cap,
+        )
+        .start();
+        let istio = IstioRegistry::new(client, settings, outbox(ISTIO_SOURCE), cap).start();
+        kubernetes.push(services.recipient());
+        kubernetes.push(istio.recipient());
+    }
     let debug_server = tokio::spawn(
         axum::serve(
             debug_listener,
@@ -286,6 +337,7 @@ async fn run(args: ServeArgs, limits: Limits) -> anyhow::Result<()> {
                 push_queue: push_queue.clone(),
                 builder,
                 registry,
+                kubernetes,
                 debouncer,
                 distribution,
             }),
@@ -296,7 +348,8 @@ async fn run(args: ServeArgs, limits: Limits) -> anyhow::Result<()> {
         %xds_addr,
         %monitoring_addr,
         %debug_addr,
-        config_dir = %args.config_dir.display(),
+        config_dir = ?args.config_dir,
+        kubernetes = args.kubernetes,
         "axon listening"
     );
 

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use actix::Addr;
+use actix::{Addr, Recipient};
 use axum::Json;
 use axum::Router;
 use axum::extract::{Query, State};
@@ -27,7 +27,10 @@ use crate::xds::TypeUrl;
 pub struct Debug {
     pub push_queue: Addr<PushQueue>,
     pub builder: Addr<SnapshotBuilder>,
-    pub registry: Addr<FileRegistry>,
+    /// The config directory's registry, when there is one.
+    pub registry: Option<Addr<FileRegistry>>,
+    /// The Kubernetes registries (`--kubernetes`).
+    pub kubernetes: Vec<Recipient<GetConfigz>>,
     pub debouncer: Addr<Debouncer>,
     pub distribution: Addr<DistributionTracker>,
 }
@@ -99,12 +102,21 @@ async fn config_dump(State(s): State<Debug>, Query(q): Query<HashMap<String, Str
     ))
 }
 
+/// The config directory's configs and errors; with `--kubernetes`, each Kubernetes
+/// registry's under `kubernetes`.
 async fn configz(State(s): State<Debug>) -> Answer {
-    s.registry
-        .send(GetConfigz)
-        .await
-        .map(Json)
-        .map_err(unavailable)
+    let mut out = match &s.registry {
+        Some(registry) => registry.send(GetConfigz).await.map_err(unavailable)?,
+        None => json!({"source": null, "configs": [], "errors": []}),
+    };
+    if !s.kubernetes.is_empty() {
+        let mut registries = Vec::new();
+        for registry in &s.kubernetes {
+            registries.push(registry.send(GetConfigz).await.map_err(unavailable)?);
+        }
+        out["kubernetes"] = Value::Array(registries);
+    }
+    Ok(Json(out))
 }
 
 async fn push_status(State(s): State<Debug>) -> Answer {

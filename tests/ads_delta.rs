@@ -5,108 +5,27 @@
 //! removals are named; `initial_resource_versions` spares a reconnecting client what it has.
 //! Also the SotW counterpart of the syncz NACK check.
 
+#[path = "support/ads_client.rs"]
+mod ads_client;
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use envoy_types::pb::envoy::config::core::v3::Node;
-use envoy_types::pb::envoy::service::discovery::v3::{
-    DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
-    aggregated_discovery_service_client::AggregatedDiscoveryServiceClient,
+use ads_client::{
+    CDS, Client, EDS, GATEWAY_ID, LDS, RDS, ROUTE, SVC, V1, V2, ads_service, gateway_node, mesh,
+    mesh_with, nack_request, rejection, runtime, serve_mesh,
 };
-use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind};
-use envoy_types::pb::google::rpc::Status as RpcStatus;
-use support::{Axon, ConfigDir, wait_until};
+use envoy_types::pb::envoy::service::discovery::v3::{
+    DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest,
+};
+use support::{Axon, wait_until};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Streaming;
 
-const CDS: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
-const EDS: &str = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment";
-const LDS: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
-const RDS: &str = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration";
-const GATEWAY_ID: &str = "router~10.0.0.1~gw-1.istio-system~istio-system.svc.cluster.local";
-const V1: &str = "outbound|80|v1|svc.demo.svc.cluster.local";
-const V2: &str = "outbound|80|v2|svc.demo.svc.cluster.local";
-const SVC: &str = "outbound|80||svc.demo.svc.cluster.local";
-const ROUTE: &str = "http.18080";
-
-const GATEWAY: &str = r#"apiVersion: networking.istio.io/v1
-kind: Gateway
-metadata: {name: gw, namespace: istio-system}
-spec:
-  selector: {istio: ingressgateway}
-  servers: [{port: {number: 18080, name: http, protocol: HTTP}, hosts: ["*"]}]
----
-"#;
-
-const SERVICE_ENTRY: &str = r#"apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: svc, namespace: demo}
-spec:
-  hosts: [svc.demo.svc.cluster.local]
-  location: MESH_INTERNAL
-  resolution: STATIC
-  ports: [{number: 80, name: http, protocol: HTTP}]
-  endpoints: [{address: 10.0.0.9, labels: {version: v1}}, {address: 10.0.0.10, labels: {version: v2}}]
----
-"#;
-
-/// Gateway (optional) + ServiceEntry (optional) + DestinationRule + VirtualService.
-fn mesh_with(gateway: bool, service_entry: bool, weight_v1: u32) -> String {
-    format!(
-        r#"{}{}apiVersion: networking.istio.io/v1
-kind: DestinationRule
-metadata: {{name: svc, namespace: demo}}
-spec:
-  host: svc
-  subsets: [{{name: v1, labels: {{version: v1}}}}, {{name: v2, labels: {{version: v2}}}}]
----
-apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata: {{name: svc, namespace: demo}}
-spec:
-  hosts: ["*"]
-  gateways: [istio-system/gw]
-  http:
-  - route:
-    - {{destination: {{host: svc, subset: v1}}, weight: {weight_v1}}}
-    - {{destination: {{host: svc, subset: v2}}, weight: {}}}
-"#,
-        if gateway { GATEWAY } else { "" },
-        if service_entry { SERVICE_ENTRY } else { "" },
-        100 - weight_v1
-    )
-}
-
-fn mesh(weight_v1: u32) -> String {
-    mesh_with(true, true, weight_v1)
-}
-
-fn node(id: &str) -> Node {
-    let s = |v: &str| Value {
-        kind: Some(Kind::StringValue(v.to_string())),
-    };
-    Node {
-        id: id.to_string(),
-        metadata: Some(Struct {
-            fields: [
-                ("NAMESPACE".to_string(), s("istio-system")),
-                (
-                    "LABELS".to_string(),
-                    Value {
-                        kind: Some(Kind::StructValue(Struct {
-                            fields: [("istio".to_string(), s("ingressgateway"))].into(),
-                        })),
-                    },
-                ),
-            ]
-            .into(),
-        }),
-        ..Default::default()
-    }
-}
+/// What a Delta client has: name -> version, per type.
+type Have = BTreeMap<String, BTreeMap<String, String>>;
 
 fn strings(names: &[&str]) -> Vec<String> {
     names.iter().map(|n| n.to_string()).collect()
@@ -116,16 +35,6 @@ fn sorted(names: &[&str]) -> Vec<String> {
     let mut v = strings(names);
     v.sort();
     v
-}
-
-/// Multi-threaded: the tests block on HTTP polls (`/metrics`, `/debug/syncz`) while requests
-/// they sent are still to be written by the gRPC client's tasks.
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
 }
 
 /// Names of the resources in a Delta response, sorted.
@@ -170,10 +79,7 @@ struct Delta {
 
 impl Delta {
     async fn connect(axon: &Axon) -> Delta {
-        let mut client =
-            AggregatedDiscoveryServiceClient::connect(format!("http://{}", axon.xds_addr()))
-                .await
-                .expect("connecting to axon");
+        let mut client = ads_service(axon).await;
         let (tx, rx) = mpsc::channel(16);
         let rx = client
             .delta_aggregated_resources(ReceiverStream::new(rx))
@@ -202,12 +108,18 @@ impl Delta {
     /// The first request of the stream, with the node.
     async fn first(&self, type_url: &str, sub: &[&str]) {
         self.send(DeltaDiscoveryRequest {
-            node: Some(node(GATEWAY_ID)),
+            node: Some(gateway_node(GATEWAY_ID)),
             type_url: type_url.to_string(),
             resource_names_subscribe: strings(sub),
             ..Default::default()
         })
         .await
+    }
+
+    /// The first request, a wildcard CDS with the node; returns the next response.
+    async fn first_cds(&mut self) -> DeltaDiscoveryResponse {
+        self.first(CDS, &[]).await;
+        self.next().await
     }
 
     async fn ack(&self, r: &DeltaDiscoveryResponse) {
@@ -218,11 +130,7 @@ impl Delta {
         self.send(DeltaDiscoveryRequest {
             type_url: r.type_url.clone(),
             response_nonce: r.nonce.clone(),
-            error_detail: Some(RpcStatus {
-                code: 3,
-                message: message.into(),
-                details: vec![],
-            }),
+            error_detail: Some(rejection(message)),
             ..Default::default()
         })
         .await
@@ -234,6 +142,29 @@ impl Delta {
             .expect("a response within 15 s")
             .expect("no stream error")
             .expect("stream still open")
+    }
+
+    /// From the first request (a wildcard CDS) on: ACKs every response and subscribes EDS
+    /// `V1` and `V2`, LDS (wildcard) and RDS `ROUTE` one after the other, checking each
+    /// response; returns what the client then has.
+    async fn subscribe_all(&mut self, nonces: &mut BTreeSet<String>) -> Have {
+        let mut have = Have::new();
+        self.first(CDS, &[]).await;
+        let subscriptions: [(&str, &[&str]); 3] = [(EDS, &[V1, V2]), (LDS, &[]), (RDS, &[ROUTE])];
+        let mut pending = subscriptions.iter();
+        loop {
+            let r = self.next().await;
+            check_response(&r, nonces);
+            have.entry(r.type_url.clone())
+                .or_default()
+                .extend(versions(&r));
+            self.ack(&r).await;
+            match pending.next() {
+                Some((type_url, sub)) => self.request(type_url, sub, &[], "").await,
+                None => break,
+            }
+        }
+        have
     }
 }
 
@@ -289,9 +220,7 @@ fn wait_metric(axon: &Axon, line: &str) {
 
 #[test]
 fn delta_first_request_without_a_node_is_rejected() {
-    let dir = ConfigDir::new();
-    dir.write("mesh.yaml", &mesh(100));
-    let axon = Axon::start(dir.path());
+    let (_dir, axon) = serve_mesh(&mesh(100));
     runtime().block_on(async {
         let mut bad = Delta::connect(&axon).await;
         bad.request(CDS, &[], &[], "").await;
@@ -304,8 +233,7 @@ fn delta_first_request_without_a_node_is_rejected() {
 
         // Another stream with a node is served.
         let mut good = Delta::connect(&axon).await;
-        good.first(CDS, &[]).await;
-        assert_eq!(good.next().await.type_url, CDS);
+        assert_eq!(good.first_cds().await.type_url, CDS);
     });
     assert!(
         axon.wait_for_log("delta=true", Duration::from_secs(5)),
@@ -315,15 +243,12 @@ fn delta_first_request_without_a_node_is_rejected() {
 
 #[test]
 fn delta_first_wildcard_request_is_answered_even_when_empty() {
-    let dir = ConfigDir::new();
     // No Gateway: a router gets no listener at all.
-    dir.write("mesh.yaml", &mesh_with(false, true, 100));
-    let axon = Axon::start(dir.path());
+    let (_dir, axon) = serve_mesh(&mesh_with(false, true, 100));
     runtime().block_on(async {
         let mut nonces = BTreeSet::new();
         let mut c = Delta::connect(&axon).await;
-        c.first(CDS, &[]).await;
-        let cds = c.next().await;
+        let cds = c.first_cds().await;
         assert_eq!(cds.type_url, CDS);
         check_response(&cds, &mut nonces);
         assert!(
@@ -352,15 +277,12 @@ fn delta_first_wildcard_request_is_answered_even_when_empty() {
 
 #[test]
 fn delta_acks_stale_nonces_nacks_and_subscriptions() {
-    let dir = ConfigDir::new();
-    dir.write("mesh.yaml", &mesh(100));
-    let axon = Axon::start(dir.path());
+    let (_dir, axon) = serve_mesh(&mesh(100));
     runtime().block_on(async {
         let mut nonces = BTreeSet::new();
         let mut c = Delta::connect(&axon).await;
 
-        c.first(CDS, &[]).await;
-        let cds = c.next().await;
+        let cds = c.first_cds().await;
         assert_eq!(cds.type_url, CDS);
         check_response(&cds, &mut nonces);
         assert_eq!(
@@ -437,30 +359,12 @@ fn delta_acks_stale_nonces_nacks_and_subscriptions() {
 
 #[test]
 fn delta_sends_only_changed_resources_and_names_removals() {
-    let dir = ConfigDir::new();
-    dir.write("mesh.yaml", &mesh(100));
-    let axon = Axon::start(dir.path());
+    let (dir, axon) = serve_mesh(&mesh(100));
     runtime().block_on(async {
         let mut nonces = BTreeSet::new();
         let mut c = Delta::connect(&axon).await;
         // What the client has: name -> version, per type.
-        let mut have: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
-
-        c.first(CDS, &[]).await;
-        let subscriptions: [(&str, &[&str]); 3] = [(EDS, &[V1, V2]), (LDS, &[]), (RDS, &[ROUTE])];
-        let mut pending = subscriptions.iter();
-        loop {
-            let r = c.next().await;
-            check_response(&r, &mut nonces);
-            have.entry(r.type_url.clone())
-                .or_default()
-                .extend(versions(&r));
-            c.ack(&r).await;
-            match pending.next() {
-                Some((type_url, sub)) => c.request(type_url, sub, &[], "").await,
-                None => break,
-            }
-        }
+        let mut have = c.subscribe_all(&mut nonces).await;
         assert_eq!(have[CDS].len(), 4, "{have:?}");
         assert_eq!(have[EDS].len(), 2, "{have:?}");
         assert_eq!(have[LDS].len(), 1, "{have:?}");
@@ -528,29 +432,12 @@ fn delta_sends_only_changed_resources_and_names_removals() {
 
 #[test]
 fn delta_initial_resource_versions_on_reconnect() {
-    let dir = ConfigDir::new();
-    dir.write("mesh.yaml", &mesh(100));
-    let axon = Axon::start(dir.path());
+    let (dir, axon) = serve_mesh(&mesh(100));
     runtime().block_on(async {
         let mut nonces = BTreeSet::new();
         // The first stream: everything, then the weight change (a new route config).
-        let mut have: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
         let mut first = Delta::connect(&axon).await;
-        first.first(CDS, &[]).await;
-        let subscriptions: [(&str, &[&str]); 3] = [(EDS, &[V1, V2]), (LDS, &[]), (RDS, &[ROUTE])];
-        let mut pending = subscriptions.iter();
-        loop {
-            let r = first.next().await;
-            check_response(&r, &mut nonces);
-            have.entry(r.type_url.clone())
-                .or_default()
-                .extend(versions(&r));
-            first.ack(&r).await;
-            match pending.next() {
-                Some((type_url, sub)) => first.request(type_url, sub, &[], "").await,
-                None => break,
-            }
-        }
+        let have = first.subscribe_all(&mut nonces).await;
         let old_route_version = have[RDS][ROUTE].clone();
         dir.write("mesh.yaml", &mesh(50));
         let new_route_version = loop {
@@ -569,7 +456,7 @@ fn delta_initial_resource_versions_on_reconnect() {
             have[type_url].clone().into_iter().collect()
         };
         c.send(DeltaDiscoveryRequest {
-            node: Some(node(GATEWAY_ID)),
+            node: Some(gateway_node(GATEWAY_ID)),
             type_url: CDS.into(),
             initial_resource_versions: initial(CDS),
             ..Default::default()
@@ -633,61 +520,14 @@ fn delta_initial_resource_versions_on_reconnect() {
 // SotW counterpart: a NACK shows in /debug/syncz and is not answered.
 // ---------------------------------------------------------------------------
 
-struct Sotw {
-    tx: mpsc::Sender<DiscoveryRequest>,
-    rx: Streaming<DiscoveryResponse>,
-}
-
-impl Sotw {
-    async fn connect(axon: &Axon) -> Sotw {
-        let mut client =
-            AggregatedDiscoveryServiceClient::connect(format!("http://{}", axon.xds_addr()))
-                .await
-                .expect("connecting to axon");
-        let (tx, rx) = mpsc::channel(16);
-        let rx = client
-            .stream_aggregated_resources(ReceiverStream::new(rx))
-            .await
-            .expect("opening the ADS stream")
-            .into_inner();
-        Sotw { tx, rx }
-    }
-
-    async fn send(&self, req: DiscoveryRequest) {
-        self.tx.send(req).await.expect("stream open");
-    }
-
-    async fn next(&mut self) -> DiscoveryResponse {
-        tokio::time::timeout(Duration::from_secs(15), self.rx.message())
-            .await
-            .expect("a response within 15 s")
-            .expect("no stream error")
-            .expect("stream still open")
-    }
-}
-
 #[test]
 fn sotw_nack_shows_in_syncz_and_is_not_re_sent() {
-    let dir = ConfigDir::new();
-    dir.write("mesh.yaml", &mesh(100));
-    let axon = Axon::start(dir.path());
+    let (dir, axon) = serve_mesh(&mesh(100));
     runtime().block_on(async {
-        let mut c = Sotw::connect(&axon).await;
-        c.send(DiscoveryRequest {
-            node: Some(node(GATEWAY_ID)),
-            type_url: CDS.into(),
-            ..Default::default()
-        })
-        .await;
-        let cds = c.next().await;
+        let mut c = Client::connect(&axon).await;
+        let cds = c.first_cds(gateway_node(GATEWAY_ID)).await;
         assert_eq!(cds.type_url, CDS);
-        let ack = |r: &DiscoveryResponse| DiscoveryRequest {
-            type_url: r.type_url.clone(),
-            version_info: r.version_info.clone(),
-            response_nonce: r.nonce.clone(),
-            ..Default::default()
-        };
-        c.send(ack(&cds)).await;
+        c.ack(&cds, &[]).await;
 
         // A change of the clusters (a new subset): the CDS push is NACKed.
         dir.write(
@@ -702,13 +542,8 @@ fn sotw_nack_shows_in_syncz_and_is_not_re_sent() {
         assert_ne!(pushed.version_info, cds.version_info);
         assert_eq!(pushed.resources.len(), 5, "the v3 subset cluster is new");
         c.send(DiscoveryRequest {
-            error_detail: Some(RpcStatus {
-                code: 3,
-                message: "scripted sotw rejection".into(),
-                details: vec![],
-            }),
             version_info: cds.version_info.clone(),
-            ..ack(&pushed)
+            ..nack_request(&pushed, &[], "scripted sotw rejection")
         })
         .await;
         wait_metric(&axon, "pilot_total_xds_rejects{type=\"cds\"} 1");
@@ -720,11 +555,7 @@ fn sotw_nack_shows_in_syncz_and_is_not_re_sent() {
         assert_eq!(t["version_acked"], cds.version_info.as_str(), "{t}");
 
         // No second response for the same change: the next response answers LDS.
-        c.send(DiscoveryRequest {
-            type_url: LDS.into(),
-            ..Default::default()
-        })
-        .await;
+        c.request(LDS, &[], "", None).await;
         let lds = c.next().await;
         assert_eq!(
             lds.type_url, LDS,

@@ -3,6 +3,8 @@
 //! others or growing memory; `max_streams` and `max_requests_per_second` refuse new streams
 //! with RESOURCE_EXHAUSTED (counted in `axon_rejected_streams`).
 
+#[path = "support/ads_client.rs"]
+mod ads_client;
 mod support;
 
 use std::fmt::Write as _;
@@ -12,20 +14,18 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use ads_client::{CDS, EDS, ack_request, discovery_request, gateway_node, runtime_with_threads};
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::{
     DiscoveryRequest, DiscoveryResponse,
     aggregated_discovery_service_client::AggregatedDiscoveryServiceClient,
 };
-use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind};
 use support::{Axon, ConfigDir};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Streaming;
 use tonic::transport::{Channel, Endpoint};
 
-const CDS: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
-const EDS: &str = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment";
 const CHURN_HOST: &str = "churn.demo.svc.cluster.local";
 
 // ---------------------------------------------------------------------------
@@ -33,55 +33,18 @@ const CHURN_HOST: &str = "churn.demo.svc.cluster.local";
 // ---------------------------------------------------------------------------
 
 fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(4)
-        .enable_all()
-        .build()
-        .unwrap()
+    runtime_with_threads(4)
 }
 
 /// A gateway node (`router~IP~POD.NS~NS.svc.cluster.local`) in istio-system.
-fn gateway_node(ip: &str, pod: &str) -> Node {
-    let s = |v: &str| Value {
-        kind: Some(Kind::StringValue(v.to_string())),
-    };
-    Node {
-        id: format!("router~{ip}~{pod}.istio-system~istio-system.svc.cluster.local"),
-        metadata: Some(Struct {
-            fields: [
-                ("NAMESPACE".to_string(), s("istio-system")),
-                (
-                    "LABELS".to_string(),
-                    Value {
-                        kind: Some(Kind::StructValue(Struct {
-                            fields: [("istio".to_string(), s("ingressgateway"))].into(),
-                        })),
-                    },
-                ),
-            ]
-            .into(),
-        }),
-        ..Default::default()
-    }
+fn gateway_at(ip: &str, pod: &str) -> Node {
+    gateway_node(&format!(
+        "router~{ip}~{pod}.istio-system~istio-system.svc.cluster.local"
+    ))
 }
 
-fn request(type_url: &str, names: &[String], node: Option<Node>) -> DiscoveryRequest {
-    DiscoveryRequest {
-        type_url: type_url.to_string(),
-        resource_names: names.to_vec(),
-        node,
-        ..Default::default()
-    }
-}
-
-fn ack(r: &DiscoveryResponse, names: &[String]) -> DiscoveryRequest {
-    DiscoveryRequest {
-        type_url: r.type_url.clone(),
-        version_info: r.version_info.clone(),
-        response_nonce: r.nonce.clone(),
-        resource_names: names.to_vec(),
-        ..Default::default()
-    }
+fn request(type_url: &str, names: &[&str], node: Option<Node>) -> DiscoveryRequest {
+    discovery_request(type_url, names, "", node)
 }
 
 fn ads_client(channel: Channel) -> AggregatedDiscoveryServiceClient<Channel> {
@@ -271,7 +234,7 @@ impl Readers {
 async fn reading_client(addr: SocketAddr, i: usize, shared: Arc<Readers>) {
     let result: Result<(), String> = async {
         let mut client = connect(addr).await;
-        let node = gateway_node(
+        let node = gateway_at(
             &format!("10.1.{}.{}", i / 200, i % 200 + 1),
             &format!("gw-{i}"),
         );
@@ -289,7 +252,9 @@ async fn reading_client(addr: SocketAddr, i: usize, shared: Arc<Readers>) {
                     shared.seen[i].store(p, Ordering::SeqCst);
                 }
             }
-            tx.send(ack(&r, &[])).await.map_err(|_| "ack: closed")?;
+            tx.send(ack_request(&r, &[]))
+                .await
+                .map_err(|_| "ack: closed")?;
         }
         Err("the stream ended".to_string())
     }
@@ -454,10 +419,11 @@ fn a_stalled_proxy_is_disconnected_and_never_slows_the_others() {
             .await
             .expect("connecting the stalled client");
         let mut client = ads_client(channel);
-        let node = gateway_node("10.9.9.9", "stalled");
+        let node = gateway_at("10.9.9.9", "stalled");
         let (tx, rx) = open_stream(&mut client, Some(request(CDS, &[], Some(node))))
             .await
             .expect("the stalled client's stream is admitted");
+        let eds_names: Vec<&str> = eds_names.iter().map(String::as_str).collect();
         tx.send(request(EDS, &eds_names, None)).await.unwrap();
         (tx, rx)
     });
@@ -596,7 +562,7 @@ async fn works(
     rx: &mut Streaming<DiscoveryResponse>,
     pod: &str,
 ) {
-    tx.send(request(CDS, &[], Some(gateway_node("10.0.0.1", pod))))
+    tx.send(request(CDS, &[], Some(gateway_at("10.0.0.1", pod))))
         .await
         .unwrap();
     let r = tokio::time::timeout(Duration::from_secs(15), rx.message())

@@ -2,183 +2,36 @@
 //! has a fresh nonce; an ACK is not answered; a stale nonce is ignored; a NACK is counted and
 //! not answered; a full push goes CDS, EDS, LDS, RDS; bad first requests close the stream.
 
+#[path = "support/ads_client.rs"]
+mod ads_client;
 mod support;
 
 use std::time::Duration;
 
-use envoy_types::pb::envoy::config::core::v3::Node;
-use envoy_types::pb::envoy::service::discovery::v3::{
-    DiscoveryRequest, DiscoveryResponse,
-    aggregated_discovery_service_client::AggregatedDiscoveryServiceClient,
+use ads_client::{
+    CDS, Client, EDS, GATEWAY_ID, LDS, RDS, ROUTE, V1, documents, gateway_node, istio_node, mesh,
+    own_namespace_sidecar, runtime, serve_mesh, svc_destination_rule, svc_service_entry,
+    svc_virtual_service,
 };
-use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind};
-use envoy_types::pb::google::rpc::Status as RpcStatus;
-use support::{Axon, ConfigDir};
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
-use tonic::Streaming;
-
-const CDS: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
-const EDS: &str = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment";
-const LDS: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
-const RDS: &str = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration";
-const GATEWAY_ID: &str = "router~10.0.0.1~gw-1.istio-system~istio-system.svc.cluster.local";
-
-fn mesh(weight_v1: u32) -> String {
-    format!(
-        r#"apiVersion: networking.istio.io/v1
-kind: Gateway
-metadata: {{name: gw, namespace: istio-system}}
-spec:
-  selector: {{istio: ingressgateway}}
-  servers: [{{port: {{number: 18080, name: http, protocol: HTTP}}, hosts: ["*"]}}]
----
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {{name: svc, namespace: demo}}
-spec:
-  hosts: [svc.demo.svc.cluster.local]
-  location: MESH_INTERNAL
-  resolution: STATIC
-  ports: [{{number: 80, name: http, protocol: HTTP}}]
-  endpoints: [{{address: 10.0.0.9, labels: {{version: v1}}}}, {{address: 10.0.0.10, labels: {{version: v2}}}}]
----
-apiVersion: networking.istio.io/v1
-kind: DestinationRule
-metadata: {{name: svc, namespace: demo}}
-spec:
-  host: svc
-  subsets: [{{name: v1, labels: {{version: v1}}}}, {{name: v2, labels: {{version: v2}}}}]
----
-apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata: {{name: svc, namespace: demo}}
-spec:
-  hosts: ["*"]
-  gateways: [istio-system/gw]
-  http:
-  - route:
-    - {{destination: {{host: svc, subset: v1}}, weight: {weight_v1}}}
-    - {{destination: {{host: svc, subset: v2}}, weight: {}}}
-"#,
-        100 - weight_v1
-    )
-}
+use envoy_types::pb::envoy::service::discovery::v3::DiscoveryResponse;
 
 /// The names the scripted client keeps subscribed, per type.
 fn subscribed(type_url: &str) -> &'static [&'static str] {
     match type_url {
-        EDS => &["outbound|80|v1|svc.demo.svc.cluster.local"],
-        RDS => &["http.18080"],
+        EDS => &[V1],
+        RDS => &[ROUTE],
         _ => &[],
     }
 }
 
-fn node(id: &str) -> Node {
-    let s = |v: &str| Value {
-        kind: Some(Kind::StringValue(v.to_string())),
-    };
-    Node {
-        id: id.to_string(),
-        metadata: Some(Struct {
-            fields: [
-                ("NAMESPACE".to_string(), s("istio-system")),
-                (
-                    "LABELS".to_string(),
-                    Value {
-                        kind: Some(Kind::StructValue(Struct {
-                            fields: [("istio".to_string(), s("ingressgateway"))].into(),
-                        })),
-                    },
-                ),
-            ]
-            .into(),
-        }),
-        ..Default::default()
-    }
-}
-
-/// One scripted ADS stream.
-struct Client {
-    tx: mpsc::Sender<DiscoveryRequest>,
-    rx: Streaming<DiscoveryResponse>,
-    last_version: String,
-}
-
-impl Client {
-    async fn connect(axon: &Axon) -> Client {
-        let mut client =
-            AggregatedDiscoveryServiceClient::connect(format!("http://{}", axon.xds_addr()))
-                .await
-                .expect("connecting to axon");
-        let (tx, rx) = mpsc::channel(16);
-        let rx = client
-            .stream_aggregated_resources(ReceiverStream::new(rx))
-            .await
-            .expect("opening the ADS stream")
-            .into_inner();
-        Client {
-            tx,
-            rx,
-            last_version: String::new(),
-        }
-    }
-
-    async fn send(&self, req: DiscoveryRequest) {
-        self.tx.send(req).await.expect("stream open");
-    }
-
-    async fn request(&self, type_url: &str, names: &[&str], nonce: &str, node: Option<Node>) {
-        self.send(DiscoveryRequest {
-            type_url: type_url.to_string(),
-            resource_names: names.iter().map(|n| n.to_string()).collect(),
-            response_nonce: nonce.to_string(),
-            node,
-            ..Default::default()
-        })
-        .await
-    }
-
-    async fn ack(&self, r: &DiscoveryResponse, names: &[&str]) {
-        self.send(DiscoveryRequest {
-            type_url: r.type_url.clone(),
-            version_info: r.version_info.clone(),
-            response_nonce: r.nonce.clone(),
-            resource_names: names.iter().map(|n| n.to_string()).collect(),
-            ..Default::default()
-        })
-        .await
-    }
-
-    async fn next(&mut self) -> DiscoveryResponse {
-        let r = tokio::time::timeout(Duration::from_secs(15), self.rx.message())
-            .await
-            .expect("a response within 15 s")
-            .expect("no stream error")
-            .expect("stream still open");
-        self.last_version = r.version_info.clone();
-        r
-    }
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 #[test]
 fn nonces_acks_nacks_and_push_order() {
-    let dir = ConfigDir::new();
-    dir.write("mesh.yaml", &mesh(100));
-    let axon = Axon::start(dir.path());
+    let (dir, axon) = serve_mesh(&mesh(100));
     runtime().block_on(async {
         let mut c = Client::connect(&axon).await;
         let mut nonces = std::collections::BTreeSet::new();
 
-        c.request(CDS, &[], "", Some(node(GATEWAY_ID))).await;
-        let cds = c.next().await;
+        let cds = c.first_cds(gateway_node(GATEWAY_ID)).await;
         assert_eq!(cds.type_url, CDS);
         assert!(!cds.nonce.is_empty() && !cds.version_info.is_empty());
         assert_eq!(cds.resources.len(), 4, "black hole + 3 clusters");
@@ -202,23 +55,12 @@ fn nonces_acks_nacks_and_push_order() {
         assert!(nonces.insert(eds.nonce.clone()));
 
         // A NACK is recorded and not answered.
-        c.send(DiscoveryRequest {
-            type_url: EDS.to_string(),
-            response_nonce: eds.nonce.clone(),
-            resource_names: names.iter().map(|n| n.to_string()).collect(),
-            error_detail: Some(RpcStatus {
-                code: 3,
-                message: "scripted rejection".into(),
-                details: vec![],
-            }),
-            ..Default::default()
-        })
-        .await;
-        c.request(RDS, &["http.18080"], "", None).await;
+        c.nack(&eds, names, "scripted rejection").await;
+        c.request(RDS, &[ROUTE], "", None).await;
         let rds = c.next().await;
         assert_eq!(rds.type_url, RDS, "a NACK must not be answered");
         assert!(nonces.insert(rds.nonce.clone()));
-        c.ack(&rds, &["http.18080"]).await;
+        c.ack(&rds, &[ROUTE]).await;
         let eds_ack = DiscoveryResponse {
             nonce: eds.nonce.clone(),
             ..eds.clone()
@@ -296,18 +138,15 @@ fn nonces_acks_nacks_and_push_order() {
 
 #[test]
 fn bad_first_requests_close_only_their_stream() {
-    let dir = ConfigDir::new();
-    dir.write("mesh.yaml", &mesh(100));
-    let axon = Axon::start(dir.path());
+    let (_dir, axon) = serve_mesh(&mesh(100));
     runtime().block_on(async {
         let mut good = Client::connect(&axon).await;
-        good.request(CDS, &[], "", Some(node(GATEWAY_ID))).await;
-        let first = good.next().await;
+        let first = good.first_cds(gateway_node(GATEWAY_ID)).await;
 
         for (node, why) in [
             (None, "node"),
             (
-                Some(node("envoy-without-istio-id")),
+                Some(gateway_node("envoy-without-istio-id")),
                 "envoy-without-istio-id",
             ),
         ] {
@@ -328,68 +167,30 @@ fn bad_first_requests_close_only_their_stream() {
     });
 }
 
+/// Services `svc` in namespaces a and b; a's Sidecar imports only a; b has a VirtualService
+/// sending `b_weight` to v2.
 fn scoped_mesh(b_weight: u32) -> String {
-    let se = |ns: &str| {
-        format!(
-            r#"apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {{name: svc, namespace: {ns}}}
-spec:
-  hosts: [svc.{ns}.svc.cluster.local]
-  location: MESH_INTERNAL
-  resolution: STATIC
-  ports: [{{number: 80, name: http, protocol: HTTP}}]
-  endpoints: [{{address: 10.0.0.9, labels: {{version: v1}}}}, {{address: 10.0.0.10, labels: {{version: v2}}}}]
----
-apiVersion: networking.istio.io/v1
-kind: DestinationRule
-metadata: {{name: svc, namespace: {ns}}}
-spec:
-  host: svc
-  subsets: [{{name: v1, labels: {{version: v1}}}}, {{name: v2, labels: {{version: v2}}}}]
----
-"#
-        )
-    };
-    format!(
-        r#"{}{}apiVersion: networking.istio.io/v1
-kind: Sidecar
-metadata: {{name: default, namespace: a}}
-spec:
-  egress: [{{hosts: ["./*"]}}]
----
-apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata: {{name: svc, namespace: b}}
-spec:
-  hosts: [svc]
-  http:
-  - route:
-    - {{destination: {{host: svc, subset: v1}}, weight: {}}}
-    - {{destination: {{host: svc, subset: v2}}, weight: {b_weight}}}
-"#,
-        se("a"),
-        se("b"),
-        100 - b_weight
-    )
+    documents(&[
+        svc_service_entry("a"),
+        svc_destination_rule("a"),
+        svc_service_entry("b"),
+        svc_destination_rule("b"),
+        own_namespace_sidecar("a"),
+        svc_virtual_service("b", false, 100 - b_weight),
+    ])
 }
 
 #[test]
 fn a_change_outside_a_proxys_scope_sends_it_nothing() {
-    let dir = ConfigDir::new();
-    dir.write("mesh.yaml", &scoped_mesh(0));
-    let axon = Axon::start(dir.path());
+    let (dir, axon) = serve_mesh(&scoped_mesh(0));
     runtime().block_on(async {
         let mut c = Client::connect(&axon).await;
-        let mut sidecar = node("sidecar~10.3.0.1~app-1.a~a.svc.cluster.local");
-        sidecar.metadata.as_mut().unwrap().fields.insert(
-            "NAMESPACE".into(),
-            Value {
-                kind: Some(Kind::StringValue("a".into())),
-            },
+        let sidecar = istio_node(
+            "sidecar~10.3.0.1~app-1.a~a.svc.cluster.local",
+            "a",
+            &[("istio", "ingressgateway")],
         );
-        c.request(CDS, &[], "", Some(sidecar)).await;
-        let cds = c.next().await;
+        let cds = c.first_cds(sidecar).await;
         assert_eq!(
             cds.resources.len(),
             5,
@@ -432,13 +233,10 @@ fn a_change_outside_a_proxys_scope_sends_it_nothing() {
 
 #[test]
 fn an_endpoint_change_is_pushed_as_eds_only() {
-    let dir = ConfigDir::new();
-    dir.write("mesh.yaml", &mesh(100));
-    let axon = Axon::start(dir.path());
+    let (dir, axon) = serve_mesh(&mesh(100));
     runtime().block_on(async {
         let mut c = Client::connect(&axon).await;
-        c.request(CDS, &[], "", Some(node(GATEWAY_ID))).await;
-        let cds = c.next().await;
+        let cds = c.first_cds(gateway_node(GATEWAY_ID)).await;
         c.ack(&cds, &[]).await;
         c.request(EDS, subscribed(EDS), "", None).await;
         let eds = c.next().await;

@@ -3,65 +3,31 @@
 //! VirtualService edit within 2 s, a malformed file keeps the last good config, no rejected
 //! update), plus proof that Delta is what is in use.
 
+#[path = "support/scenario.rs"]
+mod scenario;
 mod support;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use scenario::*;
 use support::*;
 
-const NODE_ID: &str = "router~127.0.0.1~ingress-1.istio-system~istio-system.svc.cluster.local";
 const CONVERGE: Duration = Duration::from_secs(30);
 
+/// The Gateway, and the backend's ServiceEntry and DestinationRule.
 fn config_yaml(gw_port: u16, v1_port: u16, v2_port: u16) -> String {
-    format!(
-        r#"apiVersion: networking.istio.io/v1
-kind: Gateway
-metadata: {{name: ingress, namespace: istio-system}}
-spec:
-  selector: {{istio: ingressgateway}}
-  servers: [{{port: {{number: {gw_port}, name: http, protocol: HTTP}}, hosts: ["*"]}}]
----
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {{name: backend, namespace: demo}}
-spec:
-  hosts: [backend.demo.svc.cluster.local]
-  ports: [{{number: 80, name: http, protocol: HTTP}}]
-  location: MESH_INTERNAL
-  resolution: STATIC
-  endpoints:
-  - {{address: 127.0.0.1, ports: {{http: {v1_port}}}, labels: {{version: v1}}}}
-  - {{address: 127.0.0.1, ports: {{http: {v2_port}}}, labels: {{version: v2}}}}
----
-apiVersion: networking.istio.io/v1
-kind: DestinationRule
-metadata: {{name: backend, namespace: demo}}
-spec:
-  host: backend
-  subsets: [{{name: v1, labels: {{version: v1}}}}, {{name: v2, labels: {{version: v2}}}}]
-"#
-    )
+    documents(&[gateway_yaml(gw_port), backend_yaml(v1_port, v2_port)])
 }
 
 /// The VirtualService: `x-version: v2` to subset v2, the rest split `v1_weight`/rest.
 fn routes_yaml(v1_weight: u32) -> String {
-    format!(
-        r#"apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata: {{name: backend, namespace: demo}}
-spec:
-  hosts: ["*"]
-  gateways: [istio-system/ingress]
-  http:
-  - match: [{{headers: {{x-version: {{exact: v2}}}}}}]
-    route: [{{destination: {{host: backend.demo.svc.cluster.local, subset: v2, port: {{number: 80}}}}}}]
-  - route:
-    - {{destination: {{host: backend.demo.svc.cluster.local, subset: v1, port: {{number: 80}}}}, weight: {v1_weight}}}
-    - {{destination: {{host: backend.demo.svc.cluster.local, subset: v2, port: {{number: 80}}}}, weight: {}}}
-"#,
-        100 - v1_weight
+    backend_routes_yaml(
+        "v1",
+        true,
+        false,
+        &[("v1", v1_weight), ("v2", 100 - v1_weight)],
     )
 }
 
@@ -84,9 +50,7 @@ impl Scenario {
         config.write("config.yaml", &config_yaml(gw_port, v1.port(), v2.port()));
         config.write("routes.yaml", &routes_yaml(v1_weight));
         let axon = Axon::start(config.path());
-        let options =
-            EnvoyOptions::gateway(NODE_ID, &[("istio", "ingressgateway")], "istio-system").delta();
-        let envoy = Envoy::start(axon.xds_addr(), options);
+        let envoy = Envoy::start(axon.xds_addr(), gateway_options().delta());
         Scenario {
             envoy,
             axon,
@@ -106,36 +70,12 @@ impl Scenario {
     }
 
     fn distribution(&self, n: usize) -> BTreeMap<String, usize> {
-        let mut counts = BTreeMap::new();
-        for _ in 0..n {
-            let (status, body) = self.get(&[]);
-            let key = if status == 200 {
-                body
-            } else {
-                format!("status {status}: {body}")
-            };
-            *counts.entry(key).or_insert(0) += 1;
-        }
-        counts
+        count_answers(n, || self.get(&[]))
     }
 
     /// Envoy's xDS state, for failure messages.
     fn describe(&self) -> String {
-        let dump = self.envoy.config_dump();
-        let stats: Vec<String> = self
-            .envoy
-            .stats()
-            .into_iter()
-            .filter(|(k, _)| k.contains("update_") || k.contains("control_plane"))
-            .map(|(k, v)| format!("  {k}: {v}"))
-            .collect();
-        format!(
-            "listeners {:?}\nroutes {:?}\nclusters {:?}\nstats:\n{}",
-            dynamic_listener_names(&dump),
-            dynamic_route_config_names(&dump),
-            dynamic_cluster_names(&dump),
-            stats.join("\n")
-        )
+        describe_envoy(&self.envoy)
     }
 }
 
@@ -168,17 +108,7 @@ fn delta_gateway_scenario() {
 
     // (b) The 80/20 split.
     let counts = s.distribution(400);
-    let v2 = counts.get("backend-v2").copied().unwrap_or(0);
-    assert_eq!(
-        counts.get("backend-v1").copied().unwrap_or(0) + v2,
-        400,
-        "every request reaches v1 or v2: {counts:?}"
-    );
-    let share = v2 as f64 / 400.0;
-    assert!(
-        (share - 0.20).abs() <= 0.07,
-        "v2 share {share:.3}: {counts:?}"
-    );
+    assert_v2_share(&counts, 400, 0.20, 0.07, "request");
     eprintln!("[e2e_delta] 80/20 split: {counts:?}");
 
     // (c) Delta is in use. axon logs the connection with delta=true and syncz says "delta".
@@ -231,33 +161,14 @@ fn delta_gateway_scenario() {
     // (d) A VirtualService edit (100% v2) takes effect within 2 s.
     let written = Instant::now();
     s.config.write("routes.yaml", &routes_yaml(0));
-    let (mut streak, mut streak_start, mut converged) = (0, written, None);
-    while written.elapsed() < Duration::from_secs(15) {
-        let sent = Instant::now();
-        if s.get(&[]) == (200, "backend-v2".to_string()) {
-            if streak == 0 {
-                streak_start = sent;
-            }
-            streak += 1;
-            if streak >= 20 {
-                converged = Some(streak_start - written);
-                break;
-            }
-        } else {
-            streak = 0;
-        }
-    }
-    let converged =
-        converged.unwrap_or_else(|| panic!("100% v2 never settled within 15 s\n{}", s.describe()));
+    let converged = settle_time(written, 20, "backend-v2", || s.get(&[]))
+        .unwrap_or_else(|_| panic!("100% v2 never settled within 15 s\n{}", s.describe()));
     eprintln!("[e2e_delta] 100% v2 reached Envoy {converged:?} after the write");
     assert!(converged < Duration::from_secs(2), "took {converged:?}");
 
     // (e) A malformed routes.yaml is reported and keeps the last good config.
     let offset = s.axon.log_len();
-    s.config.write(
-        "routes.yaml",
-        "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: backend\n  spec: [\n",
-    );
+    s.config.write("routes.yaml", MALFORMED_ROUTES);
     let reported = s
         .axon
         .wait_for_log_line_after(offset, Duration::from_secs(10), |l| {
@@ -288,13 +199,8 @@ fn delta_gateway_scenario() {
     );
 
     // (f) Envoy accepted every update.
+    assert_no_rejected_updates(&s.envoy);
     let stats = s.envoy.stats();
-    let rejected: Vec<_> = stats
-        .iter()
-        .filter(|(k, v)| k.ends_with("update_rejected") && **v != 0)
-        .collect();
-    assert!(rejected.is_empty(), "Envoy rejected updates: {rejected:?}");
-    assert!(stats.keys().any(|k| k.ends_with("update_rejected")));
     for key in [
         "cluster_manager.cds.update_success",
         "listener_manager.lds.update_success",

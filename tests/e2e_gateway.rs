@@ -5,99 +5,32 @@
 //! Every test has its own axon, Envoy, upstreams and ports, so the tests run
 //! in parallel. On a failure the harness prints axon's and Envoy's logs.
 
+#[path = "support/scenario.rs"]
+mod scenario;
 mod support;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use scenario::*;
 use support::*;
-
-const NODE_ID: &str = "router~127.0.0.1~ingress-1.istio-system~istio-system.svc.cluster.local";
-const BACKEND: &str = "backend.demo.svc.cluster.local";
 
 /// How long the first configuration may take to reach Envoy.
 const CONVERGE: Duration = Duration::from_secs(30);
 
-fn gateway_yaml(gw_port: u16) -> String {
+/// The backend (ServiceEntry with subsets v1 and v2, DestinationRule) and the `other`
+/// service (a ServiceEntry selecting a WorkloadEntry on `other_port`).
+fn services_yaml(v1_port: u16, v2_port: u16, other_port: u16) -> String {
+    let other = service_entry_head(
+        "other",
+        "demo",
+        "other.demo.svc.cluster.local",
+        http_port(80),
+    );
     format!(
-        r#"apiVersion: networking.istio.io/v1
-kind: Gateway
-metadata:
-  name: ingress
-  namespace: istio-system
-spec:
-  selector:
-    istio: ingressgateway
-  servers:
-  - port:
-      number: {gw_port}
-      name: http
-      protocol: HTTP
-    hosts:
-    - "*"
-"#
-    )
-}
-
-fn backend_yaml(v1_port: u16, v2_port: u16, other_port: u16) -> String {
-    format!(
-        r#"apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata:
-  name: backend
-  namespace: demo
-spec:
-  hosts:
-  - backend.demo.svc.cluster.local
-  ports:
-  - number: 80
-    name: http
-    protocol: HTTP
-  location: MESH_INTERNAL
-  resolution: STATIC
-  endpoints:
-  - address: 127.0.0.1
-    ports:
-      http: {v1_port}
-    labels:
-      version: v1
-  - address: 127.0.0.1
-    ports:
-      http: {v2_port}
-    labels:
-      version: v2
----
-apiVersion: networking.istio.io/v1
-kind: DestinationRule
-metadata:
-  name: backend
-  namespace: demo
-spec:
-  host: backend
-  subsets:
-  - name: v1
-    labels:
-      version: v1
-  - name: v2
-    labels:
-      version: v2
----
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata:
-  name: other
-  namespace: demo
-spec:
-  hosts:
-  - other.demo.svc.cluster.local
-  ports:
-  - number: 80
-    name: http
-    protocol: HTTP
-  location: MESH_INTERNAL
-  resolution: STATIC
-  workloadSelector:
+        r#"{}---
+{other}  workloadSelector:
     labels:
       app: other
 ---
@@ -112,56 +45,19 @@ spec:
     http: {other_port}
   labels:
     app: other
-"#
+"#,
+        backend_yaml(v1_port, v2_port)
     )
 }
 
-/// The VirtualService; `v1_weight` + `v2_weight` = 100.
+/// The VirtualService (`v1alpha3`): `x-version: v2` to v2, `/other` to other, the rest
+/// split; `v1_weight` + `v2_weight` = 100.
 fn routes_yaml(v1_weight: u32, v2_weight: u32) -> String {
-    format!(
-        r#"apiVersion: networking.istio.io/v1alpha3
-kind: VirtualService
-metadata:
-  name: backend
-  namespace: demo
-spec:
-  hosts:
-  - "*"
-  gateways:
-  - istio-system/ingress
-  http:
-  - match:
-    - headers:
-        x-version:
-          exact: v2
-    route:
-    - destination:
-        host: backend.demo.svc.cluster.local
-        subset: v2
-        port:
-          number: 80
-  - match:
-    - uri:
-        prefix: /other
-    route:
-    - destination:
-        host: other.demo.svc.cluster.local
-        port:
-          number: 80
-  - route:
-    - destination:
-        host: backend.demo.svc.cluster.local
-        subset: v1
-        port:
-          number: 80
-      weight: {v1_weight}
-    - destination:
-        host: backend.demo.svc.cluster.local
-        subset: v2
-        port:
-          number: 80
-      weight: {v2_weight}
-"#
+    backend_routes_yaml(
+        "v1alpha3",
+        true,
+        true,
+        &[("v1", v1_weight), ("v2", v2_weight)],
     )
 }
 
@@ -189,16 +85,11 @@ impl Scenario {
         config.write("gateway.yaml", &gateway_yaml(gw_port));
         config.write(
             "backend.yaml",
-            &backend_yaml(v1.port(), v2.port(), other.port()),
+            &services_yaml(v1.port(), v2.port(), other.port()),
         );
         config.write("routes.yaml", routes);
         let axon = Axon::start(config.path());
-        let envoy = Envoy::start_gateway(
-            axon.xds_addr(),
-            NODE_ID,
-            &[("istio", "ingressgateway")],
-            "istio-system",
-        );
+        let envoy = Envoy::start(axon.xds_addr(), gateway_options());
         Scenario {
             envoy,
             axon,
@@ -221,53 +112,16 @@ impl Scenario {
     /// Waits until `GET path` with `headers` answers `(200, want_body)`;
     /// panics with a description of Envoy's state otherwise.
     fn wait_for_body(&self, what: &str, path: &str, headers: &[(&str, &str)], want: &str) {
-        let mut last = (0, String::new());
-        let ok = wait_until(CONVERGE, || {
-            last = self.get(path, headers);
-            last.0 == 200 && last.1 == want
+        let what = format!("{what}: GET {path} {headers:?} on {}", self.gw());
+        wait_for_answer(&what, CONVERGE, want, &self.envoy, || {
+            self.get(path, headers)
         });
-        assert!(
-            ok,
-            "{what}: GET {path} {headers:?} on {} never answered 200 {want:?} within {CONVERGE:?}; \
-             last answer: {last:?}\n{}",
-            self.gw(),
-            describe_envoy(&self.envoy)
-        );
     }
 
     /// Sends `n` plain requests and counts the bodies.
     fn plain_distribution(&self, n: usize) -> BTreeMap<String, usize> {
-        let mut counts = BTreeMap::new();
-        for _ in 0..n {
-            let (status, body) = self.get("/", &[]);
-            let key = if status == 200 {
-                body
-            } else {
-                format!("status {status}: {body}")
-            };
-            *counts.entry(key).or_insert(0) += 1;
-        }
-        counts
+        count_answers(n, || self.get("/", &[]))
     }
-}
-
-/// A summary of Envoy's xDS state for failure messages.
-fn describe_envoy(envoy: &Envoy) -> String {
-    let dump = envoy.config_dump();
-    let stats = envoy.stats();
-    let xds_stats: Vec<String> = stats
-        .iter()
-        .filter(|(k, _)| k.contains("update_") || k.contains("control_plane.connected_state"))
-        .map(|(k, v)| format!("  {k}: {v}"))
-        .collect();
-    format!(
-        "envoy dynamic listeners: {:?}\nenvoy route configs: {:?}\nenvoy clusters: {:?}\n\
-         envoy xds stats:\n{}",
-        dynamic_listener_names(&dump),
-        dynamic_route_config_names(&dump),
-        dynamic_cluster_names(&dump),
-        xds_stats.join("\n")
-    )
 }
 
 fn metric_value(metrics: &str, re: &str) -> Option<f64> {
@@ -324,18 +178,7 @@ fn gateway_scenario() {
         );
     }
     let counts = s.plain_distribution(400);
-    let v1 = counts.get("backend-v1").copied().unwrap_or(0);
-    let v2 = counts.get("backend-v2").copied().unwrap_or(0);
-    assert_eq!(
-        v1 + v2,
-        400,
-        "every plain request must reach backend-v1/v2: {counts:?}"
-    );
-    let share = v2 as f64 / 400.0;
-    assert!(
-        (share - 0.20).abs() <= 0.07,
-        "v2 share {share:.3} not within 0.20 ± 0.07 (counts {counts:?})"
-    );
+    assert_v2_share(&counts, 400, 0.20, 0.07, "plain request");
     eprintln!("[e2e] 80/20 split: {counts:?}");
 
     // Envoy's view of the config.
@@ -365,34 +208,14 @@ fn gateway_scenario() {
     // backend-v2 within 2 s of the write.
     let written = Instant::now();
     s.config.write("routes.yaml", &routes_yaml(0, 100));
-    const STREAK: usize = 20;
-    let mut streak = 0;
-    let mut streak_start = written;
-    let mut converged_after: Option<Duration> = None;
-    let mut last = (0, String::new());
-    while written.elapsed() < Duration::from_secs(15) {
-        let sent = Instant::now();
-        last = s.get("/", &[]);
-        if last == (200, "backend-v2".to_string()) {
-            if streak == 0 {
-                streak_start = sent;
-            }
-            streak += 1;
-            if streak >= STREAK {
-                converged_after = Some(streak_start - written);
-                break;
-            }
-        } else {
-            streak = 0;
-        }
-    }
-    let converged_after = converged_after.unwrap_or_else(|| {
-        panic!(
-            "after rewriting routes.yaml to 100% v2, plain requests did not settle on \
+    let converged_after = settle_time(written, 20, "backend-v2", || s.get("/", &[]))
+        .unwrap_or_else(|last| {
+            panic!(
+                "after rewriting routes.yaml to 100% v2, plain requests did not settle on \
              backend-v2 within 15 s; last {last:?}\n{}",
-            describe_envoy(&s.envoy)
-        )
-    });
+                describe_envoy(&s.envoy)
+            )
+        });
     eprintln!("[e2e] 100% v2 reached Envoy {converged_after:?} after the write");
     assert!(
         converged_after < Duration::from_secs(2),
@@ -433,10 +256,7 @@ fn gateway_scenario() {
     let routes_path = s.config.file("routes.yaml").display().to_string();
     let routes_canon = canon_dir.join("routes.yaml").display().to_string();
     let offset = s.axon.log_len();
-    s.config.write(
-        "routes.yaml",
-        "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: backend\n  spec: [\n",
-    );
+    s.config.write("routes.yaml", MALFORMED_ROUTES);
     let line = s
         .axon
         .wait_for_log_line_after(offset, Duration::from_secs(10), |l| {
@@ -472,33 +292,9 @@ fn gateway_scenario() {
     assert!(dynamic_route_config_names(&dump).contains(&want_route));
 
     // (d) Envoy accepted every update.
-    let stats = s.envoy.stats();
-    let rejected: Vec<(&String, &u64)> = stats
-        .iter()
-        .filter(|(k, v)| k.ends_with("update_rejected") && **v != 0)
-        .collect();
-    assert!(
-        rejected.is_empty(),
-        "Envoy rejected updates: {rejected:?}\nrejection lines in Envoy's log:\n{}",
-        s.envoy
-            .logs()
-            .lines()
-            .filter(|l| l.contains("rejected") || l.contains("gRPC config"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
-    assert!(
-        stats.keys().any(|k| k.ends_with("update_rejected")),
-        "no *update_rejected stats at all"
-    );
-    let cds = stats
-        .get("cluster_manager.cds.update_success")
-        .copied()
-        .unwrap_or(0);
-    let lds = stats
-        .get("listener_manager.lds.update_success")
-        .copied()
-        .unwrap_or(0);
+    assert_no_rejected_updates(&s.envoy);
+    let cds = stat(&s.envoy, "cluster_manager.cds.update_success");
+    let lds = stat(&s.envoy, "listener_manager.lds.update_success");
     assert!(cds >= 1, "cluster_manager.cds.update_success = {cds}");
     assert!(lds >= 1, "listener_manager.lds.update_success = {lds}");
 

@@ -3,101 +3,22 @@
 //! port Envoy reconnects, fully syncs, and a VirtualService change made after
 //! the restart is routed within 2 s of the write.
 
+#[path = "support/scenario.rs"]
+mod scenario;
 mod support;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use scenario::*;
 use support::*;
-
-const NODE_ID: &str = "router~127.0.0.1~ingress-1.istio-system~istio-system.svc.cluster.local";
 
 /// How long the first configuration (or a reconnect) may take to reach Envoy.
 const CONVERGE: Duration = Duration::from_secs(30);
 
-fn gateway_yaml(gw_port: u16) -> String {
-    format!(
-        r#"apiVersion: networking.istio.io/v1
-kind: Gateway
-metadata: {{name: ingress, namespace: istio-system}}
-spec:
-  selector: {{istio: ingressgateway}}
-  servers:
-  - port: {{number: {gw_port}, name: http, protocol: HTTP}}
-    hosts: ["*"]
-"#
-    )
-}
-
-fn backend_yaml(v1_port: u16, v2_port: u16) -> String {
-    format!(
-        r#"apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {{name: backend, namespace: demo}}
-spec:
-  hosts: [backend.demo.svc.cluster.local]
-  ports: [{{number: 80, name: http, protocol: HTTP}}]
-  location: MESH_INTERNAL
-  resolution: STATIC
-  endpoints:
-  - {{address: 127.0.0.1, ports: {{http: {v1_port}}}, labels: {{version: v1}}}}
-  - {{address: 127.0.0.1, ports: {{http: {v2_port}}}, labels: {{version: v2}}}}
----
-apiVersion: networking.istio.io/v1
-kind: DestinationRule
-metadata: {{name: backend, namespace: demo}}
-spec:
-  host: backend
-  subsets:
-  - {{name: v1, labels: {{version: v1}}}}
-  - {{name: v2, labels: {{version: v2}}}}
-"#
-    )
-}
-
 /// The VirtualService sending every request to `subset`.
 fn routes_yaml(subset: &str) -> String {
-    format!(
-        r#"apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata: {{name: backend, namespace: demo}}
-spec:
-  hosts: ["*"]
-  gateways: [istio-system/ingress]
-  http:
-  - route:
-    - destination:
-        host: backend.demo.svc.cluster.local
-        subset: {subset}
-        port: {{number: 80}}
-"#
-    )
-}
-
-fn stat(envoy: &Envoy, name: &str) -> u64 {
-    envoy.stats().get(name).copied().unwrap_or(0)
-}
-
-/// A summary of Envoy's xDS state for failure messages.
-fn describe_envoy(envoy: &Envoy) -> String {
-    let stats = envoy.stats();
-    let xds: Vec<String> = stats
-        .iter()
-        .filter(|(k, _)| {
-            k.contains("update_")
-                || k.contains("control_plane")
-                || k.starts_with("cluster.xds-grpc.upstream_cx")
-        })
-        .map(|(k, v)| format!("  {k}: {v}"))
-        .collect();
-    let dump = envoy.config_dump();
-    format!(
-        "envoy listeners: {:?}\nenvoy routes: {:?}\nenvoy clusters: {:?}\nenvoy xds stats:\n{}",
-        dynamic_listener_names(&dump),
-        dynamic_route_config_names(&dump),
-        dynamic_cluster_names(&dump),
-        xds.join("\n")
-    )
+    backend_routes_yaml("v1", false, false, &[(subset, 100)])
 }
 
 /// Field order = drop order: Envoy dies before axon.
@@ -123,17 +44,8 @@ impl Scenario {
     }
 
     fn wait_for_body(&self, what: &str, want: &str) {
-        let mut last = (0, String::new());
-        let ok = wait_until(CONVERGE, || {
-            last = self.get();
-            last.0 == 200 && last.1 == want
-        });
-        assert!(
-            ok,
-            "{what}: GET / on {} never answered 200 {want:?} within {CONVERGE:?}; last {last:?}\n{}",
-            self.gw(),
-            describe_envoy(&self.envoy)
-        );
+        let what = format!("{what}: GET / on {}", self.gw());
+        wait_for_answer(&what, CONVERGE, want, &self.envoy, || self.get());
     }
 }
 
@@ -149,8 +61,7 @@ fn envoy_rides_out_an_axon_restart() {
     let xds_port = free_port();
     let axon = Axon::start_on(config.path(), xds_port, &[]);
     assert_eq!(axon.xds_addr().port(), xds_port);
-    let mut options =
-        EnvoyOptions::gateway(NODE_ID, &[("istio", "ingressgateway")], "istio-system");
+    let mut options = gateway_options();
     // Reconnect quickly once axon is back (Envoy's default backoff grows to 30 s).
     options.xds_retry_back_off = Some(("0.1s".to_string(), "0.5s".to_string()));
     let envoy = Envoy::start(SocketAddr::from(([127, 0, 0, 1], xds_port)), options);
@@ -267,34 +178,14 @@ fn envoy_rides_out_an_axon_restart() {
     // A VirtualService change after the restart is routed within 2 s.
     let written = Instant::now();
     s.config.write("routes.yaml", &routes_yaml("v2"));
-    const STREAK: usize = 20;
-    let mut streak = 0;
-    let mut streak_start = written;
-    let mut converged_after = None;
-    let mut last = (0, String::new());
-    while written.elapsed() < Duration::from_secs(15) {
-        let sent = Instant::now();
-        last = s.get();
-        if last == (200, "backend-v2".to_string()) {
-            if streak == 0 {
-                streak_start = sent;
-            }
-            streak += 1;
-            if streak >= STREAK {
-                converged_after = Some(streak_start - written);
-                break;
-            }
-        } else {
-            streak = 0;
-        }
-    }
-    let converged_after = converged_after.unwrap_or_else(|| {
-        panic!(
-            "after the restart, switching routes.yaml to v2 did not settle within 15 s; \
+    let converged_after =
+        settle_time(written, 20, "backend-v2", || s.get()).unwrap_or_else(|last| {
+            panic!(
+                "after the restart, switching routes.yaml to v2 did not settle within 15 s; \
              last {last:?}\n{}",
-            describe_envoy(&s.envoy)
-        )
-    });
+                describe_envoy(&s.envoy)
+            )
+        });
     eprintln!(
         "[resilience] route change after the restart reached Envoy {converged_after:?} after the write"
     );
@@ -304,34 +195,10 @@ fn envoy_rides_out_an_axon_restart() {
     );
 
     // Envoy accepted every update, from both axons.
-    let stats = s.envoy.stats();
-    let rejected: Vec<_> = stats
-        .iter()
-        .filter(|(k, v)| k.ends_with("update_rejected") && **v != 0)
-        .collect();
-    assert!(
-        stats.keys().any(|k| k.ends_with("update_rejected")),
-        "no update_rejected stats at all"
-    );
-    assert!(
-        rejected.is_empty(),
-        "Envoy rejected updates: {rejected:?}\n{}",
-        s.envoy
-            .logs()
-            .lines()
-            .filter(|l| l.contains("rejected") || l.contains("gRPC config"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+    assert_no_rejected_updates(&s.envoy);
     eprintln!(
         "[resilience] envoy: cds.update_success {}, lds.update_success {}, no update_rejected",
-        stats
-            .get("cluster_manager.cds.update_success")
-            .copied()
-            .unwrap_or(0),
-        stats
-            .get("listener_manager.lds.update_success")
-            .copied()
-            .unwrap_or(0)
+        stat(&s.envoy, "cluster_manager.cds.update_success"),
+        stat(&s.envoy, "listener_manager.lds.update_success")
     );
 }

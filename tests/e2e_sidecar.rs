@@ -12,12 +12,15 @@
 
 #[path = "support/ads_client.rs"]
 mod ads_client;
+#[path = "support/scenario.rs"]
+mod scenario;
 mod support;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use scenario::*;
 use support::*;
 
 /// The proxy under test: workload `app-1` in namespace `a`.
@@ -39,137 +42,52 @@ const FAST: Duration = Duration::from_secs(2);
 
 /// ServiceEntry `reviews` in `a`: two STATIC endpoints on 127.0.0.1, labelled v1 and v2.
 fn reviews_se_yaml(v1_port: u16, v2_port: u16) -> String {
-    format!(
-        r#"apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata:
-  name: reviews
-  namespace: a
-spec:
-  hosts:
-  - {REVIEWS}
-  ports:
-  - number: {SERVICE_PORT}
-    name: http
-    protocol: HTTP
-  location: MESH_INTERNAL
-  resolution: STATIC
-  endpoints:
-  - address: 127.0.0.1
-    ports:
-      http: {v1_port}
-    labels:
-      version: v1
-  - address: 127.0.0.1
-    ports:
-      http: {v2_port}
-    labels:
-      version: v2
-"#
+    service_entry_yaml(
+        "reviews",
+        "a",
+        REVIEWS,
+        http_port(SERVICE_PORT),
+        &[(v1_port, Some("v1")), (v2_port, Some("v2"))],
     )
 }
-
-const REVIEWS_DR: &str = r#"apiVersion: networking.istio.io/v1
-kind: DestinationRule
-metadata:
-  name: reviews
-  namespace: a
-spec:
-  host: reviews
-  subsets:
-  - name: v1
-    labels:
-      version: v1
-  - name: v2
-    labels:
-      version: v2
-"#;
 
 /// VirtualService `reviews` in `a` (a mesh one: no `gateways`): `end-user: jason` goes to
 /// v2, everything else to `default_subset`.
 fn reviews_vs_yaml(default_subset: &str) -> String {
-    format!(
-        r#"apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata:
-  name: reviews
-  namespace: a
-spec:
-  hosts:
-  - reviews
-  http:
-  - match:
-    - headers:
-        end-user:
-          exact: jason
-    route:
-    - destination:
-        host: reviews
-        subset: v2
-        port:
-          number: {SERVICE_PORT}
-  - route:
-    - destination:
-        host: reviews
-        subset: {default_subset}
-        port:
-          number: {SERVICE_PORT}
-      weight: 100
-"#
+    header_to_v2_yaml(
+        "reviews",
+        "a",
+        "reviews",
+        SERVICE_PORT,
+        ("end-user", "jason"),
+        default_subset,
     )
 }
 
 fn ratings_se_yaml(port: u16) -> String {
-    format!(
-        r#"apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata:
-  name: ratings
-  namespace: b
-spec:
-  hosts:
-  - {RATINGS}
-  ports:
-  - number: {SERVICE_PORT}
-    name: http
-    protocol: HTTP
-  location: MESH_INTERNAL
-  resolution: STATIC
-  endpoints:
-  - address: 127.0.0.1
-    ports:
-      http: {port}
-"#
+    service_entry_yaml(
+        "ratings",
+        "b",
+        RATINGS,
+        http_port(SERVICE_PORT),
+        &[(port, None)],
     )
 }
 
 /// VirtualService `ratings` in `b`; `revision` changes its first route (a prefix match on
 /// `/rev-REVISION`), so every revision is a different config.
 fn ratings_vs_yaml(revision: u32) -> String {
-    format!(
-        r#"apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata:
-  name: ratings
-  namespace: b
-spec:
-  hosts:
-  - ratings
-  http:
-  - match:
-    - uri:
-        prefix: /rev-{revision}
-    route:
-    - destination:
-        host: ratings
-        port:
-          number: {SERVICE_PORT}
-  - route:
-    - destination:
-        host: ratings
-        port:
-          number: {SERVICE_PORT}
-"#
+    let to_ratings = || vec![destination("ratings", None, SERVICE_PORT, None)];
+    virtual_service_yaml(
+        "v1",
+        "ratings",
+        "b",
+        &["ratings"],
+        &[],
+        &[
+            http_rule(&prefix_match(&format!("/rev-{revision}")), &to_ratings()),
+            http_rule("", &to_ratings()),
+        ],
     )
 }
 
@@ -229,7 +147,10 @@ impl Scenario {
         let egress_port = free_port();
         let config = ConfigDir::new();
         config.write("reviews-se.yaml", &reviews_se_yaml(v1.port(), v2.port()));
-        config.write("reviews-dr.yaml", REVIEWS_DR);
+        config.write(
+            "reviews-dr.yaml",
+            &destination_rule_yaml("reviews", "a", "reviews"),
+        );
         config.write("reviews-vs.yaml", &reviews_vs_yaml("v1"));
         config.write("ratings-se.yaml", &ratings_se_yaml(ratings.port()));
         config.write("ratings-vs.yaml", &ratings_vs_yaml(1));
@@ -263,18 +184,10 @@ impl Scenario {
 
     /// Waits until a request answers `(200, want)`; panics with Envoy's state otherwise.
     fn wait_for_body(&self, host: &str, headers: &[(&str, &str)], want: &str) {
-        let mut last = (0, String::new());
-        let ok = wait_until(CONVERGE, || {
-            last = self.get(host, "/", headers);
-            last.0 == 200 && last.1 == want
+        let what = format!("GET / Host {host} {headers:?} on {}", self.egress());
+        wait_for_answer(&what, CONVERGE, want, &self.envoy, || {
+            self.get(host, "/", headers)
         });
-        assert!(
-            ok,
-            "GET / Host {host} {headers:?} on {} never answered 200 {want:?} within \
-             {CONVERGE:?}; last answer: {last:?}\n{}",
-            self.egress(),
-            describe_envoy(&self.envoy)
-        );
     }
 
     /// Asserts that `n` requests in a row answer `(200, want)`.
@@ -299,32 +212,17 @@ impl Scenario {
         headers: &[(&str, &str)],
         want: &str,
     ) -> Duration {
-        const STREAK: usize = 10;
-        let mut streak = 0;
-        let mut streak_start = written;
-        let mut last = (0, String::new());
-        while written.elapsed() < Duration::from_secs(15) {
-            let sent = Instant::now();
-            last = self.get(REVIEWS, "/", headers);
-            if last.0 == 200 && last.1 == want {
-                if streak == 0 {
-                    streak_start = sent;
-                }
-                streak += 1;
-                if streak >= STREAK {
-                    let took = streak_start - written;
-                    eprintln!("[e2e] {what}: reached {want} {took:?} after the write");
-                    return took;
-                }
-            } else {
-                streak = 0;
+        match settle_time(written, 10, want, || self.get(REVIEWS, "/", headers)) {
+            Ok(took) => {
+                eprintln!("[e2e] {what}: reached {want} {took:?} after the write");
+                took
             }
+            Err(last) => panic!(
+                "{what}: requests {headers:?} did not settle on {want} within 15 s of the write; \
+                 last answer {last:?}\n{}",
+                describe_envoy(&self.envoy)
+            ),
         }
-        panic!(
-            "{what}: requests {headers:?} did not settle on {want} within 15 s of the write; \
-             last answer {last:?}\n{}",
-            describe_envoy(&self.envoy)
-        );
     }
 
     /// Waits until axon has built a push context after log offset `offset`, returning the
@@ -384,7 +282,7 @@ impl XdsAttempts {
     }
 
     /// Per-counter increase from `before` (counters that appeared count from 0).
-    fn delta(&self, before: &XdsAttempts) -> XdsDelta {
+    fn delta(&self, before: &XdsAttempts) -> XdsAttempts {
         let sub = |now: &BTreeMap<String, u64>, was: &BTreeMap<String, u64>| {
             now.iter()
                 .map(|(k, v)| {
@@ -395,68 +293,21 @@ impl XdsAttempts {
                 })
                 .collect::<BTreeMap<_, _>>()
         };
-        XdsDelta {
+        XdsAttempts {
             cds: self.cds.saturating_sub(before.cds),
             lds: self.lds.saturating_sub(before.lds),
             rds: sub(&self.rds, &before.rds),
             eds: sub(&self.eds, &before.eds),
         }
     }
-}
 
-#[derive(Debug, Clone, PartialEq)]
-struct XdsDelta {
-    cds: u64,
-    lds: u64,
-    rds: BTreeMap<String, u64>,
-    eds: BTreeMap<String, u64>,
-}
-
-impl XdsDelta {
+    /// Whether no counter rose (of an increase from [`XdsAttempts::delta`]).
     fn is_zero(&self) -> bool {
         self.cds == 0
             && self.lds == 0
             && self.rds.values().all(|v| *v == 0)
             && self.eds.values().all(|v| *v == 0)
     }
-}
-
-/// A summary of Envoy's xDS state for failure messages.
-fn describe_envoy(envoy: &Envoy) -> String {
-    let dump = envoy.config_dump();
-    let stats = envoy.stats();
-    let xds_stats: Vec<String> = stats
-        .iter()
-        .filter(|(k, _)| k.contains("update_") || k.contains("control_plane.connected_state"))
-        .map(|(k, v)| format!("  {k}: {v}"))
-        .collect();
-    let routes: Vec<String> = dynamic_route_configs(&dump)
-        .iter()
-        .map(|r| serde_json::to_string(r).unwrap_or_default())
-        .collect();
-    format!(
-        "envoy {} dynamic listeners: {:?}\nenvoy route configs: {:?}\nenvoy clusters: {:?}\n\
-         envoy route config contents:\n{}\nenvoy xds stats:\n{}",
-        envoy.options.node_id,
-        dynamic_listener_names(&dump),
-        dynamic_route_config_names(&dump),
-        dynamic_cluster_names(&dump),
-        routes.join("\n"),
-        xds_stats.join("\n")
-    )
-}
-
-/// The `route_config` objects of the dynamic route configurations.
-fn dynamic_route_configs(dump: &serde_json::Value) -> Vec<serde_json::Value> {
-    dump_section(dump, "RoutesConfigDump")
-        .and_then(|s| s.get("dynamic_route_configs"))
-        .and_then(|l| l.as_array())
-        .map(|rs| {
-            rs.iter()
-                .filter_map(|r| r.get("route_config").cloned())
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 fn route_config(dump: &serde_json::Value, name: &str) -> Option<serde_json::Value> {
@@ -519,22 +370,8 @@ fn endpoint_ports(dump: &serde_json::Value, cluster: &str) -> Vec<u64> {
 
 /// Asserts that Envoy rejected no update (and that it has `update_rejected` stats at all).
 fn assert_no_rejections(envoy: &Envoy) {
+    assert_no_rejected_updates(envoy);
     let stats = envoy.stats();
-    let rejected: Vec<(&String, &u64)> = stats
-        .iter()
-        .filter(|(k, v)| k.ends_with("update_rejected") && **v != 0)
-        .collect();
-    assert!(
-        rejected.is_empty(),
-        "Envoy {} rejected updates: {rejected:?}\nrejection lines in Envoy's log:\n{}",
-        envoy.options.node_id,
-        envoy
-            .logs()
-            .lines()
-            .filter(|l| l.contains("rejected") || l.contains("gRPC config"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
     for k in [
         "cluster_manager.cds.update_rejected",
         "listener_manager.lds.update_rejected",

@@ -10,6 +10,8 @@
 //! GRPC_TRACE=xds_client` and what gRPC's xDS client said (NACKs, resource errors) is put in
 //! the panic message.
 
+#[path = "support/scenario.rs"]
+mod scenario;
 mod support;
 
 use std::fs;
@@ -20,6 +22,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use scenario::*;
 use support::*;
 
 const ECHO_HOST: &str = "echo.a.svc.cluster.local";
@@ -369,79 +372,33 @@ fn call_echo(axon: &Axon, bootstrap: &Bootstrap, headers: &[(&str, &str)]) -> St
 
 /// ServiceEntry `echo` in `a`: one STATIC endpoint per `(port, version)`.
 fn echo_se_yaml(endpoints: &[(u16, &str)]) -> String {
-    let mut eps = String::new();
-    for (port, version) in endpoints {
-        eps.push_str(&format!(
-            "  - address: 127.0.0.1\n    ports:\n      grpc: {port}\n    labels:\n      version: {version}\n"
-        ));
-    }
-    format!(
-        r#"apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata:
-  name: echo
-  namespace: a
-spec:
-  hosts:
-  - {ECHO_HOST}
-  ports:
-  - number: {ECHO_PORT}
-    name: grpc
-    protocol: GRPC
-  location: MESH_INTERNAL
-  resolution: STATIC
-  endpoints:
-{eps}"#
-    )
+    let endpoints: Vec<(u16, Option<&str>)> = endpoints
+        .iter()
+        .map(|(port, version)| (*port, Some(*version)))
+        .collect();
+    let grpc = Port {
+        number: ECHO_PORT,
+        name: "grpc",
+        protocol: "GRPC",
+    };
+    service_entry_yaml("echo", "a", ECHO_HOST, grpc, &endpoints)
 }
 
-const ECHO_DR: &str = r#"apiVersion: networking.istio.io/v1
-kind: DestinationRule
-metadata:
-  name: echo
-  namespace: a
-spec:
-  host: echo.a.svc.cluster.local
-  subsets:
-  - name: v1
-    labels:
-      version: v1
-  - name: v2
-    labels:
-      version: v2
-"#;
+/// DestinationRule `echo` in `a`: subsets v1 and v2.
+fn echo_dr_yaml() -> String {
+    destination_rule_yaml("echo", "a", ECHO_HOST)
+}
 
 /// Mesh VirtualService `echo` in `a`: header `x-version: v2` goes to subset v2,
 /// everything else to `default_subset` (weight 100).
 fn echo_vs_yaml(default_subset: &str) -> String {
-    format!(
-        r#"apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata:
-  name: echo
-  namespace: a
-spec:
-  hosts:
-  - {ECHO_HOST}
-  http:
-  - match:
-    - headers:
-        x-version:
-          exact: v2
-    route:
-    - destination:
-        host: {ECHO_HOST}
-        subset: v2
-        port:
-          number: {ECHO_PORT}
-  - route:
-    - destination:
-        host: {ECHO_HOST}
-        subset: {default_subset}
-        port:
-          number: {ECHO_PORT}
-      weight: 100
-"#
+    header_to_v2_yaml(
+        "echo",
+        "a",
+        ECHO_HOST,
+        ECHO_PORT,
+        ("x-version", "v2"),
+        default_subset,
     )
 }
 
@@ -478,7 +435,7 @@ fn proxyless_grpc_client_follows_virtual_service_subsets() {
         "echo-se.yaml",
         &echo_se_yaml(&[(v1.port, "v1"), (v2.port, "v2")]),
     );
-    config.write("echo-dr.yaml", ECHO_DR);
+    config.write("echo-dr.yaml", &echo_dr_yaml());
     config.write("echo-vs.yaml", &echo_vs_yaml("v1"));
     let axon = Axon::start(config.path());
     let bootstrap = Bootstrap::new(&axon);

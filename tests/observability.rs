@@ -9,48 +9,21 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use ads_client::{CDS, Client, LDS, debug_json, istio_node, runtime};
-use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
-use envoy_types::pb::google::rpc::Status as RpcStatus;
+use ads_client::{
+    CDS, Client, LDS, debug_json, documents, istio_node, own_namespace_sidecar, runtime,
+    svc_destination_rule, svc_service_entry, svc_virtual_service,
+};
 use support::{Axon, ConfigDir, wait_until};
 
+/// Service `svc` in `ns` with a mesh VirtualService sending `weight_v2` to v2, and a Sidecar
+/// importing only `ns`.
 fn namespace(ns: &str, weight_v2: u32) -> String {
-    format!(
-        r#"apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {{name: svc, namespace: {ns}}}
-spec:
-  hosts: [svc.{ns}.svc.cluster.local]
-  location: MESH_INTERNAL
-  resolution: STATIC
-  ports: [{{number: 80, name: http, protocol: HTTP}}]
-  endpoints: [{{address: 10.0.0.9, labels: {{version: v1}}}}, {{address: 10.0.0.10, labels: {{version: v2}}}}]
----
-apiVersion: networking.istio.io/v1
-kind: DestinationRule
-metadata: {{name: svc, namespace: {ns}}}
-spec:
-  host: svc
-  subsets: [{{name: v1, labels: {{version: v1}}}}, {{name: v2, labels: {{version: v2}}}}]
----
-apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata: {{name: svc, namespace: {ns}}}
-spec:
-  hosts: [svc]
-  http:
-  - route:
-    - {{destination: {{host: svc, subset: v1}}, weight: {}}}
-    - {{destination: {{host: svc, subset: v2}}, weight: {weight_v2}}}
----
-apiVersion: networking.istio.io/v1
-kind: Sidecar
-metadata: {{name: default, namespace: {ns}}}
-spec:
-  egress: [{{hosts: ["./*"]}}]
-"#,
-        100 - weight_v2
-    )
+    documents(&[
+        svc_service_entry(ns),
+        svc_destination_rule(ns),
+        svc_virtual_service(ns, false, 100 - weight_v2),
+        own_namespace_sidecar(ns),
+    ])
 }
 
 fn sidecar(ns: &str) -> envoy_types::pb::envoy::config::core::v3::Node {
@@ -104,17 +77,7 @@ fn distribution_status_debug_endpoints_and_metrics() {
         // A NACK shows as such, with its error.
         dir.write("a.yaml", &namespace("a", 60));
         let r = in_a.next().await;
-        in_a.send(DiscoveryRequest {
-            type_url: r.type_url.clone(),
-            response_nonce: r.nonce.clone(),
-            error_detail: Some(RpcStatus {
-                code: 3,
-                message: "scripted rejection".into(),
-                details: vec![],
-            }),
-            ..Default::default()
-        })
-        .await;
+        in_a.nack(&r, &[], "scripted rejection").await;
         let nacked = wait_until(Duration::from_secs(10), || {
             last = debug_json(&axon, &format!("/debug/distribution?key={key}"));
             last[0]["nacked"][0][1]

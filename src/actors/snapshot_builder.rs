@@ -12,6 +12,7 @@ use std::time::Instant;
 use actix::prelude::*;
 
 use super::debouncer::{Flush, SourceId};
+use super::file_registry::SOURCE as FILES_SOURCE;
 use super::push_queue::Push;
 use crate::metrics::Metrics;
 use crate::model::mesh::MeshConfig;
@@ -53,16 +54,20 @@ impl SnapshotBuilder {
     }
 }
 
-/// One config set from all sources. A single source is shared as is; with several, the
-/// first source (by id) wins a key that more than one defines.
+/// One config set from all sources. A single source is shared as is; with several, a key
+/// that more than one defines is taken from the config directory (`files`) first, then from
+/// the first other source by id (`kubernetes` before `kubernetes-istio`).
 pub fn merge_sources(sources: &BTreeMap<SourceId, Arc<ConfigSet>>) -> Arc<ConfigSet> {
     let mut iter = sources.values();
     match (iter.next(), iter.next()) {
         (None, _) => Arc::default(),
         (Some(only), None) => only.clone(),
         _ => {
+            let mut ordered: Vec<(&SourceId, &Arc<ConfigSet>)> = sources.iter().collect();
+            ordered.sort_by_key(|(id, _)| (**id != FILES_SOURCE, **id));
             let mut merged = ConfigSet::new();
-            for set in sources.values().rev() {
+            // Later inserts overwrite: insert the winners last.
+            for (_, set) in ordered.into_iter().rev() {
                 merged.extend(set.iter().map(|(k, v)| (k.clone(), v.clone())));
             }
             Arc::new(merged)

@@ -1,4 +1,4 @@
-//! Test fixtures: a `PushContext` from YAML, proxies from node ids.
+//! Fixtures for tests and benchmarks: a `PushContext` from YAML, proxies from node ids.
 
 use std::sync::Arc;
 use std::time::Instant;

@@ -4,6 +4,16 @@
 /// The cluster domain that short names are completed with.
 pub const DEFAULT_DOMAIN: &str = "svc.cluster.local";
 
+/// The Kubernetes cluster domain that `--cluster-domain` defaults to. Only the hostnames of
+/// Services read from Kubernetes follow `--cluster-domain`; short names in Istio configs are
+/// always completed with [`DEFAULT_DOMAIN`].
+pub const DEFAULT_CLUSTER_DOMAIN: &str = "cluster.local";
+
+/// A Kubernetes Service's hostname: `name.namespace.svc.cluster_domain`.
+pub fn kubernetes_hostname(name: &str, namespace: &str, cluster_domain: &str) -> String {
+    format!("{name}.{namespace}.svc.{cluster_domain}")
+}
+
 /// Resolves a host written in a config of `namespace`: a short name (no dot) becomes
 /// `name.namespace.svc.cluster.local`; anything else (FQDN, wildcard) is kept.
 pub fn resolve(host: &str, namespace: &str) -> String {
@@ -52,6 +62,10 @@ mod tests {
         );
         assert_eq!(resolve("api.example.com", "x"), "api.example.com");
         assert_eq!(resolve("*", "x"), "*");
+        assert_eq!(
+            kubernetes_hostname("reviews", "bookinfo", DEFAULT_CLUSTER_DOMAIN),
+            resolve("reviews", "bookinfo")
+        );
     }
 
     #[test]

@@ -6,11 +6,13 @@
 
 pub mod config;
 pub mod file_set;
-#[cfg(test)]
+/// Builders for tests and benchmarks: a context from YAML, a proxy from a node id.
+#[doc(hidden)]
 pub mod fixtures;
 pub mod gateway;
 pub mod host;
 pub mod istio;
+pub mod memo;
 pub mod mesh;
 pub mod parse;
 pub mod proxy;

@@ -27,18 +27,28 @@ pub fn of_kind(configs: &ConfigSet, kind: ConfigKind) -> impl Iterator<Item = &A
         .map(|(_, c)| c)
 }
 
-/// Services by hostname (when two entries declare the same host, the first by key wins),
-/// and by namespace.
+/// The label that marks the ServiceEntries a registry made from another source's objects
+/// (`axon.io/source: kubernetes` for Kubernetes Services).
+pub const SOURCE_LABEL: &str = "axon.io/source";
+/// [`SOURCE_LABEL`]'s value on ServiceEntries made from Kubernetes Services.
+pub const KUBERNETES_SOURCE: &str = "kubernetes";
+
+/// Services by hostname (when two entries declare the same host, a ServiceEntry written as
+/// such wins over one made from a Kubernetes Service, then the first by key), and by
+/// namespace.
 #[derive(Debug, Default)]
 pub struct ServiceIndex {
     pub by_host: BTreeMap<String, Arc<Service>>,
     pub by_namespace: BTreeMap<String, Vec<Arc<Service>>>,
 }
 
-/// Endpoints by `(hostname, port)`.
+/// Endpoints by `(hostname, port)`, and the service ports each address serves (a proxy's
+/// own workload ports, found by its IP).
 #[derive(Debug, Default)]
 pub struct EndpointIndex {
     pub by_service_port: BTreeMap<(String, u32), Arc<Vec<Endpoint>>>,
+    /// Address → `(hostname, service port, endpoint port)`.
+    pub by_address: BTreeMap<String, Vec<(String, u32, u32)>>,
 }
 
 /// VirtualServices by the gateway (`namespace/name`, or `mesh`) they bind, and by the
@@ -77,6 +87,8 @@ pub struct PushContext {
     pub gateways: Arc<GatewayIndex>,
     pub sidecars: Arc<SidecarIndex>,
     pub mesh: Arc<MeshConfig>,
+    /// Answers computed from this context, shared by the proxies that ask the same question.
+    pub memo: super::memo::Memo,
 }
 
 impl PushContext {
@@ -138,6 +150,7 @@ impl PushContext {
             gateways,
             sidecars,
             mesh: mesh.clone(),
+            memo: Default::default(),
         }
     }
 
@@ -152,6 +165,7 @@ impl PushContext {
             gateways: Arc::new(index_gateways(configs)),
             sidecars: Arc::new(index_sidecars(configs)),
             mesh: mesh.clone(),
+            memo: Default::default(),
         }
     }
 
@@ -248,7 +262,11 @@ impl PushContext {
 
 fn index_services(configs: &ConfigSet, mesh: &MeshConfig) -> ServiceIndex {
     let mut by_host = BTreeMap::new();
-    for config in of_kind(configs, ConfigKind::ServiceEntry) {
+    let from_kubernetes =
+        |c: &Arc<Config>| c.labels.get(SOURCE_LABEL).map(String::as_str) == Some(KUBERNETES_SOURCE);
+    let written = of_kind(configs, ConfigKind::ServiceEntry).filter(|c| !from_kubernetes(c));
+    let synthetic = of_kind(configs, ConfigKind::ServiceEntry).filter(|c| from_kubernetes(c));
+    for config in written.chain(synthetic) {
         for service in services_of(config, &mesh.default_export_to) {
             by_host
                 .entry(service.hostname.clone())
@@ -270,6 +288,7 @@ fn index_services(configs: &ConfigSet, mesh: &MeshConfig) -> ServiceIndex {
 
 fn index_endpoints(configs: &ConfigSet, services: &ServiceIndex) -> EndpointIndex {
     let mut by_service_port = BTreeMap::new();
+    let mut by_address: BTreeMap<String, Vec<(String, u32, u32)>> = BTreeMap::new();
     for service in services.by_host.values() {
         let Some(Spec::ServiceEntry(se)) = configs.get(&service.source).map(|c| &c.spec) else {
             continue;
@@ -292,10 +311,20 @@ fn index_endpoints(configs: &ConfigSet, services: &ServiceIndex) -> EndpointInde
                     locality: String::new(),
                 });
             }
+            for ep in &endpoints {
+                by_address.entry(ep.address.clone()).or_default().push((
+                    service.hostname.clone(),
+                    port.number,
+                    ep.port,
+                ));
+            }
             by_service_port.insert((service.hostname.clone(), port.number), Arc::new(endpoints));
         }
     }
-    EndpointIndex { by_service_port }
+    EndpointIndex {
+        by_service_port,
+        by_address,
+    }
 }
 
 fn index_virtual_services(configs: &ConfigSet) -> VirtualServiceIndex {

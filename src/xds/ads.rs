@@ -1,39 +1,44 @@
-//! The ADS gRPC service: a thin adapter between tonic and one ConnectionActor per stream.
+//! The ADS gRPC service: a thin adapter between HTTP/2 (served by tonic's server) and one
+//! ConnectionActor per stream.
 //!
-//! For each stream it checks the stream budget, starts a ConnectionActor on one of the
+//! For each stream of `StreamAggregatedResources` (SotW) or `DeltaAggregatedResources` it
+//! admits the stream (token bucket, `max_streams`), starts a ConnectionActor on one of the
 //! connection arbiters (round robin, so that streams spread over the cores), feeds it the
-//! requests as [`XdsRequest`]s and turns its [`XdsResponse`]s back into protos. Mapping to
-//! `tonic::Status` happens here and nowhere else.
+//! requests as [`Request`]s, and writes its responses as gRPC messages built by [`wire`] from
+//! resources encoded once for every stream, each message in one buffer that is freed as soon as
+//! it is written: nothing is kept per stream between messages. Mapping to `tonic::Status` happens here and nowhere else.
 
+use std::collections::VecDeque;
+use std::convert::Infallible;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use actix::prelude::*;
-use envoy_types::pb::envoy::service::discovery::v3::{
-    DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
-    Resource as DeltaResource,
-    aggregated_discovery_service_server::{
-        AggregatedDiscoveryService, AggregatedDiscoveryServiceServer,
-    },
-};
-use futures::{Stream, StreamExt};
+use bytes::Bytes;
+use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryRequest};
+use futures::Stream;
+use http_body::Frame;
+use http_body_util::BodyExt;
 use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
-use tonic::{Request, Response, Status, Streaming};
+use tonic::Status;
+use tonic::body::Body;
+use tonic::server::NamedService;
 
-use super::resource::{
-    DeltaRequest, DeltaResponse, Request as XdsStreamRequest, Response as XdsStreamResponse,
-    XdsRequest, XdsResponse,
-};
+use super::resource::{DeltaRequest, Request, Response, XdsRequest};
+use super::wire::{self, FrameReader};
 use crate::actors::connection::{ConnectionActor, ConnectionConfig};
 use crate::actors::distribution::DistributionTracker;
 use crate::actors::push_queue::PushQueue;
 use crate::metrics::Metrics;
 use crate::model::proxy::NodeInfo;
 
-type ResponseStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
+const SOTW_PATH: &str =
+    "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources";
+const DELTA_PATH: &str =
+    "/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources";
 
 /// Why a stream is closed by the server.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,80 +55,117 @@ pub enum SinkError {
     Closed,
 }
 
-type SotwSender = mpsc::Sender<Result<DiscoveryResponse, Status>>;
-type DeltaSender = mpsc::Sender<Result<DeltaDiscoveryResponse, Status>>;
+/// What the response body of a stream is fed.
+enum Outgoing {
+    /// One framed gRPC message, as chunks.
+    Message(Vec<Bytes>),
+}
 
-/// The sending half of one ADS stream (SotW or Delta), bounded.
+/// The sending half of one ADS stream, bounded.
 #[derive(Clone)]
-pub enum ResponseSink {
-    Sotw(SotwSender),
-    Delta(DeltaSender),
+pub struct ResponseSink {
+    tx: mpsc::Sender<Outgoing>,
+    /// The status the stream ends with, if the server closes it.
+    close: Arc<Mutex<Option<Status>>>,
+    delta: bool,
 }
 
 impl ResponseSink {
     pub fn is_delta(&self) -> bool {
-        matches!(self, ResponseSink::Delta(_))
+        self.delta
     }
 
     /// Queues a response, waiting while the stream's queue is full.
-    pub async fn send(&self, response: XdsStreamResponse) -> Result<(), SinkError> {
-        let sent = match (self, response) {
-            (ResponseSink::Sotw(tx), XdsStreamResponse::Sotw(r)) => {
-                tx.send(Ok(r.into())).await.is_ok()
-            }
-            (ResponseSink::Delta(tx), XdsStreamResponse::Delta(r)) => {
-                tx.send(Ok(r.into())).await.is_ok()
-            }
-            // A response of the other protocol cannot be produced by a ConnectionActor.
-            _ => return Err(SinkError::Closed),
+    pub async fn send(&self, response: Response) -> Result<(), SinkError> {
+        let chunks = match &response {
+            Response::Sotw(r) => wire::encode_sotw(r),
+            Response::Delta(r) => wire::encode_delta(r),
         };
-        if sent { Ok(()) } else { Err(SinkError::Closed) }
+        // One buffer per message: HTTP/2 DATA frames of sensible size (a chunk per resource
+        // would be a frame per resource), freed as soon as h2 has written it.
+        let message = wire::concat(&chunks);
+        self.tx
+            .send(Outgoing::Message(vec![message]))
+            .await
+            .map_err(|_| SinkError::Closed)
     }
 
-    /// Ends the stream with an error status (best effort: a full queue drops it and the
-    /// stream just ends when the actor stops).
+    /// Ends the stream with an error status, ahead of anything still queued.
     pub fn close(&self, reason: CloseReason) {
         let status = match reason {
             CloseReason::InvalidArgument(m) => Status::invalid_argument(m),
             CloseReason::ResourceExhausted(m) => Status::resource_exhausted(m),
         };
-        let _ = match self {
-            ResponseSink::Sotw(tx) => tx.try_send(Err(status)).is_ok(),
-            ResponseSink::Delta(tx) => tx.try_send(Err(status)).is_ok(),
-        };
-    }
-}
-
-impl From<XdsResponse> for DiscoveryResponse {
-    fn from(r: XdsResponse) -> DiscoveryResponse {
-        DiscoveryResponse {
-            version_info: r.version_info,
-            resources: r.resources.into_iter().map(|res| res.any).collect(),
-            type_url: r.type_url,
-            nonce: r.nonce,
-            ..Default::default()
+        if let Ok(mut close) = self.close.lock() {
+            close.get_or_insert(status);
         }
     }
 }
 
-impl From<DeltaResponse> for DeltaDiscoveryResponse {
-    fn from(r: DeltaResponse) -> DeltaDiscoveryResponse {
-        DeltaDiscoveryResponse {
-            system_version_info: r.system_version_info,
-            resources: r
-                .resources
-                .into_iter()
-                .map(|(res, version)| DeltaResource {
-                    name: res.name,
-                    version,
-                    resource: Some(res.any),
-                    ..Default::default()
-                })
-                .collect(),
+/// The response body of one stream: queued messages as DATA frames, then the trailers.
+struct ResponseBody {
+    rx: mpsc::Receiver<Outgoing>,
+    close: Arc<Mutex<Option<Status>>>,
+    pending: VecDeque<Bytes>,
+    done: bool,
+}
+
+impl ResponseBody {
+    fn closing(&self) -> Option<Status> {
+        self.close.lock().ok().and_then(|mut c| c.take())
+    }
+
+    fn trailers(status: &Status) -> Frame<Bytes> {
+        let mut headers = http::HeaderMap::new();
+        // A status always renders into headers; an unrenderable message becomes its code.
+        let _ = status.add_header(&mut headers);
+        Frame::trailers(headers)
+    }
+}
+
+impl http_body::Body for ResponseBody {
+    type Data = Bytes;
+    type Error = Status;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
+        loop {
+            if self.done {
+                return Poll::Ready(None);
+            }
+            if let Some(status) = self.closing() {
+                self.done = true;
+                return Poll::Ready(Some(Ok(Self::trailers(&status))));
+            }
+            if let Some(chunk) = self.pending.pop_front() {
+                return Poll::Ready(Some(Ok(Frame::data(chunk))));
+            }
+            match self.rx.poll_recv(cx) {
+                Poll::Ready(Some(Outgoing::Message(chunks))) => self.pending.extend(chunks),
+                Poll::Ready(None) => {
+                    self.done = true;
+                    let status = self.closing().unwrap_or_else(|| Status::ok(""));
+                    return Poll::Ready(Some(Ok(Self::trailers(&status))));
+                }
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+}
+
+impl From<DiscoveryRequest> for XdsRequest {
+    fn from(r: DiscoveryRequest) -> XdsRequest {
+        XdsRequest {
+            node: r.node.as_ref().map(NodeInfo::from),
+            error_detail: r
+                .error_detail
+                .map(|s| format!("{} (code {})", s.message, s.code)),
             type_url: r.type_url,
-            removed_resources: r.removed,
-            nonce: r.nonce,
-            ..Default::default()
+            version_info: r.version_info,
+            response_nonce: r.response_nonce,
+            resource_names: r.resource_names,
         }
     }
 }
@@ -144,19 +186,44 @@ impl From<DeltaDiscoveryRequest> for DeltaRequest {
     }
 }
 
-impl From<DiscoveryRequest> for XdsRequest {
-    fn from(r: DiscoveryRequest) -> XdsRequest {
-        XdsRequest {
-            node: r.node.as_ref().map(NodeInfo::from),
-            error_detail: r
-                .error_detail
-                .map(|s| format!("{} (code {})", s.message, s.code)),
-            type_url: r.type_url,
-            version_info: r.version_info,
-            response_nonce: r.response_nonce,
-            resource_names: r.resource_names,
-        }
-    }
+type RequestStream = Pin<Box<dyn Stream<Item = Result<Request, String>> + Send>>;
+
+/// The requests of a stream, decoded from its body as they arrive.
+fn requests(body: Body, delta: bool) -> RequestStream {
+    let state = (body, FrameReader::default(), false);
+    Box::pin(futures::stream::unfold(
+        state,
+        move |(mut body, mut reader, ended)| async move {
+            if ended {
+                return None;
+            }
+            loop {
+                let decoded = if delta {
+                    reader
+                        .next_message::<DeltaDiscoveryRequest>()
+                        .map(|m| m.map(|r| Request::Delta(r.into())))
+                } else {
+                    reader
+                        .next_message::<DiscoveryRequest>()
+                        .map(|m| m.map(|r| Request::Sotw(r.into())))
+                };
+                match decoded {
+                    Ok(Some(request)) => return Some((Ok(request), (body, reader, false))),
+                    Err(e) => return Some((Err(e.to_string()), (body, reader, true))),
+                    Ok(None) => {}
+                }
+                match body.frame().await {
+                    Some(Ok(frame)) => {
+                        if let Ok(data) = frame.into_data() {
+                            reader.push(data);
+                        }
+                    }
+                    Some(Err(e)) => return Some((Err(e.to_string()), (body, reader, true))),
+                    None => return None,
+                }
+            }
+        },
+    ))
 }
 
 /// A slot in the stream budget, given back when dropped (when the ConnectionActor stops).
@@ -180,7 +247,13 @@ pub struct AdsLimits {
     pub max_stream_wait: Duration,
 }
 
+/// The ADS service, as tonic's server routes it.
+#[derive(Clone)]
 pub struct AdsService {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
     push_queue: Addr<PushQueue>,
     arbiters: Vec<ArbiterHandle>,
     next_arbiter: AtomicUsize,
@@ -192,6 +265,10 @@ pub struct AdsService {
     distribution: Addr<DistributionTracker>,
 }
 
+impl NamedService for AdsService {
+    const NAME: &'static str = "envoy.service.discovery.v3.AggregatedDiscoveryService";
+}
+
 impl AdsService {
     pub fn new(
         push_queue: Addr<PushQueue>,
@@ -199,21 +276,73 @@ impl AdsService {
         limits: AdsLimits,
         metrics: Metrics,
         distribution: Addr<DistributionTracker>,
-    ) -> AggregatedDiscoveryServiceServer<AdsService> {
+    ) -> AdsService {
         assert!(!arbiters.is_empty(), "at least one connection arbiter");
-        AggregatedDiscoveryServiceServer::new(AdsService {
-            push_queue,
-            arbiters,
-            next_arbiter: AtomicUsize::new(0),
-            next_id: AtomicU64::new(1),
-            streams: Arc::default(),
-            admission: TokenBucket::new(limits.max_requests_per_second),
-            limits,
-            metrics,
-            distribution,
-        })
-        .max_decoding_message_size(16 * 1024 * 1024)
-        .max_encoding_message_size(usize::MAX)
+        AdsService {
+            inner: Arc::new(Inner {
+                push_queue,
+                arbiters,
+                next_arbiter: AtomicUsize::new(0),
+                next_id: AtomicU64::new(1),
+                streams: Arc::default(),
+                admission: TokenBucket::new(limits.max_requests_per_second),
+                limits,
+                metrics,
+                distribution,
+            }),
+        }
+    }
+}
+
+impl tower_service::Service<http::Request<Body>> for AdsService {
+    type Response = http::Response<Body>;
+    type Error = Infallible;
+    type Future =
+        Pin<Box<dyn std::future::Future<Output = Result<Self::Response, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
+        let inner = self.inner.clone();
+        Box::pin(async move { Ok(inner.serve(request).await) })
+    }
+}
+
+impl Inner {
+    async fn serve(&self, request: http::Request<Body>) -> http::Response<Body> {
+        let delta = match request.uri().path() {
+            SOTW_PATH => false,
+            DELTA_PATH => true,
+            other => {
+                return Status::unimplemented(format!("axon does not serve {other}")).into_http();
+            }
+        };
+        let slot = match self.admit().await {
+            Ok(slot) => slot,
+            Err(status) => return status.into_http(),
+        };
+        let (tx, rx) = mpsc::channel(self.limits.queue_capacity);
+        let close = Arc::new(Mutex::new(None));
+        let sink = ResponseSink {
+            tx,
+            close: close.clone(),
+            delta,
+        };
+        self.start_connection(requests(request.into_body(), delta), sink, slot);
+        let body = ResponseBody {
+            rx,
+            close,
+            pending: VecDeque::new(),
+            done: false,
+        };
+        let mut response = http::Response::new(Body::new(body));
+        response.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/grpc"),
+        );
+        response
     }
 
     /// Admits a new stream: a token within `max_stream_wait`, and a slot of `max_streams`.
@@ -239,10 +368,7 @@ impl AdsService {
     }
 
     /// Starts the ConnectionActor of a new stream on the next arbiter.
-    fn start_connection<S>(&self, incoming: S, sink: ResponseSink, slot: StreamSlot)
-    where
-        S: Stream<Item = Result<XdsStreamRequest, String>> + Send + Unpin + 'static,
-    {
+    fn start_connection(&self, incoming: RequestStream, sink: ResponseSink, slot: StreamSlot) {
         let config = ConnectionConfig {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
             sink,
@@ -260,41 +386,6 @@ impl AdsService {
     }
 }
 
-#[tonic::async_trait]
-impl AggregatedDiscoveryService for AdsService {
-    type StreamAggregatedResourcesStream = ResponseStream<DiscoveryResponse>;
-    type DeltaAggregatedResourcesStream = ResponseStream<DeltaDiscoveryResponse>;
-
-    async fn stream_aggregated_resources(
-        &self,
-        request: Request<Streaming<DiscoveryRequest>>,
-    ) -> Result<Response<Self::StreamAggregatedResourcesStream>, Status> {
-        let slot = self.admit().await?;
-        let incoming = request.into_inner().map(|r| {
-            r.map(|r| XdsStreamRequest::Sotw(r.into()))
-                .map_err(|s| s.message().to_string())
-        });
-        let (tx, rx) = mpsc::channel(self.limits.queue_capacity);
-        self.start_connection(incoming, ResponseSink::Sotw(tx), slot);
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
-    }
-
-    async fn delta_aggregated_resources(
-        &self,
-        request: Request<Streaming<DeltaDiscoveryRequest>>,
-    ) -> Result<Response<Self::DeltaAggregatedResourcesStream>, Status> {
-        let slot = self.admit().await?;
-        let incoming = request.into_inner().map(|r| {
-            r.map(|r| XdsStreamRequest::Delta(r.into()))
-                .map_err(|s| s.message().to_string())
-        });
-        let (tx, rx) = mpsc::channel(self.limits.queue_capacity);
-        self.start_connection(incoming, ResponseSink::Delta(tx), slot);
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
-    }
-}
-
-/// A token bucket for new streams: `rate` tokens per second, bursts of `rate`.
 pub struct TokenBucket {
     rate: u32,
     state: tokio::sync::Mutex<(f64, tokio::time::Instant)>,

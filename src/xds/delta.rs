@@ -85,9 +85,9 @@ impl DeltaWatched {
     /// From a freshly generated set, what to send: resources the client does not have at
     /// this version, and the names it has that no longer exist (or are no longer subscribed).
     /// Records the new versions as the client's.
-    pub fn diff(&mut self, resources: Vec<Resource>) -> (Vec<(Resource, String)>, Vec<String>) {
-        let in_scope: Vec<Resource> = resources
-            .into_iter()
+    pub fn diff(&mut self, resources: &[Resource]) -> (Vec<(Resource, String)>, Vec<String>) {
+        let in_scope: Vec<&Resource> = resources
+            .iter()
             .filter(|r| self.wildcard || self.names.contains(&r.name))
             .collect();
         let present: BTreeSet<&str> = in_scope.iter().map(|r| r.name.as_str()).collect();
@@ -105,7 +105,7 @@ impl DeltaWatched {
             let version = resource.content_version();
             if self.versions.get(&resource.name) != Some(&version) {
                 self.versions.insert(resource.name.clone(), version.clone());
-                changed.push((resource, version));
+                changed.push((resource.clone(), version));
             }
         }
         (changed, removed)
@@ -123,16 +123,9 @@ impl DeltaWatched {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use envoy_types::pb::google::protobuf::Any;
 
     fn res(name: &str, body: &[u8]) -> Resource {
-        Resource {
-            name: name.to_string(),
-            any: Any {
-                type_url: "t".into(),
-                value: body.to_vec(),
-            },
-        }
+        Resource::from_encoded(name, "t".into(), bytes::Bytes::copy_from_slice(body))
     }
 
     fn req(subscribe: &[&str], unsubscribe: &[&str], nonce: &str) -> DeltaRequest {
@@ -152,21 +145,21 @@ mod tests {
             Decision::Respond
         );
         assert!(w.wildcard);
-        assert_eq!(w.diff(vec![]), (vec![], vec![]));
+        assert_eq!(w.diff(&[]), (vec![], vec![]));
     }
 
     #[test]
     fn only_changes_and_removals_are_sent() {
         let mut w = DeltaWatched::default();
         w.on_request(TypeUrl::Cluster, &req(&[], &[], ""));
-        let (sent, removed) = w.diff(vec![res("a", b"1"), res("b", b"1")]);
+        let (sent, removed) = w.diff(&[res("a", b"1"), res("b", b"1")]);
         assert_eq!((sent.len(), removed.len()), (2, 0));
         w.sent("n1".into());
         assert_eq!(
             w.on_request(TypeUrl::Cluster, &req(&[], &[], "n1")),
             Decision::Ack
         );
-        let (sent, removed) = w.diff(vec![res("a", b"2")]);
+        let (sent, removed) = w.diff(&[res("a", b"2")]);
         assert_eq!(
             sent.iter()
                 .map(|(r, _)| r.name.as_str())
@@ -174,11 +167,7 @@ mod tests {
             ["a"]
         );
         assert_eq!(removed, ["b"]);
-        assert_eq!(
-            w.diff(vec![res("a", b"2")]),
-            (vec![], vec![]),
-            "nothing new"
-        );
+        assert_eq!(w.diff(&[res("a", b"2")]), (vec![], vec![]), "nothing new");
     }
 
     #[test]
@@ -190,7 +179,7 @@ mod tests {
             .insert("x".into(), res("x", b"1").content_version());
         assert_eq!(w.on_request(TypeUrl::Endpoint, &first), Decision::Respond);
         assert!(!w.wildcard);
-        let (sent, _) = w.diff(vec![res("x", b"1"), res("y", b"1"), res("z", b"1")]);
+        let (sent, _) = w.diff(&[res("x", b"1"), res("y", b"1"), res("z", b"1")]);
         assert_eq!(
             sent.iter()
                 .map(|(r, _)| r.name.as_str())
@@ -203,7 +192,7 @@ mod tests {
             w.on_request(TypeUrl::Endpoint, &req(&["z"], &["x"], "n1")),
             Decision::Respond
         );
-        let (sent, removed) = w.diff(vec![res("x", b"1"), res("y", b"1"), res("z", b"1")]);
+        let (sent, removed) = w.diff(&[res("x", b"1"), res("y", b"1"), res("z", b"1")]);
         assert_eq!(
             sent.iter()
                 .map(|(r, _)| r.name.as_str())

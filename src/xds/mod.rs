@@ -17,6 +17,7 @@ pub mod node;
 pub mod rds;
 pub mod resource;
 pub mod subscription;
+pub mod wire;
 
 #[cfg(test)]
 mod tests;
@@ -53,6 +54,43 @@ pub fn generate(
     }
 }
 
+/// [`generate`], memoized in the context: proxies with the same scope key asking for the same
+/// names share one generated and encoded copy (EDS per cluster, across all proxies).
+pub fn generate_shared(
+    type_url: TypeUrl,
+    ctx: &PushContext,
+    proxy: &Proxy,
+    scope: &SidecarScope,
+    names: &std::collections::BTreeSet<String>,
+) -> std::sync::Arc<Vec<Resource>> {
+    let digest = names_digest(names);
+    if type_url == TypeUrl::Endpoint {
+        return ctx.memo.get_or_compute(&format!("eds|{digest}"), || {
+            names
+                .iter()
+                .map(|name| {
+                    let one = ctx.memo.get_or_compute(&format!("cla|{name}"), || {
+                        let single = std::collections::BTreeSet::from([name.clone()]);
+                        eds::generate(ctx, &single).pop()
+                    });
+                    (*one).clone()
+                })
+                .collect::<Option<Vec<Resource>>>()
+                .unwrap_or_default()
+        });
+    }
+    let key = format!("{}|{}|{digest}", type_url.short(), scope.key);
+    ctx.memo
+        .get_or_compute(&key, || generate(type_url, ctx, proxy, scope, names))
+}
+
+fn names_digest(names: &std::collections::BTreeSet<String>) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    names.hash(&mut h);
+    format!("{}:{:016x}", names.len(), h.finish())
+}
+
 /// Protocols served through an HTTP connection manager.
 pub fn is_http(protocol: &str) -> bool {
     matches!(
@@ -68,13 +106,13 @@ pub fn describe(resource: &Resource) -> String {
     use envoy_types::pb::envoy::config::listener::v3::Listener;
     use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
     use prost::Message;
-    let bytes = resource.any.value.as_slice();
-    let decoded = match TypeUrl::parse(&resource.any.type_url) {
+    let bytes = resource.value.as_ref();
+    let decoded = match TypeUrl::parse(&resource.type_url) {
         Some(TypeUrl::Cluster) => Cluster::decode(bytes).map(|m| format!("{m:?}")),
         Some(TypeUrl::Endpoint) => ClusterLoadAssignment::decode(bytes).map(|m| format!("{m:?}")),
         Some(TypeUrl::Listener) => Listener::decode(bytes).map(|m| format!("{m:?}")),
         Some(TypeUrl::Route) => RouteConfiguration::decode(bytes).map(|m| format!("{m:?}")),
-        None => return format!("{} bytes of {}", bytes.len(), resource.any.type_url),
+        None => return format!("{} bytes of {}", bytes.len(), resource.type_url),
     };
     decoded.unwrap_or_else(|e| format!("undecodable: {e}"))
 }

@@ -1,6 +1,7 @@
 //! Type URLs, encoded resources, and the protocol-free request and response that cross
 //! between the ADS adapter and a ConnectionActor.
 
+use bytes::Bytes;
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
 use envoy_types::pb::envoy::config::listener::v3::Listener;
@@ -57,26 +58,44 @@ impl TypeUrl {
     }
 }
 
-/// One named, encoded resource.
+/// One named resource, encoded once. `value` is shared (`Bytes`): every proxy that is sent
+/// this resource is sent these same bytes, without a copy.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Resource {
     pub name: String,
-    pub any: Any,
+    pub type_url: String,
+    pub value: Bytes,
+    /// A hash of `value`: the resource's Delta version.
+    pub hash: u64,
 }
 
 impl Resource {
     pub fn new<M: Message + Name>(name: impl Into<String>, msg: &M) -> Resource {
+        Resource::from_encoded(name, M::type_url(), Bytes::from(msg.encode_to_vec()))
+    }
+
+    pub fn from_encoded(name: impl Into<String>, type_url: String, value: Bytes) -> Resource {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        value.hash(&mut h);
         Resource {
             name: name.into(),
-            any: Any {
-                type_url: M::type_url(),
-                value: msg.encode_to_vec(),
-            },
+            type_url,
+            value,
+            hash: h.finish(),
         }
     }
 
     pub fn encoded_len(&self) -> usize {
-        self.any.value.len()
+        self.value.len()
+    }
+
+    /// As a protobuf `Any` (a copy, for tests and tools).
+    pub fn to_any(&self) -> Any {
+        Any {
+            type_url: self.type_url.clone(),
+            value: self.value.to_vec(),
+        }
     }
 }
 
@@ -98,7 +117,8 @@ pub struct XdsResponse {
     pub type_url: String,
     pub version_info: String,
     pub nonce: String,
-    pub resources: Vec<Resource>,
+    /// Shared with every other proxy that is sent the same view of the same context.
+    pub resources: std::sync::Arc<Vec<Resource>>,
 }
 
 /// A DeltaDiscoveryRequest without protocol types.
@@ -150,9 +170,6 @@ pub enum Response {
 impl Resource {
     /// A version that changes exactly when the encoded resource does.
     pub fn content_version(&self) -> String {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        self.any.value.hash(&mut h);
-        format!("{:016x}", h.finish())
+        format!("{:016x}", self.hash)
     }
 }

@@ -111,7 +111,7 @@ fn generate_for(
 fn decode<M: Message + Default>(resources: &[Resource]) -> Vec<M> {
     resources
         .iter()
-        .map(|r| M::decode(r.any.value.as_slice()).unwrap())
+        .map(|r| M::decode(r.value.as_ref()).unwrap())
         .collect()
 }
 

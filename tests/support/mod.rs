@@ -607,7 +607,20 @@ impl Axon {
 
     /// Like [`Axon::start`] with extra command-line arguments.
     pub fn start_with_args(config_dir: &Path, extra_args: &[&str]) -> Axon {
-        match Self::try_start(config_dir, "127.0.0.1:0", extra_args) {
+        match Self::try_start(Some(config_dir), "127.0.0.1:0", extra_args, &[]) {
+            Ok(axon) => axon,
+            Err(failure) => failure.panic(),
+        }
+    }
+
+    /// Starts `axon serve` with `--config-dir` only when `config_dir` is given, extra
+    /// arguments (e.g. `--kubernetes`) and extra environment variables (e.g. `KUBECONFIG`).
+    pub fn start_with_env(
+        config_dir: Option<&Path>,
+        extra_args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Axon {
+        match Self::try_start(config_dir, "127.0.0.1:0", extra_args, env) {
             Ok(axon) => axon,
             Err(failure) => failure.panic(),
         }
@@ -621,7 +634,7 @@ impl Axon {
         let xds_addr = format!("127.0.0.1:{xds_port}");
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            match Self::try_start(config_dir, &xds_addr, extra_args) {
+            match Self::try_start(Some(config_dir), &xds_addr, extra_args, &[]) {
                 Ok(axon) => return axon,
                 Err(failure) if failure.bind_failed && Instant::now() < deadline => {
                     eprintln!("[harness] axon could not bind {xds_addr} yet; retrying");
@@ -633,9 +646,10 @@ impl Axon {
     }
 
     fn try_start(
-        config_dir: &Path,
+        config_dir: Option<&Path>,
         xds_addr_arg: &str,
         extra_args: &[&str],
+        env: &[(&str, &str)],
     ) -> Result<Axon, StartFailure> {
         let dir = new_temp_dir("axon-e2e-axon-");
         let log_path = dir.path().join("axon.log");
@@ -644,23 +658,25 @@ impl Axon {
         ));
         let bin = env!("CARGO_BIN_EXE_axon");
         let mut cmd = Command::new(bin);
-        cmd.arg("serve")
-            .arg("--config-dir")
-            .arg(config_dir)
-            .args([
-                "--xds-addr",
-                xds_addr_arg,
-                "--monitoring-addr",
-                "127.0.0.1:0",
-                "--debug-addr",
-                "127.0.0.1:0",
-            ])
-            .args(extra_args)
-            .env("RUST_LOG", "info,axon=debug")
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        cmd.arg("serve");
+        if let Some(dir) = config_dir {
+            cmd.arg("--config-dir").arg(dir);
+        }
+        cmd.args([
+            "--xds-addr",
+            xds_addr_arg,
+            "--monitoring-addr",
+            "127.0.0.1:0",
+            "--debug-addr",
+            "127.0.0.1:0",
+        ])
+        .args(extra_args)
+        .envs(env.iter().copied())
+        .env("RUST_LOG", "info,axon=debug")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
         let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {bin}: {e}"));
         let log = Arc::new(Mutex::new(String::new()));
         let readers = vec![
@@ -713,7 +729,7 @@ impl Axon {
                     command: format!(
                         "{bin} serve --config-dir {} --xds-addr {xds_addr_arg} \
                          --monitoring-addr 127.0.0.1:0 {}",
-                        config_dir.display(),
+                        config_dir.map_or("(none)".into(), |d| d.display().to_string()),
                         extra_args.join(" ")
                     ),
                     logs,

@@ -216,10 +216,7 @@ impl ConnectionActor {
         &mut self,
         push_ctx: Arc<PushContext>,
     ) -> (Option<Arc<PushContext>>, Option<Arc<SidecarScope>>) {
-        let scope = self
-            .proxy
-            .as_ref()
-            .map(|p| Arc::new(SidecarScope::compute(&push_ctx, p)));
+        let scope = self.proxy.as_ref().map(|p| SidecarScope::of(&push_ctx, p));
         (
             self.ctx.replace(push_ctx),
             std::mem::replace(&mut self.scope, scope),

@@ -14,7 +14,7 @@ impl ConnectionActor {
                 type_url: req.type_url,
                 version_info: version.to_string(),
                 nonce,
-                resources: Vec::new(),
+                resources: Default::default(),
             }));
             return;
         };
@@ -44,7 +44,7 @@ impl ConnectionActor {
             .filter(|w| w.is_subscribed())?
             .names
             .clone();
-        let resources = xds::generate(type_url, &ctx, &proxy, &scope, &names);
+        let resources = xds::generate_shared(type_url, &ctx, &proxy, &scope, &names);
         let nonce = self.next_nonce(ctx.version);
         let version = ctx.version.to_string();
         self.sotw

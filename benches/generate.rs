@@ -1,0 +1,82 @@
+//! Generating CDS, EDS, LDS and RDS for one sidecar of mesh-1k (1,000 services in 10
+//! namespaces, 10 endpoints each, 200 VirtualServices, 200 DestinationRules with 2 subsets),
+//! without and with a Sidecar `./*` per namespace; also the proxy's SidecarScope and a full
+//! PushContext build.
+//!
+//! `cargo bench --bench generate`
+
+use std::collections::BTreeSet;
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axon::model::fixtures;
+use axon::model::push_context::PushContext;
+use axon::model::push_request::{PushRequest, TriggerReason};
+use axon::model::sidecar_scope::SidecarScope;
+use axon::xds::{TypeUrl, generate};
+use criterion::{Criterion, criterion_group, criterion_main};
+
+#[allow(dead_code)]
+#[path = "../src/bin/axon-load/mesh.rs"]
+mod mesh;
+
+fn bench_mesh(c: &mut Criterion, label: &str, sidecar_share: f64) {
+    let m = mesh::Mesh {
+        sidecar_share,
+        ..mesh::Mesh::preset("mesh-1k").expect("preset")
+    };
+    let yaml = m.yaml();
+    let ctx = fixtures::context(&yaml);
+    let proxy = fixtures::proxy("sidecar", "10.200.0.1", "ns-0", &[("app", "proxy-0")]);
+    let scope = SidecarScope::compute(&ctx, &proxy);
+    let none = BTreeSet::new();
+    let clusters = generate(TypeUrl::Cluster, &ctx, &proxy, &scope, &none);
+    let eds_names: BTreeSet<String> = clusters
+        .iter()
+        .map(|r| r.name.clone())
+        .filter(|n| n.starts_with("outbound|"))
+        .collect();
+    let routes: BTreeSet<String> = ["80".to_string()].into();
+    let mut g = c.benchmark_group(format!("mesh-1k/{label}"));
+    g.sample_size(20)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
+    for (name, ty, names) in [
+        ("cds", TypeUrl::Cluster, &none),
+        ("eds", TypeUrl::Endpoint, &eds_names),
+        ("lds", TypeUrl::Listener, &none),
+        ("rds", TypeUrl::Route, &routes),
+    ] {
+        let out = generate(ty, &ctx, &proxy, &scope, names);
+        let bytes: usize = out.iter().map(|r| r.encoded_len()).sum();
+        eprintln!(
+            "mesh-1k/{label}/{name}: {} resources, {} KiB",
+            out.len(),
+            bytes / 1024
+        );
+        g.bench_function(name, |b| {
+            b.iter(|| black_box(generate(ty, &ctx, &proxy, &scope, black_box(names))))
+        });
+    }
+    g.bench_function("sidecar_scope", |b| {
+        b.iter(|| black_box(SidecarScope::compute(&ctx, &proxy)))
+    });
+    let configs = fixtures::configs(&yaml);
+    let mesh_config = Arc::default();
+    g.bench_function("push_context_build", |b| {
+        b.iter(|| {
+            let req = PushRequest::full_push(TriggerReason::Config, Instant::now());
+            black_box(PushContext::build(None, &configs, &req, &mesh_config))
+        })
+    });
+    g.finish();
+}
+
+fn benches(c: &mut Criterion) {
+    bench_mesh(c, "no-sidecar", 0.0);
+    bench_mesh(c, "sidecar", 1.0);
+}
+
+criterion_group!(generate_benches, benches);
+criterion_main!(generate_benches);

@@ -1,0 +1,818 @@
+//! The benchmark scenarios, run in sequence against an `axon serve` this tool starts on free
+//! ports with a generated mesh, then against the replay server (the floor); prints a table.
+//!
+//! Every wait is bounded. Times are from this process's clock: a file write, then the
+//! simulated proxies' ACKs.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+
+use crate::client::{self, ClientConfig, Shared};
+use crate::floor;
+use crate::mesh::{Mesh, MeshArgs};
+use crate::proc;
+
+#[derive(Args, Debug, Clone)]
+pub struct BenchArgs {
+    /// Simulated proxies.
+    #[arg(long, default_value_t = 2000)]
+    pub proxies: usize,
+    #[command(flatten)]
+    pub mesh: MeshArgs,
+    /// Use Delta ADS instead of state of the world.
+    #[arg(long)]
+    pub delta: bool,
+    /// A Sidecar `./*` in every namespace (sidecar share 1).
+    #[arg(long)]
+    pub sidecars: bool,
+    /// The axon binary.
+    #[arg(long, default_value = "target/release/axon")]
+    pub axon: PathBuf,
+    /// An actor-limits file for axon (its defaults without it).
+    #[arg(long)]
+    pub limits: Option<PathBuf>,
+    /// Worker threads of the simulated proxies' runtime.
+    #[arg(long, default_value_t = 1)]
+    pub client_threads: usize,
+    /// HTTP/2 receive window of each simulated proxy (stream and connection), bytes.
+    #[arg(long, default_value_t = 1 << 20)]
+    pub window: u32,
+    /// Scenarios to run, in this order: storm, vs, eds, burst, push, floor.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "storm,vs,eds,burst,push,floor"
+    )]
+    pub scenarios: Vec<String>,
+    /// Bound on each scenario's wait, seconds.
+    #[arg(long, default_value_t = 120)]
+    pub timeout: u64,
+}
+
+/// One row of the result table.
+struct Row {
+    figure: String,
+    value: String,
+    target: String,
+    met: Option<bool>,
+}
+
+struct Report {
+    rows: Vec<Row>,
+}
+
+impl Report {
+    fn add(&mut self, figure: impl Into<String>, value: impl Into<String>) {
+        self.rows.push(Row {
+            figure: figure.into(),
+            value: value.into(),
+            target: String::new(),
+            met: None,
+        });
+    }
+
+    fn check(
+        &mut self,
+        figure: impl Into<String>,
+        value: impl Into<String>,
+        target: impl Into<String>,
+        met: bool,
+    ) {
+        self.rows.push(Row {
+            figure: figure.into(),
+            value: value.into(),
+            target: target.into(),
+            met: Some(met),
+        });
+    }
+
+    fn print(&self) {
+        println!("| figure | value | target | met |");
+        println!("|---|---|---|---|");
+        for r in &self.rows {
+            let met = match r.met {
+                Some(true) => "met",
+                Some(false) => "NOT MET",
+                None => "",
+            };
+            println!("| {} | {} | {} | {} |", r.figure, r.value, r.target, met);
+        }
+    }
+}
+
+/// A running `axon serve`.
+struct Axon {
+    child: Child,
+    xds: SocketAddr,
+    monitoring: SocketAddr,
+    log: PathBuf,
+}
+
+impl Axon {
+    fn start(bin: &Path, config: &Path, limits: Option<&Path>, log: &Path) -> anyhow::Result<Axon> {
+        let mut cmd = Command::new(bin);
+        cmd.args(["serve", "--config-dir"]).arg(config).args([
+            "--xds-addr",
+            "127.0.0.1:0",
+            "--monitoring-addr",
+            "127.0.0.1:0",
+            "--debug-addr",
+            "127.0.0.1:0",
+            "--log-format",
+            "text",
+        ]);
+        if let Some(l) = limits {
+            cmd.arg("--limits").arg(l);
+        }
+        let child = cmd
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log)?)
+            .spawn()
+            .map_err(|e| anyhow::anyhow!("starting {}: {e}", bin.display()))?;
+        let mut axon = Axon {
+            child,
+            xds: "0.0.0.0:0".parse()?,
+            monitoring: "0.0.0.0:0".parse()?,
+            log: log.to_path_buf(),
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let text = std::fs::read_to_string(&axon.log).unwrap_or_default();
+            if let Some(line) = text.lines().find(|l| l.contains("axon listening")) {
+                let field = |name: &str| -> anyhow::Result<SocketAddr> {
+                    let v = line
+                        .split(&format!("{name}="))
+                        .nth(1)
+                        .and_then(|r| r.split_whitespace().next())
+                        .ok_or_else(|| anyhow::anyhow!("no {name} in {line}"))?;
+                    Ok(v.trim_matches('"').parse()?)
+                };
+                axon.xds = field("xds_addr")?;
+                axon.monitoring = field("monitoring_addr")?;
+                break;
+            }
+            if let Some(status) = axon.child.try_wait()? {
+                anyhow::bail!("axon exited ({status}):\n{text}");
+            }
+            anyhow::ensure!(Instant::now() < deadline, "axon never logged its addresses");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while http_get(axon.monitoring, "/ready").map(|(s, _)| s) != Some(200) {
+            anyhow::ensure!(Instant::now() < deadline, "axon never became ready");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(axon)
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn metrics(&self) -> Metrics {
+        Metrics(
+            http_get(self.monitoring, "/metrics")
+                .map(|(_, b)| b)
+                .unwrap_or_default(),
+        )
+    }
+}
+
+impl Drop for Axon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A Prometheus text page.
+struct Metrics(String);
+
+impl Metrics {
+    /// `name{labels} value` (labels exactly as written, or none).
+    fn get(&self, name: &str, labels: &str) -> f64 {
+        let prefix = if labels.is_empty() {
+            format!("{name} ")
+        } else {
+            format!("{name}{{{labels}}} ")
+        };
+        self.0
+            .lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0.0)
+    }
+
+    fn pushes(&self) -> [f64; 4] {
+        ["cds", "eds", "lds", "rds"].map(|t| self.get("pilot_xds_pushes", &format!("type=\"{t}\"")))
+    }
+
+    fn rebuilds(&self) -> f64 {
+        self.get("pilot_pushcontext_init_seconds_count", "")
+    }
+}
+
+fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
+    let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    let status = out.split_whitespace().nth(1)?.parse().ok()?;
+    let body = out.split_once("\r\n\r\n").map(|(_, b)| b.to_string())?;
+    Some((status, body))
+}
+
+/// The simulated proxies of one run, on their own runtime.
+struct Fleet {
+    shared: Arc<Shared>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Fleet {
+    fn start(
+        rt: &tokio::runtime::Runtime,
+        n: usize,
+        cfg: &ClientConfig,
+        capture: impl Fn(usize) -> bool,
+    ) -> Fleet {
+        let shared = Shared::new(n, capture);
+        let tasks = (0..n)
+            .map(|j| rt.spawn(client::run(j, cfg.clone(), shared.clone())))
+            .collect();
+        Fleet { shared, tasks }
+    }
+
+    fn stop(self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+
+    /// Waits until every proxy synced or failed; returns whether all synced.
+    fn wait_synced(&self, timeout: Duration) -> bool {
+        let n = self.shared.proxies.len() as u64;
+        let deadline = Instant::now() + timeout;
+        loop {
+            let synced = self.shared.synced.load(Ordering::Relaxed);
+            let errors = self.shared.errors.load(Ordering::Relaxed);
+            if synced == n {
+                return true;
+            }
+            if synced + errors >= n || Instant::now() > deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Waits at least `min`, then until no ACK arrived for `quiet` (bounded by `timeout`).
+    fn wait_quiet(&self, min: Duration, quiet: Duration, timeout: Duration) {
+        let start = Instant::now();
+        let mut last = self.shared.total_acks.load(Ordering::Relaxed);
+        let mut last_change = Instant::now();
+        loop {
+            std::thread::sleep(Duration::from_millis(10));
+            let now = self.shared.total_acks.load(Ordering::Relaxed);
+            if now != last {
+                last = now;
+                last_change = Instant::now();
+            }
+            if start.elapsed() >= min && last_change.elapsed() >= quiet {
+                return;
+            }
+            if start.elapsed() > timeout {
+                return;
+            }
+        }
+    }
+}
+
+fn ms(d: f64) -> String {
+    format!("{d:.0} ms")
+}
+
+fn mib(kib: u64) -> String {
+    format!("{:.1} MiB", kib as f64 / 1024.0)
+}
+
+/// The latencies (ms from `since`) of the proxies that ACKed anything after it.
+struct Edit {
+    affected: usize,
+    lat: Vec<f64>,
+    per_type: Vec<[u32; 4]>,
+}
+
+impl Edit {
+    fn measure(shared: &Shared, since: Instant) -> Edit {
+        let since_us = shared.us(since);
+        let acks = client::acks_after(shared, since_us);
+        let mut lat: Vec<f64> = acks
+            .iter()
+            .map(|(_, last, _)| (last - since_us) as f64 / 1000.0)
+            .collect();
+        lat.sort_by(f64::total_cmp);
+        Edit {
+            affected: acks.len(),
+            lat,
+            per_type: acks.iter().map(|(_, _, p)| *p).collect(),
+        }
+    }
+
+    fn p(&self, q: f64) -> f64 {
+        client::quantile(&self.lat, q)
+    }
+
+    fn last(&self) -> f64 {
+        self.lat.last().copied().unwrap_or(f64::NAN)
+    }
+}
+
+fn debounce_after(limits: Option<&Path>) -> Duration {
+    let default = Duration::from_millis(100);
+    let Some(text) = limits.and_then(|p| std::fs::read_to_string(p).ok()) else {
+        return default;
+    };
+    text.lines()
+        .filter_map(|l| l.split_once('='))
+        .find(|(k, _)| k.trim() == "debounce_after")
+        .and_then(|(_, v)| humantime::parse_duration(v.trim().trim_matches('"')).ok())
+        .unwrap_or(default)
+}
+
+/// Runs the benchmark; returns whether every proxy synced in every run (the CI check).
+pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
+    let mut mesh = Mesh::from_args(&args.mesh)?;
+    if args.sidecars {
+        mesh.sidecar_share = 1.0;
+    }
+    let n = args.proxies;
+    let want = |s: &str| args.scenarios.iter().any(|x| x == s);
+    let timeout = Duration::from_secs(args.timeout);
+    let debounce = debounce_after(args.limits.as_deref());
+    let work = std::env::temp_dir().join(format!("axon-load-{}", std::process::id()));
+    let config = work.join("mesh");
+    std::fs::create_dir_all(&config)?;
+    let files = mesh.write(&config)?;
+    println!("machine: {}", proc::machine());
+    println!(
+        "mesh: {} services in {} namespaces, {} endpoints each, {} VirtualServices, {} \
+         DestinationRules, Sidecars in {} namespaces ({files} files in {})",
+        mesh.services,
+        mesh.namespaces,
+        mesh.endpoints,
+        mesh.virtual_services,
+        mesh.destination_rules,
+        mesh.sidecar_namespaces(),
+        config.display()
+    );
+    println!(
+        "proxies: {n} ({}), one TCP connection and one stream each; client threads {}; debounce_after {debounce:?}",
+        if args.delta { "Delta" } else { "SotW" },
+        args.client_threads
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(args.client_threads.max(1))
+        .enable_all()
+        .build()?;
+    let mut report = Report { rows: Vec::new() };
+    let mut all_ok = true;
+
+    let axon = Axon::start(
+        &args.axon,
+        &config,
+        args.limits.as_deref(),
+        &work.join("axon.log"),
+    )?;
+    let cfg = ClientConfig {
+        addr: axon.xds,
+        delta: args.delta,
+        namespaces: mesh.namespaces,
+        window: args.window,
+    };
+    let rss_idle = proc::rss_kib(axon.pid());
+    let tool_rss_idle = proc::self_rss_kib();
+    report.add("axon RSS, no proxy", mib(rss_idle));
+
+    // Cold storm: all at once; the first proxy of each namespace keeps what it gets.
+    let cpu0 = proc::cpu_seconds(axon.pid());
+    let started = Instant::now();
+    let fleet = Fleet::start(&rt, n, &cfg, |j| j < mesh.namespaces);
+    let all = fleet.wait_synced(timeout);
+    let storm_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let storm_cpu = proc::cpu_seconds(axon.pid()) - cpu0;
+    let times = client::sync_times_ms(&fleet.shared, fleet.shared.us(started));
+    let errors = fleet.shared.errors.load(Ordering::Relaxed);
+    let synced = times.len();
+    all_ok &= all && errors == 0;
+    let storm_bytes: u64 = fleet
+        .shared
+        .proxies
+        .iter()
+        .map(|p| p.bytes.load(Ordering::Relaxed))
+        .sum();
+    println!(
+        "storm: {synced}/{n} synced in {storm_ms:.0} ms, {errors} errors, {:.1} MiB of responses, axon CPU {storm_cpu:.2} s",
+        storm_bytes as f64 / 1048576.0
+    );
+    for e in fleet.shared.first_errors(5) {
+        println!("  error: {e}");
+    }
+    let (p50, p99, max) = (
+        client::quantile(&times, 0.5),
+        client::quantile(&times, 0.99),
+        client::quantile(&times, 1.0),
+    );
+    let metrics = axon.metrics();
+    println!(
+        "  axon: pilot_xds {} pushes {:?} rebuilds {}",
+        metrics.get("pilot_xds", ""),
+        metrics.pushes(),
+        metrics.rebuilds()
+    );
+    fleet.wait_quiet(
+        Duration::from_millis(500),
+        Duration::from_millis(500),
+        timeout,
+    );
+    let rss_n = proc::rss_kib(axon.pid());
+    let tool_rss_n = proc::self_rss_kib();
+    report.add(
+        "proxies synced / errors",
+        format!("{synced}/{n}, {errors} errors"),
+    );
+    report.add(
+        "cold storm: bytes of responses",
+        format!("{:.1} MiB", storm_bytes as f64 / 1048576.0),
+    );
+    report.add("cold storm: axon CPU", format!("{storm_cpu:.2} s"));
+    report.add(
+        "cold storm: p50 / p99 / max sync",
+        format!("{} / {} / {}", ms(p50), ms(p99), ms(max)),
+    );
+    report.check(
+        "cold storm: p99 / p50",
+        format!("{:.2}", p99 / p50),
+        "≤ 3",
+        p99 / p50 <= 3.0,
+    );
+    report.check(
+        format!("axon RSS with {n} proxies"),
+        mib(rss_n),
+        if n >= 2000 { "≤ 300 MB" } else { "" },
+        rss_n * 1024 <= 300_000_000,
+    );
+    report.add(
+        "axon peak RSS (VmHWM) during the storm",
+        mib(proc::hwm_kib(axon.pid())),
+    );
+    report.add(
+        "axon RSS per proxy",
+        format!(
+            "{:.1} KiB",
+            rss_n.saturating_sub(rss_idle) as f64 / n as f64
+        ),
+    );
+    report.add(
+        "load tool RSS per stream",
+        format!(
+            "{:.1} KiB ({} → {})",
+            tool_rss_n.saturating_sub(tool_rss_idle) as f64 / n as f64,
+            mib(tool_rss_idle),
+            mib(tool_rss_n)
+        ),
+    );
+
+    // Edits. Each writes files, waits for quiet, and measures from the write.
+    let min_wait = debounce + Duration::from_millis(1000);
+    let quiet = Duration::from_millis(1000);
+    let mut vs_edit = None;
+    if want("vs") {
+        let m0 = axon.metrics();
+        let written = Instant::now();
+        std::fs::write(Mesh::vs_path(&config, 0), mesh.virtual_service(0, 80))?;
+        fleet.wait_quiet(min_wait, quiet, timeout);
+        let e = Edit::measure(&fleet.shared, written);
+        let m1 = axon.metrics();
+        println!(
+            "vs edit: {} affected, last ACK {}, rebuilds {}, pushes {:?}",
+            e.affected,
+            ms(e.last()),
+            m1.rebuilds() - m0.rebuilds(),
+            diff(m1.pushes(), m0.pushes())
+        );
+        report.add(
+            "VS edit: affected proxies",
+            format!("{} of {n}", e.affected),
+        );
+        report.add(
+            "VS edit: p50 / p99 / last affected ACK",
+            format!("{} / {} / {}", ms(e.p(0.5)), ms(e.p(0.99)), ms(e.last())),
+        );
+        vs_edit = Some(e);
+    }
+    if want("eds") {
+        let m0 = axon.metrics();
+        let written = Instant::now();
+        std::fs::write(Mesh::se_path(&config, 1), mesh.service_entry(1, 1))?;
+        fleet.wait_quiet(min_wait, quiet, timeout);
+        let e = Edit::measure(&fleet.shared, written);
+        let m1 = axon.metrics();
+        let rebuilds = m1.rebuilds() - m0.rebuilds();
+        let pushes = diff(m1.pushes(), m0.pushes());
+        println!(
+            "endpoint edit: {} affected, last ACK {}, rebuilds {rebuilds}, pushes {pushes:?}",
+            e.affected,
+            ms(e.last())
+        );
+        report.add(
+            "endpoint edit: affected proxies",
+            format!("{} of {n}", e.affected),
+        );
+        let target = debounce.as_secs_f64() * 1000.0 + 50.0;
+        report.check(
+            "endpoint edit: p50 / p99 last affected ACK",
+            format!("{} / {}", ms(e.p(0.5)), ms(e.p(0.99))),
+            format!("p99 ≤ {} (with Sidecars)", ms(target)),
+            e.p(0.99) <= target,
+        );
+        report.check(
+            "endpoint edit: snapshot rebuilds / pushes cds,eds,lds,rds",
+            format!("{rebuilds} / {pushes:?}"),
+            "0 rebuilds",
+            rebuilds == 0.0,
+        );
+    }
+    if want("burst") {
+        let written = Instant::now();
+        for k in 0..50 {
+            // One write per millisecond: 50 edits within 50 ms.
+            let at = written + Duration::from_millis(k as u64);
+            std::thread::sleep(at.saturating_duration_since(Instant::now()));
+            std::fs::write(Mesh::vs_path(&config, 0), mesh.virtual_service(0, 10 + k))?;
+        }
+        let burst_ms = written.elapsed().as_secs_f64() * 1000.0;
+        fleet.wait_quiet(min_wait, quiet, timeout);
+        let e = Edit::measure(&fleet.shared, written);
+        let max_pushes = e.per_type.iter().map(|p| p[0].max(p[2])).max().unwrap_or(0);
+        let mean = e
+            .per_type
+            .iter()
+            .map(|p| p[0].max(p[2]) as f64)
+            .sum::<f64>()
+            / e.affected.max(1) as f64;
+        println!(
+            "burst: 50 edits in {burst_ms:.0} ms; {} affected, pushes per proxy max {max_pushes} mean {mean:.2}",
+            e.affected
+        );
+        report.check(
+            format!("burst (50 edits in {burst_ms:.0} ms): pushes per affected proxy, max / mean"),
+            format!("{max_pushes} / {mean:.2} ({} proxies)", e.affected),
+            "1",
+            max_pushes == 1,
+        );
+    }
+    let mut push = None;
+    if want("push") {
+        let cpu0 = proc::cpu_seconds(axon.pid());
+        let written = Instant::now();
+        for i in 0..mesh.namespaces.min(mesh.virtual_services) {
+            std::fs::write(Mesh::vs_path(&config, i), mesh.virtual_service(i, 70))?;
+        }
+        fleet.wait_quiet(min_wait, quiet, timeout);
+        let cpu = proc::cpu_seconds(axon.pid()) - cpu0;
+        let e = Edit::measure(&fleet.shared, written);
+        println!(
+            "full push: {} affected, last ACK {}, axon CPU {cpu:.2} s",
+            e.affected,
+            ms(e.last())
+        );
+        push = Some((e, cpu));
+    }
+    let views: floor::Views = (0..mesh.namespaces.min(n))
+        .filter_map(|j| {
+            let cap = fleet_capture(&fleet.shared, j)?;
+            Some((format!("ns-{}", j % mesh.namespaces), cap))
+        })
+        .collect();
+    fleet.stop();
+    std::thread::sleep(Duration::from_millis(300));
+    report.add(
+        "axon RSS after the proxies left",
+        mib(proc::rss_kib(axon.pid())),
+    );
+    drop(axon);
+
+    // The floor: the same bytes, pre-encoded, to the same N clients.
+    let mut floor_storm = None;
+    let mut floor_push = None;
+    if want("floor") {
+        let views_path = work.join("views.bin");
+        floor::write_views(&views_path, &views)?;
+        let mut replay = Replay::start(&views_path, args.delta)?;
+        let cfg = ClientConfig {
+            addr: replay.addr,
+            ..cfg.clone()
+        };
+        let started = Instant::now();
+        let fleet = Fleet::start(&rt, n, &cfg, |_| false);
+        let ok = fleet.wait_synced(timeout);
+        let t = started.elapsed().as_secs_f64() * 1000.0;
+        let errors = fleet.shared.errors.load(Ordering::Relaxed);
+        all_ok &= ok && errors == 0;
+        let bytes: u64 = fleet
+            .shared
+            .proxies
+            .iter()
+            .map(|p| p.bytes.load(Ordering::Relaxed))
+            .sum();
+        let times = client::sync_times_ms(&fleet.shared, fleet.shared.us(started));
+        println!(
+            "floor storm: {}/{n} synced in {t:.0} ms, {errors} errors, {:.1} MiB",
+            times.len(),
+            bytes as f64 / 1048576.0
+        );
+        for e in fleet.shared.first_errors(5) {
+            println!("  error: {e}");
+        }
+        report.add(
+            "floor: cold storm, all synced (p50 / p99)",
+            format!(
+                "{} ({} / {}), {:.1} MiB",
+                ms(t),
+                ms(client::quantile(&times, 0.5)),
+                ms(client::quantile(&times, 0.99)),
+                bytes as f64 / 1048576.0
+            ),
+        );
+        floor_storm = Some(t);
+        fleet.wait_quiet(
+            Duration::from_millis(300),
+            Duration::from_millis(300),
+            timeout,
+        );
+        report.add(
+            format!("replay server RSS with {n} proxies (peak)"),
+            format!(
+                "{} ({})",
+                mib(proc::rss_kib(replay.pid())),
+                mib(proc::hwm_kib(replay.pid()))
+            ),
+        );
+        let cpu0 = proc::cpu_seconds(replay.pid());
+        let pushed = Instant::now();
+        replay.push()?;
+        fleet.wait_quiet(
+            Duration::from_millis(300),
+            Duration::from_millis(500),
+            timeout,
+        );
+        let cpu = proc::cpu_seconds(replay.pid()) - cpu0;
+        let e = Edit::measure(&fleet.shared, pushed);
+        println!(
+            "floor push: {} proxies, last ACK {}, replay CPU {cpu:.2} s",
+            e.affected,
+            ms(e.last())
+        );
+        report.add(
+            "floor: full push, last ACK / CPU",
+            format!("{} / {cpu:.2} s ({} proxies)", ms(e.last()), e.affected),
+        );
+        floor_push = Some((e.last(), cpu));
+        fleet.stop();
+        drop(replay);
+    }
+
+    // Figures against the floor.
+    let d = debounce.as_secs_f64() * 1000.0;
+    match floor_storm {
+        Some(f) => report.check(
+            "cold storm: all synced",
+            format!("{} (efficiency {:.2})", ms(storm_ms), f / storm_ms),
+            format!("≤ 2 × floor = {}, 0 errors", ms(2.0 * f)),
+            storm_ms <= 2.0 * f && errors == 0,
+        ),
+        None => report.add("cold storm: all synced", ms(storm_ms)),
+    }
+    if let Some((e, cpu)) = &push {
+        let wall = e.last() - d;
+        match floor_push {
+            Some((fw, fc)) => {
+                report.check(
+                    "full push to all: last ACK − debounce_after",
+                    format!(
+                        "{} (efficiency {:.2}; {} proxies)",
+                        ms(wall),
+                        fw / wall,
+                        e.affected
+                    ),
+                    format!("≤ 2 × floor = {}", ms(2.0 * fw)),
+                    wall <= 2.0 * fw,
+                );
+                report.check(
+                    "full push to all: CPU seconds",
+                    format!("{cpu:.2} s (efficiency {:.2})", fc / cpu),
+                    format!("≤ 2 × floor = {:.2} s", 2.0 * fc),
+                    *cpu <= 2.0 * fc,
+                );
+            }
+            None => report.add(
+                "full push to all: last ACK / CPU",
+                format!("{} / {cpu:.2} s", ms(e.last())),
+            ),
+        }
+    }
+    if let Some(e) = &vs_edit {
+        let (target, met) = if args.sidecars {
+            (
+                format!("p99 ≤ debounce + 100 ms = {}", ms(d + 100.0)),
+                e.p(0.99) <= d + 100.0,
+            )
+        } else {
+            match floor_push {
+                Some((fw, _)) => (
+                    format!("p99 ≤ debounce + 2 × floor = {}", ms(d + 2.0 * fw)),
+                    e.p(0.99) <= d + 2.0 * fw,
+                ),
+                None => ("(needs the floor)".to_string(), false),
+            }
+        };
+        report.check("VS edit: p99 last affected ACK", ms(e.p(0.99)), target, met);
+    }
+    println!();
+    report.print();
+    drop(rt);
+    let _ = std::fs::remove_dir_all(&work);
+    Ok(all_ok)
+}
+
+fn diff(a: [f64; 4], b: [f64; 4]) -> [f64; 4] {
+    [a[0] - b[0], a[1] - b[1], a[2] - b[2], a[3] - b[3]]
+}
+
+fn fleet_capture(shared: &Shared, j: usize) -> Option<[Option<bytes::Bytes>; 4]> {
+    let cap = shared.proxies.get(j)?.captured.as_ref()?;
+    Some(cap.lock().unwrap().clone())
+}
+
+/// The replay server process.
+struct Replay {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Replay {
+    fn start(views: &Path, delta: bool) -> anyhow::Result<Replay> {
+        let mut cmd = Command::new(std::env::current_exe()?);
+        cmd.args(["replay", "--addr", "127.0.0.1:0", "--views"])
+            .arg(views);
+        if delta {
+            cmd.arg("--delta");
+        }
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()?;
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("piped")).read_line(&mut line)?;
+        let addr = line
+            .trim()
+            .strip_prefix("replay listening ")
+            .ok_or_else(|| anyhow::anyhow!("replay said {line:?}"))?
+            .parse()?;
+        Ok(Replay { child, addr })
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn push(&mut self) -> anyhow::Result<()> {
+        let stdin = self.child.stdin.as_mut().expect("piped");
+        stdin.write_all(b"push\n")?;
+        stdin.flush()?;
+        Ok(())
+    }
+}
+
+impl Drop for Replay {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,195 @@
+//! The floor: a replay server on raw h2 that writes pre-encoded gRPC frames (the exact
+//! responses axon sent, captured per view) to the same simulated proxies. It answers the
+//! first request of each type with that type's frame, ignores ACKs, and on a `push` line on
+//! stdin writes all four frames to every open stream.
+//!
+//! Runs as its own process (`axon-load replay`), so that its CPU and RSS are measured like
+//! axon's.
+
+use std::collections::HashMap;
+use std::io::{BufRead, Read, Write};
+use std::path::Path;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use prost::Message;
+
+use crate::wire::{self, Deframer};
+
+/// Per view (a namespace): the four responses as gRPC payloads (absent types are `None`).
+pub type Views = HashMap<String, [Option<Bytes>; 4]>;
+
+/// The namespace of an Istio node id `TYPE~IP~POD.NS~DOMAIN`.
+pub fn namespace_of(node_id: &str) -> Option<&str> {
+    node_id.split('~').nth(2)?.split_once('.').map(|(_, ns)| ns)
+}
+
+pub fn write_views(path: &Path, views: &Views) -> std::io::Result<()> {
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
+    f.write_all(&(views.len() as u32).to_le_bytes())?;
+    for (key, msgs) in views {
+        f.write_all(&(key.len() as u32).to_le_bytes())?;
+        f.write_all(key.as_bytes())?;
+        for m in msgs {
+            match m {
+                Some(b) => {
+                    f.write_all(&(b.len() as u32).to_le_bytes())?;
+                    f.write_all(b)?;
+                }
+                None => f.write_all(&u32::MAX.to_le_bytes())?,
+            }
+        }
+    }
+    f.flush()
+}
+
+pub fn read_views(path: &Path) -> anyhow::Result<Views> {
+    let mut f = std::io::BufReader::new(std::fs::File::open(path)?);
+    fn read_u32(f: &mut impl Read) -> std::io::Result<u32> {
+        let mut b = [0u8; 4];
+        f.read_exact(&mut b)?;
+        Ok(u32::from_le_bytes(b))
+    }
+    fn read_vec(f: &mut impl Read, n: usize) -> std::io::Result<Vec<u8>> {
+        let mut v = vec![0u8; n];
+        f.read_exact(&mut v)?;
+        Ok(v)
+    }
+    let n = read_u32(&mut f)?;
+    let mut views = Views::new();
+    for _ in 0..n {
+        let k = read_u32(&mut f)? as usize;
+        let key = String::from_utf8(read_vec(&mut f, k)?)?;
+        let mut msgs: [Option<Bytes>; 4] = Default::default();
+        for m in &mut msgs {
+            let len = read_u32(&mut f)?;
+            if len != u32::MAX {
+                // Stored framed, ready to write.
+                *m = Some(wire::grpc_frame(&read_vec(&mut f, len as usize)?));
+            }
+        }
+        views.insert(key, msgs);
+    }
+    Ok(views)
+}
+
+/// Serves `views` on `addr` until stdin closes. Prints `replay listening ADDR`.
+pub fn serve(views_path: &Path, addr: std::net::SocketAddr, delta: bool) -> anyhow::Result<()> {
+    let views = Arc::new(read_views(views_path)?);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        println!("replay listening {}", listener.local_addr()?);
+        std::io::stdout().flush()?;
+        let (push_tx, push_rx) = tokio::sync::watch::channel(0u64);
+        // stdin: a `push` line re-sends everything to every stream; EOF stops.
+        let (eof_tx, mut eof_rx) = tokio::sync::oneshot::channel::<()>();
+        std::thread::spawn(move || {
+            let stdin = std::io::stdin();
+            for line in stdin.lock().lines() {
+                let Ok(line) = line else { break };
+                if line.trim() == "push" {
+                    push_tx.send_modify(|g| *g += 1);
+                }
+            }
+            let _ = eof_tx.send(());
+        });
+        loop {
+            tokio::select! {
+                _ = &mut eof_rx => return Ok::<(), anyhow::Error>(()),
+                accepted = listener.accept() => {
+                    let (tcp, _) = accepted?;
+                    let _ = tcp.set_nodelay(true);
+                    let views = views.clone();
+                    let push_rx = push_rx.clone();
+                    tokio::spawn(async move {
+                        // A client that leaves resets its connection: not an error here.
+                        let _ = connection(tcp, views, push_rx, delta).await;
+                    });
+                }
+            }
+        }
+    })?;
+    rt.shutdown_background();
+    Ok(())
+}
+
+async fn connection(
+    tcp: tokio::net::TcpStream,
+    views: Arc<Views>,
+    push_rx: tokio::sync::watch::Receiver<u64>,
+    delta: bool,
+) -> anyhow::Result<()> {
+    let mut conn = h2::server::Builder::new()
+        .initial_window_size(1 << 20)
+        .initial_connection_window_size(1 << 20)
+        .handshake::<_, Bytes>(tcp)
+        .await?;
+    while let Some(accepted) = conn.accept().await {
+        let (request, respond) = accepted?;
+        let (views, push_rx) = (views.clone(), push_rx.clone());
+        tokio::spawn(async move {
+            let _ = stream(request, respond, views, push_rx, delta).await;
+        });
+    }
+    Ok(())
+}
+
+async fn stream(
+    request: http::Request<h2::RecvStream>,
+    mut respond: h2::server::SendResponse<Bytes>,
+    views: Arc<Views>,
+    mut push_rx: tokio::sync::watch::Receiver<u64>,
+    delta: bool,
+) -> anyhow::Result<()> {
+    let response = http::Response::builder()
+        .status(200)
+        .header("content-type", "application/grpc")
+        .body(())?;
+    let mut tx = respond.send_response(response, false)?;
+    let mut body = request.into_body();
+    let mut deframer = Deframer::default();
+    let mut view: Option<&[Option<Bytes>; 4]> = None;
+    push_rx.borrow_and_update();
+    loop {
+        tokio::select! {
+            chunk = body.data() => {
+                let Some(chunk) = chunk else { break };
+                let chunk = chunk?;
+                let _ = body.flow_control().release_capacity(chunk.len());
+                deframer.push(&chunk);
+                while let Some(msg) = deframer.next()? {
+                    let (node, type_url, nonce) = if delta {
+                        let r = wire::DeltaRequestLite::decode(msg)?;
+                        (r.node, r.type_url, r.response_nonce)
+                    } else {
+                        let r = wire::SotwRequestLite::decode(msg)?;
+                        (r.node, r.type_url, r.response_nonce)
+                    };
+                    if view.is_none() {
+                        let id = node.map(|n| n.id).unwrap_or_default();
+                        let ns = namespace_of(&id).unwrap_or("").to_string();
+                        view = Some(views.get(&ns).ok_or_else(|| anyhow::anyhow!("no view for {id}"))?);
+                    }
+                    let Some(ty) = wire::type_index(&type_url) else { continue };
+                    if nonce.is_empty()
+                        && let Some(frame) = &view.and_then(|v| v[ty].clone())
+                    {
+                        tx.send_data(frame.clone(), false)?;
+                    }
+                }
+            }
+            changed = push_rx.changed() => {
+                if changed.is_err() { break }
+                if let Some(v) = view {
+                    for frame in v.iter().flatten() {
+                        tx.send_data(frame.clone(), false)?;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}

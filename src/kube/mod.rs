@@ -1,0 +1,72 @@
+//! Kubernetes as a source of services and Istio config.
+//!
+//! ```text
+//!  API server ──list/watch──▶ watch.rs (kube watcher tasks, one per kind, with backoff)
+//!                               │ Watched<K> (Init / InitApply / InitDone / Apply / Delete),
+//!                               │ awaited: a watcher waits for its registry
+//!                               ▼
+//!  ServiceRegistry  (services.rs: Service, EndpointSlice, Pod, Namespace → ServiceEntries)
+//!  IstioRegistry    (config.rs: networking.istio.io objects → Configs)
+//!                               │ ConfigUpdate { source: "kubernetes" | "kubernetes-istio" }
+//!                               ▼
+//!                           Debouncer
+//! ```
+//!
+//! The indexes ([`services::ServiceIndex`], [`config::ConfigIndex`]) are pure: objects in,
+//! a [`ConfigSet`](crate::model::push_context::ConfigSet) out, tested without I/O. The
+//! actors ([`registry`]) only forward watch events to them and send what changed.
+
+pub mod config;
+pub mod namespaces;
+pub mod protocol;
+pub mod registry;
+pub mod services;
+pub mod store;
+pub mod watch;
+
+use thiserror::Error;
+
+use crate::actors::debouncer::SourceId;
+
+/// The source id of the Kubernetes service registry.
+pub const SERVICES_SOURCE: SourceId = "kubernetes";
+/// The source id of the registry of Istio config read from Kubernetes.
+pub const ISTIO_SOURCE: SourceId = "kubernetes-istio";
+
+/// What can go wrong between axon and the API server.
+#[derive(Debug, Error)]
+pub enum Error {
+    #[error("invalid namespace selector {selector:?}: {reason}")]
+    Selector { selector: String, reason: String },
+    #[error("no Kubernetes configuration (in-cluster or kubeconfig): {0}")]
+    Config(#[from] ::kube::config::InferConfigError),
+    #[error("Kubernetes client: {0}")]
+    Client(#[from] ::kube::Error),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// How the Kubernetes registries translate and filter what they read.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The cluster domain of Service hostnames (`NAME.NAMESPACE.svc.DOMAIN`).
+    pub cluster_domain: String,
+    /// Only namespaces whose labels match are read (istiod's discoverySelectors).
+    pub namespace_selector: Option<namespaces::NamespaceSelector>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            cluster_domain: crate::model::host::DEFAULT_CLUSTER_DOMAIN.to_string(),
+            namespace_selector: None,
+        }
+    }
+}
+
+/// A Kubernetes client from the in-cluster config, or from `KUBECONFIG` /
+/// `~/.kube/config` outside a cluster.
+pub async fn client() -> Result<::kube::Client> {
+    let config = ::kube::Config::infer().await?;
+    Ok(::kube::Client::try_from(config)?)
+}

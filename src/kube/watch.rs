@@ -1,0 +1,185 @@
+//! Watch tasks: one kube `watcher` per kind, forwarded to a registry actor.
+//!
+//! Each task runs a kube runtime [`watcher`] stream with the default backoff and sends every
+//! event, including the list boundaries (`Init`, `InitApply`, `InitDone`), to its registry
+//! as a [`Watched`] message, awaiting each: a watcher never runs ahead of its registry, so
+//! nothing queues without bound. A watch that gets 410 Gone or loses the API server is
+//! relisted by the watcher (after a backoff) and the relist arrives as a new
+//! `Init`…`InitDone`, which the index turns into a replacement of the kind. A registry can
+//! also ask a task to relist ([`WatchTask::relist`]), when the selected namespaces grew.
+//!
+//! Also here: the discovery of the served networking.istio.io version of each kind.
+
+use std::fmt;
+use std::sync::Arc;
+
+use ::kube::api::{Api, ApiResource};
+use ::kube::runtime::WatchStreamExt;
+use ::kube::runtime::watcher::{self, Event, watcher};
+use ::kube::{Client, Resource};
+use actix::prelude::*;
+use futures::StreamExt;
+use serde::de::DeserializeOwned;
+use tokio::sync::Notify;
+
+use crate::model::config::{ConfigKind, ISTIO_NETWORKING_GROUP};
+
+/// A watched kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum WatchKind {
+    Namespace,
+    Service,
+    EndpointSlice,
+    Pod,
+    Istio(ConfigKind),
+}
+
+impl fmt::Display for WatchKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WatchKind::Namespace => f.write_str("Namespace"),
+            WatchKind::Service => f.write_str("Service"),
+            WatchKind::EndpointSlice => f.write_str("EndpointSlice"),
+            WatchKind::Pod => f.write_str("Pod"),
+            WatchKind::Istio(kind) => write!(f, "{kind}"),
+        }
+    }
+}
+
+/// One watch event of one kind.
+pub struct Watched<K> {
+    pub kind: WatchKind,
+    pub event: Event<K>,
+}
+
+impl<K: 'static> Message for Watched<K> {
+    type Result = ();
+}
+
+/// A running watch; dropping it stops the watch.
+pub struct WatchTask {
+    relist: Arc<Notify>,
+    handle: tokio::task::JoinHandle<()>,
+}
+
+impl WatchTask {
+    /// Drops the current watch and lists the kind again.
+    pub fn relist(&self) {
+        self.relist.notify_one();
+    }
+}
+
+impl Drop for WatchTask {
+    fn drop(&mut self) {
+        self.handle.abort();
+    }
+}
+
+/// Starts watching `api` (on a tokio worker) and forwarding to `to`.
+pub fn spawn<K>(
+    kind: WatchKind,
+    api: Api<K>,
+    config: watcher::Config,
+    to: Recipient<Watched<K>>,
+) -> WatchTask
+where
+    K: Resource + Clone + DeserializeOwned + fmt::Debug + Send + 'static,
+{
+    let relist = Arc::new(Notify::new());
+    let handle = tokio::spawn(run(kind, api, config, to, relist.clone()));
+    WatchTask { relist, handle }
+}
+
+async fn run<K>(
+    kind: WatchKind,
+    api: Api<K>,
+    config: watcher::Config,
+    to: Recipient<Watched<K>>,
+    relist: Arc<Notify>,
+) where
+    K: Resource + Clone + DeserializeOwned + fmt::Debug + Send + 'static,
+{
+    loop {
+        let mut stream = watcher(api.clone(), config.clone())
+            .default_backoff()
+            .boxed();
+        loop {
+            tokio::select! {
+                next = stream.next() => match next {
+                    Some(Ok(event)) => {
+                        if to.send(Watched { kind, event }).await.is_err() {
+                            tracing::debug!(%kind, "registry stopped; watch ends");
+                            return;
+                        }
+                    }
+                    Some(Err(watcher::Error::WatchError(status))) if status.code == 410 => {
+                        tracing::info!(%kind, "watch expired (410 Gone); relisting");
+                    }
+                    Some(Err(error)) => {
+                        tracing::warn!(%kind, %error, "watch failed; retrying with backoff");
+                    }
+                    None => break,
+                },
+                _ = relist.notified() => {
+                    tracing::info!(%kind, "relisting");
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// The preferred networking.istio.io versions, best first.
+pub const ISTIO_VERSIONS: [&str; 3] = ["v1", "v1beta1", "v1alpha3"];
+
+/// The Istio kinds read from Kubernetes.
+pub const ISTIO_KINDS: [ConfigKind; 6] = [
+    ConfigKind::VirtualService,
+    ConfigKind::DestinationRule,
+    ConfigKind::Gateway,
+    ConfigKind::ServiceEntry,
+    ConfigKind::WorkloadEntry,
+    ConfigKind::Sidecar,
+];
+
+/// For each Istio kind the API server serves, the resource at its best served version
+/// (v1, then v1beta1, then v1alpha3). Empty when the group is not served (no Istio CRDs).
+pub async fn istio_resources(client: &Client) -> super::Result<Vec<(ConfigKind, ApiResource)>> {
+    let groups = client.list_api_groups().await?;
+    let Some(group) = groups
+        .groups
+        .iter()
+        .find(|g| g.name == ISTIO_NETWORKING_GROUP)
+    else {
+        return Ok(Vec::new());
+    };
+    let served: Vec<&str> = group.versions.iter().map(|v| v.version.as_str()).collect();
+    let mut found: Vec<(ConfigKind, ApiResource)> = Vec::new();
+    for version in ISTIO_VERSIONS.into_iter().filter(|v| served.contains(v)) {
+        let api_version = format!("{ISTIO_NETWORKING_GROUP}/{version}");
+        let list = client.list_api_group_resources(&api_version).await?;
+        for resource in list.resources.iter().filter(|r| !r.name.contains('/')) {
+            let Some(kind) = ISTIO_KINDS
+                .into_iter()
+                .find(|k| k.as_str() == resource.kind)
+            else {
+                continue;
+            };
+            if found.iter().any(|(k, _)| *k == kind) {
+                continue;
+            }
+            found.push((
+                kind,
+                ApiResource {
+                    group: ISTIO_NETWORKING_GROUP.to_string(),
+                    version: version.to_string(),
+                    api_version: api_version.clone(),
+                    kind: resource.kind.clone(),
+                    plural: resource.name.clone(),
+                },
+            ));
+        }
+    }
+    found.sort_by_key(|(k, _)| *k);
+    Ok(found)
+}

@@ -1,0 +1,325 @@
+//! gRPC framing of xDS messages, written by hand so that the encoded resources are shared.
+//!
+//! A response is a gRPC message (a 5-byte prefix and a protobuf `DiscoveryResponse` or
+//! `DeltaDiscoveryResponse`) built as a list of `Bytes` chunks: small headers written here, and
+//! each resource's `value` as the very `Bytes` its generator produced (encoded once, for every
+//! proxy). The ADS adapter joins them into one buffer per message, released once written, so no
+//! per-stream encode buffer grows to the largest message and stays. Requests are read with a [`FrameReader`] whose buffer is
+//! released as soon as it is empty.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint};
+
+use super::resource::{DeltaResponse, Resource, XdsResponse};
+
+/// The largest request axon accepts (Envoy's EDS requests name every cluster).
+pub const MAX_REQUEST_BYTES: usize = 16 * 1024 * 1024;
+
+/// Writes protobuf fields into a list of chunks.
+#[derive(Default)]
+struct Chunks {
+    out: Vec<Bytes>,
+    head: BytesMut,
+}
+
+impl Chunks {
+    fn key(&mut self, tag: u32, wire: WireType) {
+        encode_key(tag, wire, &mut self.head);
+    }
+
+    fn string(&mut self, tag: u32, s: &str) {
+        if s.is_empty() {
+            return;
+        }
+        self.key(tag, WireType::LengthDelimited);
+        encode_varint(s.len() as u64, &mut self.head);
+        self.head.put_slice(s.as_bytes());
+    }
+
+    fn len_prefix(&mut self, tag: u32, len: usize) {
+        self.key(tag, WireType::LengthDelimited);
+        encode_varint(len as u64, &mut self.head);
+    }
+
+    /// Appends shared bytes as their own chunk.
+    fn shared(&mut self, bytes: &Bytes) {
+        if !self.head.is_empty() {
+            self.out.push(self.head.split().freeze());
+        }
+        self.out.push(bytes.clone());
+    }
+
+    fn finish(mut self) -> Vec<Bytes> {
+        if !self.head.is_empty() {
+            self.out.push(self.head.split().freeze());
+        }
+        self.out
+    }
+}
+
+fn string_field_len(tag: u32, s: &str) -> usize {
+    if s.is_empty() {
+        0
+    } else {
+        prost::encoding::key_len(tag) + encoded_len_varint(s.len() as u64) + s.len()
+    }
+}
+
+fn message_field_len(tag: u32, len: usize) -> usize {
+    prost::encoding::key_len(tag) + encoded_len_varint(len as u64) + len
+}
+
+/// The encoded length of a resource as a `google.protobuf.Any`.
+fn any_len(r: &Resource) -> usize {
+    string_field_len(1, &r.type_url) + message_field_len(2, r.value.len())
+}
+
+fn put_any(c: &mut Chunks, r: &Resource) {
+    c.string(1, &r.type_url);
+    c.len_prefix(2, r.value.len());
+    c.shared(&r.value);
+}
+
+/// The gRPC message prefix: uncompressed, and the length.
+fn prefix(len: usize) -> BytesMut {
+    let mut head = BytesMut::with_capacity(256);
+    head.put_u8(0);
+    head.put_u32(len as u32);
+    head
+}
+
+/// A SotW `DiscoveryResponse`, framed.
+pub fn encode_sotw(r: &XdsResponse) -> Vec<Bytes> {
+    let resources_len: usize = r
+        .resources
+        .iter()
+        .map(|res| message_field_len(2, any_len(res)))
+        .sum();
+    let len = string_field_len(1, &r.version_info)
+        + resources_len
+        + string_field_len(4, &r.type_url)
+        + string_field_len(5, &r.nonce);
+    let mut c = Chunks {
+        out: Vec::with_capacity(2 * r.resources.len() + 2),
+        head: prefix(len),
+    };
+    c.string(1, &r.version_info);
+    c.string(4, &r.type_url);
+    c.string(5, &r.nonce);
+    for res in r.resources.iter() {
+        c.len_prefix(2, any_len(res));
+        put_any(&mut c, res);
+    }
+    c.finish()
+}
+
+/// The encoded length of a Delta `Resource { name, version, resource }`.
+fn delta_resource_len(res: &Resource, version: &str) -> usize {
+    string_field_len(3, &res.name)
+        + string_field_len(1, version)
+        + message_field_len(2, any_len(res))
+}
+
+/// A `DeltaDiscoveryResponse`, framed.
+pub fn encode_delta(r: &DeltaResponse) -> Vec<Bytes> {
+    let resources_len: usize = r
+        .resources
+        .iter()
+        .map(|(res, v)| message_field_len(2, delta_resource_len(res, v)))
+        .sum();
+    let removed_len: usize = r
+        .removed
+        .iter()
+        .map(|n| message_field_len(6, n.len()))
+        .sum();
+    let len = string_field_len(1, &r.system_version_info)
+        + resources_len
+        + string_field_len(4, &r.type_url)
+        + removed_len
+        + string_field_len(5, &r.nonce);
+    let mut c = Chunks {
+        out: Vec::with_capacity(2 * r.resources.len() + 2),
+        head: prefix(len),
+    };
+    c.string(1, &r.system_version_info);
+    c.string(4, &r.type_url);
+    c.string(5, &r.nonce);
+    for name in &r.removed {
+        c.len_prefix(6, name.len());
+        c.head.put_slice(name.as_bytes());
+    }
+    for (res, version) in &r.resources {
+        c.len_prefix(2, delta_resource_len(res, version));
+        c.string(3, &res.name);
+        c.string(1, version);
+        c.len_prefix(2, any_len(res));
+        put_any(&mut c, res);
+    }
+    c.finish()
+}
+
+/// The chunks of a message in one contiguous buffer.
+pub fn concat(chunks: &[Bytes]) -> Bytes {
+    let mut out = BytesMut::with_capacity(chunks.iter().map(Bytes::len).sum());
+    for c in chunks {
+        out.extend_from_slice(c);
+    }
+    out.freeze()
+}
+
+/// Why a request stream cannot be read.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FrameError {
+    #[error("compressed gRPC messages are not supported")]
+    Compressed,
+    #[error("a request of {0} bytes is over the limit of {MAX_REQUEST_BYTES}")]
+    TooLarge(usize),
+    #[error("the request is not a valid message: {0}")]
+    Decode(String),
+}
+
+/// Reassembles gRPC messages from body chunks.
+#[derive(Debug, Default)]
+pub struct FrameReader {
+    buf: BytesMut,
+}
+
+impl FrameReader {
+    pub fn push(&mut self, chunk: Bytes) {
+        if self.buf.is_empty() && self.buf.capacity() == 0 {
+            self.buf = BytesMut::from(chunk.as_ref());
+        } else {
+            self.buf.extend_from_slice(&chunk);
+        }
+    }
+
+    /// The next complete message, decoded, if one is buffered.
+    pub fn next_message<M: prost::Message + Default>(&mut self) -> Result<Option<M>, FrameError> {
+        if self.buf.len() < 5 {
+            return Ok(None);
+        }
+        if self.buf[0] != 0 {
+            return Err(FrameError::Compressed);
+        }
+        let len = u32::from_be_bytes([self.buf[1], self.buf[2], self.buf[3], self.buf[4]]) as usize;
+        if len > MAX_REQUEST_BYTES {
+            return Err(FrameError::TooLarge(len));
+        }
+        if self.buf.len() < 5 + len {
+            self.buf.reserve(5 + len - self.buf.len());
+            return Ok(None);
+        }
+        self.buf.advance(5);
+        let message = self.buf.split_to(len);
+        if self.buf.is_empty() {
+            // Give the memory back between requests: an idle stream holds nothing.
+            self.buf = BytesMut::new();
+        }
+        M::decode(message.freeze())
+            .map(Some)
+            .map_err(|e| FrameError::Decode(e.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use envoy_types::pb::envoy::service::discovery::v3::{
+        DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
+    };
+    use prost::Message;
+
+    fn res(name: &str, body: &[u8]) -> Resource {
+        Resource::from_encoded(
+            name,
+            "type.googleapis.com/x".into(),
+            Bytes::copy_from_slice(body),
+        )
+    }
+
+    fn unframe(chunks: Vec<Bytes>) -> Bytes {
+        let all: Vec<u8> = chunks.iter().flat_map(|c| c.iter().copied()).collect();
+        assert_eq!(all[0], 0);
+        let len = u32::from_be_bytes([all[1], all[2], all[3], all[4]]) as usize;
+        assert_eq!(len, all.len() - 5, "the prefix has the message length");
+        Bytes::copy_from_slice(&all[5..])
+    }
+
+    #[test]
+    fn sotw_responses_decode_as_prost_encodes_them() {
+        let r = XdsResponse {
+            type_url: "type.googleapis.com/x".into(),
+            version_info: "7".into(),
+            nonce: "7-1".into(),
+            resources: vec![res("a", b"\x0a\x01a"), res("b", &[9u8; 300])].into(),
+        };
+        let decoded = DiscoveryResponse::decode(unframe(encode_sotw(&r))).unwrap();
+        assert_eq!(decoded.version_info, "7");
+        assert_eq!(decoded.nonce, "7-1");
+        assert_eq!(decoded.type_url, "type.googleapis.com/x");
+        assert_eq!(decoded.resources.len(), 2);
+        assert_eq!(decoded.resources[1].value, vec![9u8; 300]);
+        assert_eq!(decoded.resources[0].type_url, "type.googleapis.com/x");
+    }
+
+    #[test]
+    fn resource_bytes_are_shared_not_copied() {
+        let shared = res("big", &[1u8; 4096]);
+        let r = XdsResponse {
+            type_url: "t".into(),
+            version_info: "1".into(),
+            nonce: "n".into(),
+            resources: vec![shared.clone()].into(),
+        };
+        let chunks = encode_sotw(&r);
+        assert!(
+            chunks.iter().any(|c| c.as_ptr() == shared.value.as_ptr()),
+            "the resource's own bytes are a chunk"
+        );
+    }
+
+    #[test]
+    fn delta_responses_decode_as_prost_encodes_them() {
+        let r = DeltaResponse {
+            type_url: "t".into(),
+            system_version_info: "3".into(),
+            nonce: "3-9".into(),
+            resources: vec![(res("a", b"xyz"), "v1".into())],
+            removed: vec!["gone".into()],
+        };
+        let d = DeltaDiscoveryResponse::decode(unframe(encode_delta(&r))).unwrap();
+        assert_eq!(
+            (d.system_version_info.as_str(), d.nonce.as_str()),
+            ("3", "3-9")
+        );
+        assert_eq!(d.removed_resources, ["gone"]);
+        assert_eq!(d.resources[0].name, "a");
+        assert_eq!(d.resources[0].version, "v1");
+        assert_eq!(d.resources[0].resource.as_ref().unwrap().value, b"xyz");
+    }
+
+    #[test]
+    fn the_reader_reassembles_split_messages_and_releases_its_buffer() {
+        let req = DiscoveryRequest {
+            type_url: "t".into(),
+            resource_names: (0..100).map(|i| format!("cluster-{i}")).collect(),
+            ..Default::default()
+        };
+        let body = req.encode_to_vec();
+        let mut framed = vec![0u8];
+        framed.extend_from_slice(&(body.len() as u32).to_be_bytes());
+        framed.extend_from_slice(&body);
+        let mut reader = FrameReader::default();
+        for chunk in framed.chunks(7) {
+            assert_eq!(reader.next_message::<DiscoveryRequest>(), Ok(None));
+            reader.push(Bytes::copy_from_slice(chunk));
+        }
+        assert_eq!(reader.next_message::<DiscoveryRequest>(), Ok(Some(req)));
+        assert_eq!(reader.buf.capacity(), 0, "nothing is held between requests");
+        reader.push(Bytes::from_static(&[1, 0, 0, 0, 0]));
+        assert_eq!(
+            reader.next_message::<DiscoveryRequest>(),
+            Err(FrameError::Compressed)
+        );
+    }
+}
