@@ -206,7 +206,13 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
 
 async fn run(args: ServeArgs, limits: Limits) -> anyhow::Result<()> {
     let metrics = Metrics::new();
-    let ready = Readiness::new(if args.kubernetes { 2 } else { 0 });
+    // With --kubernetes, /ready waits for both Kubernetes registries.
+    let kubernetes_sources: &[crate::actors::debouncer::SourceId] = if args.kubernetes {
+        &[SERVICES_SOURCE, ISTIO_SOURCE]
+    } else {
+        &[]
+    };
+    let ready = Readiness::new(kubernetes_sources);
     let cap = limits.mailbox_capacity;
 
     let push_queue = PushQueue::new(
@@ -224,7 +230,7 @@ async fn run(args: ServeArgs, limits: Limits) -> anyhow::Result<()> {
         mesh,
         push_queue.clone().recipient(),
         metrics.clone(),
-        ready.snapshot(),
+        ready.clone(),
         cap,
     )
     .start();

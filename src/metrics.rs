@@ -36,6 +36,8 @@ pub struct Metrics {
     pub xds_rejects: IntCounterVec,
     /// `pilot_xds_expired_nonce{type}`: requests with a stale nonce.
     pub expired_nonce: IntCounterVec,
+    /// `axon_endpoint_index_swaps`: contexts made for endpoint-only changes (no rebuild).
+    pub endpoint_swaps: prometheus::IntCounter,
     /// `pilot_xds_write_timeout`: streams closed because the proxy did not read in time.
     pub write_timeout: prometheus::IntCounter,
     /// `axon_rejected_streams`: new streams refused by `max_streams` or the rate limit.
@@ -152,6 +154,10 @@ impl Metrics {
             c
         };
         let m = Metrics {
+            endpoint_swaps: plain_counter(
+                "axon_endpoint_index_swaps",
+                "Contexts made for endpoint-only changes: the endpoint index swapped, nothing rebuilt.",
+            ),
             write_timeout: plain_counter(
                 "pilot_xds_write_timeout",
                 "Pilot XDS response write timeouts.",

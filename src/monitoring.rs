@@ -3,8 +3,8 @@
 //! `/ready` reads a [`Readiness`] gate: ready once the first PushContext is built and every
 //! Kubernetes registry has finished its initial lists.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
 
 use actix::Addr;
 use axum::Json;
@@ -14,47 +14,66 @@ use axum::http::StatusCode;
 use axum::routing::get;
 
 use crate::actors::connection::ConnectionStatus;
+use crate::actors::debouncer::SourceId;
 use crate::actors::push_queue::{CollectStatus, PushQueue};
 use crate::metrics::Metrics;
 
-/// The `/ready` gate, shared by the SnapshotBuilder (which sets [`Readiness::snapshot`]) and
-/// the registries that must finish their initial lists first.
-#[derive(Clone, Debug)]
+/// The `/ready` gate, shared by the SnapshotBuilder (which reports the sources of every
+/// context it builds) and the registries that must finish their initial lists first.
+#[derive(Clone, Debug, Default)]
 pub struct Readiness {
-    /// Set by the SnapshotBuilder when a PushContext is built.
-    snapshot: Arc<AtomicBool>,
-    /// Registries that have not finished their initial lists yet.
-    syncing: Arc<AtomicUsize>,
+    state: Arc<Mutex<ReadinessState>>,
+}
+
+#[derive(Debug, Default)]
+struct ReadinessState {
+    /// Registries that have not finished their initial lists.
+    listing: BTreeSet<SourceId>,
+    /// Registries that have, but are in no built context yet.
+    unbuilt: BTreeSet<SourceId>,
+    built: bool,
 }
 
 impl Readiness {
-    /// A gate that waits for a first snapshot and for `registries` registries to sync.
-    pub fn new(registries: usize) -> Self {
+    /// A gate that waits for a first context and for `registries` to sync and be built.
+    pub fn new(registries: &[SourceId]) -> Self {
+        let state = ReadinessState {
+            listing: registries.iter().copied().collect(),
+            ..Default::default()
+        };
         Readiness {
-            snapshot: Arc::new(AtomicBool::new(false)),
-            syncing: Arc::new(AtomicUsize::new(registries)),
+            state: Arc::new(Mutex::new(state)),
         }
     }
 
-    /// The flag the SnapshotBuilder sets when it has built a context.
-    pub fn snapshot(&self) -> Arc<AtomicBool> {
-        self.snapshot.clone()
+    fn state(&self) -> std::sync::MutexGuard<'_, ReadinessState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// One registry has finished its initial lists (and has just sent them to the
-    /// Debouncer): ready again only once a context with them is built.
-    pub fn registry_synced(&self) {
-        self.snapshot.store(false, Ordering::Release);
-        let _ = self
-            .syncing
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+    /// `source` has finished its initial lists. Call it before sending them: ready again
+    /// only once a context built from them is.
+    pub fn registry_synced(&self, source: SourceId) {
+        let mut state = self.state();
+        if state.listing.remove(source) {
+            state.unbuilt.insert(source);
+        }
+    }
+
+    /// A context was built from the configs of `sources`.
+    pub fn built(&self, sources: impl IntoIterator<Item = SourceId>) {
+        let mut state = self.state();
+        state.built = true;
+        for source in sources {
+            state.unbuilt.remove(source);
+        }
     }
 
     /// `Ok` when ready, else why not.
     pub fn check(&self) -> Result<(), &'static str> {
-        if self.syncing.load(Ordering::Acquire) > 0 {
+        let state = self.state();
+        if !state.listing.is_empty() {
             Err("not ready: waiting for the initial Kubernetes lists\n")
-        } else if !self.snapshot.load(Ordering::Acquire) {
+        } else if !state.built || !state.unbuilt.is_empty() {
             Err("not ready: no config snapshot built yet\n")
         } else {
             Ok(())
@@ -115,21 +134,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ready_needs_a_snapshot_and_every_registry() {
-        let gate = Readiness::new(2);
-        let snapshot = gate.snapshot();
-        snapshot.store(true, Ordering::Release);
-        assert!(gate.check().is_err(), "two registries still syncing");
-        gate.registry_synced();
-        snapshot.store(true, Ordering::Release);
-        assert!(gate.check().is_err(), "one registry still syncing");
-        gate.registry_synced();
-        assert!(gate.check().is_err(), "no snapshot since the last sync");
-        snapshot.store(true, Ordering::Release);
-        assert_eq!(gate.check(), Ok(()));
-        assert_eq!(
-            Readiness::new(0).check(),
-            Err("not ready: no config snapshot built yet\n")
+    fn ready_needs_every_registry_in_a_built_snapshot() {
+        let gate = Readiness::new(&["kubernetes", "kubernetes-istio"]);
+        gate.built(["files"]);
+        assert!(gate.check().is_err(), "two registries still listing");
+        gate.registry_synced("kubernetes");
+        gate.built(["files", "kubernetes"]);
+        assert!(gate.check().is_err(), "one registry still listing");
+        gate.registry_synced("kubernetes-istio");
+        // A build in flight when the registry synced does not hold its configs.
+        gate.built(["files", "kubernetes"]);
+        assert!(
+            gate.check().is_err(),
+            "no snapshot with kubernetes-istio yet"
         );
+        gate.built(["files", "kubernetes", "kubernetes-istio"]);
+        assert_eq!(gate.check(), Ok(()));
+        gate.registry_synced("kubernetes");
+        assert_eq!(gate.check(), Ok(()), "a registry syncs once");
+
+        let files_only = Readiness::new(&[]);
+        assert!(files_only.check().is_err());
+        files_only.built(["files"]);
+        assert_eq!(files_only.check(), Ok(()));
     }
 }

@@ -27,7 +27,13 @@ pub struct GetConfigz;
 /// Paths that the watcher saw change; empty means "rescan everything".
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct FilesChanged(pub Vec<PathBuf>);
+pub struct FilesChanged {
+    pub paths: Vec<PathBuf>,
+    /// The files may still be being written (a plain modification): wait for [`SETTLE`] of
+    /// quiet before reading. A closed-after-write, created, renamed or removed file is read
+    /// at once.
+    pub settle: bool,
+}
 
 /// Lists the config files under `dir`, recursively, in path order.
 pub fn list_config_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
@@ -74,7 +80,18 @@ pub struct FileRegistry {
     duplicates: BTreeSet<crate::model::config::ConfigKey>,
     watcher: Option<notify::RecommendedWatcher>,
     sent_initial: bool,
+    /// Paths seen changing and not read yet (an empty list means "rescan"), and the timer that
+    /// reads them once the files have been quiet for [`SETTLE`].
+    pending: Option<Vec<PathBuf>>,
+    settle: Option<SpawnHandle>,
+    /// Files found empty once, and those to read again after SETTLE.
+    emptied: BTreeSet<PathBuf>,
+    deferred: Vec<PathBuf>,
 }
+
+/// How long a changed file must be quiet before it is read: an editor that truncates and then
+/// writes a file in place fires several events, and the file is read once, complete.
+pub const SETTLE: Duration = Duration::from_millis(50);
 
 impl FileRegistry {
     pub fn new(
@@ -100,14 +117,19 @@ impl FileRegistry {
             duplicates: BTreeSet::new(),
             watcher: None,
             sent_initial: false,
+            pending: None,
+            settle: None,
+            emptied: BTreeSet::new(),
+            deferred: Vec::new(),
         }
     }
 
     /// Paths to reload: those given, or every known and present file on a rescan whose
     /// modification time or size changed.
     fn dirty_paths(&mut self, hint: Vec<PathBuf>) -> BTreeSet<PathBuf> {
+        let rescan = hint.is_empty();
         let mut paths: BTreeSet<PathBuf> = hint.into_iter().filter(|p| is_config_file(p)).collect();
-        if paths.is_empty() {
+        if rescan {
             let present = match list_config_files(&self.dir) {
                 Ok(p) => p,
                 Err(e) => {
@@ -142,6 +164,14 @@ impl FileRegistry {
         }
         for path in &paths {
             let text = std::fs::read_to_string(path).ok();
+            let empty = text.as_deref().is_some_and(|t| t.trim().is_empty());
+            if empty && self.texts.contains_key(path) && self.emptied.insert(path.clone()) {
+                // A loaded file seen empty is most likely being rewritten in place (truncated,
+                // not yet written): look again after SETTLE before dropping its configs.
+                self.deferred.push(path.clone());
+                continue;
+            }
+            self.emptied.remove(path);
             match std::fs::metadata(path) {
                 Ok(m) if text.is_some() => {
                     self.stamps.insert(
@@ -228,17 +258,29 @@ impl FileRegistry {
     fn watch(&mut self, ctx: &mut Context<Self>) {
         let addr = ctx.address();
         let metrics = self.metrics.clone();
-        let send = move |paths: Vec<PathBuf>| {
+        let send = move |paths: Vec<PathBuf>, settle: bool| {
             metrics.sent("file_registry");
-            addr.do_send(FilesChanged(paths));
+            addr.do_send(FilesChanged { paths, settle });
         };
-        let handler = move |res: notify::Result<notify::Event>| match res {
-            Ok(event) if event.need_rescan() => send(Vec::new()),
-            Ok(event) if !event.kind.is_access() => send(event.paths),
-            Ok(_) => {}
-            Err(e) => {
-                tracing::warn!(error = %e, "file watch error; rescanning");
-                send(Vec::new());
+        let handler = move |res: notify::Result<notify::Event>| {
+            use notify::EventKind;
+            use notify::event::{AccessKind, AccessMode, ModifyKind};
+            match res {
+                Ok(event) if event.need_rescan() => send(Vec::new(), false),
+                Ok(event) => match event.kind {
+                    EventKind::Access(AccessKind::Close(AccessMode::Write))
+                    | EventKind::Create(_)
+                    | EventKind::Remove(_)
+                    | EventKind::Modify(ModifyKind::Name(_)) => send(event.paths, false),
+                    EventKind::Modify(_) | EventKind::Any | EventKind::Other => {
+                        send(event.paths, true)
+                    }
+                    EventKind::Access(_) => {}
+                },
+                Err(e) => {
+                    tracing::warn!(error = %e, "file watch error; rescanning");
+                    send(Vec::new(), false);
+                }
             }
         };
         match notify::recommended_watcher(handler) {
@@ -282,12 +324,46 @@ impl Handler<GetConfigz> for FileRegistry {
     }
 }
 
+impl FileRegistry {
+    /// Reads again, after SETTLE, the files that were found empty.
+    fn recheck_deferred(&mut self, ctx: &mut Context<Self>) {
+        if self.deferred.is_empty() {
+            return;
+        }
+        let paths = std::mem::take(&mut self.deferred);
+        ctx.run_later(SETTLE, move |act, ctx| {
+            act.reload(paths);
+            act.recheck_deferred(ctx);
+        });
+    }
+}
+
 impl Handler<FilesChanged> for FileRegistry {
     type Result = ();
 
-    fn handle(&mut self, msg: FilesChanged, _: &mut Context<Self>) {
+    fn handle(&mut self, msg: FilesChanged, ctx: &mut Context<Self>) {
         let started = Instant::now();
-        self.reload(msg.0);
+        match (&mut self.pending, msg.paths.is_empty()) {
+            (Some(paths), false) if !paths.is_empty() => paths.extend(msg.paths),
+            (Some(paths), true) => paths.clear(),
+            (Some(_), false) => {}
+            (None, _) => self.pending = Some(msg.paths),
+        }
+        if let Some(timer) = self.settle.take() {
+            ctx.cancel_future(timer);
+        }
+        if msg.settle {
+            self.settle = Some(ctx.run_later(SETTLE, |act, ctx| {
+                act.settle = None;
+                if let Some(paths) = act.pending.take() {
+                    act.reload(paths);
+                }
+                act.recheck_deferred(ctx);
+            }));
+        } else if let Some(paths) = self.pending.take() {
+            self.reload(paths);
+        }
+        self.recheck_deferred(ctx);
         self.metrics.handled("file_registry", started);
     }
 }

@@ -6,7 +6,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use actix::prelude::*;
@@ -17,6 +16,7 @@ use super::push_queue::Push;
 use crate::metrics::Metrics;
 use crate::model::mesh::MeshConfig;
 use crate::model::push_context::{ConfigSet, PushContext};
+use crate::monitoring::Readiness;
 
 /// The state of the last built context (`/debug/push_status`).
 #[derive(Message)]
@@ -29,8 +29,8 @@ pub struct SnapshotBuilder {
     mesh: Arc<MeshConfig>,
     push_queue: Recipient<Push>,
     metrics: Metrics,
-    /// Set once the first context is built (the `/ready` probe).
-    ready: Arc<AtomicBool>,
+    /// Told which sources each built context holds (the `/ready` probe).
+    ready: Readiness,
     mailbox_capacity: usize,
 }
 
@@ -39,7 +39,7 @@ impl SnapshotBuilder {
         mesh: MeshConfig,
         push_queue: Recipient<Push>,
         metrics: Metrics,
-        ready: Arc<AtomicBool>,
+        ready: Readiness,
         mailbox_capacity: usize,
     ) -> Self {
         SnapshotBuilder {
@@ -104,9 +104,15 @@ impl Handler<Flush> for SnapshotBuilder {
             &self.mesh,
         ));
         self.metrics.services.set(ctx.services.by_host.len() as i64);
-        self.metrics
-            .pushcontext_init
-            .observe(started.elapsed().as_secs_f64());
+        if msg.request.full {
+            // As istiod's: an endpoint-only request swaps the endpoint index of the previous
+            // context and rebuilds nothing else, so it is not a PushContext init.
+            self.metrics
+                .pushcontext_init
+                .observe(started.elapsed().as_secs_f64());
+        } else {
+            self.metrics.endpoint_swaps.inc();
+        }
         for (reason, n) in &msg.request.reasons {
             self.metrics
                 .push_triggers
@@ -143,7 +149,7 @@ impl Handler<Flush> for SnapshotBuilder {
             },
         });
         self.current = Some(ctx.clone());
-        self.ready.store(true, Ordering::Release);
+        self.ready.built(msg.sources.keys().copied());
         self.metrics.sent("push_queue");
         self.push_queue.do_send(Push {
             ctx,

@@ -1,6 +1,6 @@
 //! Watch tasks: one kube `watcher` per kind, forwarded to a registry actor.
 //!
-//! Each task runs a kube runtime [`watcher`] stream with the default backoff and sends every
+//! Each task runs a kube runtime [`watcher()`] stream with the default backoff and sends every
 //! event, including the list boundaries (`Init`, `InitApply`, `InitDone`), to its registry
 //! as a [`Watched`] message, awaiting each: a watcher never runs ahead of its registry, so
 //! nothing queues without bound. A watch that gets 410 Gone or loses the API server is

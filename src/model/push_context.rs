@@ -89,6 +89,9 @@ pub struct PushContext {
     pub mesh: Arc<MeshConfig>,
     /// Answers computed from this context, shared by the proxies that ask the same question.
     pub memo: super::memo::Memo,
+    /// For a context made by an endpoint-only request: the `(hostname, port)`s whose
+    /// endpoints differ from the previous context's.
+    pub endpoint_changes: Option<Arc<BTreeSet<(String, u32)>>>,
 }
 
 impl PushContext {
@@ -116,7 +119,14 @@ impl PushContext {
         };
         let endpoints_changed =
             kinds.contains(&ConfigKind::ServiceEntry) || kinds.contains(&ConfigKind::WorkloadEntry);
-        let endpoints = if endpoints_changed {
+        let endpoints: Arc<EndpointIndex> = if endpoints_changed && !request.full {
+            Arc::new(update_endpoints(
+                &prev.endpoints,
+                configs,
+                &services,
+                &request.configs_updated,
+            ))
+        } else if endpoints_changed {
             Arc::new(index_endpoints(configs, &services))
         } else {
             prev.endpoints.clone()
@@ -141,8 +151,11 @@ impl PushContext {
         } else {
             prev.sidecars.clone()
         };
+        let endpoint_changes =
+            (!request.full).then(|| Arc::new(endpoint_differences(&prev.endpoints, &endpoints)));
         PushContext {
             version,
+            endpoint_changes,
             services,
             endpoints,
             virtual_services,
@@ -166,6 +179,7 @@ impl PushContext {
             sidecars: Arc::new(index_sidecars(configs)),
             mesh: mesh.clone(),
             memo: Default::default(),
+            endpoint_changes: None,
         }
     }
 
@@ -286,17 +300,36 @@ fn index_services(configs: &ConfigSet, mesh: &MeshConfig) -> ServiceIndex {
     }
 }
 
-fn index_endpoints(configs: &ConfigSet, services: &ServiceIndex) -> EndpointIndex {
-    let mut by_service_port = BTreeMap::new();
-    let mut by_address: BTreeMap<String, Vec<(String, u32, u32)>> = BTreeMap::new();
-    for service in services.by_host.values() {
-        let Some(Spec::ServiceEntry(se)) = configs.get(&service.source).map(|c| &c.spec) else {
-            continue;
-        };
-        for port in &service.ports {
-            let workloads = of_kind(configs, ConfigKind::WorkloadEntry)
-                .filter(|c| c.namespace() == service.namespace);
-            let mut endpoints = endpoints_of(se, port, workloads);
+/// `(hostname, port)`: what the endpoint index is keyed by.
+pub type ServicePort = (String, u32);
+
+/// WorkloadEntries by namespace (what a ServiceEntry's selector may pick).
+fn workloads_by_namespace(configs: &ConfigSet) -> BTreeMap<&str, Vec<&Arc<Config>>> {
+    let mut out: BTreeMap<&str, Vec<&Arc<Config>>> = BTreeMap::new();
+    for c in of_kind(configs, ConfigKind::WorkloadEntry) {
+        out.entry(c.namespace()).or_default().push(c);
+    }
+    out
+}
+
+/// The endpoints of every port of one service.
+fn service_endpoints(
+    configs: &ConfigSet,
+    service: &Service,
+    workloads: &BTreeMap<&str, Vec<&Arc<Config>>>,
+) -> Vec<(ServicePort, Arc<Vec<Endpoint>>)> {
+    let Some(Spec::ServiceEntry(se)) = configs.get(&service.source).map(|c| &c.spec) else {
+        return Vec::new();
+    };
+    let in_namespace = workloads
+        .get(service.namespace.as_str())
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    service
+        .ports
+        .iter()
+        .map(|port| {
+            let mut endpoints = endpoints_of(se, port, in_namespace.iter().copied());
             if endpoints.is_empty()
                 && se.resolution == Resolution::Dns
                 && se.workload_selector.is_none()
@@ -311,19 +344,72 @@ fn index_endpoints(configs: &ConfigSet, services: &ServiceIndex) -> EndpointInde
                     locality: String::new(),
                 });
             }
-            for ep in &endpoints {
-                by_address.entry(ep.address.clone()).or_default().push((
-                    service.hostname.clone(),
-                    port.number,
-                    ep.port,
-                ));
-            }
-            by_service_port.insert((service.hostname.clone(), port.number), Arc::new(endpoints));
+            ((service.hostname.clone(), port.number), Arc::new(endpoints))
+        })
+        .collect()
+}
+
+fn by_address(
+    by_service_port: &BTreeMap<(String, u32), Arc<Vec<Endpoint>>>,
+) -> BTreeMap<String, Vec<(String, u32, u32)>> {
+    let mut out: BTreeMap<String, Vec<(String, u32, u32)>> = BTreeMap::new();
+    for ((host, port), endpoints) in by_service_port {
+        for ep in endpoints.iter() {
+            out.entry(ep.address.clone())
+                .or_default()
+                .push((host.clone(), *port, ep.port));
         }
     }
+    out
+}
+
+fn index_endpoints(configs: &ConfigSet, services: &ServiceIndex) -> EndpointIndex {
+    let workloads = workloads_by_namespace(configs);
+    let by_service_port: BTreeMap<_, _> = services
+        .by_host
+        .values()
+        .flat_map(|s| service_endpoints(configs, s, &workloads))
+        .collect();
     EndpointIndex {
+        by_address: by_address(&by_service_port),
         by_service_port,
-        by_address,
+    }
+}
+
+/// The endpoint index after an endpoint-only change: only the services fed by a changed
+/// ServiceEntry, or selecting WorkloadEntries in a namespace where one changed, are recomputed.
+fn update_endpoints(
+    prev: &EndpointIndex,
+    configs: &ConfigSet,
+    services: &ServiceIndex,
+    changed: &BTreeSet<ConfigKey>,
+) -> EndpointIndex {
+    let workload_namespaces: BTreeSet<&str> = changed
+        .iter()
+        .filter(|k| k.kind == ConfigKind::WorkloadEntry)
+        .map(|k| k.namespace.as_str())
+        .collect();
+    let affected: Vec<&Arc<Service>> = services
+        .by_host
+        .values()
+        .filter(|s| {
+            changed.contains(&s.source)
+                || (workload_namespaces.contains(s.namespace.as_str())
+                    && matches!(
+                        configs.get(&s.source).map(|c| &c.spec),
+                        Some(Spec::ServiceEntry(se)) if se.workload_selector.is_some()
+                    ))
+        })
+        .collect();
+    let workloads = workloads_by_namespace(configs);
+    let mut by_service_port = prev.by_service_port.clone();
+    for service in affected {
+        by_service_port.retain(|(host, _), _| *host != service.hostname);
+        by_service_port.extend(service_endpoints(configs, service, &workloads));
+    }
+    EndpointIndex {
+        by_address: by_address(&by_service_port),
+        by_service_port,
     }
 }
 
@@ -407,8 +493,61 @@ pub fn endpoints_changed<'a>(
     new: &PushContext,
     names: impl IntoIterator<Item = &'a String>,
 ) -> bool {
-    names.into_iter().any(|name| {
-        super::service::parse_outbound_cluster_name(name)
-            .is_some_and(|(port, _, host)| old.endpoints(host, port) != new.endpoints(host, port))
-    })
+    names
+        .into_iter()
+        .any(|name| cluster_endpoints_changed(old, new, name))
+}
+
+/// Of the clusters named in `names`, those whose endpoints differ between `old` and `new`:
+/// what an endpoint-only push sends (istiod's incremental EDS). With the differences that
+/// `new` recorded when it was built, this looks up only the few changed clusters' names.
+pub fn changed_clusters(
+    old: &PushContext,
+    new: &PushContext,
+    names: &BTreeSet<String>,
+) -> BTreeSet<String> {
+    let Some(changes) = &new.endpoint_changes else {
+        return names
+            .iter()
+            .filter(|name| cluster_endpoints_changed(old, new, name))
+            .cloned()
+            .collect();
+    };
+    let mut out = BTreeSet::new();
+    for (host, port) in changes.iter() {
+        let subsets = new
+            .destination_rules_of(host)
+            .flat_map(|(_, dr)| dr.subsets.iter().map(|s| s.name.as_str()));
+        for subset in std::iter::once("").chain(subsets) {
+            let name = super::service::outbound_cluster_name(*port, subset, host);
+            if names.contains(&name) {
+                out.insert(name);
+            }
+        }
+    }
+    out
+}
+
+/// The `(hostname, port)`s whose endpoints differ between two indexes.
+fn endpoint_differences(old: &EndpointIndex, new: &EndpointIndex) -> BTreeSet<(String, u32)> {
+    let mut out: BTreeSet<(String, u32)> = old
+        .by_service_port
+        .keys()
+        .filter(|k| !new.by_service_port.contains_key(*k))
+        .cloned()
+        .collect();
+    for (key, endpoints) in &new.by_service_port {
+        match old.by_service_port.get(key) {
+            Some(prev) if Arc::ptr_eq(prev, endpoints) || prev == endpoints => {}
+            _ => {
+                out.insert(key.clone());
+            }
+        }
+    }
+    out
+}
+
+fn cluster_endpoints_changed(old: &PushContext, new: &PushContext, name: &str) -> bool {
+    super::service::parse_outbound_cluster_name(name)
+        .is_some_and(|(port, _, host)| old.endpoints(host, port) != new.endpoints(host, port))
 }

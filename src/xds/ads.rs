@@ -81,11 +81,10 @@ impl ResponseSink {
             Response::Sotw(r) => wire::encode_sotw(r),
             Response::Delta(r) => wire::encode_delta(r),
         };
-        // One buffer per message: HTTP/2 DATA frames of sensible size (a chunk per resource
-        // would be a frame per resource), freed as soon as h2 has written it.
-        let message = wire::concat(&chunks);
+        // One buffer per message (a chunk per resource would be an HTTP/2 frame per
+        // resource), freed as soon as h2 has written it.
         self.tx
-            .send(Outgoing::Message(vec![message]))
+            .send(Outgoing::Message(chunks))
             .await
             .map_err(|_| SinkError::Closed)
     }

@@ -46,11 +46,10 @@ impl Watched {
             self.last_error = Some(error.clone());
             return Decision::Nack(error.clone());
         }
-        let names: BTreeSet<String> = req.resource_names.iter().cloned().collect();
         let first = self.nonce_sent.is_none();
         // An empty nonce is a new subscription (or a reconnect): always answered.
         if first || req.response_nonce.is_empty() {
-            self.set_names(type_url, names);
+            self.set_names(type_url, req.resource_names.iter().cloned().collect());
             return Decision::Respond;
         }
         if self.nonce_sent.as_deref() != Some(req.response_nonce.as_str()) {
@@ -59,8 +58,19 @@ impl Watched {
         self.nonce_acked = Some(req.response_nonce.clone());
         self.version_acked = Some(req.version_info.clone());
         self.last_error = None;
-        let changed = !type_url.is_wildcard_type() && names != self.names;
-        self.set_names(type_url, names);
+        // A wildcard subscription (Envoy's CDS and LDS) ignores names; a named one (a gRPC
+        // client's CDS and LDS, everyone's EDS and RDS) is answered when they change.
+        // Most ACKs repeat the names: compare without building a new set.
+        let same = req.resource_names.len() == self.names.len()
+            && req.resource_names.iter().all(|n| self.names.contains(n));
+        if same {
+            return Decision::Ack;
+        }
+        let was_wildcard = type_url.is_wildcard_type() && self.wildcard;
+        let previous = std::mem::take(&mut self.names);
+        self.set_names(type_url, req.resource_names.iter().cloned().collect());
+        let now_wildcard = type_url.is_wildcard_type() && self.wildcard;
+        let changed = !(was_wildcard && now_wildcard) && previous != self.names;
         if changed {
             Decision::Respond
         } else {
@@ -140,6 +150,19 @@ mod tests {
         );
         assert_eq!(w.last_error.as_deref(), Some("bad cluster"));
         assert!(!w.is_acked());
+    }
+
+    #[test]
+    fn a_named_cds_subscription_is_answered_when_names_change() {
+        // gRPC clients ask CDS by name, adding names as routes reference them.
+        let mut w = Watched::new(TypeUrl::Cluster);
+        w.on_request(TypeUrl::Cluster, &req("", &["a"]));
+        assert!(!w.wildcard);
+        w.sent("n1".into(), "1".into());
+        assert_eq!(
+            w.on_request(TypeUrl::Cluster, &req("n1", &["a", "b"])),
+            Decision::Respond
+        );
     }
 
     #[test]

@@ -447,3 +447,45 @@ fn endpoint_changes_are_seen_per_watched_cluster() {
         &before, &after, &reviews
     ));
 }
+
+#[test]
+fn an_endpoint_change_recomputes_only_the_changed_services() {
+    let mesh = Arc::default();
+    let before = configs(MESH);
+    let first = PushContext::build(
+        None,
+        &before,
+        &PushRequest::full_push(TriggerReason::Config, Instant::now()),
+        &mesh,
+    );
+    let after = configs(&MESH.replace("10.0.0.2", "10.0.0.3"));
+    let key = crate::model::config::ConfigKey::new(
+        crate::model::config::ConfigKind::ServiceEntry,
+        "shop",
+        "reviews",
+    );
+    let req = PushRequest::endpoint_change(BTreeSet::from([key]), Instant::now());
+    let next = PushContext::build(Some(&first), &after, &req, &mesh);
+    let scratch = context(&MESH.replace("10.0.0.2", "10.0.0.3"));
+    assert_eq!(
+        next.endpoints.by_service_port, scratch.endpoints.by_service_port,
+        "the same endpoints as a rebuild from scratch"
+    );
+    assert_eq!(next.endpoints.by_address, scratch.endpoints.by_address);
+    let ratings = ("ratings.shop.svc.cluster.local".to_string(), 9080);
+    assert!(
+        Arc::ptr_eq(
+            &first.endpoints.by_service_port[&ratings],
+            &next.endpoints.by_service_port[&ratings]
+        ),
+        "an unchanged service's endpoints are shared"
+    );
+    assert!(Arc::ptr_eq(&first.services, &next.services));
+    assert_eq!(
+        next.endpoint_changes.as_deref(),
+        Some(&BTreeSet::from([(
+            "reviews.shop.svc.cluster.local".to_string(),
+            9080
+        )]))
+    );
+}

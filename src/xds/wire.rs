@@ -1,9 +1,9 @@
 //! gRPC framing of xDS messages, written by hand so that the encoded resources are shared.
 //!
 //! A response is a gRPC message (a 5-byte prefix and a protobuf `DiscoveryResponse` or
-//! `DeltaDiscoveryResponse`) built as a list of `Bytes` chunks: small headers written here, and
-//! each resource's `value` as the very `Bytes` its generator produced (encoded once, for every
-//! proxy). The ADS adapter joins them into one buffer per message, released once written, so no
+//! `DeltaDiscoveryResponse`) written into one buffer of exactly its size: the fields written
+//! here, and each resource's `value` copied from the `Bytes` its generator produced (encoded
+//! once, for every proxy, never re-encoded). The buffer is released once written, so no
 //! per-stream encode buffer grows to the largest message and stays. Requests are read with a [`FrameReader`] whose buffer is
 //! released as soon as it is empty.
 
@@ -41,12 +41,9 @@ impl Chunks {
         encode_varint(len as u64, &mut self.head);
     }
 
-    /// Appends shared bytes as their own chunk.
+    /// Appends a resource's encoded bytes.
     fn shared(&mut self, bytes: &Bytes) {
-        if !self.head.is_empty() {
-            self.out.push(self.head.split().freeze());
-        }
-        self.out.push(bytes.clone());
+        self.head.put_slice(bytes);
     }
 
     fn finish(mut self) -> Vec<Bytes> {
@@ -80,9 +77,9 @@ fn put_any(c: &mut Chunks, r: &Resource) {
     c.shared(&r.value);
 }
 
-/// The gRPC message prefix: uncompressed, and the length.
+/// The gRPC message prefix: uncompressed, and the length; the buffer holds the whole message.
 fn prefix(len: usize) -> BytesMut {
-    let mut head = BytesMut::with_capacity(256);
+    let mut head = BytesMut::with_capacity(5 + len);
     head.put_u8(0);
     head.put_u32(len as u32);
     head
@@ -156,15 +153,6 @@ pub fn encode_delta(r: &DeltaResponse) -> Vec<Bytes> {
         put_any(&mut c, res);
     }
     c.finish()
-}
-
-/// The chunks of a message in one contiguous buffer.
-pub fn concat(chunks: &[Bytes]) -> Bytes {
-    let mut out = BytesMut::with_capacity(chunks.iter().map(Bytes::len).sum());
-    for c in chunks {
-        out.extend_from_slice(c);
-    }
-    out.freeze()
 }
 
 /// Why a request stream cannot be read.
@@ -263,19 +251,16 @@ mod tests {
     }
 
     #[test]
-    fn resource_bytes_are_shared_not_copied() {
-        let shared = res("big", &[1u8; 4096]);
+    fn a_message_is_one_exactly_sized_buffer() {
         let r = XdsResponse {
             type_url: "t".into(),
             version_info: "1".into(),
             nonce: "n".into(),
-            resources: vec![shared.clone()].into(),
+            resources: vec![res("big", &[1u8; 4096]), res("small", b"x")].into(),
         };
         let chunks = encode_sotw(&r);
-        assert!(
-            chunks.iter().any(|c| c.as_ptr() == shared.value.as_ptr()),
-            "the resource's own bytes are a chunk"
-        );
+        assert_eq!(chunks.len(), 1, "one allocation per message");
+        assert_eq!(chunks[0].len(), 5 + unframe(chunks.clone()).len());
     }
 
     #[test]

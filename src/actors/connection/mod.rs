@@ -27,7 +27,7 @@ use super::distribution::{Acked, Affected, DistributionTracker, Gone, Nacked};
 use super::push_queue::{ConnId, Connect, Disconnect, Push, PushDone, PushQueue};
 use crate::metrics::Metrics;
 use crate::model::proxy::Proxy;
-use crate::model::push_context::{PushContext, endpoints_changed};
+use crate::model::push_context::{PushContext, changed_clusters, endpoints_changed};
 use crate::model::sidecar_scope::{SidecarScope, needs_push};
 use crate::xds::ads::{CloseReason, ResponseSink, SinkError, StreamSlot};
 use crate::xds::delta::DeltaWatched;
@@ -73,6 +73,9 @@ pub struct ConnectionActor {
     connected_at: Instant,
     synced: bool,
     outbox: Vec<Response>,
+    /// During an endpoint-only push, the clusters whose endpoints changed: a SotW EDS
+    /// response then carries only those.
+    eds_only: Option<BTreeSet<String>>,
 }
 
 impl ConnectionActor {
@@ -99,6 +102,7 @@ impl ConnectionActor {
             connected_at: Instant::now(),
             synced: false,
             outbox: Vec::new(),
+            eds_only: None,
         }
     }
 
@@ -399,13 +403,32 @@ impl Handler<Push> for ConnectionActor {
                 .is_some_and(|new| needs_push(old_scope.as_deref(), new, &msg.request));
             if needed { &TypeUrl::PUSH_ORDER } else { &[] }
         } else {
-            // The EDS fast path: only when a watched cluster's endpoints changed.
-            let names = self.watched_names(TypeUrl::Endpoint);
-            let changed = match (old_ctx, names) {
-                (Some(old), Some(names)) => endpoints_changed(&old, &new_ctx, &names),
-                (None, Some(_)) => true,
-                (_, None) => false,
+            // The EDS fast path: only when a watched cluster's endpoints changed, and (SotW)
+            // only those clusters; Delta sends only what changed anyway.
+            let names: Option<&BTreeSet<String>> = if self.sink.is_delta() {
+                self.delta
+                    .get(&TypeUrl::Endpoint)
+                    .filter(|w| w.is_subscribed())
+                    .map(|w| &w.names)
+            } else {
+                self.sotw
+                    .get(&TypeUrl::Endpoint)
+                    .filter(|w| w.is_subscribed())
+                    .map(|w| &w.names)
             };
+            let eds_only = match (&old_ctx, names) {
+                (Some(old), Some(names)) if !self.sink.is_delta() => {
+                    Some(changed_clusters(old, &new_ctx, names))
+                }
+                _ => None,
+            };
+            let changed = match (&eds_only, old_ctx, names) {
+                (Some(clusters), _, _) => !clusters.is_empty(),
+                (None, Some(old), Some(names)) => endpoints_changed(&old, &new_ctx, names),
+                (None, None, Some(_)) => true,
+                (None, _, None) => false,
+            };
+            self.eds_only = eds_only;
             if changed { &[TypeUrl::Endpoint] } else { &[] }
         };
         if types.is_empty() {
@@ -421,6 +444,7 @@ impl Handler<Push> for ConnectionActor {
                 self.respond(type_url);
             }
         }
+        self.eds_only = None;
         self.flush(ctx, Some(PushDone { id: self.id }));
         self.metrics.handled("connection", started);
     }

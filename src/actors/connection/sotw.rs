@@ -38,13 +38,16 @@ impl ConnectionActor {
     /// and gets nothing.
     pub(super) fn sotw_response(&mut self, type_url: TypeUrl) -> Option<Response> {
         let (ctx, proxy, scope) = (self.ctx.clone()?, self.proxy.clone()?, self.scope.clone()?);
-        let names = self
+        let subscribed = &self
             .sotw
             .get(&type_url)
             .filter(|w| w.is_subscribed())?
-            .names
-            .clone();
-        let resources = xds::generate_shared(type_url, &ctx, &proxy, &scope, &names);
+            .names;
+        let names = match (&self.eds_only, type_url) {
+            (Some(changed), TypeUrl::Endpoint) => changed,
+            _ => subscribed,
+        };
+        let resources = xds::generate_shared(type_url, &ctx, &proxy, &scope, names);
         let nonce = self.next_nonce(ctx.version);
         let version = ctx.version.to_string();
         self.sotw

@@ -281,12 +281,24 @@ impl Fleet {
 
     /// Waits at least `min`, then until no ACK arrived for `quiet` (bounded by `timeout`).
     fn wait_quiet(&self, min: Duration, quiet: Duration, timeout: Duration) {
+        self.wait_quiet_with(min, quiet, timeout, || 0.0)
+    }
+
+    /// Like `wait_quiet`, and `server()` (a server-side counter) stable as long.
+    fn wait_quiet_with(
+        &self,
+        min: Duration,
+        quiet: Duration,
+        timeout: Duration,
+        server: impl Fn() -> f64,
+    ) {
         let start = Instant::now();
-        let mut last = self.shared.total_acks.load(Ordering::Relaxed);
+        let count = || (self.shared.total_acks.load(Ordering::Relaxed), server());
+        let mut last = count();
         let mut last_change = Instant::now();
         loop {
-            std::thread::sleep(Duration::from_millis(10));
-            let now = self.shared.total_acks.load(Ordering::Relaxed);
+            std::thread::sleep(Duration::from_millis(50));
+            let now = count();
             if now != last {
                 last = now;
                 last_change = Instant::now();
@@ -416,6 +428,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
     let storm_cpu = proc::cpu_seconds(axon.pid()) - cpu0;
     let times = client::sync_times_ms(&fleet.shared, fleet.shared.us(started));
     let errors = fleet.shared.errors.load(Ordering::Relaxed);
+    let retries = fleet.shared.retries.load(Ordering::Relaxed);
     let synced = times.len();
     all_ok &= all && errors == 0;
     let storm_bytes: u64 = fleet
@@ -425,7 +438,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
         .map(|p| p.bytes.load(Ordering::Relaxed))
         .sum();
     println!(
-        "storm: {synced}/{n} synced in {storm_ms:.0} ms, {errors} errors, {:.1} MiB of responses, axon CPU {storm_cpu:.2} s",
+        "storm: {synced}/{n} synced in {storm_ms:.0} ms, {errors} errors, {retries} reconnects, {:.1} MiB of responses, axon CPU {storm_cpu:.2} s",
         storm_bytes as f64 / 1048576.0
     );
     for e in fleet.shared.first_errors(5) {
@@ -451,8 +464,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
     let rss_n = proc::rss_kib(axon.pid());
     let tool_rss_n = proc::self_rss_kib();
     report.add(
-        "proxies synced / errors",
-        format!("{synced}/{n}, {errors} errors"),
+        "proxies synced / errors / reconnects",
+        format!("{synced}/{n}, {errors} errors, {retries} reconnects"),
     );
     report.add(
         "cold storm: bytes of responses",
@@ -497,14 +510,17 @@ pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
     );
 
     // Edits. Each writes files, waits for quiet, and measures from the write.
+    // An edit is done when neither the proxies' ACKs nor axon's pilot_xds_pushes moved for
+    // 2 s (a slow axon pauses between pushes).
     let min_wait = debounce + Duration::from_millis(1000);
-    let quiet = Duration::from_millis(1000);
+    let quiet = Duration::from_millis(2000);
+    let server_pushes = || axon.metrics().pushes().iter().sum::<f64>();
     let mut vs_edit = None;
     if want("vs") {
         let m0 = axon.metrics();
         let written = Instant::now();
         std::fs::write(Mesh::vs_path(&config, 0), mesh.virtual_service(0, 80))?;
-        fleet.wait_quiet(min_wait, quiet, timeout);
+        fleet.wait_quiet_with(min_wait, quiet, timeout, server_pushes);
         let e = Edit::measure(&fleet.shared, written);
         let m1 = axon.metrics();
         println!(
@@ -528,7 +544,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
         let m0 = axon.metrics();
         let written = Instant::now();
         std::fs::write(Mesh::se_path(&config, 1), mesh.service_entry(1, 1))?;
-        fleet.wait_quiet(min_wait, quiet, timeout);
+        fleet.wait_quiet_with(min_wait, quiet, timeout, server_pushes);
         let e = Edit::measure(&fleet.shared, written);
         let m1 = axon.metrics();
         let rebuilds = m1.rebuilds() - m0.rebuilds();
@@ -565,7 +581,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
             std::fs::write(Mesh::vs_path(&config, 0), mesh.virtual_service(0, 10 + k))?;
         }
         let burst_ms = written.elapsed().as_secs_f64() * 1000.0;
-        fleet.wait_quiet(min_wait, quiet, timeout);
+        fleet.wait_quiet_with(min_wait, quiet, timeout, server_pushes);
         let e = Edit::measure(&fleet.shared, written);
         let max_pushes = e.per_type.iter().map(|p| p[0].max(p[2])).max().unwrap_or(0);
         let mean = e
@@ -592,7 +608,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
         for i in 0..mesh.namespaces.min(mesh.virtual_services) {
             std::fs::write(Mesh::vs_path(&config, i), mesh.virtual_service(i, 70))?;
         }
-        fleet.wait_quiet(min_wait, quiet, timeout);
+        fleet.wait_quiet_with(min_wait, quiet, timeout, server_pushes);
         let cpu = proc::cpu_seconds(axon.pid()) - cpu0;
         let e = Edit::measure(&fleet.shared, written);
         println!(
@@ -608,6 +624,14 @@ pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
             Some((format!("ns-{}", j % mesh.namespaces), cap))
         })
         .collect();
+    let late_errors = fleet.shared.errors.load(Ordering::Relaxed) - errors;
+    report.add(
+        "proxies disconnected during the edits",
+        late_errors.to_string(),
+    );
+    for e in fleet.shared.first_errors(5) {
+        println!("  error: {e}");
+    }
     fleet.stop();
     std::thread::sleep(Duration::from_millis(300));
     report.add(
@@ -755,6 +779,11 @@ pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
     println!();
     report.print();
     drop(rt);
+    // axon's log outlives the run, for a look at what it did.
+    let kept = std::env::temp_dir().join("axon-load-last-axon.log");
+    if std::fs::copy(work.join("axon.log"), &kept).is_ok() {
+        println!("axon's log: {}", kept.display());
+    }
     let _ = std::fs::remove_dir_all(&work);
     Ok(all_ok)
 }

@@ -49,6 +49,8 @@ pub struct Shared {
     pub total_acks: AtomicU64,
     pub synced: AtomicU64,
     pub errors: AtomicU64,
+    /// Reconnects before a first response.
+    pub retries: AtomicU64,
     interner: Mutex<HashMap<u64, Arc<Vec<String>>>>,
 }
 
@@ -66,6 +68,7 @@ impl Shared {
             total_acks: AtomicU64::new(0),
             synced: AtomicU64::new(0),
             errors: AtomicU64::new(0),
+            retries: AtomicU64::new(0),
             interner: Mutex::new(HashMap::new()),
         })
     }
@@ -170,9 +173,24 @@ struct TypeState {
 }
 
 /// Runs proxy `j` until its stream ends or the task is aborted.
+///
+/// Like Envoy, a proxy whose connection fails before its first response reconnects with
+/// backoff (100 ms doubling to 2 s, at most 10 times; counted in `Shared::retries`).
 pub async fn run(j: usize, cfg: ClientConfig, shared: Arc<Shared>) {
-    if let Err(e) = run_inner(j, &cfg, &shared).await {
-        shared.fail(j, format!("{e:#}"));
+    let mut backoff = Duration::from_millis(100);
+    for attempt in 0.. {
+        match run_inner(j, &cfg, &shared).await {
+            Ok(()) => return,
+            Err(_) if attempt < 10 && shared.proxies[j].bytes.load(Ordering::Relaxed) == 0 => {
+                shared.retries.fetch_add(1, Ordering::Relaxed);
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(2));
+            }
+            Err(e) => {
+                shared.fail(j, format!("{e:#}"));
+                return;
+            }
+        }
     }
 }
 

@@ -1,0 +1,200 @@
+//! The IstioRegistry: the networking.istio.io kinds the API server serves (found by
+//! discovery; and, with a namespace selector, Namespaces) watched into a [`ConfigIndex`],
+//! whose configs it sends as source `kubernetes-istio` through its [`Outbox`].
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use ::kube::Client;
+use ::kube::api::{Api, ApiResource, DynamicObject};
+use ::kube::runtime::watcher::{self, Event};
+use actix::prelude::*;
+use k8s_openapi::api::core::v1::Namespace;
+
+use super::{Outbox, namespace_config};
+use crate::actors::file_registry::GetConfigz;
+use crate::kube::Settings;
+use crate::kube::config::{ConfigIndex, Rejected};
+use crate::kube::namespaces::{NamespaceChange, NamespaceFilter};
+use crate::kube::watch::{self, WatchKind, WatchTask, Watched};
+use crate::model::config::ConfigKind;
+
+/// networking.istio.io objects (and Namespaces with a selector) → Configs.
+pub struct IstioRegistry {
+    client: Client,
+    settings: Settings,
+    index: ConfigIndex,
+    out: Outbox,
+    /// The apiVersion watched per kind.
+    versions: BTreeMap<ConfigKind, String>,
+    resources: Option<Vec<(ConfigKind, ApiResource)>>,
+    tasks: BTreeMap<WatchKind, WatchTask>,
+    mailbox_capacity: usize,
+}
+
+/// How long to wait before discovering the Istio API again after an error.
+const DISCOVERY_RETRY: Duration = Duration::from_secs(5);
+
+impl IstioRegistry {
+    pub fn new(client: Client, settings: Settings, out: Outbox, mailbox_capacity: usize) -> Self {
+        IstioRegistry {
+            index: ConfigIndex::new(NamespaceFilter::new(settings.namespace_selector.clone())),
+            client,
+            settings,
+            out,
+            versions: BTreeMap::new(),
+            resources: None,
+            tasks: BTreeMap::new(),
+            mailbox_capacity,
+        }
+    }
+
+    fn discover(&mut self, ctx: &mut Context<Self>) {
+        let client = self.client.clone();
+        ctx.spawn(
+            async move { watch::istio_resources(&client).await }
+                .into_actor(self)
+                .map(|result, act, ctx| match result {
+                    Ok(resources) => {
+                        if resources.is_empty() {
+                            tracing::warn!("networking.istio.io is not served (no Istio CRDs): no Istio config from Kubernetes");
+                        }
+                        for (kind, ar) in &resources {
+                            tracing::info!(%kind, api_version = %ar.api_version, "watching Istio config");
+                        }
+                        act.resources = Some(resources);
+                        if act.settings.namespace_selector.is_some() {
+                            let api = Api::<Namespace>::all(act.client.clone());
+                            let config = namespace_config(&act.settings);
+                            let task = watch::spawn(WatchKind::Namespace, api, config, ctx.address().recipient());
+                            act.tasks.insert(WatchKind::Namespace, task);
+                        } else {
+                            // No Namespaces to list: discovery stood for them.
+                            act.out.listed(WatchKind::Namespace);
+                            act.watch_istio_kinds(ctx);
+                        }
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "Istio API discovery failed; retrying");
+                        ctx.run_later(DISCOVERY_RETRY, |act, ctx| act.discover(ctx));
+                    }
+                }),
+        );
+    }
+
+    fn watch_istio_kinds(&mut self, ctx: &mut Context<Self>) {
+        for (kind, ar) in self.resources.iter().flatten() {
+            let watch_kind = WatchKind::Istio(*kind);
+            let api = Api::<DynamicObject>::all_with(self.client.clone(), ar);
+            let task = watch::spawn(
+                watch_kind,
+                api,
+                watcher::Config::default(),
+                ctx.address().recipient(),
+            );
+            self.versions.insert(*kind, ar.api_version.clone());
+            self.out.expect(watch_kind);
+            self.tasks.insert(watch_kind, task);
+        }
+        // Without any kind to list, the registry is synced now.
+        self.out.publish(self.index.configs(), Instant::now());
+    }
+
+    fn report(rejected: Option<Rejected>) {
+        if let Some(r) = rejected {
+            tracing::warn!(kind = %r.kind, object = %r.key, reason = %r.reason, kept_previous = r.kept_previous, "invalid config: {r}");
+        }
+    }
+}
+
+impl Actor for IstioRegistry {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        ctx.set_mailbox_capacity(self.mailbox_capacity);
+        // Not synced before discovery answers and, with a selector, Namespaces are listed.
+        self.out.expect(WatchKind::Namespace);
+        self.discover(ctx);
+    }
+}
+
+impl Handler<Watched<DynamicObject>> for IstioRegistry {
+    type Result = ();
+    fn handle(&mut self, msg: Watched<DynamicObject>, _: &mut Context<Self>) {
+        let started = Instant::now();
+        let WatchKind::Istio(kind) = msg.kind else {
+            return;
+        };
+        let api_version = self.versions.get(&kind).cloned().unwrap_or_default();
+        let value = |obj: DynamicObject| serde_json::to_value(obj).unwrap_or_default();
+        match msg.event {
+            Event::Init => self.index.init(kind),
+            Event::InitApply(obj) => {
+                Self::report(self.index.init_apply(kind, &api_version, value(obj)))
+            }
+            Event::InitDone => {
+                self.index.init_done(kind);
+                self.out.listed(msg.kind);
+            }
+            Event::Apply(obj) => Self::report(self.index.apply(kind, &api_version, value(obj))),
+            Event::Delete(obj) => {
+                let ns = obj.metadata.namespace.clone().unwrap_or_default();
+                let name = obj.metadata.name.clone().unwrap_or_default();
+                self.index.delete(kind, &ns, &name);
+            }
+        }
+        self.out.publish(self.index.configs(), started);
+    }
+}
+
+impl Handler<Watched<Namespace>> for IstioRegistry {
+    type Result = ();
+    fn handle(&mut self, msg: Watched<Namespace>, ctx: &mut Context<Self>) {
+        let started = Instant::now();
+        let first_list = !self.tasks.keys().any(|k| matches!(k, WatchKind::Istio(_)));
+        let change = match msg.event {
+            Event::Init => {
+                self.index.init_namespaces();
+                NamespaceChange::default()
+            }
+            Event::InitApply(ns) => {
+                self.index.init_namespace(&ns);
+                NamespaceChange::default()
+            }
+            Event::InitDone => {
+                let change = self.index.namespaces_listed();
+                self.out.listed(WatchKind::Namespace);
+                if first_list {
+                    self.watch_istio_kinds(ctx);
+                    return;
+                }
+                change
+            }
+            Event::Apply(ns) => self.index.apply_namespace(&ns),
+            Event::Delete(ns) => self.index.delete_namespace(&ns),
+        };
+        if !change.added.is_empty() && !first_list {
+            tracing::info!(namespaces = ?change.added, "namespaces selected; relisting Istio config");
+            for (kind, task) in &self.tasks {
+                if *kind != WatchKind::Namespace {
+                    task.relist();
+                }
+            }
+        }
+        self.out.publish(self.index.configs(), started);
+    }
+}
+
+impl Handler<GetConfigz> for IstioRegistry {
+    type Result = MessageResult<GetConfigz>;
+    fn handle(&mut self, _: GetConfigz, _: &mut Context<Self>) -> Self::Result {
+        let configs = self.index.configs();
+        MessageResult(serde_json::json!({
+            "source": self.out.source,
+            "synced": self.out.synced,
+            "versions": self.versions,
+            "configs": configs.values().collect::<Vec<_>>(),
+            "errors": self.index.rejected().map(ToString::to_string).collect::<Vec<_>>(),
+        }))
+    }
+}
