@@ -283,3 +283,38 @@ fn an_endpoint_change_is_pushed_as_eds_only() {
         );
     });
 }
+
+/// istiod's AlwaysRespond (envoy#13009): after a CDS response, the next EDS request is
+/// answered even when it looks like an ACK, so that re-warmed clusters get their endpoints.
+#[test]
+fn eds_is_answered_after_cds_even_when_it_looks_like_an_ack() {
+    let (_dir, axon) = serve_mesh(&mesh(100));
+    runtime().block_on(async {
+        let mut c = Client::connect(&axon).await;
+        let cds = c.first_cds(gateway_node(GATEWAY_ID)).await;
+        c.ack(&cds, &[]).await;
+        c.request(EDS, subscribed(EDS), "", None).await;
+        let eds = c.next().await;
+        c.ack(&eds, subscribed(EDS)).await;
+
+        // CDS is asked again (as after a cluster update); the EDS request that follows carries
+        // the last EDS nonce and the same names: an ACK by the rules, answered all the same.
+        c.request(CDS, &[], "", None).await;
+        let again = c.next().await;
+        assert_eq!(again.type_url, CDS);
+        c.ack(&again, &[]).await;
+        c.ack(&eds, subscribed(EDS)).await;
+        let answered = c.next().await;
+        assert_eq!(answered.type_url, EDS, "AlwaysRespond after CDS");
+        assert_eq!(answered.resources.len(), 1);
+
+        // Only once: the ACK of that answer is not answered again.
+        c.ack(&answered, subscribed(EDS)).await;
+        c.request(LDS, &[], "", None).await;
+        assert_eq!(
+            c.next().await.type_url,
+            LDS,
+            "an ACK after the answer is not answered"
+        );
+    });
+}
