@@ -55,19 +55,7 @@ fn ensure_grpcio() {
             return;
         }
         eprintln!("[grpc] python3 cannot import grpc; installing grpcio with pip");
-        let out = Command::new("python3")
-            .args(["-m", "pip", "install", "grpcio"])
-            .stdin(Stdio::null())
-            .output();
-        let report = match &out {
-            Ok(o) => format!(
-                "pip exit status {}\nstdout:\n{}\nstderr:\n{}",
-                o.status,
-                String::from_utf8_lossy(&o.stdout),
-                String::from_utf8_lossy(&o.stderr)
-            ),
-            Err(e) => format!("could not run `python3 -m pip`: {e}"),
-        };
+        let report = support::pip_install("grpcio");
         if !grpcio_importable() {
             panic!(
                 "the proxyless gRPC tests need the Python package `grpcio` \

