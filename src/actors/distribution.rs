@@ -6,7 +6,7 @@
 //! `/debug/distribution` and observes `axon_config_distribution_seconds` when the last
 //! affected proxy ACKs a change.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime};
 
 use actix::prelude::*;
@@ -97,8 +97,6 @@ struct Change {
 #[derive(Debug, Default)]
 pub struct Distribution {
     changes: BTreeMap<ConfigKey, Change>,
-    /// The newest version each proxy has fully ACKed.
-    acked: BTreeMap<String, u64>,
 }
 
 impl Distribution {
@@ -134,7 +132,6 @@ impl Distribution {
 
     /// Records an ACK; returns the distribution times of changes it completed.
     pub fn acked(&mut self, proxy: &str, version: u64, now: Instant) -> Vec<Duration> {
-        self.acked.insert(proxy.to_string(), version);
         let mut completed = Vec::new();
         for change in self.changes.values_mut() {
             if change.version > version {
@@ -174,7 +171,6 @@ impl Distribution {
     }
 
     pub fn gone(&mut self, proxy: &str) {
-        self.acked.remove(proxy);
         for change in self.changes.values_mut() {
             if change.proxies.get(proxy) == Some(&ProxyState::Pending) {
                 change.proxies.remove(proxy);
@@ -223,11 +219,6 @@ impl Distribution {
                 }
             })
             .collect()
-    }
-
-    /// Proxies known to have ACKed, for tests.
-    pub fn proxies(&self) -> BTreeSet<&str> {
-        self.acked.keys().map(String::as_str).collect()
     }
 }
 

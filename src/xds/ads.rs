@@ -8,7 +8,6 @@
 //! resources encoded once for every stream, each message in one buffer that is freed as soon as
 //! it is written: nothing is kept per stream between messages. Mapping to `tonic::Status` happens here and nowhere else.
 
-use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -55,16 +54,11 @@ pub enum SinkError {
     Closed,
 }
 
-/// What the response body of a stream is fed.
-enum Outgoing {
-    /// One framed gRPC message, as chunks.
-    Message(Vec<Bytes>),
-}
-
 /// The sending half of one ADS stream, bounded.
 #[derive(Clone)]
 pub struct ResponseSink {
-    tx: mpsc::Sender<Outgoing>,
+    /// Framed gRPC messages, one buffer each.
+    tx: mpsc::Sender<Bytes>,
     /// The status the stream ends with, if the server closes it.
     close: Arc<Mutex<Option<Status>>>,
     delta: bool,
@@ -77,16 +71,13 @@ impl ResponseSink {
 
     /// Queues a response, waiting while the stream's queue is full.
     pub async fn send(&self, response: Response) -> Result<(), SinkError> {
-        let chunks = match &response {
+        // One buffer per message (a chunk per resource would be an HTTP/2 frame per
+        // resource), freed as soon as h2 has written it.
+        let message = match &response {
             Response::Sotw(r) => wire::encode_sotw(r),
             Response::Delta(r) => wire::encode_delta(r),
         };
-        // One buffer per message (a chunk per resource would be an HTTP/2 frame per
-        // resource), freed as soon as h2 has written it.
-        self.tx
-            .send(Outgoing::Message(chunks))
-            .await
-            .map_err(|_| SinkError::Closed)
+        self.tx.send(message).await.map_err(|_| SinkError::Closed)
     }
 
     /// Ends the stream with an error status, ahead of anything still queued.
@@ -103,9 +94,8 @@ impl ResponseSink {
 
 /// The response body of one stream: queued messages as DATA frames, then the trailers.
 struct ResponseBody {
-    rx: mpsc::Receiver<Outgoing>,
+    rx: mpsc::Receiver<Bytes>,
     close: Arc<Mutex<Option<Status>>>,
-    pending: VecDeque<Bytes>,
     done: bool,
 }
 
@@ -130,26 +120,21 @@ impl http_body::Body for ResponseBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
-        loop {
-            if self.done {
-                return Poll::Ready(None);
-            }
-            if let Some(status) = self.closing() {
+        if self.done {
+            return Poll::Ready(None);
+        }
+        if let Some(status) = self.closing() {
+            self.done = true;
+            return Poll::Ready(Some(Ok(Self::trailers(&status))));
+        }
+        match self.rx.poll_recv(cx) {
+            Poll::Ready(Some(message)) => Poll::Ready(Some(Ok(Frame::data(message)))),
+            Poll::Ready(None) => {
                 self.done = true;
-                return Poll::Ready(Some(Ok(Self::trailers(&status))));
+                let status = self.closing().unwrap_or_else(|| Status::ok(""));
+                Poll::Ready(Some(Ok(Self::trailers(&status))))
             }
-            if let Some(chunk) = self.pending.pop_front() {
-                return Poll::Ready(Some(Ok(Frame::data(chunk))));
-            }
-            match self.rx.poll_recv(cx) {
-                Poll::Ready(Some(Outgoing::Message(chunks))) => self.pending.extend(chunks),
-                Poll::Ready(None) => {
-                    self.done = true;
-                    let status = self.closing().unwrap_or_else(|| Status::ok(""));
-                    return Poll::Ready(Some(Ok(Self::trailers(&status))));
-                }
-                Poll::Pending => return Poll::Pending,
-            }
+            Poll::Pending => Poll::Pending,
         }
     }
 }
@@ -333,7 +318,6 @@ impl Inner {
         let body = ResponseBody {
             rx,
             close,
-            pending: VecDeque::new(),
             done: false,
         };
         let mut response = http::Response::new(Body::new(body));

@@ -15,14 +15,12 @@ use super::resource::{DeltaResponse, Resource, XdsResponse};
 /// The largest request axon accepts (Envoy's EDS requests name every cluster).
 pub const MAX_REQUEST_BYTES: usize = 16 * 1024 * 1024;
 
-/// Writes protobuf fields into a list of chunks.
-#[derive(Default)]
-struct Chunks {
-    out: Vec<Bytes>,
+/// Writes protobuf fields into one message buffer.
+struct Message {
     head: BytesMut,
 }
 
-impl Chunks {
+impl Message {
     fn key(&mut self, tag: u32, wire: WireType) {
         encode_key(tag, wire, &mut self.head);
     }
@@ -42,15 +40,12 @@ impl Chunks {
     }
 
     /// Appends a resource's encoded bytes.
-    fn shared(&mut self, bytes: &Bytes) {
+    fn bytes(&mut self, bytes: &Bytes) {
         self.head.put_slice(bytes);
     }
 
-    fn finish(mut self) -> Vec<Bytes> {
-        if !self.head.is_empty() {
-            self.out.push(self.head.split().freeze());
-        }
-        self.out
+    fn finish(self) -> Bytes {
+        self.head.freeze()
     }
 }
 
@@ -71,10 +66,10 @@ fn any_len(r: &Resource) -> usize {
     string_field_len(1, &r.type_url) + message_field_len(2, r.value.len())
 }
 
-fn put_any(c: &mut Chunks, r: &Resource) {
+fn put_any(c: &mut Message, r: &Resource) {
     c.string(1, &r.type_url);
     c.len_prefix(2, r.value.len());
-    c.shared(&r.value);
+    c.bytes(&r.value);
 }
 
 /// The gRPC message prefix: uncompressed, and the length; the buffer holds the whole message.
@@ -86,7 +81,7 @@ fn prefix(len: usize) -> BytesMut {
 }
 
 /// A SotW `DiscoveryResponse`, framed.
-pub fn encode_sotw(r: &XdsResponse) -> Vec<Bytes> {
+pub fn encode_sotw(r: &XdsResponse) -> Bytes {
     let resources_len: usize = r
         .resources
         .iter()
@@ -96,10 +91,7 @@ pub fn encode_sotw(r: &XdsResponse) -> Vec<Bytes> {
         + resources_len
         + string_field_len(4, &r.type_url)
         + string_field_len(5, &r.nonce);
-    let mut c = Chunks {
-        out: Vec::with_capacity(2 * r.resources.len() + 2),
-        head: prefix(len),
-    };
+    let mut c = Message { head: prefix(len) };
     c.string(1, &r.version_info);
     c.string(4, &r.type_url);
     c.string(5, &r.nonce);
@@ -118,7 +110,7 @@ fn delta_resource_len(res: &Resource, version: &str) -> usize {
 }
 
 /// A `DeltaDiscoveryResponse`, framed.
-pub fn encode_delta(r: &DeltaResponse) -> Vec<Bytes> {
+pub fn encode_delta(r: &DeltaResponse) -> Bytes {
     let resources_len: usize = r
         .resources
         .iter()
@@ -134,10 +126,7 @@ pub fn encode_delta(r: &DeltaResponse) -> Vec<Bytes> {
         + string_field_len(4, &r.type_url)
         + removed_len
         + string_field_len(5, &r.nonce);
-    let mut c = Chunks {
-        out: Vec::with_capacity(2 * r.resources.len() + 2),
-        head: prefix(len),
-    };
+    let mut c = Message { head: prefix(len) };
     c.string(1, &r.system_version_info);
     c.string(4, &r.type_url);
     c.string(5, &r.nonce);
@@ -225,8 +214,7 @@ mod tests {
         )
     }
 
-    fn unframe(chunks: Vec<Bytes>) -> Bytes {
-        let all: Vec<u8> = chunks.iter().flat_map(|c| c.iter().copied()).collect();
+    fn unframe(all: Bytes) -> Bytes {
         assert_eq!(all[0], 0);
         let len = u32::from_be_bytes([all[1], all[2], all[3], all[4]]) as usize;
         assert_eq!(len, all.len() - 5, "the prefix has the message length");
@@ -258,9 +246,8 @@ mod tests {
             nonce: "n".into(),
             resources: vec![res("big", &[1u8; 4096]), res("small", b"x")].into(),
         };
-        let chunks = encode_sotw(&r);
-        assert_eq!(chunks.len(), 1, "one allocation per message");
-        assert_eq!(chunks[0].len(), 5 + unframe(chunks.clone()).len());
+        let message = encode_sotw(&r);
+        assert_eq!(message.len(), 5 + unframe(message.clone()).len());
     }
 
     #[test]
