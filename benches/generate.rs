@@ -1,7 +1,7 @@
 //! Generating CDS, EDS, LDS and RDS for one sidecar of mesh-1k (1,000 services in 10
 //! namespaces, 10 endpoints each, 200 VirtualServices, 200 DestinationRules with 2 subsets),
 //! without and with a Sidecar `./*` per namespace; also the proxy's SidecarScope and a full
-//! PushContext build.
+//! PushContext build and an endpoint-only update of it.
 //!
 //! `cargo bench --bench generate`
 
@@ -10,6 +10,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use axon::model::config::{ConfigKey, ConfigKind};
 use axon::model::fixtures;
 use axon::model::push_context::PushContext;
 use axon::model::push_request::{PushRequest, TriggerReason};
@@ -68,6 +69,32 @@ fn bench_mesh(c: &mut Criterion, label: &str, sidecar_share: f64) {
         b.iter(|| {
             let req = PushRequest::full_push(TriggerReason::Config, Instant::now());
             black_box(PushContext::build(None, &configs, &req, &mesh_config))
+        })
+    });
+    // An endpoint-only change (one endpoint of svc-1 moves): the endpoint index swap.
+    let moved = yaml.replacen("{address: 10.0.1.1,", "{address: 10.0.1.61,", 1);
+    assert_ne!(moved, yaml, "the mesh has svc-1's first endpoint");
+    let moved_configs = fixtures::configs(&moved);
+    let key = ConfigKey {
+        kind: ConfigKind::ServiceEntry,
+        namespace: "ns-1".into(),
+        name: "svc-1".into(),
+    };
+    let prev = PushContext::build(
+        None,
+        &configs,
+        &PushRequest::full_push(TriggerReason::Config, Instant::now()),
+        &mesh_config,
+    );
+    g.bench_function("push_context_endpoint_update", |b| {
+        b.iter(|| {
+            let req = PushRequest::endpoint_change(BTreeSet::from([key.clone()]), Instant::now());
+            black_box(PushContext::build(
+                Some(&prev),
+                &moved_configs,
+                &req,
+                &mesh_config,
+            ))
         })
     });
     g.finish();

@@ -431,6 +431,28 @@ fn delta_sends_only_changed_resources_and_names_removals() {
 }
 
 #[test]
+fn delta_endpoint_change_sends_only_the_changed_cluster() {
+    let (dir, axon) = serve_mesh(&mesh(100));
+    runtime().block_on(async {
+        let mut nonces = BTreeSet::new();
+        let mut c = Delta::connect(&axon).await;
+        let have = c.subscribe_all(&mut nonces).await;
+        // The v1 endpoint moves: an endpoint-only push, which generates only the changed
+        // host's clusters and sends only the one whose assignment changed.
+        dir.write("mesh.yaml", &mesh(100).replace("10.0.0.9", "10.0.0.19"));
+        let eds = c.next().await;
+        check_response(&eds, &mut nonces);
+        assert_eq!(eds.type_url, EDS, "only EDS is pushed: {eds:?}");
+        assert_eq!(names(&eds), [V1], "only the changed assignment");
+        assert!(eds.removed_resources.is_empty(), "{eds:?}");
+        assert_ne!(eds.resources[0].version, have[EDS][V1]);
+        c.ack(&eds).await;
+        let more = tokio::time::timeout(Duration::from_millis(800), c.rx.message()).await;
+        assert!(more.is_err(), "nothing else is pushed: {more:?}");
+    });
+}
+
+#[test]
 fn delta_initial_resource_versions_on_reconnect() {
     let (dir, axon) = serve_mesh(&mesh(100));
     runtime().block_on(async {

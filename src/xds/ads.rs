@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use bytes::Bytes;
-use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryRequest};
+use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
 use futures::Stream;
 use http_body::Frame;
 use http_body_util::BodyExt;
@@ -26,8 +26,9 @@ use tonic::Status;
 use tonic::body::Body;
 use tonic::server::NamedService;
 
-use super::resource::{DeltaRequest, Request, Response, XdsRequest};
-use super::wire::{self, FrameReader};
+use super::decode::SotwDecoder;
+use super::resource::{DeltaRequest, Request, Response};
+use super::wire::{self, FrameReader, Framed};
 use crate::actors::connection::{ConnectionActor, ConnectionConfig};
 use crate::actors::distribution::DistributionTracker;
 use crate::actors::push_queue::PushQueue;
@@ -57,8 +58,8 @@ pub enum SinkError {
 /// The sending half of one ADS stream, bounded.
 #[derive(Clone)]
 pub struct ResponseSink {
-    /// Framed gRPC messages, one buffer each.
-    tx: mpsc::Sender<Bytes>,
+    /// Framed gRPC messages.
+    tx: mpsc::Sender<Framed>,
     /// The status the stream ends with, if the server closes it.
     close: Arc<Mutex<Option<Status>>>,
     delta: bool,
@@ -71,8 +72,8 @@ impl ResponseSink {
 
     /// Queues a response, waiting while the stream's queue is full.
     pub async fn send(&self, response: Response) -> Result<(), SinkError> {
-        // One buffer per message (a chunk per resource would be an HTTP/2 frame per
-        // resource), freed as soon as h2 has written it.
+        // At most two buffers per message (a chunk per resource would be an HTTP/2 frame per
+        // resource): the stream's own fields and the view's shared resources.
         let message = match &response {
             Response::Sotw(r) => wire::encode_sotw(r),
             Response::Delta(r) => wire::encode_delta(r),
@@ -94,7 +95,9 @@ impl ResponseSink {
 
 /// The response body of one stream: queued messages as DATA frames, then the trailers.
 struct ResponseBody {
-    rx: mpsc::Receiver<Bytes>,
+    rx: mpsc::Receiver<Framed>,
+    /// The shared part of the message whose head was just written.
+    rest: Option<Bytes>,
     close: Arc<Mutex<Option<Status>>>,
     done: bool,
 }
@@ -123,33 +126,27 @@ impl http_body::Body for ResponseBody {
         if self.done {
             return Poll::Ready(None);
         }
+        // A message is finished before anything else, so the stream never ends inside one.
+        if let Some(rest) = self.rest.take() {
+            return Poll::Ready(Some(Ok(Frame::data(rest))));
+        }
         if let Some(status) = self.closing() {
             self.done = true;
             return Poll::Ready(Some(Ok(Self::trailers(&status))));
         }
         match self.rx.poll_recv(cx) {
-            Poll::Ready(Some(message)) => Poll::Ready(Some(Ok(Frame::data(message)))),
+            Poll::Ready(Some(message)) => {
+                if !message.shared.is_empty() {
+                    self.rest = Some(message.shared);
+                }
+                Poll::Ready(Some(Ok(Frame::data(message.head))))
+            }
             Poll::Ready(None) => {
                 self.done = true;
                 let status = self.closing().unwrap_or_else(|| Status::ok(""));
                 Poll::Ready(Some(Ok(Self::trailers(&status))))
             }
             Poll::Pending => Poll::Pending,
-        }
-    }
-}
-
-impl From<DiscoveryRequest> for XdsRequest {
-    fn from(r: DiscoveryRequest) -> XdsRequest {
-        XdsRequest {
-            node: r.node.as_ref().map(NodeInfo::from),
-            error_detail: r
-                .error_detail
-                .map(|s| format!("{} (code {})", s.message, s.code)),
-            type_url: r.type_url,
-            version_info: r.version_info,
-            response_nonce: r.response_nonce,
-            resource_names: r.resource_names,
         }
     }
 }
@@ -174,10 +171,10 @@ type RequestStream = Pin<Box<dyn Stream<Item = Result<Request, String>> + Send>>
 
 /// The requests of a stream, decoded from its body as they arrive.
 fn requests(body: Body, delta: bool) -> RequestStream {
-    let state = (body, FrameReader::default(), false);
+    let state = (body, FrameReader::default(), SotwDecoder::default(), false);
     Box::pin(futures::stream::unfold(
         state,
-        move |(mut body, mut reader, ended)| async move {
+        move |(mut body, mut reader, mut sotw, ended)| async move {
             if ended {
                 return None;
             }
@@ -187,13 +184,13 @@ fn requests(body: Body, delta: bool) -> RequestStream {
                         .next_message::<DeltaDiscoveryRequest>()
                         .map(|m| m.map(|r| Request::Delta(r.into())))
                 } else {
-                    reader
-                        .next_message::<DiscoveryRequest>()
-                        .map(|m| m.map(|r| Request::Sotw(r.into())))
+                    reader.next_frame().and_then(|frame| {
+                        frame.map(|m| sotw.decode(m).map(Request::Sotw)).transpose()
+                    })
                 };
                 match decoded {
-                    Ok(Some(request)) => return Some((Ok(request), (body, reader, false))),
-                    Err(e) => return Some((Err(e.to_string()), (body, reader, true))),
+                    Ok(Some(request)) => return Some((Ok(request), (body, reader, sotw, false))),
+                    Err(e) => return Some((Err(e.to_string()), (body, reader, sotw, true))),
                     Ok(None) => {}
                 }
                 match body.frame().await {
@@ -202,7 +199,7 @@ fn requests(body: Body, delta: bool) -> RequestStream {
                             reader.push(data);
                         }
                     }
-                    Some(Err(e)) => return Some((Err(e.to_string()), (body, reader, true))),
+                    Some(Err(e)) => return Some((Err(e.to_string()), (body, reader, sotw, true))),
                     None => return None,
                 }
             }
@@ -317,6 +314,7 @@ impl Inner {
         self.start_connection(requests(request.into_body(), delta), sink, slot);
         let body = ResponseBody {
             rx,
+            rest: None,
             close,
             done: false,
         };

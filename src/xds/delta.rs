@@ -86,6 +86,16 @@ impl DeltaWatched {
     /// this version, and the names it has that no longer exist (or are no longer subscribed).
     /// Records the new versions as the client's.
     pub fn diff(&mut self, resources: &[Resource]) -> (Vec<(Resource, String)>, Vec<String>) {
+        self.diff_within(resources, None)
+    }
+
+    /// [`DeltaWatched::diff`] of a set generated for `within` only (an endpoint-only push
+    /// generates just the changed clusters): names outside it are left as they are.
+    pub fn diff_within(
+        &mut self,
+        resources: &[Resource],
+        within: Option<&BTreeSet<String>>,
+    ) -> (Vec<(Resource, String)>, Vec<String>) {
         let in_scope: Vec<&Resource> = resources
             .iter()
             .filter(|r| self.wildcard || self.names.contains(&r.name))
@@ -94,6 +104,7 @@ impl DeltaWatched {
         let removed: Vec<String> = self
             .versions
             .keys()
+            .filter(|name| within.is_none_or(|w| w.contains(*name)))
             .filter(|name| !present.contains(name.as_str()))
             .cloned()
             .collect();
@@ -168,6 +179,23 @@ mod tests {
         );
         assert_eq!(removed, ["b"]);
         assert_eq!(w.diff(&[res("a", b"2")]), (vec![], vec![]), "nothing new");
+    }
+
+    #[test]
+    fn a_partial_set_leaves_the_other_names_alone() {
+        let mut w = DeltaWatched::default();
+        w.on_request(TypeUrl::Endpoint, &req(&["a", "b", "c"], &[], ""));
+        w.diff(&[res("a", b"1"), res("b", b"1"), res("c", b"1")]);
+        let within = BTreeSet::from(["b".to_string(), "c".to_string()]);
+        let (sent, removed) = w.diff_within(&[res("b", b"2")], Some(&within));
+        assert_eq!(
+            sent.iter()
+                .map(|(r, _)| r.name.as_str())
+                .collect::<Vec<_>>(),
+            ["b"]
+        );
+        assert_eq!(removed, ["c"], "only a name within the set can be removed");
+        assert!(w.versions.contains_key("a"), "a was not generated: kept");
     }
 
     #[test]

@@ -9,6 +9,7 @@
 
 pub mod ads;
 pub mod cds;
+pub mod decode;
 pub mod delta;
 pub mod eds;
 pub mod grpc;
@@ -26,7 +27,8 @@ use crate::model::proxy::Proxy;
 use crate::model::push_context::PushContext;
 use crate::model::sidecar_scope::SidecarScope;
 pub use resource::{
-    DeltaRequest, DeltaResponse, Request, Resource, Response, TypeUrl, XdsRequest, XdsResponse,
+    DeltaRequest, DeltaResponse, Request, Resource, ResourceSet, Response, TypeUrl, XdsRequest,
+    XdsResponse,
 };
 
 /// Generates the resources of one type for one proxy seen through its scope. `names` are
@@ -62,7 +64,7 @@ pub fn generate_shared(
     proxy: &Proxy,
     scope: &SidecarScope,
     names: &std::collections::BTreeSet<String>,
-) -> std::sync::Arc<Vec<Resource>> {
+) -> std::sync::Arc<ResourceSet> {
     let digest = names_digest(names);
     if type_url == TypeUrl::Endpoint {
         return ctx.memo.get_or_compute(&format!("eds|{digest}"), || {
@@ -77,11 +79,13 @@ pub fn generate_shared(
                 })
                 .collect::<Option<Vec<Resource>>>()
                 .unwrap_or_default()
+                .into()
         });
     }
     let key = format!("{}|{}|{digest}", type_url.short(), scope.key);
-    ctx.memo
-        .get_or_compute(&key, || generate(type_url, ctx, proxy, scope, names))
+    ctx.memo.get_or_compute(&key, || {
+        ResourceSet::from(generate(type_url, ctx, proxy, scope, names))
+    })
 }
 
 fn names_digest(names: &std::collections::BTreeSet<String>) -> String {

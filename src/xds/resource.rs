@@ -2,10 +2,6 @@
 //! between the ADS adapter and a ConnectionActor.
 
 use bytes::Bytes;
-use envoy_types::pb::envoy::config::cluster::v3::Cluster;
-use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
-use envoy_types::pb::envoy::config::listener::v3::Listener;
-use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
 use envoy_types::pb::google::protobuf::Any;
 use prost::{Message, Name};
 
@@ -30,16 +26,23 @@ impl TypeUrl {
     ];
 
     pub fn url(self) -> String {
+        self.as_str().to_string()
+    }
+
+    /// The type URL, without allocating (checked against the protos' own in the tests).
+    pub fn as_str(self) -> &'static str {
         match self {
-            TypeUrl::Cluster => Cluster::type_url(),
-            TypeUrl::Endpoint => ClusterLoadAssignment::type_url(),
-            TypeUrl::Listener => Listener::type_url(),
-            TypeUrl::Route => RouteConfiguration::type_url(),
+            TypeUrl::Cluster => "type.googleapis.com/envoy.config.cluster.v3.Cluster",
+            TypeUrl::Endpoint => {
+                "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
+            }
+            TypeUrl::Listener => "type.googleapis.com/envoy.config.listener.v3.Listener",
+            TypeUrl::Route => "type.googleapis.com/envoy.config.route.v3.RouteConfiguration",
         }
     }
 
     pub fn parse(url: &str) -> Option<TypeUrl> {
-        TypeUrl::PUSH_ORDER.into_iter().find(|t| t.url() == url)
+        TypeUrl::PUSH_ORDER.into_iter().find(|t| t.as_str() == url)
     }
 
     /// istiod's short name, used as the `type` metric label.
@@ -99,13 +102,54 @@ impl Resource {
     }
 }
 
+/// The resources generated for one view of one context, shared by every proxy that is sent
+/// that view. Their SotW encoding (the repeated `resources` field of a `DiscoveryResponse`)
+/// is made once, on first use, and then shared by reference: a response to one more proxy
+/// costs its few header bytes, not a copy of the resources.
+#[derive(Debug, Default)]
+pub struct ResourceSet {
+    list: Vec<Resource>,
+    sotw: std::sync::OnceLock<Bytes>,
+}
+
+impl ResourceSet {
+    /// The SotW encoding of the list, made by `encode` the first time it is asked for.
+    pub fn sotw_encoded(&self, encode: impl FnOnce(&[Resource]) -> Bytes) -> Bytes {
+        self.sotw.get_or_init(|| encode(&self.list)).clone()
+    }
+}
+
+impl From<Vec<Resource>> for ResourceSet {
+    fn from(list: Vec<Resource>) -> ResourceSet {
+        ResourceSet {
+            list,
+            sotw: Default::default(),
+        }
+    }
+}
+
+impl std::ops::Deref for ResourceSet {
+    type Target = Vec<Resource>;
+
+    fn deref(&self) -> &Vec<Resource> {
+        &self.list
+    }
+}
+
+impl PartialEq for ResourceSet {
+    fn eq(&self, other: &ResourceSet) -> bool {
+        self.list == other.list
+    }
+}
+
 /// A DiscoveryRequest without protocol types.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct XdsRequest {
     pub type_url: String,
     pub version_info: String,
     pub response_nonce: String,
-    pub resource_names: Vec<String>,
+    /// Shared: a request that repeats its type's previous names carries the same list.
+    pub resource_names: std::sync::Arc<Vec<String>>,
     /// The NACK message, when Envoy rejected the response this request answers.
     pub error_detail: Option<String>,
     pub node: Option<NodeInfo>,
@@ -118,7 +162,7 @@ pub struct XdsResponse {
     pub version_info: String,
     pub nonce: String,
     /// Shared with every other proxy that is sent the same view of the same context.
-    pub resources: std::sync::Arc<Vec<Resource>>,
+    pub resources: std::sync::Arc<ResourceSet>,
 }
 
 /// A DeltaDiscoveryRequest without protocol types.

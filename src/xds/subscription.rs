@@ -4,6 +4,7 @@
 //! what to do with each request; it records what it sent with [`Watched::sent`].
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use super::resource::{TypeUrl, XdsRequest};
 
@@ -30,6 +31,9 @@ pub struct Watched {
     pub version_sent: Option<String>,
     pub version_acked: Option<String>,
     pub last_error: Option<String>,
+    /// The names list `names` was last found equal to: a request carrying this very list
+    /// (see [`crate::xds::decode`]) is known to repeat the names without comparing them.
+    applied: Option<Arc<Vec<String>>>,
 }
 
 impl Watched {
@@ -49,7 +53,7 @@ impl Watched {
         let first = self.nonce_sent.is_none();
         // An empty nonce is a new subscription (or a reconnect): always answered.
         if first || req.response_nonce.is_empty() {
-            self.set_names(type_url, req.resource_names.iter().cloned().collect());
+            self.set_names(type_url, req);
             return Decision::Respond;
         }
         if self.nonce_sent.as_deref() != Some(req.response_nonce.as_str()) {
@@ -60,15 +64,20 @@ impl Watched {
         self.last_error = None;
         // A wildcard subscription (Envoy's CDS and LDS) ignores names; a named one (a gRPC
         // client's CDS and LDS, everyone's EDS and RDS) is answered when they change.
-        // Most ACKs repeat the names: compare without building a new set.
-        let same = req.resource_names.len() == self.names.len()
-            && req.resource_names.iter().all(|n| self.names.contains(n));
+        // Most ACKs repeat the names: the very same list, or else compared without building
+        // a new set.
+        let names = &req.resource_names;
+        if self.applied.as_ref().is_some_and(|a| Arc::ptr_eq(a, names)) {
+            return Decision::Ack;
+        }
+        let same = names.len() == self.names.len() && names.iter().all(|n| self.names.contains(n));
         if same {
+            self.applied = Some(names.clone());
             return Decision::Ack;
         }
         let was_wildcard = type_url.is_wildcard_type() && self.wildcard;
         let previous = std::mem::take(&mut self.names);
-        self.set_names(type_url, req.resource_names.iter().cloned().collect());
+        self.set_names(type_url, req);
         let now_wildcard = type_url.is_wildcard_type() && self.wildcard;
         let changed = !(was_wildcard && now_wildcard) && previous != self.names;
         if changed {
@@ -78,11 +87,13 @@ impl Watched {
         }
     }
 
-    fn set_names(&mut self, type_url: TypeUrl, names: BTreeSet<String>) {
+    fn set_names(&mut self, type_url: TypeUrl, req: &XdsRequest) {
+        let names: BTreeSet<String> = req.resource_names.iter().cloned().collect();
         if type_url.is_wildcard_type() {
             self.wildcard = names.is_empty() || names.contains("*");
         }
         self.names = names;
+        self.applied = Some(req.resource_names.clone());
     }
 
     /// Whether this type has anything subscribed (a non-wildcard type with no names has not).
@@ -108,7 +119,7 @@ mod tests {
     fn req(nonce: &str, names: &[&str]) -> XdsRequest {
         XdsRequest {
             response_nonce: nonce.to_string(),
-            resource_names: names.iter().map(|n| n.to_string()).collect(),
+            resource_names: Arc::new(names.iter().map(|n| n.to_string()).collect()),
             ..Default::default()
         }
     }

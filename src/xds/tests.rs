@@ -489,3 +489,18 @@ fn an_endpoint_change_recomputes_only_the_changed_services() {
         )]))
     );
 }
+
+#[test]
+fn static_type_urls_are_the_protos_own() {
+    use prost::Name;
+    assert_eq!(TypeUrl::Cluster.as_str(), Cluster::type_url());
+    assert_eq!(
+        TypeUrl::Endpoint.as_str(),
+        ClusterLoadAssignment::type_url()
+    );
+    assert_eq!(TypeUrl::Listener.as_str(), Listener::type_url());
+    assert_eq!(TypeUrl::Route.as_str(), RouteConfiguration::type_url());
+    for t in TypeUrl::PUSH_ORDER {
+        assert_eq!(TypeUrl::parse(t.as_str()), Some(t));
+    }
+}

@@ -1,10 +1,13 @@
 //! gRPC framing of xDS messages, written by hand so that the encoded resources are shared.
 //!
 //! A response is a gRPC message (a 5-byte prefix and a protobuf `DiscoveryResponse` or
-//! `DeltaDiscoveryResponse`) written into one buffer of exactly its size: the fields written
-//! here, and each resource's `value` copied from the `Bytes` its generator produced (encoded
-//! once, for every proxy, never re-encoded). The buffer is released once written, so no
-//! per-stream encode buffer grows to the largest message and stays. Requests are read with a [`FrameReader`] whose buffer is
+//! `DeltaDiscoveryResponse`), [`Framed`] in two parts. A SotW response's `head` holds the
+//! prefix and the stream's own fields (version, type, nonce); its `shared` part is the view's
+//! `resources` field, encoded once per [`ResourceSet`](super::resource::ResourceSet) and
+//! shared by reference by every stream sent that view, so that a push to many proxies copies
+//! no resource bytes. A Delta response differs per stream and is one buffer of exactly its
+//! size. Nothing is kept per stream once written, so no per-stream encode buffer grows to the
+//! largest message and stays. Requests are read with a [`FrameReader`] whose buffer is
 //! released as soon as it is empty.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -15,12 +18,39 @@ use super::resource::{DeltaResponse, Resource, XdsResponse};
 /// The largest request axon accepts (Envoy's EDS requests name every cluster).
 pub const MAX_REQUEST_BYTES: usize = 16 * 1024 * 1024;
 
-/// Writes protobuf fields into one message buffer.
-struct Message {
+/// A framed gRPC message in two parts: `head` (the prefix and this stream's own fields) and
+/// `shared` (the resources, encoded once per view and shared by reference across streams).
+/// On the wire the message is `head` followed by `shared`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Framed {
+    pub head: Bytes,
+    pub shared: Bytes,
+}
+
+impl Framed {
+    pub fn len(&self) -> usize {
+        self.head.len() + self.shared.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The whole message in one buffer (a copy, for tests and tools).
+    pub fn to_bytes(&self) -> Bytes {
+        let mut all = BytesMut::with_capacity(self.len());
+        all.put_slice(&self.head);
+        all.put_slice(&self.shared);
+        all.freeze()
+    }
+}
+
+/// Writes protobuf fields into one buffer of a known size.
+struct Writer {
     head: BytesMut,
 }
 
-impl Message {
+impl Writer {
     fn key(&mut self, tag: u32, wire: WireType) {
         encode_key(tag, wire, &mut self.head);
     }
@@ -66,40 +96,53 @@ fn any_len(r: &Resource) -> usize {
     string_field_len(1, &r.type_url) + message_field_len(2, r.value.len())
 }
 
-fn put_any(c: &mut Message, r: &Resource) {
+fn put_any(c: &mut Writer, r: &Resource) {
     c.string(1, &r.type_url);
     c.len_prefix(2, r.value.len());
     c.bytes(&r.value);
 }
 
-/// The gRPC message prefix: uncompressed, and the length; the buffer holds the whole message.
-fn prefix(len: usize) -> BytesMut {
-    let mut head = BytesMut::with_capacity(5 + len);
+/// A writer for a message of `len` bytes, after the gRPC prefix (uncompressed, the length),
+/// with room for `capacity` bytes of it.
+fn prefixed(len: usize, capacity: usize) -> Writer {
+    let mut head = BytesMut::with_capacity(5 + capacity);
     head.put_u8(0);
     head.put_u32(len as u32);
-    head
+    Writer { head }
 }
 
-/// A SotW `DiscoveryResponse`, framed.
-pub fn encode_sotw(r: &XdsResponse) -> Bytes {
-    let resources_len: usize = r
-        .resources
+/// The repeated `resources` field of a `DiscoveryResponse`: what every proxy of a view is
+/// sent, encoded once ([`ResourceSet::sotw_encoded`](super::resource::ResourceSet)).
+fn sotw_resources(resources: &[Resource]) -> Bytes {
+    let len = resources
         .iter()
         .map(|res| message_field_len(2, any_len(res)))
         .sum();
-    let len = string_field_len(1, &r.version_info)
-        + resources_len
-        + string_field_len(4, &r.type_url)
-        + string_field_len(5, &r.nonce);
-    let mut c = Message { head: prefix(len) };
-    c.string(1, &r.version_info);
-    c.string(4, &r.type_url);
-    c.string(5, &r.nonce);
-    for res in r.resources.iter() {
+    let mut c = Writer {
+        head: BytesMut::with_capacity(len),
+    };
+    for res in resources {
         c.len_prefix(2, any_len(res));
         put_any(&mut c, res);
     }
     c.finish()
+}
+
+/// A SotW `DiscoveryResponse`, framed: this stream's fields first (protobuf fields may come
+/// in any order), then the view's shared resources.
+pub fn encode_sotw(r: &XdsResponse) -> Framed {
+    let shared = r.resources.sotw_encoded(sotw_resources);
+    let own = string_field_len(1, &r.version_info)
+        + string_field_len(4, &r.type_url)
+        + string_field_len(5, &r.nonce);
+    let mut c = prefixed(own + shared.len(), own);
+    c.string(1, &r.version_info);
+    c.string(4, &r.type_url);
+    c.string(5, &r.nonce);
+    Framed {
+        head: c.finish(),
+        shared,
+    }
 }
 
 /// The encoded length of a Delta `Resource { name, version, resource }`.
@@ -109,8 +152,8 @@ fn delta_resource_len(res: &Resource, version: &str) -> usize {
         + message_field_len(2, any_len(res))
 }
 
-/// A `DeltaDiscoveryResponse`, framed.
-pub fn encode_delta(r: &DeltaResponse) -> Bytes {
+/// A `DeltaDiscoveryResponse`, framed in one buffer (its resources differ per stream).
+pub fn encode_delta(r: &DeltaResponse) -> Framed {
     let resources_len: usize = r
         .resources
         .iter()
@@ -126,7 +169,7 @@ pub fn encode_delta(r: &DeltaResponse) -> Bytes {
         + string_field_len(4, &r.type_url)
         + removed_len
         + string_field_len(5, &r.nonce);
-    let mut c = Message { head: prefix(len) };
+    let mut c = prefixed(len, len);
     c.string(1, &r.system_version_info);
     c.string(4, &r.type_url);
     c.string(5, &r.nonce);
@@ -141,7 +184,10 @@ pub fn encode_delta(r: &DeltaResponse) -> Bytes {
         c.len_prefix(2, any_len(res));
         put_any(&mut c, res);
     }
-    c.finish()
+    Framed {
+        head: c.finish(),
+        shared: Bytes::new(),
+    }
 }
 
 /// Why a request stream cannot be read.
@@ -172,6 +218,16 @@ impl FrameReader {
 
     /// The next complete message, decoded, if one is buffered.
     pub fn next_message<M: prost::Message + Default>(&mut self) -> Result<Option<M>, FrameError> {
+        let Some(message) = self.next_frame()? else {
+            return Ok(None);
+        };
+        M::decode(message)
+            .map(Some)
+            .map_err(|e| FrameError::Decode(e.to_string()))
+    }
+
+    /// The next complete message's bytes, if one is buffered.
+    pub fn next_frame(&mut self) -> Result<Option<Bytes>, FrameError> {
         if self.buf.len() < 5 {
             return Ok(None);
         }
@@ -192,15 +248,14 @@ impl FrameReader {
             // Give the memory back between requests: an idle stream holds nothing.
             self.buf = BytesMut::new();
         }
-        M::decode(message.freeze())
-            .map(Some)
-            .map_err(|e| FrameError::Decode(e.to_string()))
+        Ok(Some(message.freeze()))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::xds::resource::ResourceSet;
     use envoy_types::pb::envoy::service::discovery::v3::{
         DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
     };
@@ -227,9 +282,11 @@ mod tests {
             type_url: "type.googleapis.com/x".into(),
             version_info: "7".into(),
             nonce: "7-1".into(),
-            resources: vec![res("a", b"\x0a\x01a"), res("b", &[9u8; 300])].into(),
+            resources: std::sync::Arc::new(
+                vec![res("a", b"\x0a\x01a"), res("b", &[9u8; 300])].into(),
+            ),
         };
-        let decoded = DiscoveryResponse::decode(unframe(encode_sotw(&r))).unwrap();
+        let decoded = DiscoveryResponse::decode(unframe(encode_sotw(&r).to_bytes())).unwrap();
         assert_eq!(decoded.version_info, "7");
         assert_eq!(decoded.nonce, "7-1");
         assert_eq!(decoded.type_url, "type.googleapis.com/x");
@@ -239,15 +296,30 @@ mod tests {
     }
 
     #[test]
-    fn a_message_is_one_exactly_sized_buffer() {
-        let r = XdsResponse {
+    fn responses_of_one_view_share_the_encoded_resources() {
+        let set: std::sync::Arc<ResourceSet> =
+            std::sync::Arc::new(vec![res("big", &[1u8; 4096]), res("small", b"x")].into());
+        let to = |nonce: &str| XdsResponse {
             type_url: "t".into(),
             version_info: "1".into(),
-            nonce: "n".into(),
-            resources: vec![res("big", &[1u8; 4096]), res("small", b"x")].into(),
+            nonce: nonce.into(),
+            resources: set.clone(),
         };
-        let message = encode_sotw(&r);
-        assert_eq!(message.len(), 5 + unframe(message.clone()).len());
+        let (a, b) = (encode_sotw(&to("n-1")), encode_sotw(&to("n-2")));
+        assert_eq!(a.len(), 5 + unframe(a.to_bytes()).len());
+        assert_eq!(
+            a.head.len(),
+            5 + 3 + 3 + 5,
+            "the head holds only the stream's fields"
+        );
+        assert_eq!(
+            a.shared.as_ptr(),
+            b.shared.as_ptr(),
+            "the resources are encoded once and shared, not copied"
+        );
+        let decoded = DiscoveryResponse::decode(unframe(b.to_bytes())).unwrap();
+        assert_eq!(decoded.nonce, "n-2");
+        assert_eq!(decoded.resources.len(), 2);
     }
 
     #[test]
@@ -259,7 +331,7 @@ mod tests {
             resources: vec![(res("a", b"xyz"), "v1".into())],
             removed: vec!["gone".into()],
         };
-        let d = DeltaDiscoveryResponse::decode(unframe(encode_delta(&r))).unwrap();
+        let d = DeltaDiscoveryResponse::decode(unframe(encode_delta(&r).to_bytes())).unwrap();
         assert_eq!(
             (d.system_version_info.as_str(), d.nonce.as_str()),
             ("3", "3-9")

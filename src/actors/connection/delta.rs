@@ -38,10 +38,16 @@ impl ConnectionActor {
     pub(super) fn delta_response(&mut self, type_url: TypeUrl) -> Option<Response> {
         let (ctx, proxy, scope) = (self.ctx.clone()?, self.proxy.clone()?, self.scope.clone()?);
         let watched = self.delta.get(&type_url)?;
-        let resources = xds::generate_shared(type_url, &ctx, &proxy, &scope, watched.wanted());
+        // An endpoint-only push generates only the clusters whose endpoints changed.
+        let within = self
+            .eds_only
+            .as_ref()
+            .filter(|_| type_url == TypeUrl::Endpoint);
+        let names = within.unwrap_or(watched.wanted());
+        let resources = xds::generate_shared(type_url, &ctx, &proxy, &scope, names);
         let watched: &mut DeltaWatched = self.delta.get_mut(&type_url)?;
         let first = watched.nonce_sent.is_none();
-        let (resources, removed) = watched.diff(&resources);
+        let (resources, removed) = watched.diff_within(&resources, within);
         if resources.is_empty() && removed.is_empty() && !first {
             return None;
         }

@@ -27,7 +27,7 @@ use super::distribution::{Acked, Affected, DistributionTracker, Gone, Nacked};
 use super::push_queue::{ConnId, Connect, Disconnect, Push, PushDone, PushQueue};
 use crate::metrics::Metrics;
 use crate::model::proxy::Proxy;
-use crate::model::push_context::{PushContext, changed_clusters, endpoints_changed};
+use crate::model::push_context::{PushContext, changed_clusters};
 use crate::model::sidecar_scope::{SidecarScope, needs_push};
 use crate::xds::ads::{CloseReason, ResponseSink, SinkError, StreamSlot};
 use crate::xds::delta::DeltaWatched;
@@ -73,8 +73,8 @@ pub struct ConnectionActor {
     connected_at: Instant,
     synced: bool,
     outbox: Vec<Response>,
-    /// During an endpoint-only push, the clusters whose endpoints changed: a SotW EDS
-    /// response then carries only those.
+    /// During an endpoint-only push, the clusters whose endpoints changed: the EDS response
+    /// then carries only those.
     eds_only: Option<BTreeSet<String>>,
 }
 
@@ -403,8 +403,8 @@ impl Handler<Push> for ConnectionActor {
                 .is_some_and(|new| needs_push(old_scope.as_deref(), new, &msg.request));
             if needed { &TypeUrl::PUSH_ORDER } else { &[] }
         } else {
-            // The EDS fast path: only when a watched cluster's endpoints changed, and (SotW)
-            // only those clusters; Delta sends only what changed anyway.
+            // The EDS fast path: only when a watched cluster's endpoints changed, and only
+            // those clusters are generated and sent.
             let names: Option<&BTreeSet<String>> = if self.sink.is_delta() {
                 self.delta
                     .get(&TypeUrl::Endpoint)
@@ -417,16 +417,12 @@ impl Handler<Push> for ConnectionActor {
                     .map(|w| &w.names)
             };
             let eds_only = match (&old_ctx, names) {
-                (Some(old), Some(names)) if !self.sink.is_delta() => {
-                    Some(changed_clusters(old, &new_ctx, names))
-                }
+                (Some(old), Some(names)) => Some(changed_clusters(old, &new_ctx, names)),
                 _ => None,
             };
-            let changed = match (&eds_only, old_ctx, names) {
-                (Some(clusters), _, _) => !clusters.is_empty(),
-                (None, Some(old), Some(names)) => endpoints_changed(&old, &new_ctx, names),
-                (None, None, Some(_)) => true,
-                (None, _, None) => false,
+            let changed = match (&eds_only, names) {
+                (Some(clusters), _) => !clusters.is_empty(),
+                (None, names) => names.is_some(),
             };
             self.eds_only = eds_only;
             if changed { &[TypeUrl::Endpoint] } else { &[] }

@@ -1,0 +1,181 @@
+//! Decoding of SotW `DiscoveryRequest`s without materializing what a stream repeats.
+//!
+//! Most requests are ACKs that repeat the previous request's names (an EDS ACK of a sidecar
+//! names every cluster it watches) and, from Envoy, the same `Node` on every message. A
+//! [`SotwDecoder`] belongs to one stream: it reads the fields by hand, converts the node of
+//! the first request only (a stream's node cannot change), and hands out the *same*
+//! `Arc` of names when a type's names are byte-for-byte those of its previous request (a
+//! keyed 64-bit hash of the raw field bytes), so that neither the strings nor their
+//! comparison is paid again ([`crate::xds::subscription::Watched`] sees the pointer).
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher, RandomState};
+use std::sync::Arc;
+
+use bytes::{Buf, Bytes};
+use envoy_types::pb::envoy::config::core::v3::Node;
+use envoy_types::pb::google::rpc::Status;
+use prost::Message;
+use prost::encoding::{WireType, decode_key, decode_varint};
+
+use super::resource::XdsRequest;
+use super::wire::FrameError;
+use crate::model::proxy::NodeInfo;
+
+/// The per-stream decoder of SotW requests.
+#[derive(Debug, Default)]
+pub struct SotwDecoder {
+    node_seen: bool,
+    /// Per type URL: the hash of the last request's raw names, and those names.
+    last_names: HashMap<String, (u64, Arc<Vec<String>>)>,
+    hasher: RandomState,
+}
+
+fn invalid(what: impl std::fmt::Display) -> FrameError {
+    FrameError::Decode(what.to_string())
+}
+
+fn utf8(bytes: Bytes) -> Result<String, FrameError> {
+    String::from_utf8(bytes.to_vec()).map_err(|_| invalid("a string field is not UTF-8"))
+}
+
+impl SotwDecoder {
+    pub fn decode(&mut self, mut buf: Bytes) -> Result<XdsRequest, FrameError> {
+        let mut req = XdsRequest::default();
+        let mut names: Vec<Bytes> = Vec::new();
+        let mut names_hash = self.hasher.build_hasher();
+        while buf.has_remaining() {
+            let (tag, wire) = decode_key(&mut buf).map_err(invalid)?;
+            if wire != WireType::LengthDelimited {
+                skip(wire, &mut buf)?;
+                continue;
+            }
+            let len = decode_varint(&mut buf).map_err(invalid)? as usize;
+            if len > buf.remaining() {
+                return Err(invalid("a field runs past the end of the message"));
+            }
+            let field = buf.split_to(len);
+            match tag {
+                1 => req.version_info = utf8(field)?,
+                2 if !self.node_seen => {
+                    let node = Node::decode(field).map_err(invalid)?;
+                    req.node = Some(NodeInfo::from(&node));
+                }
+                3 => {
+                    names_hash.write_usize(field.len());
+                    names_hash.write(&field);
+                    names.push(field);
+                }
+                4 => req.type_url = utf8(field)?,
+                5 => req.response_nonce = utf8(field)?,
+                6 => {
+                    let s = Status::decode(field).map_err(invalid)?;
+                    req.error_detail = Some(format!("{} (code {})", s.message, s.code));
+                }
+                _ => {}
+            }
+        }
+        self.node_seen |= req.node.is_some();
+        let hash = names_hash.finish();
+        match self.last_names.get(&req.type_url) {
+            Some((h, same)) if *h == hash => req.resource_names = same.clone(),
+            _ => {
+                let list = names.into_iter().map(utf8).collect::<Result<Vec<_>, _>>()?;
+                req.resource_names = Arc::new(list);
+                self.last_names
+                    .insert(req.type_url.clone(), (hash, req.resource_names.clone()));
+            }
+        }
+        Ok(req)
+    }
+}
+
+/// Skips a field that is not length-delimited.
+fn skip(wire: WireType, buf: &mut Bytes) -> Result<(), FrameError> {
+    let n = match wire {
+        WireType::Varint => {
+            decode_varint(buf).map_err(invalid)?;
+            0
+        }
+        WireType::ThirtyTwoBit => 4,
+        WireType::SixtyFourBit => 8,
+        _ => return Err(invalid("groups are not supported")),
+    };
+    if buf.remaining() < n {
+        return Err(invalid("a field runs past the end of the message"));
+    }
+    buf.advance(n);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
+
+    fn encode(r: &DiscoveryRequest) -> Bytes {
+        Bytes::from(r.encode_to_vec())
+    }
+
+    fn request(nonce: &str, names: &[&str]) -> DiscoveryRequest {
+        DiscoveryRequest {
+            version_info: "3".into(),
+            type_url: "type.googleapis.com/x".into(),
+            response_nonce: nonce.into(),
+            resource_names: names.iter().map(|n| n.to_string()).collect(),
+            node: Some(Node {
+                id: "sidecar~10.0.0.1~a.ns~ns.svc.cluster.local".into(),
+                ..Default::default()
+            }),
+            error_detail: Some(Status {
+                code: 3,
+                message: "bad".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn decodes_every_field_prost_encodes() {
+        let mut d = SotwDecoder::default();
+        let r = d.decode(encode(&request("n-1", &["a", "b"]))).unwrap();
+        assert_eq!(r.version_info, "3");
+        assert_eq!(r.type_url, "type.googleapis.com/x");
+        assert_eq!(r.response_nonce, "n-1");
+        assert_eq!(*r.resource_names, ["a", "b"]);
+        assert_eq!(r.error_detail.as_deref(), Some("bad (code 3)"));
+        assert_eq!(
+            r.node.map(|n| n.id).as_deref(),
+            Some("sidecar~10.0.0.1~a.ns~ns.svc.cluster.local")
+        );
+    }
+
+    #[test]
+    fn repeated_names_are_shared_and_the_node_is_read_once() {
+        let mut d = SotwDecoder::default();
+        let first = d.decode(encode(&request("", &["a", "b"]))).unwrap();
+        let ack = d.decode(encode(&request("n-1", &["a", "b"]))).unwrap();
+        assert!(Arc::ptr_eq(&first.resource_names, &ack.resource_names));
+        assert!(ack.node.is_none(), "a stream's node is converted once");
+        let changed = d.decode(encode(&request("n-2", &["a", "c"]))).unwrap();
+        assert_eq!(*changed.resource_names, ["a", "c"]);
+        // The same bytes split differently are different names.
+        let split = d.decode(encode(&request("n-3", &["ac"]))).unwrap();
+        assert_eq!(*split.resource_names, ["ac"]);
+        let mut other = request("", &["a", "c"]);
+        other.type_url = "type.googleapis.com/y".into();
+        let other = d.decode(encode(&other)).unwrap();
+        assert!(!Arc::ptr_eq(&other.resource_names, &changed.resource_names));
+    }
+
+    #[test]
+    fn malformed_requests_are_errors() {
+        let mut d = SotwDecoder::default();
+        let mut bad = encode(&request("", &["a"])).to_vec();
+        bad.truncate(bad.len() - 3);
+        assert!(d.decode(Bytes::from(bad)).is_err());
+        let not_utf8 = Bytes::from_static(&[0x1a, 0x02, 0xff, 0xfe]);
+        assert!(d.decode(not_utf8).is_err());
+    }
+}
