@@ -4,6 +4,7 @@
 //! [`config::Config`]s; the SnapshotBuilder turns them into a [`push_context::PushContext`];
 //! the xDS generators read it for one [`proxy::Proxy`] at a time.
 
+pub mod address_index;
 pub mod config;
 pub mod file_set;
 /// Builders for tests and benchmarks: a context from YAML, a proxy from a node id.

@@ -7,6 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use super::address_index::AddressIndex;
 use super::config::{Config, ConfigKey, ConfigKind, Spec};
 use super::host;
 use super::istio::{DestinationRule, Gateway, Resolution, Sidecar, VirtualService};
@@ -48,7 +49,7 @@ pub struct ServiceIndex {
 pub struct EndpointIndex {
     pub by_service_port: BTreeMap<(String, u32), Arc<Vec<Endpoint>>>,
     /// Address → `(hostname, service port, endpoint port)`.
-    pub by_address: BTreeMap<String, Vec<(String, u32, u32)>>,
+    pub by_address: AddressIndex,
 }
 
 /// VirtualServices by the gateway (`namespace/name`, or `mesh`) they bind, and by the
@@ -90,7 +91,7 @@ pub struct PushContext {
     /// Answers computed from this context, shared by the proxies that ask the same question.
     pub memo: super::memo::Memo,
     /// For a context made by an endpoint-only request: the `(hostname, port)`s whose
-    /// endpoints differ from the previous context's.
+    /// endpoints differ from the previous context's (the one of version `version - 1`).
     pub endpoint_changes: Option<Arc<BTreeSet<(String, u32)>>>,
 }
 
@@ -181,6 +182,14 @@ impl PushContext {
             memo: Default::default(),
             endpoint_changes: None,
         }
+    }
+
+    /// The `(hostname, port)`s whose endpoints differ from `old`'s, when this context was made
+    /// from `old` by an endpoint-only request (not when a proxy skipped a context between).
+    pub fn endpoint_changes_since(&self, old: &PushContext) -> Option<&BTreeSet<(String, u32)>> {
+        self.endpoint_changes
+            .as_deref()
+            .filter(|_| old.version + 1 == self.version)
     }
 
     /// Where `export_to` of a config in `namespace` lets it be seen from.
@@ -349,20 +358,6 @@ fn service_endpoints(
         .collect()
 }
 
-fn by_address(
-    by_service_port: &BTreeMap<(String, u32), Arc<Vec<Endpoint>>>,
-) -> BTreeMap<String, Vec<(String, u32, u32)>> {
-    let mut out: BTreeMap<String, Vec<(String, u32, u32)>> = BTreeMap::new();
-    for ((host, port), endpoints) in by_service_port {
-        for ep in endpoints.iter() {
-            out.entry(ep.address.clone())
-                .or_default()
-                .push((host.clone(), *port, ep.port));
-        }
-    }
-    out
-}
-
 fn index_endpoints(configs: &ConfigSet, services: &ServiceIndex) -> EndpointIndex {
     let workloads = workloads_by_namespace(configs);
     let by_service_port: BTreeMap<_, _> = services
@@ -371,7 +366,7 @@ fn index_endpoints(configs: &ConfigSet, services: &ServiceIndex) -> EndpointInde
         .flat_map(|s| service_endpoints(configs, s, &workloads))
         .collect();
     EndpointIndex {
-        by_address: by_address(&by_service_port),
+        by_address: AddressIndex::build(&by_service_port),
         by_service_port,
     }
 }
@@ -403,12 +398,27 @@ fn update_endpoints(
         .collect();
     let workloads = workloads_by_namespace(configs);
     let mut by_service_port = prev.by_service_port.clone();
+    let mut by_address = prev.by_address.clone();
     for service in affected {
-        by_service_port.retain(|(host, _), _| *host != service.hostname);
-        by_service_port.extend(service_endpoints(configs, service, &workloads));
+        let host = &service.hostname;
+        let old: Vec<Arc<Vec<Endpoint>>> = prev
+            .by_service_port
+            .iter()
+            .filter(|((h, _), _)| h == host)
+            .map(|(_, eps)| eps.clone())
+            .collect();
+        by_service_port.retain(|(h, _), _| h != host);
+        let new = service_endpoints(configs, service, &workloads);
+        by_address = by_address.replace_host(
+            host,
+            old.iter().flat_map(|eps| eps.iter()),
+            new.iter()
+                .flat_map(|((_, port), eps)| eps.iter().map(move |e| (*port, e))),
+        );
+        by_service_port.extend(new);
     }
     EndpointIndex {
-        by_address: by_address(&by_service_port),
+        by_address,
         by_service_port,
     }
 }
@@ -506,7 +516,7 @@ pub fn changed_clusters(
     new: &PushContext,
     names: &BTreeSet<String>,
 ) -> BTreeSet<String> {
-    let Some(changes) = &new.endpoint_changes else {
+    let Some(changes) = new.endpoint_changes_since(old) else {
         return names
             .iter()
             .filter(|name| cluster_endpoints_changed(old, new, name))

@@ -128,6 +128,27 @@ impl SidecarScope {
         })
     }
 
+    /// The proxy's scope in `new`, moving from `old` (its previous context and scope): the old
+    /// scope itself when `new` was made from `old` by an endpoint-only request that left the
+    /// proxy's own workload ports alone (such a context shares every index a scope reads but
+    /// the endpoints, and a scope reads endpoints only at the proxy's IP); else [`Self::of`].
+    pub fn next(
+        old: Option<(&PushContext, &Arc<SidecarScope>)>,
+        new: &PushContext,
+        proxy: &Proxy,
+    ) -> Arc<SidecarScope> {
+        match old {
+            Some((ctx, scope))
+                if new.endpoint_changes_since(ctx).is_some()
+                    && ctx.endpoints.by_address.get(&proxy.ip)
+                        == new.endpoints.by_address.get(&proxy.ip) =>
+            {
+                scope.clone()
+            }
+            _ => SidecarScope::of(new, proxy),
+        }
+    }
+
     /// The egress listener of an explicit port, if the Sidecar declares one.
     pub fn egress_for_port(&self, port: u32) -> Option<&EgressScope> {
         self.egress.iter().find(|e| e.port == Some(port))

@@ -504,3 +504,77 @@ fn static_type_urls_are_the_protos_own() {
         assert_eq!(TypeUrl::parse(t.as_str()), Some(t));
     }
 }
+
+#[test]
+fn a_proxy_that_skipped_a_context_sees_every_endpoint_change() {
+    use crate::model::config::{ConfigKey, ConfigKind};
+    use crate::model::push_context::changed_clusters;
+    let mesh = Arc::default();
+    let full = PushRequest::full_push(TriggerReason::Config, Instant::now());
+    let v1 = PushContext::build(None, &configs(MESH), &full, &mesh);
+    let reviews_moved = MESH.replace("10.0.0.2", "10.0.0.3");
+    let eds = |kind, name: &str| {
+        PushRequest::endpoint_change(
+            BTreeSet::from([ConfigKey::new(kind, "shop", name)]),
+            Instant::now(),
+        )
+    };
+    let v2 = PushContext::build(
+        Some(&v1),
+        &configs(&reviews_moved),
+        &eds(ConfigKind::ServiceEntry, "reviews"),
+        &mesh,
+    );
+    let both_moved = reviews_moved.replace("10.0.1.1", "10.0.1.2");
+    let v3 = PushContext::build(
+        Some(&v2),
+        &configs(&both_moved),
+        &eds(ConfigKind::WorkloadEntry, "ratings-1"),
+        &mesh,
+    );
+    let watched = names(&[
+        "outbound|9080||ratings.shop.svc.cluster.local",
+        "outbound|9080|v2|reviews.shop.svc.cluster.local",
+    ]);
+    assert_eq!(
+        changed_clusters(&v2, &v3, &watched),
+        names(&["outbound|9080||ratings.shop.svc.cluster.local"])
+    );
+    assert_eq!(
+        changed_clusters(&v1, &v3, &watched),
+        watched,
+        "from v1, the change made in v2 counts too"
+    );
+}
+
+#[test]
+fn an_endpoint_only_context_keeps_a_proxys_scope_unless_its_own_ports_moved() {
+    use crate::model::config::{ConfigKey, ConfigKind};
+    let mesh = Arc::default();
+    let full = PushRequest::full_push(TriggerReason::Config, Instant::now());
+    let v1 = PushContext::build(None, &configs(MESH), &full, &mesh);
+    let eds = PushRequest::endpoint_change(
+        BTreeSet::from([ConfigKey::new(ConfigKind::ServiceEntry, "shop", "reviews")]),
+        Instant::now(),
+    );
+    // 10.0.0.2 moves; the proxy at 10.0.0.1 (a reviews endpoint) keeps its ports.
+    let moved = MESH.replace("10.0.0.2", "10.0.0.3");
+    let v2 = PushContext::build(Some(&v1), &configs(&moved), &eds, &mesh);
+    let proxy = sidecar_proxy("10.0.0.1", "shop", false);
+    let scope = SidecarScope::of(&v1, &proxy);
+    assert!(Arc::ptr_eq(
+        &SidecarScope::next(Some((&v1, &scope)), &v2, &proxy),
+        &scope
+    ));
+    // Its own endpoint's port changes: recomputed.
+    let ported = moved.replace("ports: {http: 9081}", "ports: {http: 9082}");
+    let v3 = PushContext::build(Some(&v2), &configs(&ported), &eds, &mesh);
+    let next = SidecarScope::next(Some((&v2, &scope)), &v3, &proxy);
+    assert!(!Arc::ptr_eq(&next, &scope));
+    assert_eq!(next.inbound, SidecarScope::compute(&v3, &proxy).inbound);
+    // A context skipped in between: recomputed.
+    assert!(!Arc::ptr_eq(
+        &SidecarScope::next(Some((&v1, &scope)), &v3, &proxy),
+        &scope
+    ));
+}

@@ -220,7 +220,11 @@ impl ConnectionActor {
         &mut self,
         push_ctx: Arc<PushContext>,
     ) -> (Option<Arc<PushContext>>, Option<Arc<SidecarScope>>) {
-        let scope = self.proxy.as_ref().map(|p| SidecarScope::of(&push_ctx, p));
+        let old = self.ctx.as_deref().zip(self.scope.as_ref());
+        let scope = self
+            .proxy
+            .as_ref()
+            .map(|p| SidecarScope::next(old, &push_ctx, p));
         (
             self.ctx.replace(push_ctx),
             std::mem::replace(&mut self.scope, scope),

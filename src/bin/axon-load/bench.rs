@@ -583,13 +583,12 @@ pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
         let burst_ms = written.elapsed().as_secs_f64() * 1000.0;
         fleet.wait_quiet_with(min_wait, quiet, timeout, server_pushes);
         let e = Edit::measure(&fleet.shared, written);
-        let max_pushes = e.per_type.iter().map(|p| p[0].max(p[2])).max().unwrap_or(0);
-        let mean = e
-            .per_type
-            .iter()
-            .map(|p| p[0].max(p[2]) as f64)
-            .sum::<f64>()
-            / e.affected.max(1) as f64;
+        // Pushes to a proxy: responses of its most-pushed type (a SotW push sends all four
+        // types once; a Delta one only the changed type, RDS here).
+        let pushes = |p: &[u32; 4]| p.iter().copied().max().unwrap_or(0);
+        let max_pushes = e.per_type.iter().map(pushes).max().unwrap_or(0);
+        let mean =
+            e.per_type.iter().map(|p| pushes(p) as f64).sum::<f64>() / e.affected.max(1) as f64;
         println!(
             "burst: 50 edits in {burst_ms:.0} ms; {} affected, pushes per proxy max {max_pushes} mean {mean:.2}",
             e.affected
