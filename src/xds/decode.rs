@@ -3,14 +3,9 @@
 //! Most requests are ACKs that repeat the previous request's names (an EDS ACK of a sidecar
 //! names every cluster it watches) and, from Envoy, the same `Node` on every message. A
 //! [`SotwDecoder`] belongs to one stream: it reads the fields by hand, converts the node of
-//! the first request only (a stream's node cannot change), and hands out the *same*
-//! `Arc` of names when a type's names are byte-for-byte those of its previous request (a
-//! keyed 64-bit hash of the raw field bytes), so that neither the strings nor their
-//! comparison is paid again ([`crate::xds::subscription::Watched`] sees the pointer).
-
-use std::collections::HashMap;
-use std::hash::{BuildHasher, Hasher, RandomState};
-use std::sync::Arc;
+//! the first request only (a stream's node cannot change), and leaves the names as slices of
+//! the request's bytes with a hash ([`ResourceNames`]): a repeat is recognized by its hash
+//! ([`crate::xds::subscription::Watched`]), and nothing of a request is kept after it.
 
 use bytes::{Buf, Bytes};
 use envoy_types::pb::envoy::config::core::v3::Node;
@@ -18,7 +13,7 @@ use envoy_types::pb::google::rpc::Status;
 use prost::Message;
 use prost::encoding::{WireType, decode_key, decode_varint};
 
-use super::resource::XdsRequest;
+use super::resource::{ResourceNames, XdsRequest};
 use super::wire::FrameError;
 use crate::model::proxy::NodeInfo;
 
@@ -26,9 +21,6 @@ use crate::model::proxy::NodeInfo;
 #[derive(Debug, Default)]
 pub struct SotwDecoder {
     node_seen: bool,
-    /// Per type URL: the hash of the last request's raw names, and those names.
-    last_names: HashMap<String, (u64, Arc<Vec<String>>)>,
-    hasher: RandomState,
 }
 
 fn invalid(what: impl std::fmt::Display) -> FrameError {
@@ -43,7 +35,6 @@ impl SotwDecoder {
     pub fn decode(&mut self, mut buf: Bytes) -> Result<XdsRequest, FrameError> {
         let mut req = XdsRequest::default();
         let mut names: Vec<Bytes> = Vec::new();
-        let mut names_hash = self.hasher.build_hasher();
         while buf.has_remaining() {
             let (tag, wire) = decode_key(&mut buf).map_err(invalid)?;
             if wire != WireType::LengthDelimited {
@@ -61,11 +52,7 @@ impl SotwDecoder {
                     let node = Node::decode(field).map_err(invalid)?;
                     req.node = Some(NodeInfo::from(&node));
                 }
-                3 => {
-                    names_hash.write_usize(field.len());
-                    names_hash.write(&field);
-                    names.push(field);
-                }
+                3 => names.push(field),
                 4 => req.type_url = utf8(field)?,
                 5 => req.response_nonce = utf8(field)?,
                 6 => {
@@ -76,16 +63,8 @@ impl SotwDecoder {
             }
         }
         self.node_seen |= req.node.is_some();
-        let hash = names_hash.finish();
-        match self.last_names.get(&req.type_url) {
-            Some((h, same)) if *h == hash => req.resource_names = same.clone(),
-            _ => {
-                let list = names.into_iter().map(utf8).collect::<Result<Vec<_>, _>>()?;
-                req.resource_names = Arc::new(list);
-                self.last_names
-                    .insert(req.type_url.clone(), (hash, req.resource_names.clone()));
-            }
-        }
+        req.resource_names =
+            ResourceNames::from_raw(names).map_err(|_| invalid("a resource name is not UTF-8"))?;
         Ok(req)
     }
 }
@@ -143,7 +122,7 @@ mod tests {
         assert_eq!(r.version_info, "3");
         assert_eq!(r.type_url, "type.googleapis.com/x");
         assert_eq!(r.response_nonce, "n-1");
-        assert_eq!(*r.resource_names, ["a", "b"]);
+        assert_eq!(r.resource_names.iter().collect::<Vec<_>>(), ["a", "b"]);
         assert_eq!(r.error_detail.as_deref(), Some("bad (code 3)"));
         assert_eq!(
             r.node.map(|n| n.id).as_deref(),
@@ -152,21 +131,18 @@ mod tests {
     }
 
     #[test]
-    fn repeated_names_are_shared_and_the_node_is_read_once() {
+    fn names_hash_by_content_and_the_node_is_read_once() {
         let mut d = SotwDecoder::default();
         let first = d.decode(encode(&request("", &["a", "b"]))).unwrap();
         let ack = d.decode(encode(&request("n-1", &["a", "b"]))).unwrap();
-        assert!(Arc::ptr_eq(&first.resource_names, &ack.resource_names));
+        assert_eq!(first.resource_names.hash(), ack.resource_names.hash());
         assert!(ack.node.is_none(), "a stream's node is converted once");
         let changed = d.decode(encode(&request("n-2", &["a", "c"]))).unwrap();
-        assert_eq!(*changed.resource_names, ["a", "c"]);
+        assert_ne!(changed.resource_names.hash(), ack.resource_names.hash());
         // The same bytes split differently are different names.
         let split = d.decode(encode(&request("n-3", &["ac"]))).unwrap();
-        assert_eq!(*split.resource_names, ["ac"]);
-        let mut other = request("", &["a", "c"]);
-        other.type_url = "type.googleapis.com/y".into();
-        let other = d.decode(encode(&other)).unwrap();
-        assert!(!Arc::ptr_eq(&other.resource_names, &changed.resource_names));
+        assert_eq!(split.resource_names.iter().collect::<Vec<_>>(), ["ac"]);
+        assert_ne!(split.resource_names.hash(), changed.resource_names.hash());
     }
 
     #[test]

@@ -113,8 +113,13 @@ impl DeltaWatched {
         }
         let mut changed = Vec::new();
         for resource in in_scope {
-            let version = resource.content_version();
-            if self.versions.get(&resource.name) != Some(&version) {
+            // Compared without formatting: most resources are unchanged.
+            let has = self
+                .versions
+                .get(&resource.name)
+                .is_some_and(|v| v.len() == 16 && u64::from_str_radix(v, 16) == Ok(resource.hash));
+            if !has {
+                let version = resource.content_version();
                 self.versions.insert(resource.name.clone(), version.clone());
                 changed.push((resource.clone(), version));
             }

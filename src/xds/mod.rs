@@ -27,8 +27,8 @@ use crate::model::proxy::Proxy;
 use crate::model::push_context::PushContext;
 use crate::model::sidecar_scope::SidecarScope;
 pub use resource::{
-    DeltaRequest, DeltaResponse, Request, Resource, ResourceSet, Response, TypeUrl, XdsRequest,
-    XdsResponse,
+    DeltaRequest, DeltaResponse, Request, Resource, ResourceNames, ResourceSet, Response, TypeUrl,
+    XdsRequest, XdsResponse,
 };
 
 /// Generates the resources of one type for one proxy seen through its scope. `names` are

@@ -142,14 +142,68 @@ impl PartialEq for ResourceSet {
     }
 }
 
+/// The resource names of a request: slices of the request's own bytes (checked to be UTF-8),
+/// not one allocation per name, and a hash of them all, so that a request repeating the
+/// names the stream already has (most ACKs) is recognized without materializing them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ResourceNames {
+    raw: Vec<Bytes>,
+    hash: u64,
+}
+
+impl ResourceNames {
+    /// Names as they were read from a request; each must be UTF-8.
+    pub fn from_raw(raw: Vec<Bytes>) -> Result<ResourceNames, std::str::Utf8Error> {
+        use std::hash::Hasher;
+        // Unkeyed, so that equal lists hash equally everywhere.
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        for name in &raw {
+            std::str::from_utf8(name)?;
+            h.write_usize(name.len());
+            h.write(name);
+        }
+        Ok(ResourceNames {
+            raw,
+            hash: h.finish(),
+        })
+    }
+
+    /// Equal lists have equal hashes (and different ones, all but certainly, different).
+    pub fn hash(&self) -> u64 {
+        self.hash
+    }
+
+    pub fn len(&self) -> usize {
+        self.raw.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.raw.is_empty()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &str> {
+        // Checked in `from_raw`.
+        self.raw.iter().filter_map(|b| std::str::from_utf8(b).ok())
+    }
+}
+
+impl<S: Into<String>> FromIterator<S> for ResourceNames {
+    fn from_iter<I: IntoIterator<Item = S>>(names: I) -> ResourceNames {
+        let raw = names
+            .into_iter()
+            .map(|n| Bytes::from(n.into().into_bytes()))
+            .collect();
+        ResourceNames::from_raw(raw).expect("strings are UTF-8")
+    }
+}
+
 /// A DiscoveryRequest without protocol types.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct XdsRequest {
     pub type_url: String,
     pub version_info: String,
     pub response_nonce: String,
-    /// Shared: a request that repeats its type's previous names carries the same list.
-    pub resource_names: std::sync::Arc<Vec<String>>,
+    pub resource_names: ResourceNames,
     /// The NACK message, when Envoy rejected the response this request answers.
     pub error_detail: Option<String>,
     pub node: Option<NodeInfo>,

@@ -3,8 +3,8 @@
 //! Pure: a ConnectionActor keeps one [`Watched`] per type URL and asks [`Watched::on_request`]
 //! what to do with each request; it records what it sent with [`Watched::sent`].
 
-use std::collections::BTreeSet;
-use std::sync::Arc;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, LazyLock, Mutex, Weak};
 
 use super::resource::{TypeUrl, XdsRequest};
 
@@ -24,16 +24,17 @@ pub enum Decision {
 /// What one stream has subscribed to for one type, and where the exchange stands.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Watched {
-    pub names: BTreeSet<String>,
+    /// Shared with every other stream that subscribed the same names ([`shared_names`]).
+    pub names: Arc<BTreeSet<String>>,
     pub wildcard: bool,
     pub nonce_sent: Option<String>,
     pub nonce_acked: Option<String>,
     pub version_sent: Option<String>,
     pub version_acked: Option<String>,
     pub last_error: Option<String>,
-    /// The names list `names` was last found equal to: a request carrying this very list
-    /// (see [`crate::xds::decode`]) is known to repeat the names without comparing them.
-    applied: Option<Arc<Vec<String>>>,
+    /// The hash of the request names `names` was last found equal to: a request with the
+    /// same hash repeats them, and is not compared name by name.
+    applied: Option<u64>,
 }
 
 impl Watched {
@@ -67,12 +68,12 @@ impl Watched {
         // Most ACKs repeat the names: the very same list, or else compared without building
         // a new set.
         let names = &req.resource_names;
-        if self.applied.as_ref().is_some_and(|a| Arc::ptr_eq(a, names)) {
+        if self.applied == Some(names.hash()) {
             return Decision::Ack;
         }
         let same = names.len() == self.names.len() && names.iter().all(|n| self.names.contains(n));
         if same {
-            self.applied = Some(names.clone());
+            self.applied = Some(names.hash());
             return Decision::Ack;
         }
         let was_wildcard = type_url.is_wildcard_type() && self.wildcard;
@@ -88,12 +89,12 @@ impl Watched {
     }
 
     fn set_names(&mut self, type_url: TypeUrl, req: &XdsRequest) {
-        let names: BTreeSet<String> = req.resource_names.iter().cloned().collect();
+        let names: BTreeSet<String> = req.resource_names.iter().map(str::to_string).collect();
         if type_url.is_wildcard_type() {
             self.wildcard = names.is_empty() || names.contains("*");
         }
-        self.names = names;
-        self.applied = Some(req.resource_names.clone());
+        self.names = shared_names(req.resource_names.hash(), names);
+        self.applied = Some(req.resource_names.hash());
     }
 
     /// Whether this type has anything subscribed (a non-wildcard type with no names has not).
@@ -112,6 +113,40 @@ impl Watched {
     }
 }
 
+/// Name sets by the hash of the request list they came from: the streams of proxies that
+/// see the same world subscribe the same names (a sidecar's EDS request names every cluster
+/// it sees), and keep one copy of them between them instead of one each.
+static NAME_SETS: LazyLock<Mutex<NameSets>> = LazyLock::new(Default::default);
+
+#[derive(Default)]
+struct NameSets {
+    sets: HashMap<u64, Weak<BTreeSet<String>>>,
+    /// Entries at the last sweep of dead ones.
+    swept_at: usize,
+}
+
+/// `names` as a set shared with any other stream that holds an equal one.
+fn shared_names(hash: u64, names: BTreeSet<String>) -> Arc<BTreeSet<String>> {
+    if names.is_empty() {
+        return Arc::default();
+    }
+    let Ok(mut shared) = NAME_SETS.lock() else {
+        return Arc::new(names);
+    };
+    if let Some(existing) = shared.sets.get(&hash).and_then(Weak::upgrade) {
+        if *existing == names {
+            return existing;
+        }
+    }
+    let names = Arc::new(names);
+    shared.sets.insert(hash, Arc::downgrade(&names));
+    if shared.sets.len() > 2 * shared.swept_at + 1024 {
+        shared.sets.retain(|_, set| set.strong_count() > 0);
+        shared.swept_at = shared.sets.len();
+    }
+    names
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,7 +154,7 @@ mod tests {
     fn req(nonce: &str, names: &[&str]) -> XdsRequest {
         XdsRequest {
             response_nonce: nonce.to_string(),
-            resource_names: Arc::new(names.iter().map(|n| n.to_string()).collect()),
+            resource_names: names.iter().copied().collect(),
             ..Default::default()
         }
     }
@@ -142,6 +177,12 @@ mod tests {
             Decision::Stale
         );
         assert_eq!(w.names.len(), 1, "a stale request changes nothing");
+        let mut other = Watched::new(TypeUrl::Endpoint);
+        other.on_request(TypeUrl::Endpoint, &req("", &["a"]));
+        assert!(
+            Arc::ptr_eq(&w.names, &other.names),
+            "streams subscribing the same names share one set"
+        );
         assert_eq!(
             w.on_request(TypeUrl::Endpoint, &req("n1", &["a", "b"])),
             Decision::Respond

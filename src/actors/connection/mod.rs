@@ -418,7 +418,7 @@ impl Handler<Push> for ConnectionActor {
                 self.sotw
                     .get(&TypeUrl::Endpoint)
                     .filter(|w| w.is_subscribed())
-                    .map(|w| &w.names)
+                    .map(|w| &*w.names)
             };
             let eds_only = match (&old_ctx, names) {
                 (Some(old), Some(names)) => Some(changed_clusters(old, &new_ctx, names)),
@@ -513,7 +513,7 @@ impl ConnectionActor {
             self.sotw
                 .get(&type_url)
                 .filter(|w| w.is_subscribed())
-                .map(|w| w.names.clone())
+                .map(|w| (*w.names).clone())
         }
     }
 
