@@ -250,8 +250,7 @@ async fn run(args: ServeArgs, limits: Limits) -> anyhow::Result<()> {
         .map(|_| Arbiter::new())
         .collect();
 
-    let xds_listener = tokio::net::TcpListener::bind(args.xds_addr)
-        .await
+    let xds_listener = xds_listener(args.xds_addr)
         .with_context(|| format!("binding the xDS address {}", args.xds_addr))?;
     let monitoring_listener = tokio::net::TcpListener::bind(args.monitoring_addr)
         .await
@@ -387,4 +386,17 @@ async fn shutdown_signal() {
     }
     #[cfg(not(unix))]
     let _ = tokio::signal::ctrl_c().await;
+}
+
+/// The xDS listener, with a backlog for a fleet reconnecting at once (a restart of axon):
+/// tokio's default of 1,024 pending connections drops the SYNs of a 2,000-proxy storm.
+fn xds_listener(addr: std::net::SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(4096)
 }
