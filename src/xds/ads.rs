@@ -70,14 +70,26 @@ impl ResponseSink {
         self.delta
     }
 
-    /// Queues a response, waiting while the stream's queue is full.
-    pub async fn send(&self, response: Response) -> Result<(), SinkError> {
-        // At most two buffers per message (a chunk per resource would be an HTTP/2 frame per
-        // resource): the stream's own fields and the view's shared resources.
-        let message = match &response {
+    /// A response as the message the stream sends: at most two buffers (a chunk per resource
+    /// would be an HTTP/2 frame per resource), the stream's own fields and the view's shared
+    /// resources.
+    pub fn encode(response: &Response) -> Framed {
+        match response {
             Response::Sotw(r) => wire::encode_sotw(r),
             Response::Delta(r) => wire::encode_delta(r),
-        };
+        }
+    }
+
+    /// Queues a message if the stream's queue has room; else gives it back (`Full`).
+    pub fn try_send(&self, message: Framed) -> Result<(), (SinkError, Option<Framed>)> {
+        self.tx.try_send(message).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(m) => (SinkError::Full, Some(m)),
+            mpsc::error::TrySendError::Closed(_) => (SinkError::Closed, None),
+        })
+    }
+
+    /// Queues a message, waiting while the stream's queue is full.
+    pub async fn send(&self, message: Framed) -> Result<(), SinkError> {
         self.tx.send(message).await.map_err(|_| SinkError::Closed)
     }
 

@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::resource::{DeltaRequest, Resource, TypeUrl};
+use super::resource::{DeltaRequest, Resource, ResourceSet, TypeUrl};
 use super::subscription::Decision;
 
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -20,6 +20,9 @@ pub struct DeltaWatched {
     pub nonce_acked: Option<String>,
     pub last_error: Option<String>,
     seen_first: bool,
+    /// The digest of the generated set the client was last brought up to date with, while
+    /// its subscriptions have not changed since: the same set again needs no diff.
+    synced: Option<u64>,
 }
 
 impl DeltaWatched {
@@ -40,6 +43,9 @@ impl DeltaWatched {
         }
         let first = !self.seen_first;
         self.seen_first = true;
+        if first || !req.subscribe.is_empty() || !req.unsubscribe.is_empty() {
+            self.synced = None;
+        }
         if first {
             self.wildcard = (type_url.is_wildcard_type() && req.subscribe.is_empty())
                 || req.subscribe.iter().any(|n| n == "*");
@@ -89,6 +95,18 @@ impl DeltaWatched {
         self.diff_within(resources, None)
     }
 
+    /// [`DeltaWatched::diff`] of a whole generated set, skipped when the client was already
+    /// brought up to date with an equal set (most types of most pushes).
+    pub fn diff_set(&mut self, set: &ResourceSet) -> (Vec<(Resource, String)>, Vec<String>) {
+        let digest = set.digest();
+        if self.synced == Some(digest) {
+            return (Vec::new(), Vec::new());
+        }
+        let out = self.diff_within(set, None);
+        self.synced = Some(digest);
+        out
+    }
+
     /// [`DeltaWatched::diff`] of a set generated for `within` only (an endpoint-only push
     /// generates just the changed clusters): names outside it are left as they are.
     pub fn diff_within(
@@ -96,6 +114,7 @@ impl DeltaWatched {
         resources: &[Resource],
         within: Option<&BTreeSet<String>>,
     ) -> (Vec<(Resource, String)>, Vec<String>) {
+        self.synced = None;
         let in_scope: Vec<&Resource> = resources
             .iter()
             .filter(|r| self.wildcard || self.names.contains(&r.name))
@@ -184,6 +203,28 @@ mod tests {
         );
         assert_eq!(removed, ["b"]);
         assert_eq!(w.diff(&[res("a", b"2")]), (vec![], vec![]), "nothing new");
+    }
+
+    #[test]
+    fn an_equal_set_is_recognized_until_the_subscription_changes() {
+        let mut w = DeltaWatched::default();
+        w.on_request(TypeUrl::Cluster, &req(&[], &[], ""));
+        let set = |body: &[u8]| ResourceSet::from(vec![res("a", b"1"), res("b", body)]);
+        assert_eq!(w.diff_set(&set(b"1")).0.len(), 2);
+        w.sent("n1".into());
+        w.on_request(TypeUrl::Cluster, &req(&[], &[], "n1"));
+        assert_eq!(w.diff_set(&set(b"1")), (vec![], vec![]), "the same set");
+        let (sent, _) = w.diff_set(&set(b"2"));
+        assert_eq!(sent.len(), 1, "b changed");
+        // A client that unsubscribes (and drops its version) is diffed again.
+        w.on_request(TypeUrl::Cluster, &req(&[], &["b"], "n1"));
+        let (sent, _) = w.diff_set(&set(b"2"));
+        assert_eq!(
+            sent.iter()
+                .map(|(r, _)| r.name.as_str())
+                .collect::<Vec<_>>(),
+            ["b"]
+        );
     }
 
     #[test]

@@ -110,9 +110,24 @@ impl Resource {
 pub struct ResourceSet {
     list: Vec<Resource>,
     sotw: std::sync::OnceLock<Bytes>,
+    digest: std::sync::OnceLock<u64>,
 }
 
 impl ResourceSet {
+    /// A hash of every resource's name and content, in order: equal sets have equal digests
+    /// (a Delta stream that has a set recognizes it again without comparing resources).
+    pub fn digest(&self) -> u64 {
+        *self.digest.get_or_init(|| {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            for r in &self.list {
+                r.name.hash(&mut h);
+                r.hash.hash(&mut h);
+            }
+            h.finish()
+        })
+    }
+
     /// The SotW encoding of the list, made by `encode` the first time it is asked for.
     pub fn sotw_encoded(&self, encode: impl FnOnce(&[Resource]) -> Bytes) -> Bytes {
         self.sotw.get_or_init(|| encode(&self.list)).clone()
@@ -124,6 +139,7 @@ impl From<Vec<Resource>> for ResourceSet {
         ResourceSet {
             list,
             sotw: Default::default(),
+            digest: Default::default(),
         }
     }
 }

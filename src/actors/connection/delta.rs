@@ -47,7 +47,10 @@ impl ConnectionActor {
         let resources = xds::generate_shared(type_url, &ctx, &proxy, &scope, names);
         let watched: &mut DeltaWatched = self.delta.get_mut(&type_url)?;
         let first = watched.nonce_sent.is_none();
-        let (resources, removed) = watched.diff_within(&resources, within);
+        let (resources, removed) = match within {
+            Some(_) => watched.diff_within(&resources, within),
+            None => watched.diff_set(&resources),
+        };
         if resources.is_empty() && removed.is_empty() && !first {
             return None;
         }

@@ -298,29 +298,53 @@ impl ConnectionActor {
         }
     }
 
-    /// Writes the outbox in order, waiting (no other message is handled meanwhile) at most
-    /// `write_timeout` per response; then tells the PushQueue, if `done`.
+    /// Writes the outbox in order: at once while the stream's queue has room (the common
+    /// case), else waiting (no other message is handled meanwhile) at most `write_timeout`
+    /// per response; then tells the PushQueue, if `done`.
     fn flush(&mut self, ctx: &mut Context<Self>, done: Option<PushDone>) {
-        let responses = std::mem::take(&mut self.outbox);
-        if responses.is_empty() {
+        let mut responses = std::mem::take(&mut self.outbox).into_iter();
+        let mut waiting = None;
+        for response in responses.by_ref() {
+            let (type_name, size) = response_size(&response);
+            self.metrics
+                .config_size
+                .with_label_values(&[type_name])
+                .observe(size as f64);
+            match self.sink.try_send(ResponseSink::encode(&response)) {
+                Ok(()) => self.metrics.xds_send_time.observe(0.0),
+                Err((SinkError::Full, message)) => {
+                    waiting = message;
+                    break;
+                }
+                Err((SinkError::Closed, _)) => {
+                    ctx.stop();
+                    break;
+                }
+            }
+        }
+        let Some(first) = waiting else {
             if let Some(done) = done {
                 self.metrics.sent("push_queue");
                 self.push_queue.do_send(done);
             }
             return;
-        }
+        };
+        let rest: Vec<Response> = responses.collect();
         let sink = self.sink.clone();
         let timeout = self.write_timeout;
         let metrics = self.metrics.clone();
         let write = async move {
-            for response in responses {
-                let (type_name, size) = response_size(&response);
+            let messages = std::iter::once(first).chain(rest.iter().map(|r| {
+                let (type_name, size) = response_size(r);
                 metrics
                     .config_size
                     .with_label_values(&[type_name])
                     .observe(size as f64);
+                ResponseSink::encode(r)
+            }));
+            for message in messages {
                 let started = Instant::now();
-                match tokio::time::timeout(timeout, sink.send(response)).await {
+                match tokio::time::timeout(timeout, sink.send(message)).await {
                     Ok(Ok(())) => metrics
                         .xds_send_time
                         .observe(started.elapsed().as_secs_f64()),
