@@ -275,17 +275,7 @@ async fn run(args: ServeArgs, limits: Limits) -> anyhow::Result<()> {
         metrics.clone(),
         distribution.clone(),
     );
-    let mut server = tonic::transport::Server::builder()
-        .http2_keepalive_interval(Some(limits.keepalive_interval))
-        .http2_keepalive_timeout(Some(limits.keepalive_timeout));
-    if !limits.max_connection_age.is_zero() {
-        server = server.max_connection_age(limits.max_connection_age);
-    }
-    let xds_server = tokio::spawn(
-        server
-            .add_service(ads)
-            .serve_with_incoming(TcpListenerStream::new(xds_listener)),
-    );
+    let xds_server = serve_xds(xds_listener, &arbiters, &ads, &limits)?;
     let monitoring_server = tokio::spawn(
         axum::serve(
             monitoring_listener,
@@ -359,7 +349,7 @@ async fn run(args: ServeArgs, limits: Limits) -> anyhow::Result<()> {
     );
 
     let result = tokio::select! {
-        r = xds_server => r.context("xDS server task").and_then(|r| r.context("xDS server")),
+        r = xds_server => r.context("xDS server"),
         r = monitoring_server => r.context("monitoring server task").and_then(|r| r.context("monitoring server")),
         r = debug_server => r.context("debug server task").and_then(|r| r.context("debug server")),
         _ = shutdown_signal() => {
@@ -386,6 +376,49 @@ async fn shutdown_signal() {
     }
     #[cfg(not(unix))]
     let _ = tokio::signal::ctrl_c().await;
+}
+
+/// Serves ADS on every connection arbiter: each accepts from the shared listener and runs
+/// the HTTP/2 connections it accepts on its own thread, where their streams' ConnectionActors
+/// are started too (`AdsService`), so that a response or a request does not wake another
+/// thread. Resolves when a server fails (or, having none, never).
+fn serve_xds(
+    listener: tokio::net::TcpListener,
+    arbiters: &[Arbiter],
+    ads: &AdsService,
+    limits: &Limits,
+) -> anyhow::Result<impl std::future::Future<Output = anyhow::Result<()>>> {
+    let listener = listener.into_std()?;
+    let (failed, mut failures) = tokio::sync::mpsc::channel::<anyhow::Error>(arbiters.len());
+    for arbiter in arbiters {
+        let listener = listener.try_clone()?;
+        let mut server = tonic::transport::Server::builder()
+            .http2_keepalive_interval(Some(limits.keepalive_interval))
+            .http2_keepalive_timeout(Some(limits.keepalive_timeout));
+        if !limits.max_connection_age.is_zero() {
+            server = server.max_connection_age(limits.max_connection_age);
+        }
+        let router = server.add_service(ads.clone());
+        let failed = failed.clone();
+        arbiter.spawn(async move {
+            let served = match tokio::net::TcpListener::from_std(listener) {
+                Ok(l) => router
+                    .serve_with_incoming(TcpListenerStream::new(l))
+                    .await
+                    .map_err(anyhow::Error::from),
+                Err(e) => Err(e.into()),
+            };
+            if let Err(e) = served {
+                let _ = failed.send(e).await;
+            }
+        });
+    }
+    Ok(async move {
+        match failures.recv().await {
+            Some(e) => Err(e),
+            None => std::future::pending().await,
+        }
+    })
 }
 
 /// The xDS listener, with a backlog for a fleet reconnecting at once (a restart of axon):

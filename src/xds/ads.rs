@@ -360,7 +360,7 @@ impl Inner {
         Ok(slot)
     }
 
-    /// Starts the ConnectionActor of a new stream on the next arbiter.
+    /// Starts the ConnectionActor of a new stream.
     fn start_connection(&self, incoming: RequestStream, sink: ResponseSink, slot: StreamSlot) {
         let config = ConnectionConfig {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
@@ -371,8 +371,14 @@ impl Inner {
             write_timeout: self.limits.write_timeout,
             distribution: self.distribution.clone(),
         };
-        let i = self.next_arbiter.fetch_add(1, Ordering::Relaxed) % self.arbiters.len();
-        ConnectionActor::start_in_arbiter(&self.arbiters[i], move |ctx| {
+        // On the arbiter that serves this stream's HTTP/2 connection (the server runs on the
+        // connection arbiters): the stream's reads, writes and actor then share a thread.
+        // Served from elsewhere (a plain tokio runtime), on the next connection arbiter.
+        let arbiter = actix_rt::Arbiter::try_current().unwrap_or_else(|| {
+            let i = self.next_arbiter.fetch_add(1, Ordering::Relaxed) % self.arbiters.len();
+            self.arbiters[i].clone()
+        });
+        ConnectionActor::start_in_arbiter(&arbiter, move |ctx| {
             ctx.add_stream(incoming);
             ConnectionActor::new(config)
         });
