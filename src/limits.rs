@@ -66,7 +66,7 @@ pub struct Limits {
     /// replicas ("0s": never).
     #[serde(deserialize_with = "duration")]
     pub max_connection_age: Duration,
-    /// Threads that run ConnectionActors (0: one per core).
+    /// Threads that serve xDS connections and run their ConnectionActors (0: one per core).
     pub connection_threads: usize,
     /// How often the config directory is rescanned, beside file-system events.
     #[serde(deserialize_with = "duration")]

@@ -2,11 +2,12 @@
 //! ConnectionActor per stream.
 //!
 //! For each stream of `StreamAggregatedResources` (SotW) or `DeltaAggregatedResources` it
-//! admits the stream (token bucket, `max_streams`), starts a ConnectionActor on one of the
-//! connection arbiters (round robin, so that streams spread over the cores), feeds it the
-//! requests as [`Request`]s, and writes its responses as gRPC messages built by [`wire`] from
-//! resources encoded once for every stream, each message in one buffer that is freed as soon as
-//! it is written: nothing is kept per stream between messages. Mapping to `tonic::Status` happens here and nowhere else.
+//! admits the stream (token bucket, `max_streams`), starts a ConnectionActor on the arbiter
+//! that serves the stream's connection (the server runs on every connection arbiter), feeds it
+//! the requests as [`Request`]s (SotW ones read by [`super::decode`]), and writes its responses
+//! as gRPC messages framed by [`wire`]: a small head per stream and the resources encoded once
+//! per view, shared by reference. Nothing is kept per stream between messages. Mapping to
+//! `tonic::Status` happens here and nowhere else.
 
 use std::convert::Infallible;
 use std::pin::Pin;
