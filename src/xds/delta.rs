@@ -5,17 +5,27 @@
 //! [`DeltaWatched::diff`] what to send of a freshly generated set.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use super::resource::{DeltaRequest, Resource, ResourceSet, TypeUrl};
-use super::subscription::Decision;
+use super::subscription::{Decision, shared_set};
+
+/// The hash in a version of ours ([`Resource::content_version`]).
+fn parse_version(v: &str) -> Option<u64> {
+    (v.len() == 16)
+        .then(|| u64::from_str_radix(v, 16).ok())
+        .flatten()
+}
 
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DeltaWatched {
     pub wildcard: bool,
     /// Names subscribed explicitly.
-    pub names: BTreeSet<String>,
-    /// The version of each resource the client has.
-    pub versions: BTreeMap<String, String>,
+    /// Shared with every other stream subscribed to the same names.
+    pub names: Arc<BTreeSet<String>>,
+    /// The version of each resource the client has, as the hash our versions are made from
+    /// (`None`: a version we did not make, from `initial_resource_versions`).
+    pub versions: BTreeMap<String, Option<u64>>,
     pub nonce_sent: Option<String>,
     pub nonce_acked: Option<String>,
     pub last_error: Option<String>,
@@ -52,23 +62,35 @@ impl DeltaWatched {
             self.versions.extend(
                 req.initial_versions
                     .iter()
-                    .map(|(k, v)| (k.clone(), v.clone())),
+                    .map(|(k, v)| (k.clone(), parse_version(v))),
             );
         }
         let mut added = false;
+        let named = |n: &&String| n.as_str() != "*";
+        if req
+            .subscribe
+            .iter()
+            .chain(&req.unsubscribe)
+            .any(|n| named(&n))
+        {
+            let mut names = (*self.names).clone();
+            for name in req.subscribe.iter().filter(named) {
+                added |= names.insert(name.clone());
+            }
+            for name in req.unsubscribe.iter().filter(named) {
+                names.remove(name);
+            }
+            self.names = shared_set(names);
+        }
         for name in &req.subscribe {
             if name == "*" {
                 added |= !self.wildcard;
                 self.wildcard = true;
-            } else if self.names.insert(name.clone()) {
-                added = true;
             }
         }
         for name in &req.unsubscribe {
             if name == "*" {
                 self.wildcard = false;
-            } else {
-                self.names.remove(name);
             }
             self.versions.remove(name);
         }
@@ -132,15 +154,10 @@ impl DeltaWatched {
         }
         let mut changed = Vec::new();
         for resource in in_scope {
-            // Compared without formatting: most resources are unchanged.
-            let has = self
-                .versions
-                .get(&resource.name)
-                .is_some_and(|v| v.len() == 16 && u64::from_str_radix(v, 16) == Ok(resource.hash));
-            if !has {
-                let version = resource.content_version();
-                self.versions.insert(resource.name.clone(), version.clone());
-                changed.push((resource.clone(), version));
+            if self.versions.get(&resource.name) != Some(&Some(resource.hash)) {
+                self.versions
+                    .insert(resource.name.clone(), Some(resource.hash));
+                changed.push((resource.clone(), resource.content_version()));
             }
         }
         (changed, removed)

@@ -125,7 +125,16 @@ struct NameSets {
     swept_at: usize,
 }
 
-/// `names` as a set shared with any other stream that holds an equal one.
+/// A set shared with any other stream that holds an equal one.
+pub fn shared_set(names: BTreeSet<String>) -> Arc<BTreeSet<String>> {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    names.hash(&mut h);
+    shared_names(h.finish(), names)
+}
+
+/// `names` as a set shared with any other stream that holds an equal one; `hash` identifies
+/// it (equal sets may come with different hashes, and then are not shared).
 fn shared_names(hash: u64, names: BTreeSet<String>) -> Arc<BTreeSet<String>> {
     if names.is_empty() {
         return Arc::default();

@@ -437,7 +437,7 @@ impl Handler<Push> for ConnectionActor {
                 self.delta
                     .get(&TypeUrl::Endpoint)
                     .filter(|w| w.is_subscribed())
-                    .map(|w| &w.names)
+                    .map(|w| &*w.names)
             } else {
                 self.sotw
                     .get(&TypeUrl::Endpoint)
@@ -532,7 +532,7 @@ impl ConnectionActor {
             self.delta
                 .get(&type_url)
                 .filter(|w| w.is_subscribed())
-                .map(|w| w.names.clone())
+                .map(|w| (*w.names).clone())
         } else {
             self.sotw
                 .get(&type_url)
