@@ -495,19 +495,6 @@ fn index_gateways(configs: &ConfigSet) -> GatewayIndex {
     }
 }
 
-/// Whether any of the clusters named `outbound|PORT|SUBSET|HOST` in `names` has different
-/// endpoints in `new` than in `old` (the EDS fast path: only proxies watching such a cluster
-/// are pushed). Names of another form are ignored.
-pub fn endpoints_changed<'a>(
-    old: &PushContext,
-    new: &PushContext,
-    names: impl IntoIterator<Item = &'a String>,
-) -> bool {
-    names
-        .into_iter()
-        .any(|name| cluster_endpoints_changed(old, new, name))
-}
-
 /// Of the clusters named in `names`, those whose endpoints differ between `old` and `new`:
 /// what an endpoint-only push sends (istiod's incremental EDS). With the differences that
 /// `new` recorded when it was built, this looks up only the few changed clusters' names.

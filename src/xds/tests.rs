@@ -440,12 +440,9 @@ fn endpoint_changes_are_seen_per_watched_cluster() {
     let after = context(&MESH.replace("10.0.1.1", "10.0.1.2"));
     let ratings = names(&["outbound|9080||ratings.shop.svc.cluster.local"]);
     let reviews = names(&["outbound|9080|v1|reviews.shop.svc.cluster.local"]);
-    assert!(crate::model::push_context::endpoints_changed(
-        &before, &after, &ratings
-    ));
-    assert!(!crate::model::push_context::endpoints_changed(
-        &before, &after, &reviews
-    ));
+    use crate::model::push_context::changed_clusters;
+    assert_eq!(changed_clusters(&before, &after, &ratings), ratings);
+    assert!(changed_clusters(&before, &after, &reviews).is_empty());
 }
 
 #[test]

@@ -305,12 +305,7 @@ impl ConnectionActor {
         let mut responses = std::mem::take(&mut self.outbox).into_iter();
         let mut waiting = None;
         for response in responses.by_ref() {
-            let (type_name, size) = response_size(&response);
-            self.metrics
-                .config_size
-                .with_label_values(&[type_name])
-                .observe(size as f64);
-            match self.sink.try_send(ResponseSink::encode(&response)) {
+            match self.sink.try_send(encode(&self.metrics, &response)) {
                 Ok(()) => self.metrics.xds_send_time.observe(0.0),
                 Err((SinkError::Full, message)) => {
                     waiting = message;
@@ -334,14 +329,7 @@ impl ConnectionActor {
         let timeout = self.write_timeout;
         let metrics = self.metrics.clone();
         let write = async move {
-            let messages = std::iter::once(first).chain(rest.iter().map(|r| {
-                let (type_name, size) = response_size(r);
-                metrics
-                    .config_size
-                    .with_label_values(&[type_name])
-                    .observe(size as f64);
-                ResponseSink::encode(r)
-            }));
+            let messages = std::iter::once(first).chain(rest.iter().map(|r| encode(&metrics, r)));
             for message in messages {
                 let started = Instant::now();
                 match tokio::time::timeout(timeout, sink.send(message)).await {
@@ -479,6 +467,16 @@ fn response_count(response: &Response) -> usize {
         Response::Sotw(r) => r.resources.len(),
         Response::Delta(r) => r.resources.len() + r.removed.len(),
     }
+}
+
+/// A response framed for its stream, its size counted in `pilot_xds_config_size_bytes`.
+fn encode(metrics: &Metrics, response: &Response) -> crate::xds::wire::Framed {
+    let (type_name, size) = response_size(response);
+    metrics
+        .config_size
+        .with_label_values(&[type_name])
+        .observe(size as f64);
+    ResponseSink::encode(response)
 }
 
 /// The type and encoded size of a response, for `pilot_xds_config_size_bytes`.
