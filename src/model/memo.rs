@@ -5,17 +5,18 @@
 
 use std::any::Any;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, RwLock};
 
 #[derive(Default)]
 pub struct Memo {
-    entries: Mutex<HashMap<String, Arc<dyn Any + Send + Sync>>>,
+    /// Read far more than written (every proxy of a view reads what the first one stored),
+    /// from every connection thread at once: readers do not wait for each other.
+    entries: RwLock<HashMap<String, Arc<dyn Any + Send + Sync>>>,
 }
 
 impl std::fmt::Debug for Memo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let len = self.entries.lock().map_or(0, |e| e.len());
-        write!(f, "Memo({len} entries)")
+        write!(f, "Memo({} entries)", self.len())
     }
 }
 
@@ -31,7 +32,7 @@ impl Memo {
             return found;
         }
         let value: Arc<dyn Any + Send + Sync> = Arc::new(compute());
-        let stored = match self.entries.lock() {
+        let stored = match self.entries.write() {
             Ok(mut entries) => entries.entry(key.to_string()).or_insert(value).clone(),
             Err(_) => value,
         };
@@ -41,12 +42,12 @@ impl Memo {
     }
 
     fn get<T: Any + Send + Sync>(&self, key: &str) -> Option<Arc<T>> {
-        let entries = self.entries.lock().ok()?;
+        let entries = self.entries.read().ok()?;
         entries.get(key).cloned()?.downcast::<T>().ok()
     }
 
     pub fn len(&self) -> usize {
-        self.entries.lock().map_or(0, |e| e.len())
+        self.entries.read().map_or(0, |e| e.len())
     }
 
     pub fn is_empty(&self) -> bool {
