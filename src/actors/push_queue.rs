@@ -22,7 +22,9 @@ pub type ConnId = u64;
 #[rtype(result = "()")]
 pub struct Push {
     pub ctx: Arc<PushContext>,
-    pub request: PushRequest,
+    /// Shared by every connection it is queued for (merged into a copy only when one is
+    /// already pending).
+    pub request: Arc<PushRequest>,
 }
 
 /// A connection with a known proxy joins; answered with the current context, if any.
@@ -68,7 +70,7 @@ pub struct QueueState {
     concurrency: usize,
     order: VecDeque<ConnId>,
     /// The merged request of each waiting connection, and when it was first queued.
-    pending: HashMap<ConnId, (PushRequest, Instant)>,
+    pending: HashMap<ConnId, (Arc<PushRequest>, Instant)>,
     /// Connections being pushed, and since when.
     in_flight: HashMap<ConnId, Instant>,
 }
@@ -84,10 +86,11 @@ impl QueueState {
     }
 
     /// Queues `request` for `id`, merging with one already pending.
-    pub fn enqueue(&mut self, id: ConnId, request: PushRequest, now: Instant) {
+    pub fn enqueue(&mut self, id: ConnId, request: Arc<PushRequest>, now: Instant) {
         match self.pending.remove(&id) {
             Some((prev, since)) => {
-                self.pending.insert(id, (prev.merge(request), since));
+                let merged = Arc::unwrap_or_clone(prev).merge(Arc::unwrap_or_clone(request));
+                self.pending.insert(id, (Arc::new(merged), since));
             }
             None => {
                 self.pending.insert(id, (request, now));
@@ -98,7 +101,7 @@ impl QueueState {
 
     /// The next connection to push, if the budget allows; it counts as in flight. Returns
     /// how long its request waited.
-    pub fn pop_ready(&mut self, now: Instant) -> Option<(ConnId, PushRequest, Duration)> {
+    pub fn pop_ready(&mut self, now: Instant) -> Option<(ConnId, Arc<PushRequest>, Duration)> {
         if self.in_flight.len() >= self.concurrency {
             return None;
         }
@@ -308,11 +311,11 @@ mod tests {
     use crate::model::config::{ConfigKey, ConfigKind};
     use std::collections::BTreeSet;
 
-    fn req(name: &str) -> PushRequest {
-        PushRequest::config_change(
+    fn req(name: &str) -> Arc<PushRequest> {
+        Arc::new(PushRequest::config_change(
             BTreeSet::from([ConfigKey::new(ConfigKind::VirtualService, "ns", name)]),
             Instant::now(),
-        )
+        ))
     }
 
     #[test]

@@ -153,7 +153,7 @@ impl Handler<Flush> for SnapshotBuilder {
         self.metrics.sent("push_queue");
         self.push_queue.do_send(Push {
             ctx,
-            request: msg.request,
+            request: Arc::new(msg.request),
         });
         self.metrics.handled("snapshot_builder", started);
     }
