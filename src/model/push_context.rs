@@ -401,17 +401,15 @@ fn update_endpoints(
     let mut by_address = prev.by_address.clone();
     for service in affected {
         let host = &service.hostname;
-        let old: Vec<Arc<Vec<Endpoint>>> = prev
-            .by_service_port
-            .iter()
-            .filter(|((h, _), _)| h == host)
-            .map(|(_, eps)| eps.clone())
-            .collect();
-        by_service_port.retain(|(h, _), _| h != host);
+        let of_host = (host.clone(), 0)..=(host.clone(), u32::MAX);
+        let old: Vec<_> = prev.by_service_port.range(of_host).collect();
+        for (key, _) in &old {
+            by_service_port.remove(*key);
+        }
         let new = service_endpoints(configs, service, &workloads);
         by_address = by_address.replace_host(
             host,
-            old.iter().flat_map(|eps| eps.iter()),
+            old.iter().flat_map(|(_, eps)| eps.iter()),
             new.iter()
                 .flat_map(|((_, port), eps)| eps.iter().map(move |e| (*port, e))),
         );

@@ -66,33 +66,29 @@ impl DeltaWatched {
             );
         }
         let mut added = false;
-        let named = |n: &&String| n.as_str() != "*";
-        if req
-            .subscribe
-            .iter()
-            .chain(&req.unsubscribe)
-            .any(|n| named(&n))
-        {
-            let mut names = (*self.names).clone();
-            for name in req.subscribe.iter().filter(named) {
-                added |= names.insert(name.clone());
-            }
-            for name in req.unsubscribe.iter().filter(named) {
-                names.remove(name);
-            }
-            self.names = shared_set(names);
-        }
+        // The names are shared between streams: a changed list is a new set.
+        let mut names: Option<BTreeSet<String>> = None;
         for name in &req.subscribe {
             if name == "*" {
                 added |= !self.wildcard;
                 self.wildcard = true;
+            } else {
+                let names = names.get_or_insert_with(|| (*self.names).clone());
+                added |= names.insert(name.clone());
             }
         }
         for name in &req.unsubscribe {
             if name == "*" {
                 self.wildcard = false;
+            } else {
+                names
+                    .get_or_insert_with(|| (*self.names).clone())
+                    .remove(name);
             }
             self.versions.remove(name);
+        }
+        if let Some(names) = names {
+            self.names = shared_set(names);
         }
         if first || added {
             Decision::Respond

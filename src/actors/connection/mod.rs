@@ -421,17 +421,7 @@ impl Handler<Push> for ConnectionActor {
         } else {
             // The EDS fast path: only when a watched cluster's endpoints changed, and only
             // those clusters are generated and sent.
-            let names: Option<&BTreeSet<String>> = if self.sink.is_delta() {
-                self.delta
-                    .get(&TypeUrl::Endpoint)
-                    .filter(|w| w.is_subscribed())
-                    .map(|w| &*w.names)
-            } else {
-                self.sotw
-                    .get(&TypeUrl::Endpoint)
-                    .filter(|w| w.is_subscribed())
-                    .map(|w| &*w.names)
-            };
+            let names = self.subscribed(TypeUrl::Endpoint);
             let eds_only = match (&old_ctx, names) {
                 (Some(old), Some(names)) => Some(changed_clusters(old, &new_ctx, names)),
                 _ => None,
@@ -525,17 +515,17 @@ impl ConnectionActor {
     }
 
     /// The names subscribed for a type, if it is subscribed at all.
-    fn watched_names(&self, type_url: TypeUrl) -> Option<BTreeSet<String>> {
+    fn subscribed(&self, type_url: TypeUrl) -> Option<&BTreeSet<String>> {
         if self.sink.is_delta() {
             self.delta
                 .get(&type_url)
                 .filter(|w| w.is_subscribed())
-                .map(|w| (*w.names).clone())
+                .map(|w| &*w.names)
         } else {
             self.sotw
                 .get(&type_url)
                 .filter(|w| w.is_subscribed())
-                .map(|w| (*w.names).clone())
+                .map(|w| &*w.names)
         }
     }
 

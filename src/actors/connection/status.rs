@@ -58,7 +58,7 @@ impl ConnectionActor {
         };
         let mut out = serde_json::Map::new();
         for type_url in types {
-            let names = self.watched_names(type_url).unwrap_or_default();
+            let names = self.subscribed(type_url).cloned().unwrap_or_default();
             let resources = crate::xds::generate(type_url, ctx, proxy, scope, &names);
             let entries: Vec<serde_json::Value> = resources
                 .iter()
