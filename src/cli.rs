@@ -4,27 +4,31 @@
 use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use actix::prelude::*;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
 use tokio_stream::wrappers::TcpListenerStream;
 
+use crate::actors::connection::{ConnectionStarter, Peers};
 use crate::actors::debouncer::{DebounceState, Debouncer};
+use crate::actors::directory::ConnectionDirectory;
 use crate::actors::distribution::DistributionTracker;
-use crate::actors::file_registry::{FileRegistry, list_config_files};
 use crate::actors::push_queue::PushQueue;
 use crate::actors::snapshot_builder::SnapshotBuilder;
-use crate::debug::{self, Debug};
-use crate::kube::namespaces::NamespaceSelector;
-use crate::kube::registry::{IstioRegistry, Outbox, ServiceRegistry};
-use crate::kube::{ISTIO_SOURCE, SERVICES_SOURCE};
+use crate::http::debug::{self, Debug};
+use crate::http::monitoring::{self, Monitoring};
 use crate::limits::Limits;
 use crate::metrics::Metrics;
+use crate::model::config_set::{FILES, SourceId};
 use crate::model::file_set::FileSet;
 use crate::model::mesh::MeshConfig;
-use crate::monitoring::{self, Monitoring, Readiness};
-use crate::xds::ads::{AdsLimits, AdsService};
+use crate::registry::files::{FileRegistry, list_config_files};
+use crate::registry::kubernetes::namespaces::NamespaceSelector;
+use crate::registry::kubernetes::{ISTIO_SOURCE, IstioRegistry, SERVICES_SOURCE, ServiceRegistry};
+use crate::registry::outbox::Outbox;
+use crate::transport::{AdsLimits, AdsService};
 
 /// Namespace given to configs that do not name one.
 const DEFAULT_NAMESPACE: &str = "default";
@@ -102,10 +106,12 @@ pub struct ServeArgs {
     pub default_export_to: Vec<String>,
 }
 
-pub fn main() -> anyhow::Result<std::process::ExitCode> {
+/// Runs the command line. A start-up error is one line on stderr naming what failed (the
+/// flag, its value and the reason), and exit status 2; no panic, no backtrace.
+pub fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     init_tracing(cli.log_format, cli.log_level.as_deref());
-    match cli.command {
+    let result = match cli.command {
         Command::Serve(args) => serve(args).map(|()| std::process::ExitCode::SUCCESS),
         Command::Validate { dir } => validate(&dir, &mut std::io::stdout()).map(|ok| {
             if ok {
@@ -114,7 +120,11 @@ pub fn main() -> anyhow::Result<std::process::ExitCode> {
                 std::process::ExitCode::from(1)
             }
         }),
-    }
+    };
+    result.unwrap_or_else(|e| {
+        eprintln!("axon: {e:#}");
+        std::process::ExitCode::from(2)
+    })
 }
 
 fn init_tracing(format: LogFormat, level: Option<&str>) {
@@ -183,7 +193,7 @@ pub fn validate(dir: &Path, out: &mut impl std::io::Write) -> anyhow::Result<boo
 
 pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let limits = match &args.limits {
-        Some(path) => Limits::load(path)?,
+        Some(path) => Limits::load(path).with_context(|| format!("--limits {}", path.display()))?,
         None => Limits::default(),
     };
     anyhow::ensure!(
@@ -193,7 +203,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(dir) = &args.config_dir {
         anyhow::ensure!(
             dir.is_dir(),
-            "--config-dir {} is not a directory",
+            "--config-dir {}: not a directory",
             dir.display()
         );
     }
@@ -201,18 +211,72 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("starting the tokio runtime")?;
-    actix_rt::System::with_tokio_rt(|| runtime).block_on(run(args, limits))
+    actix_rt::System::with_tokio_rt(|| runtime).block_on(async move {
+        // Everything that can fail at start-up, before any actor or thread is started.
+        let listeners = Listeners::bind(&args).await?;
+        let kubernetes = match args.kubernetes {
+            true => Some(kubernetes_client().await?),
+            false => None,
+        };
+        run(args, limits, listeners, kubernetes).await
+    })
 }
 
-async fn run(args: ServeArgs, limits: Limits) -> anyhow::Result<()> {
+/// The three listeners, bound before anything is started.
+struct Listeners {
+    xds: tokio::net::TcpListener,
+    monitoring: tokio::net::TcpListener,
+    debug: tokio::net::TcpListener,
+}
+
+impl Listeners {
+    async fn bind(args: &ServeArgs) -> anyhow::Result<Listeners> {
+        let xds =
+            xds_listener(args.xds_addr).with_context(|| format!("--xds-addr {}", args.xds_addr))?;
+        let monitoring = tokio::net::TcpListener::bind(args.monitoring_addr)
+            .await
+            .with_context(|| format!("--monitoring-addr {}", args.monitoring_addr))?;
+        let debug = tokio::net::TcpListener::bind(args.debug_addr)
+            .await
+            .with_context(|| format!("--debug-addr {}", args.debug_addr))?;
+        Ok(Listeners {
+            xds,
+            monitoring,
+            debug,
+        })
+    }
+}
+
+/// A Kubernetes client whose API server answered.
+async fn kubernetes_client() -> anyhow::Result<kube::Client> {
+    let client = crate::registry::kubernetes::client()
+        .await
+        .context("--kubernetes")?;
+    let probe = tokio::time::timeout(Duration::from_secs(10), client.list_api_groups()).await;
+    match probe {
+        Ok(Ok(_)) => Ok(client),
+        Ok(Err(e)) => Err(anyhow::anyhow!(
+            "--kubernetes: the API server did not answer: {e}"
+        )),
+        Err(_) => Err(anyhow::anyhow!(
+            "--kubernetes: the API server did not answer within 10s"
+        )),
+    }
+}
+
+async fn run(
+    args: ServeArgs,
+    limits: Limits,
+    listeners: Listeners,
+    kube_client: Option<kube::Client>,
+) -> anyhow::Result<()> {
     let metrics = Metrics::new();
     // With --kubernetes, /ready waits for both Kubernetes registries.
-    let kubernetes_sources: &[crate::actors::debouncer::SourceId] = if args.kubernetes {
+    let ready_after: &[SourceId] = if args.kubernetes {
         &[SERVICES_SOURCE, ISTIO_SOURCE]
     } else {
         &[]
     };
-    let ready = Readiness::new(kubernetes_sources);
     let cap = limits.mailbox_capacity;
 
     let push_queue = PushQueue::new(
@@ -230,7 +294,7 @@ async fn run(args: ServeArgs, limits: Limits) -> anyhow::Result<()> {
         mesh,
         push_queue.clone().recipient(),
         metrics.clone(),
-        ready.clone(),
+        ready_after,
         cap,
     )
     .start();
@@ -246,73 +310,69 @@ async fn run(args: ServeArgs, limits: Limits) -> anyhow::Result<()> {
     )
     .start();
     let distribution = DistributionTracker::new(metrics.clone()).start();
+    let directory = ConnectionDirectory::default().start();
     let arbiters: Vec<Arbiter> = (0..limits.connection_threads())
         .map(|_| Arbiter::new())
         .collect();
 
-    let xds_listener = xds_listener(args.xds_addr)
-        .with_context(|| format!("binding the xDS address {}", args.xds_addr))?;
-    let monitoring_listener = tokio::net::TcpListener::bind(args.monitoring_addr)
-        .await
-        .with_context(|| format!("binding the monitoring address {}", args.monitoring_addr))?;
-    let debug_listener = tokio::net::TcpListener::bind(args.debug_addr)
-        .await
-        .with_context(|| format!("binding the debug address {}", args.debug_addr))?;
-    let xds_addr = xds_listener.local_addr()?;
-    let monitoring_addr = monitoring_listener.local_addr()?;
-    let debug_addr = debug_listener.local_addr()?;
+    let xds_addr = listeners.xds.local_addr()?;
+    let monitoring_addr = listeners.monitoring.local_addr()?;
+    let debug_addr = listeners.debug.local_addr()?;
 
-    let ads = AdsService::new(
-        push_queue.clone(),
+    let starter = ConnectionStarter::new(
+        Peers {
+            push_queue: push_queue.clone(),
+            directory: directory.clone(),
+            distribution: distribution.clone(),
+            metrics: metrics.clone(),
+        },
+        limits.write_timeout,
         arbiters.iter().map(Arbiter::handle).collect(),
+    );
+    let ads = AdsService::new(
+        std::sync::Arc::new(starter),
         AdsLimits {
             max_streams: limits.max_streams,
             queue_capacity: limits.stream_queue_capacity,
-            write_timeout: limits.write_timeout,
             max_requests_per_second: limits.max_requests_per_second,
             max_stream_wait: limits.max_stream_wait,
         },
         metrics.clone(),
-        distribution.clone(),
     );
-    let xds_server = serve_xds(xds_listener, &arbiters, &ads, &limits)?;
+    let xds_server = serve_xds(listeners.xds, &arbiters, &ads, &limits)?;
     let monitoring_server = tokio::spawn(
         axum::serve(
-            monitoring_listener,
+            listeners.monitoring,
             monitoring::router(Monitoring {
                 metrics: metrics.clone(),
-                ready: ready.clone(),
-                push_queue: push_queue.clone(),
+                builder: builder.clone(),
+                directory: directory.clone(),
             }),
         )
         .into_future(),
     );
-    let registry = args.config_dir.clone().map(|dir| {
-        FileRegistry::new(
-            dir,
-            DEFAULT_NAMESPACE,
-            debouncer.clone().recipient(),
-            metrics.clone(),
-            limits.file_rescan_interval,
-        )
-        .start()
-    });
+    let outbox = |source| Outbox::new(source, debouncer.clone().recipient(), metrics.clone());
+    // The FileRegistry reads and parses on a thread of its own: a slow parse never delays
+    // the pipeline actors, a push or a new Envoy's first answer.
+    let file_thread = args.config_dir.as_ref().map(|_| Arbiter::new());
+    let registry = args
+        .config_dir
+        .clone()
+        .zip(file_thread.as_ref())
+        .map(|(dir, thread)| {
+            let out = outbox(FILES);
+            let metrics = metrics.clone();
+            let rescan = limits.file_rescan_interval;
+            FileRegistry::start_in_arbiter(&thread.handle(), move |_| {
+                FileRegistry::new(dir, DEFAULT_NAMESPACE, out, metrics, rescan)
+            })
+            .recipient()
+        });
     let mut kubernetes = Vec::new();
-    if args.kubernetes {
-        let client = crate::kube::client()
-            .await
-            .context("connecting to Kubernetes (--kubernetes)")?;
-        let settings = crate::kube::Settings {
+    if let Some(client) = kube_client {
+        let settings = crate::registry::kubernetes::Settings {
             cluster_domain: args.cluster_domain.clone(),
             namespace_selector: args.namespace_selector.clone(),
-        };
-        let outbox = |source| {
-            Outbox::new(
-                source,
-                debouncer.clone().recipient(),
-                metrics.clone(),
-                ready.clone(),
-            )
         };
         let services = ServiceRegistry::new(
             client.clone(),
@@ -327,9 +387,9 @@ async fn run(args: ServeArgs, limits: Limits) -> anyhow::Result<()> {
     }
     let debug_server = tokio::spawn(
         axum::serve(
-            debug_listener,
+            listeners.debug,
             debug::router(Debug {
-                push_queue: push_queue.clone(),
+                directory,
                 builder,
                 registry,
                 kubernetes,
@@ -357,7 +417,7 @@ async fn run(args: ServeArgs, limits: Limits) -> anyhow::Result<()> {
             Ok(())
         }
     };
-    for arbiter in &arbiters {
+    for arbiter in arbiters.iter().chain(file_thread.iter()) {
         arbiter.stop();
     }
     System::current().stop();

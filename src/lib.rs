@@ -1,18 +1,29 @@
 //! axon: istiod's pilot job as an actor system.
 //!
-//! - [`model`]: pure Istio config, services, proxies, `PushRequest` and `PushContext`.
-//! - [`xds`]: Envoy's protocol: generators, subscription state, the ADS adapter.
-//! - [`actors`]: the push pipeline (registries, Debouncer, SnapshotBuilder, PushQueue,
-//!   ConnectionActors).
-//! - [`kube`]: Kubernetes as a source (Services and EndpointSlices, Istio config), watched.
-//! - [`limits`], [`metrics`], [`monitoring`], [`cli`]: the process around them.
+//! The dependency rule (`A → B`: A may import B; `tests/layering.rs` checks it):
+//!
+//! ```text
+//!  cli (wiring) → everything
+//!  http, registry ─▶ actors ─▶ transport ─▶ xds ─▶ model
+//!  metrics, limits: leaves, used by all but model and xds
+//! ```
+//!
+//! - [`model`]: pure Istio config, config sets, services, proxies, `PushRequest`,
+//!   `PushContext`, `SidecarScope`.
+//! - [`xds`]: Envoy's protocol: generators, the per-stream protocol state machine, wire
+//!   encoding and decoding. No actix, tokio or tonic.
+//! - [`transport`]: ADS over tonic: the service, response bodies, stream admission.
+//! - [`actors`]: the push pipeline, shells over state from `model` and `xds`.
+//! - [`registry`]: where configs come from (a directory of YAML, Kubernetes).
+//! - [`http`]: the monitoring and debug servers, which ask actors by message.
+//! - [`limits`], [`metrics`], [`cli`]: the process around them.
 
 pub mod actors;
 pub mod cli;
-pub mod debug;
-pub mod kube;
+pub mod http;
 pub mod limits;
 pub mod metrics;
 pub mod model;
-pub mod monitoring;
+pub mod registry;
+pub mod transport;
 pub mod xds;

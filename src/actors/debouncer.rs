@@ -12,35 +12,10 @@ use std::time::Duration;
 use actix::prelude::*;
 use tokio::time::Instant;
 
+use super::messages::{ConfigUpdate, Flush, ForcePush};
 use crate::metrics::Metrics;
-use crate::model::push_context::ConfigSet;
+use crate::model::config_set::{ConfigSet, SourceId};
 use crate::model::push_request::PushRequest;
-
-/// Names a registry (`files`, later `kubernetes`).
-pub type SourceId = &'static str;
-
-/// A registry's new state and what changed in it.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct ConfigUpdate {
-    pub source: SourceId,
-    pub configs: Arc<ConfigSet>,
-    pub request: PushRequest,
-}
-
-/// Forces a full push to every proxy (`/debug/adsz?push=true`), through the debounce.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct ForcePush;
-
-/// A merged request and the newest config set of every source. Answered when the snapshot
-/// is built and handed to the PushQueue.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct Flush {
-    pub request: PushRequest,
-    pub sources: BTreeMap<SourceId, Arc<ConfigSet>>,
-}
 
 /// What the debounce state wants done now.
 #[derive(Debug, PartialEq)]
@@ -164,14 +139,12 @@ impl Debouncer {
                 self.metrics
                     .debounce_time
                     .observe(request.start.elapsed().as_secs_f64());
-                self.metrics.sent("snapshot_builder");
                 let flush = Flush {
                     request,
                     sources: self.sources.clone(),
                 };
                 ctx.spawn(
-                    self.builder
-                        .send(flush)
+                    super::mailbox::ask(&self.metrics, "snapshot_builder", &self.builder, flush)
                         .into_actor(self)
                         .map(|res, act, ctx| {
                             if let Err(e) = res {

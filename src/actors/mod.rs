@@ -1,20 +1,42 @@
-//! The actors of the push pipeline, and how they are wired.
+//! The actors, every one of them and its messages, and how they are wired.
 //!
 //! ```text
-//!  FileRegistry ──ConfigUpdate──▶ Debouncer ──Flush──▶ SnapshotBuilder ──Push──▶ PushQueue
-//!                                                                                  │  ▲
-//!                                                              Push (≤ push_concurrency) │ Connect/PushDone/Disconnect
-//!                                                                                  ▼  │
-//!                            Envoy ◀──ADS stream (tonic, xds::ads)──▶ ConnectionActor (one per stream)
+//!  registries (crate::registry: files, Kubernetes)
+//!     │ ConfigUpdate (through registry::outbox::Outbox)
+//!     ▼
+//!  Debouncer ──Flush (awaited)──▶ SnapshotBuilder ──Push──▶ PushQueue ──Push (≤ push_concurrency)──▶ ConnectionActor ×N
+//!     ▲ ForcePush                    ▲ GetReady,                ▲ Connect (answered with the        │ │ Register / Unregister
+//!     │                              │ GetPushStatus            │ context), PushDone, Disconnect ───┘ ▼
+//!  debug server                  monitoring / debug             └──────────────────────────── ConnectionDirectory ◀─ CollectStatus, DumpFor
+//!                                                                                                   │   (asks GetStatus, Dump)
+//!  ConnectionActor ──Affected / Acked / Nacked / Gone──▶ DistributionTracker ◀─ GetDistribution (debug)
+//!        ▲ requests │ responses
+//!        │          ▼
+//!  transport (ADS over tonic) ◀──▶ Envoy
 //! ```
 //!
-//! Each actor owns its state and changes it only in its handlers; what crosses between
-//! actors is a typed message or an immutable `Arc` snapshot. The pipeline actors run on the
-//! System's arbiter; ConnectionActors are spread over `connection_threads` arbiters.
+//! | actor | module | receives | sends |
+//! |---|---|---|---|
+//! | FileRegistry, ServiceRegistry, IstioRegistry | [`crate::registry`] | file and watch events, `GetConfigz` | `ConfigUpdate` |
+//! | Debouncer | [`debouncer`] | `ConfigUpdate`, `ForcePush` | `Flush` |
+//! | SnapshotBuilder | [`snapshot_builder`] | `Flush`, `GetReady`, `GetPushStatus` | `Push` |
+//! | PushQueue | [`push_queue`] | `Push`, `Connect`, `PushDone`, `Disconnect` | `Push` |
+//! | ConnectionActor, one per stream | [`connection`] | the stream's requests, `Push`, `GetStatus`, `Dump` | responses; `Connect`, `PushDone`, `Disconnect`; `Register`, `Unregister`; `Affected`, `Acked`, `Nacked`, `Gone` |
+//! | ConnectionDirectory | [`directory`] | `Register`, `Unregister`, `CollectStatus`, `DumpFor` | `GetStatus`, `Dump` |
+//! | DistributionTracker | [`distribution`] | `Affected`, `Acked`, `Nacked`, `Gone`, `GetDistribution` | |
+//!
+//! The pipeline's messages are in [`messages`]; queries live beside the actor that answers
+//! them. Each actor owns its state and changes it only in its handlers; what crosses between
+//! actors is a typed message or an immutable `Arc` snapshot. Messages that a handler counts
+//! in `axon_mailbox_depth` are sent through [`mailbox`]. The pipeline actors run on the
+//! System's arbiter, the FileRegistry on its own, ConnectionActors on the
+//! `connection_threads` arbiters.
 
 pub mod connection;
 pub mod debouncer;
+pub mod directory;
 pub mod distribution;
-pub mod file_registry;
+pub mod mailbox;
+pub mod messages;
 pub mod push_queue;
 pub mod snapshot_builder;

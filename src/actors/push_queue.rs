@@ -10,59 +10,10 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 
-use super::connection::{ConnectionStatus, Dump, GetStatus};
+use super::messages::{ConnId, Connect, Disconnect, Push, PushDone};
 use crate::metrics::Metrics;
 use crate::model::push_context::PushContext;
 use crate::model::push_request::PushRequest;
-
-pub type ConnId = u64;
-
-/// A built context and the request it answers; also what a connection receives.
-#[derive(Message, Clone)]
-#[rtype(result = "()")]
-pub struct Push {
-    pub ctx: Arc<PushContext>,
-    /// Shared by every connection it is queued for (merged into a copy only when one is
-    /// already pending).
-    pub request: Arc<PushRequest>,
-}
-
-/// A connection with a known proxy joins; answered with the current context, if any.
-#[derive(Message)]
-#[rtype(result = "Option<Arc<PushContext>>")]
-pub struct Connect {
-    pub id: ConnId,
-    pub proxy: String,
-    pub conn: Recipient<Push>,
-    pub status: Recipient<GetStatus>,
-    pub dump: Recipient<Dump>,
-}
-
-/// What axon would send one proxy now (`/debug/config_dump`); `None` if it is not connected.
-#[derive(Message)]
-#[rtype(result = "Option<serde_json::Value>")]
-pub struct DumpFor {
-    pub proxy: String,
-    pub dump: Dump,
-}
-
-/// Gathers the sync status of every connection (`/debug/syncz`).
-#[derive(Message)]
-#[rtype(result = "Vec<ConnectionStatus>")]
-pub struct CollectStatus;
-
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct Disconnect {
-    pub id: ConnId,
-}
-
-/// A connection finished the push it was given.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct PushDone {
-    pub id: ConnId,
-}
 
 /// The pure queue: pending requests per connection, the in-flight set, the budget.
 #[derive(Debug)]
@@ -153,8 +104,6 @@ impl QueueState {
 pub struct PushQueue {
     state: QueueState,
     conns: HashMap<ConnId, Recipient<Push>>,
-    statuses: HashMap<ConnId, Recipient<GetStatus>>,
-    dumps: HashMap<ConnId, (String, Recipient<Dump>)>,
     latest: Option<Arc<PushContext>>,
     mailbox_capacity: usize,
     push_timeout: Duration,
@@ -171,8 +120,6 @@ impl PushQueue {
         PushQueue {
             state: QueueState::new(concurrency),
             conns: HashMap::new(),
-            statuses: HashMap::new(),
-            dumps: HashMap::new(),
             latest: None,
             mailbox_capacity,
             push_timeout,
@@ -186,11 +133,11 @@ impl PushQueue {
             self.metrics.proxy_queue_time.observe(waited.as_secs_f64());
             match self.conns.get(&id) {
                 Some(conn) => {
-                    self.metrics.sent("connection");
-                    conn.do_send(Push {
+                    let push = Push {
                         ctx: ctx.clone(),
                         request,
-                    });
+                    };
+                    super::mailbox::tell(&self.metrics, "connection", conn, push);
                 }
                 None => self.state.remove(id),
             }
@@ -244,8 +191,6 @@ impl Handler<Connect> for PushQueue {
     fn handle(&mut self, msg: Connect, _: &mut Context<Self>) -> Self::Result {
         self.metrics.handled("push_queue", Instant::now());
         self.conns.insert(msg.id, msg.conn);
-        self.statuses.insert(msg.id, msg.status);
-        self.dumps.insert(msg.id, (msg.proxy, msg.dump));
         self.latest.clone()
     }
 }
@@ -256,41 +201,9 @@ impl Handler<Disconnect> for PushQueue {
     fn handle(&mut self, msg: Disconnect, _: &mut Context<Self>) {
         let started = Instant::now();
         self.conns.remove(&msg.id);
-        self.statuses.remove(&msg.id);
-        self.dumps.remove(&msg.id);
         self.state.remove(msg.id);
         self.dispatch();
         self.metrics.handled("push_queue", started);
-    }
-}
-
-impl Handler<CollectStatus> for PushQueue {
-    type Result = ResponseFuture<Vec<ConnectionStatus>>;
-
-    fn handle(&mut self, _: CollectStatus, _: &mut Context<Self>) -> Self::Result {
-        let asks: Vec<_> = self.statuses.values().map(|r| r.send(GetStatus)).collect();
-        Box::pin(async move {
-            let mut all: Vec<ConnectionStatus> = futures::future::join_all(asks)
-                .await
-                .into_iter()
-                .filter_map(Result::ok)
-                .collect();
-            all.sort_by(|a, b| a.proxy.cmp(&b.proxy));
-            all
-        })
-    }
-}
-
-impl Handler<DumpFor> for PushQueue {
-    type Result = ResponseFuture<Option<serde_json::Value>>;
-
-    fn handle(&mut self, msg: DumpFor, _: &mut Context<Self>) -> Self::Result {
-        let target = self
-            .dumps
-            .values()
-            .find(|(proxy, _)| *proxy == msg.proxy)
-            .map(|(_, r)| r.clone());
-        Box::pin(async move { target?.send(msg.dump).await.ok() })
     }
 }
 

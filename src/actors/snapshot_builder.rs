@@ -2,21 +2,59 @@
 //!
 //! Receives [`Flush`] from the Debouncer; merges the sources' config sets; builds an immutable
 //! `PushContext` that reuses every index the request did not touch; sends [`Push`] to the
-//! PushQueue.
+//! PushQueue. Answers [`GetReady`] (`/ready`) from the sources of the contexts it built
+//! ([`Readiness`]) and [`GetPushStatus`] (`/debug/push_status`).
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Instant;
 
 use actix::prelude::*;
 
-use super::debouncer::{Flush, SourceId};
-use super::file_registry::SOURCE as FILES_SOURCE;
-use super::push_queue::Push;
+use super::messages::{Flush, Push};
 use crate::metrics::Metrics;
+use crate::model::config_set::{SourceId, merge_sources};
 use crate::model::mesh::MeshConfig;
-use crate::model::push_context::{ConfigSet, PushContext};
-use crate::monitoring::Readiness;
+use crate::model::push_context::PushContext;
+
+/// Whether axon is ready (`/ready`): `Ok`, or why not.
+#[derive(Message)]
+#[rtype(result = "Result<(), &'static str>")]
+pub struct GetReady;
+
+/// The `/ready` rule: ready once a context was built that holds the configs of every
+/// registry that must finish its initial lists first (the Kubernetes ones). A registry sends
+/// its first update only once it has them, so its source appears in a flush only then.
+#[derive(Debug, Default)]
+pub struct Readiness {
+    expected: BTreeSet<SourceId>,
+    /// The sources of the last built context, if any was built.
+    built: Option<BTreeSet<SourceId>>,
+}
+
+impl Readiness {
+    pub fn new(expected: &[SourceId]) -> Self {
+        Readiness {
+            expected: expected.iter().copied().collect(),
+            built: None,
+        }
+    }
+
+    /// A context was built from the configs of `sources`.
+    pub fn built(&mut self, sources: impl IntoIterator<Item = SourceId>) {
+        self.built = Some(sources.into_iter().collect());
+    }
+
+    /// `Ok` when ready, else why not.
+    pub fn check(&self) -> Result<(), &'static str> {
+        match &self.built {
+            Some(built) if self.expected.is_subset(built) => Ok(()),
+            Some(_) => Err("not ready: waiting for the initial Kubernetes lists\n"),
+            None if self.expected.is_empty() => Err("not ready: no config snapshot built yet\n"),
+            None => Err("not ready: waiting for the initial Kubernetes lists\n"),
+        }
+    }
+}
 
 /// The state of the last built context (`/debug/push_status`).
 #[derive(Message)]
@@ -29,7 +67,7 @@ pub struct SnapshotBuilder {
     mesh: Arc<MeshConfig>,
     push_queue: Recipient<Push>,
     metrics: Metrics,
-    /// Told which sources each built context holds (the `/ready` probe).
+    /// Which sources each built context holds (the `/ready` probe).
     ready: Readiness,
     mailbox_capacity: usize,
 }
@@ -39,7 +77,7 @@ impl SnapshotBuilder {
         mesh: MeshConfig,
         push_queue: Recipient<Push>,
         metrics: Metrics,
-        ready: Readiness,
+        ready_after: &[SourceId],
         mailbox_capacity: usize,
     ) -> Self {
         SnapshotBuilder {
@@ -48,29 +86,8 @@ impl SnapshotBuilder {
             mesh: Arc::new(mesh),
             push_queue,
             metrics,
-            ready,
+            ready: Readiness::new(ready_after),
             mailbox_capacity,
-        }
-    }
-}
-
-/// One config set from all sources. A single source is shared as is; with several, a key
-/// that more than one defines is taken from the config directory (`files`) first, then from
-/// the first other source by id (`kubernetes` before `kubernetes-istio`).
-pub fn merge_sources(sources: &BTreeMap<SourceId, Arc<ConfigSet>>) -> Arc<ConfigSet> {
-    let mut iter = sources.values();
-    match (iter.next(), iter.next()) {
-        (None, _) => Arc::default(),
-        (Some(only), None) => only.clone(),
-        _ => {
-            let mut ordered: Vec<(&SourceId, &Arc<ConfigSet>)> = sources.iter().collect();
-            ordered.sort_by_key(|(id, _)| (**id != FILES_SOURCE, **id));
-            let mut merged = ConfigSet::new();
-            // Later inserts overwrite: insert the winners last.
-            for (_, set) in ordered.into_iter().rev() {
-                merged.extend(set.iter().map(|(k, v)| (k.clone(), v.clone())));
-            }
-            Arc::new(merged)
         }
     }
 }
@@ -88,6 +105,14 @@ impl Handler<GetPushStatus> for SnapshotBuilder {
 
     fn handle(&mut self, _: GetPushStatus, _: &mut Context<Self>) -> Self::Result {
         MessageResult(self.last.clone())
+    }
+}
+
+impl Handler<GetReady> for SnapshotBuilder {
+    type Result = MessageResult<GetReady>;
+
+    fn handle(&mut self, _: GetReady, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(self.ready.check())
     }
 }
 
@@ -150,11 +175,33 @@ impl Handler<Flush> for SnapshotBuilder {
         });
         self.current = Some(ctx.clone());
         self.ready.built(msg.sources.keys().copied());
-        self.metrics.sent("push_queue");
-        self.push_queue.do_send(Push {
+        let push = Push {
             ctx,
             request: Arc::new(msg.request),
-        });
+        };
+        super::mailbox::tell(&self.metrics, "push_queue", &self.push_queue, push);
         self.metrics.handled("snapshot_builder", started);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ready_needs_every_registry_in_a_built_snapshot() {
+        let mut gate = Readiness::new(&["kubernetes", "kubernetes-istio"]);
+        assert!(gate.check().is_err(), "nothing built");
+        gate.built(["files"]);
+        assert!(gate.check().is_err(), "two registries still listing");
+        gate.built(["files", "kubernetes"]);
+        assert!(gate.check().is_err(), "one registry still listing");
+        gate.built(["files", "kubernetes", "kubernetes-istio"]);
+        assert_eq!(gate.check(), Ok(()));
+
+        let mut files_only = Readiness::new(&[]);
+        assert!(files_only.check().is_err());
+        files_only.built(["files"]);
+        assert_eq!(files_only.check(), Ok(()));
     }
 }

@@ -9,8 +9,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::config::{Config, ConfigKey};
+use super::config_set::ConfigSet;
+pub use super::config_set::{compare, diff};
 use super::parse::{DocError, DocOutcome, parse_documents};
-use super::push_context::ConfigSet;
 
 /// Whether a path names a file that the registry reads: `*.yaml` or `*.yml`, not hidden.
 pub fn is_config_file(path: &Path) -> bool {
@@ -146,50 +147,6 @@ pub struct Commit {
     /// ServiceEntry that is otherwise the same.
     pub endpoints_only: bool,
     pub duplicates: BTreeSet<ConfigKey>,
-}
-
-/// The keys that differ between two config sets, and whether every difference touches
-/// endpoints only (then the change takes the EDS fast path). Every registry uses this.
-pub fn compare(old: &ConfigSet, new: &ConfigSet) -> (BTreeSet<ConfigKey>, bool) {
-    let changed = diff(old, new);
-    let endpoints_only = !changed.is_empty()
-        && changed
-            .iter()
-            .all(|k| endpoints_only(old.get(k), new.get(k)));
-    (changed, endpoints_only)
-}
-
-fn endpoints_only(old: Option<&Arc<Config>>, new: Option<&Arc<Config>>) -> bool {
-    use super::config::{ConfigKind, Spec};
-    let kind = old.or(new).map(|c| c.kind());
-    match (old.map(|c| &c.spec), new.map(|c| &c.spec)) {
-        _ if kind == Some(ConfigKind::WorkloadEntry) => true,
-        (Some(Spec::ServiceEntry(a)), Some(Spec::ServiceEntry(b))) => {
-            let (mut a, mut b) = (a.clone(), b.clone());
-            a.endpoints.clear();
-            b.endpoints.clear();
-            a == b && old.map(|c| &c.labels) == new.map(|c| &c.labels)
-        }
-        _ => false,
-    }
-}
-
-/// Keys added, removed, or whose config differs (labels or spec).
-pub fn diff(old: &ConfigSet, new: &ConfigSet) -> BTreeSet<ConfigKey> {
-    let mut changed: BTreeSet<ConfigKey> = old
-        .keys()
-        .filter(|k| !new.contains_key(*k))
-        .cloned()
-        .collect();
-    for (key, config) in new {
-        match old.get(key) {
-            Some(prev) if Arc::ptr_eq(prev, config) || prev == config => {}
-            _ => {
-                changed.insert(key.clone());
-            }
-        }
-    }
-    changed
 }
 
 #[cfg(test)]

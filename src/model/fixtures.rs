@@ -3,9 +3,10 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::config_set::ConfigSet;
 use super::parse::{DocOutcome, parse_documents};
 use super::proxy::{NodeInfo, Proxy};
-use super::push_context::{ConfigSet, PushContext};
+use super::push_context::PushContext;
 use super::push_request::{PushRequest, TriggerReason};
 
 /// Every document of `yaml` as a config; panics on anything else.

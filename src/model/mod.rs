@@ -6,6 +6,7 @@
 
 pub mod address_index;
 pub mod config;
+pub mod config_set;
 pub mod file_set;
 /// Builders for tests and benchmarks: a context from YAML, a proxy from a node id.
 #[doc(hidden)]

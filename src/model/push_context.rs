@@ -16,8 +16,7 @@ use super::push_request::PushRequest;
 use super::service::{Endpoint, Service, endpoints_of, services_of};
 use super::visibility::ExportTo;
 
-/// Every config of every source, ordered by key (kind first).
-pub type ConfigSet = BTreeMap<ConfigKey, Arc<Config>>;
+use super::config_set::ConfigSet;
 
 /// The configs of one kind, in key order.
 pub fn of_kind(configs: &ConfigSet, kind: ConfigKind) -> impl Iterator<Item = &Arc<Config>> {

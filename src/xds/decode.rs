@@ -13,8 +13,10 @@ use envoy_types::pb::google::rpc::Status;
 use prost::Message;
 use prost::encoding::{WireType, decode_key, decode_varint};
 
-use super::resource::{ResourceNames, XdsRequest};
-use super::wire::FrameError;
+use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
+
+use super::resource::{DeltaRequest, Request, ResourceNames, XdsRequest};
+use super::wire::{FrameError, FrameReader};
 use crate::model::proxy::NodeInfo;
 
 /// The per-stream decoder of SotW requests.
@@ -85,6 +87,58 @@ fn skip(wire: WireType, buf: &mut Bytes) -> Result<(), FrameError> {
     }
     buf.advance(n);
     Ok(())
+}
+
+/// The requests of one stream, reassembled from its body's chunks and decoded.
+#[derive(Default)]
+pub struct RequestReader {
+    frames: FrameReader,
+    sotw: SotwDecoder,
+    delta: bool,
+}
+
+impl RequestReader {
+    pub fn new(delta: bool) -> RequestReader {
+        RequestReader {
+            delta,
+            ..Default::default()
+        }
+    }
+
+    /// A chunk of the request body.
+    pub fn push(&mut self, chunk: Bytes) {
+        self.frames.push(chunk);
+    }
+
+    /// The next complete request, if one has arrived.
+    pub fn next_request(&mut self) -> Result<Option<Request>, FrameError> {
+        if self.delta {
+            Ok(self
+                .frames
+                .next_message::<DeltaDiscoveryRequest>()?
+                .map(|r| Request::Delta(delta_request(r))))
+        } else {
+            match self.frames.next_frame()? {
+                Some(frame) => self.sotw.decode(frame).map(|r| Some(Request::Sotw(r))),
+                None => Ok(None),
+            }
+        }
+    }
+}
+
+/// A Delta request, from its protobuf.
+pub fn delta_request(r: DeltaDiscoveryRequest) -> DeltaRequest {
+    DeltaRequest {
+        node: r.node.as_ref().map(NodeInfo::from),
+        error_detail: r
+            .error_detail
+            .map(|s| format!("{} (code {})", s.message, s.code)),
+        type_url: r.type_url,
+        subscribe: r.resource_names_subscribe,
+        unsubscribe: r.resource_names_unsubscribe,
+        initial_versions: r.initial_resource_versions.into_iter().collect(),
+        response_nonce: r.response_nonce,
+    }
 }
 
 #[cfg(test)]

@@ -1,14 +1,16 @@
 //! Per-type state of one Delta xDS stream: what the client subscribed to and which version of
 //! each resource it has, so that only changed resources are sent and removals are named.
 //!
-//! Pure: the ConnectionActor asks [`DeltaWatched::on_request`] what a request wants, and
-//! [`DeltaWatched::diff`] what to send of a freshly generated set.
+//! Pure: a stream's [`StreamState`](super::stream::StreamState) asks
+//! [`DeltaSubscription::on_request`] what a request wants, and [`DeltaSubscription::diff_set`]
+//! what to send of a freshly generated set.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use super::names::NameSets;
 use super::resource::{DeltaRequest, Resource, ResourceSet, TypeUrl};
-use super::subscription::{Decision, shared_set};
+use super::subscription::Decision;
 
 /// The hash in a version of ours ([`Resource::content_version`]).
 fn parse_version(v: &str) -> Option<u64> {
@@ -18,7 +20,7 @@ fn parse_version(v: &str) -> Option<u64> {
 }
 
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct DeltaWatched {
+pub struct DeltaSubscription {
     pub wildcard: bool,
     /// Names subscribed explicitly.
     /// Shared with every other stream subscribed to the same names.
@@ -35,10 +37,15 @@ pub struct DeltaWatched {
     synced: Option<u64>,
 }
 
-impl DeltaWatched {
+impl DeltaSubscription {
     /// Applies a request. `Respond` means: send what the client lacks (after a first request,
     /// even if that is nothing).
-    pub fn on_request(&mut self, type_url: TypeUrl, req: &DeltaRequest) -> Decision {
+    pub fn on_request(
+        &mut self,
+        type_url: TypeUrl,
+        req: &DeltaRequest,
+        shared: &NameSets,
+    ) -> Decision {
         if let Some(error) = &req.error_detail {
             self.last_error = Some(error.clone());
             return Decision::Nack(error.clone());
@@ -88,7 +95,7 @@ impl DeltaWatched {
             self.versions.remove(name);
         }
         if let Some(names) = names {
-            self.names = shared_set(names);
+            self.names = shared.share_set(names);
         }
         if first || added {
             Decision::Respond
@@ -113,7 +120,7 @@ impl DeltaWatched {
         self.diff_within(resources, None)
     }
 
-    /// [`DeltaWatched::diff`] of a whole generated set, skipped when the client was already
+    /// [`DeltaSubscription::diff`] of a whole generated set, skipped when the client was already
     /// brought up to date with an equal set (most types of most pushes).
     pub fn diff_set(&mut self, set: &ResourceSet) -> (Vec<(Resource, String)>, Vec<String>) {
         let digest = set.digest();
@@ -125,7 +132,7 @@ impl DeltaWatched {
         out
     }
 
-    /// [`DeltaWatched::diff`] of a set generated for `within` only (an endpoint-only push
+    /// [`DeltaSubscription::diff`] of a set generated for `within` only (an endpoint-only push
     /// generates just the changed clusters): names outside it are left as they are.
     pub fn diff_within(
         &mut self,
@@ -172,6 +179,8 @@ impl DeltaWatched {
 mod tests {
     use super::*;
 
+    static NAMES: std::sync::LazyLock<NameSets> = std::sync::LazyLock::new(NameSets::default);
+
     fn res(name: &str, body: &[u8]) -> Resource {
         Resource::from_encoded(name, "t".into(), bytes::Bytes::copy_from_slice(body))
     }
@@ -187,9 +196,9 @@ mod tests {
 
     #[test]
     fn wildcard_first_request_is_answered_even_when_empty() {
-        let mut w = DeltaWatched::default();
+        let mut w = DeltaSubscription::default();
         assert_eq!(
-            w.on_request(TypeUrl::Cluster, &req(&[], &[], "")),
+            w.on_request(TypeUrl::Cluster, &req(&[], &[], ""), &NAMES),
             Decision::Respond
         );
         assert!(w.wildcard);
@@ -198,13 +207,13 @@ mod tests {
 
     #[test]
     fn only_changes_and_removals_are_sent() {
-        let mut w = DeltaWatched::default();
-        w.on_request(TypeUrl::Cluster, &req(&[], &[], ""));
+        let mut w = DeltaSubscription::default();
+        w.on_request(TypeUrl::Cluster, &req(&[], &[], ""), &NAMES);
         let (sent, removed) = w.diff(&[res("a", b"1"), res("b", b"1")]);
         assert_eq!((sent.len(), removed.len()), (2, 0));
         w.sent("n1".into());
         assert_eq!(
-            w.on_request(TypeUrl::Cluster, &req(&[], &[], "n1")),
+            w.on_request(TypeUrl::Cluster, &req(&[], &[], "n1"), &NAMES),
             Decision::Ack
         );
         let (sent, removed) = w.diff(&[res("a", b"2")]);
@@ -220,17 +229,17 @@ mod tests {
 
     #[test]
     fn an_equal_set_is_recognized_until_the_subscription_changes() {
-        let mut w = DeltaWatched::default();
-        w.on_request(TypeUrl::Cluster, &req(&[], &[], ""));
+        let mut w = DeltaSubscription::default();
+        w.on_request(TypeUrl::Cluster, &req(&[], &[], ""), &NAMES);
         let set = |body: &[u8]| ResourceSet::from(vec![res("a", b"1"), res("b", body)]);
         assert_eq!(w.diff_set(&set(b"1")).0.len(), 2);
         w.sent("n1".into());
-        w.on_request(TypeUrl::Cluster, &req(&[], &[], "n1"));
+        w.on_request(TypeUrl::Cluster, &req(&[], &[], "n1"), &NAMES);
         assert_eq!(w.diff_set(&set(b"1")), (vec![], vec![]), "the same set");
         let (sent, _) = w.diff_set(&set(b"2"));
         assert_eq!(sent.len(), 1, "b changed");
         // A client that unsubscribes (and drops its version) is diffed again.
-        w.on_request(TypeUrl::Cluster, &req(&[], &["b"], "n1"));
+        w.on_request(TypeUrl::Cluster, &req(&[], &["b"], "n1"), &NAMES);
         let (sent, _) = w.diff_set(&set(b"2"));
         assert_eq!(
             sent.iter()
@@ -242,8 +251,8 @@ mod tests {
 
     #[test]
     fn a_partial_set_leaves_the_other_names_alone() {
-        let mut w = DeltaWatched::default();
-        w.on_request(TypeUrl::Endpoint, &req(&["a", "b", "c"], &[], ""));
+        let mut w = DeltaSubscription::default();
+        w.on_request(TypeUrl::Endpoint, &req(&["a", "b", "c"], &[], ""), &NAMES);
         w.diff(&[res("a", b"1"), res("b", b"1"), res("c", b"1")]);
         let within = BTreeSet::from(["b".to_string(), "c".to_string()]);
         let (sent, removed) = w.diff_within(&[res("b", b"2")], Some(&within));
@@ -259,12 +268,15 @@ mod tests {
 
     #[test]
     fn subscribe_unsubscribe_and_initial_versions() {
-        let mut w = DeltaWatched::default();
+        let mut w = DeltaSubscription::default();
         let mut first = req(&["x", "y"], &[], "");
         first
             .initial_versions
             .insert("x".into(), res("x", b"1").content_version());
-        assert_eq!(w.on_request(TypeUrl::Endpoint, &first), Decision::Respond);
+        assert_eq!(
+            w.on_request(TypeUrl::Endpoint, &first, &NAMES),
+            Decision::Respond
+        );
         assert!(!w.wildcard);
         let (sent, _) = w.diff(&[res("x", b"1"), res("y", b"1"), res("z", b"1")]);
         assert_eq!(
@@ -276,7 +288,7 @@ mod tests {
         );
         w.sent("n1".into());
         assert_eq!(
-            w.on_request(TypeUrl::Endpoint, &req(&["z"], &["x"], "n1")),
+            w.on_request(TypeUrl::Endpoint, &req(&["z"], &["x"], "n1"), &NAMES),
             Decision::Respond
         );
         let (sent, removed) = w.diff(&[res("x", b"1"), res("y", b"1"), res("z", b"1")]);
@@ -291,7 +303,7 @@ mod tests {
             "an unsubscribed name is not reported as removed"
         );
         assert_eq!(
-            w.on_request(TypeUrl::Endpoint, &req(&[], &[], "stale")),
+            w.on_request(TypeUrl::Endpoint, &req(&[], &[], "stale"), &NAMES),
             Decision::Stale
         );
     }

@@ -3,20 +3,25 @@
 //! - [`resource`]: type URLs and encoded resources.
 //! - [`cds`], [`eds`], [`lds`], [`rds`]: pure generators, `PushContext` + `Proxy` in,
 //!   resources out, one per type behind [`generate`].
-//! - [`subscription`]: the pure per-type ACK/NACK state (istiod's `ShouldRespond`).
+//! - [`stream`]: the per-stream protocol state machine (SotW and Delta), over
+//!   [`subscription`] (istiod's `ShouldRespond`, per type) and [`delta`], with the name sets
+//!   streams share ([`names`]).
 //! - [`node`]: Envoy `Node` → [`crate::model::proxy::NodeInfo`].
-//! - [`ads`]: the tonic ADS service, a thin adapter that starts a ConnectionActor per stream.
+//! - [`wire`], [`decode`]: responses framed by hand, requests decoded.
+//!
+//! Pure: no actix, tokio or tonic; it knows only [`crate::model`].
 
-pub mod ads;
 pub mod cds;
 pub mod decode;
 pub mod delta;
 pub mod eds;
 pub mod grpc;
 pub mod lds;
+pub mod names;
 pub mod node;
 pub mod rds;
 pub mod resource;
+pub mod stream;
 pub mod subscription;
 pub mod wire;
 

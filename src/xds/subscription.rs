@@ -1,11 +1,13 @@
 //! Per-type subscription state of one ADS stream, and istiod's `ShouldRespond` rule.
 //!
-//! Pure: a ConnectionActor keeps one [`Watched`] per type URL and asks [`Watched::on_request`]
-//! what to do with each request; it records what it sent with [`Watched::sent`].
+//! Pure: a stream's [`StreamState`](super::stream::StreamState) keeps one [`Subscription`]
+//! per resource type and asks [`Subscription::on_request`] what to do with each request; it
+//! records what it sent with [`Subscription::sent`].
 
-use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, LazyLock, Mutex, Weak};
+use std::collections::BTreeSet;
+use std::sync::Arc;
 
+use super::names::NameSets;
 use super::resource::{TypeUrl, XdsRequest};
 
 /// What a request asks of the server.
@@ -23,8 +25,8 @@ pub enum Decision {
 
 /// What one stream has subscribed to for one type, and where the exchange stands.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct Watched {
-    /// Shared with every other stream that subscribed the same names ([`shared_names`]).
+pub struct Subscription {
+    /// Shared with every other stream that subscribed the same names ([`NameSets`]).
     pub names: Arc<BTreeSet<String>>,
     pub wildcard: bool,
     pub nonce_sent: Option<String>,
@@ -37,16 +39,21 @@ pub struct Watched {
     applied: Option<u64>,
 }
 
-impl Watched {
-    pub fn new(type_url: TypeUrl) -> Watched {
-        Watched {
+impl Subscription {
+    pub fn new(type_url: TypeUrl) -> Subscription {
+        Subscription {
             wildcard: type_url.is_wildcard_type(),
             ..Default::default()
         }
     }
 
     /// Applies a request to this state and says whether to respond (istiod's `ShouldRespond`).
-    pub fn on_request(&mut self, type_url: TypeUrl, req: &XdsRequest) -> Decision {
+    pub fn on_request(
+        &mut self,
+        type_url: TypeUrl,
+        req: &XdsRequest,
+        shared: &NameSets,
+    ) -> Decision {
         if let Some(error) = &req.error_detail {
             self.last_error = Some(error.clone());
             return Decision::Nack(error.clone());
@@ -54,7 +61,7 @@ impl Watched {
         let first = self.nonce_sent.is_none();
         // An empty nonce is a new subscription (or a reconnect): always answered.
         if first || req.response_nonce.is_empty() {
-            self.set_names(type_url, req);
+            self.set_names(type_url, req, shared);
             return Decision::Respond;
         }
         if self.nonce_sent.as_deref() != Some(req.response_nonce.as_str()) {
@@ -78,7 +85,7 @@ impl Watched {
         }
         let was_wildcard = type_url.is_wildcard_type() && self.wildcard;
         let previous = std::mem::take(&mut self.names);
-        self.set_names(type_url, req);
+        self.set_names(type_url, req, shared);
         let now_wildcard = type_url.is_wildcard_type() && self.wildcard;
         let changed = !(was_wildcard && now_wildcard) && previous != self.names;
         if changed {
@@ -88,12 +95,12 @@ impl Watched {
         }
     }
 
-    fn set_names(&mut self, type_url: TypeUrl, req: &XdsRequest) {
+    fn set_names(&mut self, type_url: TypeUrl, req: &XdsRequest, shared: &NameSets) {
         let names: BTreeSet<String> = req.resource_names.iter().map(str::to_string).collect();
         if type_url.is_wildcard_type() {
             self.wildcard = names.is_empty() || names.contains("*");
         }
-        self.names = shared_names(req.resource_names.hash(), names);
+        self.names = shared.share(req.resource_names.hash(), names);
         self.applied = Some(req.resource_names.hash());
     }
 
@@ -113,52 +120,11 @@ impl Watched {
     }
 }
 
-/// Name sets by the hash of the request list they came from: the streams of proxies that
-/// see the same world subscribe the same names (a sidecar's EDS request names every cluster
-/// it sees), and keep one copy of them between them instead of one each.
-static NAME_SETS: LazyLock<Mutex<NameSets>> = LazyLock::new(Default::default);
-
-#[derive(Default)]
-struct NameSets {
-    sets: HashMap<u64, Weak<BTreeSet<String>>>,
-    /// Entries at the last sweep of dead ones.
-    swept_at: usize,
-}
-
-/// A set shared with any other stream that holds an equal one.
-pub fn shared_set(names: BTreeSet<String>) -> Arc<BTreeSet<String>> {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    names.hash(&mut h);
-    shared_names(h.finish(), names)
-}
-
-/// `names` as a set shared with any other stream that holds an equal one; `hash` identifies
-/// it (equal sets may come with different hashes, and then are not shared).
-fn shared_names(hash: u64, names: BTreeSet<String>) -> Arc<BTreeSet<String>> {
-    if names.is_empty() {
-        return Arc::default();
-    }
-    let Ok(mut shared) = NAME_SETS.lock() else {
-        return Arc::new(names);
-    };
-    if let Some(existing) = shared.sets.get(&hash).and_then(Weak::upgrade) {
-        if *existing == names {
-            return existing;
-        }
-    }
-    let names = Arc::new(names);
-    shared.sets.insert(hash, Arc::downgrade(&names));
-    if shared.sets.len() > 2 * shared.swept_at + 1024 {
-        shared.sets.retain(|_, set| set.strong_count() > 0);
-        shared.swept_at = shared.sets.len();
-    }
-    names
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    static NAMES: std::sync::LazyLock<NameSets> = std::sync::LazyLock::new(NameSets::default);
 
     fn req(nonce: &str, names: &[&str]) -> XdsRequest {
         XdsRequest {
@@ -170,43 +136,43 @@ mod tests {
 
     #[test]
     fn first_request_then_ack_then_stale() {
-        let mut w = Watched::new(TypeUrl::Endpoint);
+        let mut w = Subscription::new(TypeUrl::Endpoint);
         assert_eq!(
-            w.on_request(TypeUrl::Endpoint, &req("", &["a"])),
+            w.on_request(TypeUrl::Endpoint, &req("", &["a"]), &NAMES),
             Decision::Respond
         );
         w.sent("n1".into(), "1".into());
         assert_eq!(
-            w.on_request(TypeUrl::Endpoint, &req("n1", &["a"])),
+            w.on_request(TypeUrl::Endpoint, &req("n1", &["a"]), &NAMES),
             Decision::Ack
         );
         assert!(w.is_acked());
         assert_eq!(
-            w.on_request(TypeUrl::Endpoint, &req("old", &["a", "b"])),
+            w.on_request(TypeUrl::Endpoint, &req("old", &["a", "b"]), &NAMES),
             Decision::Stale
         );
         assert_eq!(w.names.len(), 1, "a stale request changes nothing");
-        let mut other = Watched::new(TypeUrl::Endpoint);
-        other.on_request(TypeUrl::Endpoint, &req("", &["a"]));
+        let mut other = Subscription::new(TypeUrl::Endpoint);
+        other.on_request(TypeUrl::Endpoint, &req("", &["a"]), &NAMES);
         assert!(
             Arc::ptr_eq(&w.names, &other.names),
             "streams subscribing the same names share one set"
         );
         assert_eq!(
-            w.on_request(TypeUrl::Endpoint, &req("n1", &["a", "b"])),
+            w.on_request(TypeUrl::Endpoint, &req("n1", &["a", "b"]), &NAMES),
             Decision::Respond
         );
     }
 
     #[test]
     fn nack_is_recorded_and_not_answered() {
-        let mut w = Watched::new(TypeUrl::Cluster);
-        w.on_request(TypeUrl::Cluster, &req("", &[]));
+        let mut w = Subscription::new(TypeUrl::Cluster);
+        w.on_request(TypeUrl::Cluster, &req("", &[]), &NAMES);
         w.sent("n1".into(), "1".into());
         let mut nack = req("n1", &[]);
         nack.error_detail = Some("bad cluster".into());
         assert_eq!(
-            w.on_request(TypeUrl::Cluster, &nack),
+            w.on_request(TypeUrl::Cluster, &nack, &NAMES),
             Decision::Nack("bad cluster".into())
         );
         assert_eq!(w.last_error.as_deref(), Some("bad cluster"));
@@ -216,24 +182,24 @@ mod tests {
     #[test]
     fn a_named_cds_subscription_is_answered_when_names_change() {
         // gRPC clients ask CDS by name, adding names as routes reference them.
-        let mut w = Watched::new(TypeUrl::Cluster);
-        w.on_request(TypeUrl::Cluster, &req("", &["a"]));
+        let mut w = Subscription::new(TypeUrl::Cluster);
+        w.on_request(TypeUrl::Cluster, &req("", &["a"]), &NAMES);
         assert!(!w.wildcard);
         w.sent("n1".into(), "1".into());
         assert_eq!(
-            w.on_request(TypeUrl::Cluster, &req("n1", &["a", "b"])),
+            w.on_request(TypeUrl::Cluster, &req("n1", &["a", "b"]), &NAMES),
             Decision::Respond
         );
     }
 
     #[test]
     fn wildcard_types_ignore_names_on_ack() {
-        let mut w = Watched::new(TypeUrl::Listener);
-        w.on_request(TypeUrl::Listener, &req("", &[]));
+        let mut w = Subscription::new(TypeUrl::Listener);
+        w.on_request(TypeUrl::Listener, &req("", &[]), &NAMES);
         assert!(w.wildcard && w.is_subscribed());
         w.sent("n1".into(), "1".into());
         assert_eq!(
-            w.on_request(TypeUrl::Listener, &req("n1", &[])),
+            w.on_request(TypeUrl::Listener, &req("n1", &[]), &NAMES),
             Decision::Ack
         );
     }
@@ -246,13 +212,13 @@ mod tests {
             sent in proptest::collection::vec("[a-z0-9]{1,4}", 1..6),
             reply in "[a-z0-9]{1,4}",
         ) {
-            let mut w = Watched::new(TypeUrl::Endpoint);
-            w.on_request(TypeUrl::Endpoint, &req("", &["a"]));
+            let mut w = Subscription::new(TypeUrl::Endpoint);
+            w.on_request(TypeUrl::Endpoint, &req("", &["a"]), &NAMES);
             for (i, nonce) in sent.iter().enumerate() {
                 w.sent(nonce.clone(), i.to_string());
             }
             let last = sent.last().unwrap().clone();
-            let decision = w.on_request(TypeUrl::Endpoint, &req(&reply, &["a"]));
+            let decision = w.on_request(TypeUrl::Endpoint, &req(&reply, &["a"]), &NAMES);
             if reply == last {
                 proptest::prop_assert_eq!(decision, Decision::Ack);
                 proptest::prop_assert!(w.is_acked());

@@ -13,7 +13,7 @@
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint};
 
-use super::resource::{DeltaResponse, Resource, XdsResponse};
+use super::resource::{DeltaResponse, Resource, Response, XdsResponse};
 
 /// The largest request axon accepts (Envoy's EDS requests name every cluster).
 pub const MAX_REQUEST_BYTES: usize = 16 * 1024 * 1024;
@@ -130,6 +130,16 @@ fn sotw_resources(resources: &[Resource]) -> Bytes {
 
 /// A SotW `DiscoveryResponse`, framed: this stream's fields first (protobuf fields may come
 /// in any order), then the view's shared resources.
+/// A response as the message its stream sends: at most two buffers (a chunk per resource
+/// would be an HTTP/2 frame per resource), the stream's own fields and the view's shared
+/// resources.
+pub fn encode(response: &Response) -> Framed {
+    match response {
+        Response::Sotw(r) => encode_sotw(r),
+        Response::Delta(r) => encode_delta(r),
+    }
+}
+
 pub fn encode_sotw(r: &XdsResponse) -> Framed {
     let shared = r.resources.sotw_encoded(sotw_resources);
     let own = string_field_len(1, &r.version_info)

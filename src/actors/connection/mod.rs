@@ -1,109 +1,86 @@
-//! The ConnectionActor: one per ADS stream (SotW or Delta); owns the proxy's identity, its
-//! scope and per-type subscription state.
+//! The ConnectionActor: one per ADS stream (SotW or Delta), a shell around the stream's pure
+//! protocol state ([`StreamState`]): it feeds it the stream's requests and the PushQueue's
+//! pushes, writes the responses it returns, and reports its events (metrics, logs, the
+//! DistributionTracker).
 //!
-//! Receives the stream's requests (as a stream handler), [`Push`] from the PushQueue and
-//! [`GetStatus`] from the debug endpoints; sends responses on the stream's bounded sink, and
-//! [`Connect`], [`PushDone`] and [`Disconnect`] to the PushQueue. The protocol rules are pure
-//! ([`crate::xds::subscription::Watched`], [`crate::xds::delta::DeltaWatched`]); this actor
-//! applies what they decide ([`sotw`], [`delta`]).
+//! Receives the stream's requests (as a stream handler), [`Push`] from the PushQueue,
+//! [`GetStatus`] and [`Dump`] from the ConnectionDirectory; sends [`Connect`], [`PushDone`]
+//! and [`Disconnect`] to the PushQueue, [`Register`] / [`Unregister`] to the
+//! ConnectionDirectory, [`Affected`], [`Acked`], [`Nacked`], [`Gone`] to the
+//! DistributionTracker.
 //!
-//! Responses are queued in an outbox and written in order while the actor waits: a proxy that
-//! does not read within `write_timeout` is disconnected (`pilot_xds_write_timeout`), and its
-//! push slot is given back, so that it never holds memory or the others up.
+//! Responses are written in order while the actor waits: a proxy that does not read within
+//! `write_timeout` is disconnected (`pilot_xds_write_timeout`), and its push slot is given
+//! back, so that it never holds memory or the others up.
 
-mod delta;
-mod sotw;
+mod starter;
 mod status;
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 
-pub use status::{ConnectionStatus, Dump, GetStatus, TypeStatus};
+pub use starter::ConnectionStarter;
+pub use status::{Dump, GetStatus};
 
+use super::directory::{ConnectionDirectory, Register, Unregister};
 use super::distribution::{Acked, Affected, DistributionTracker, Gone, Nacked};
-use super::push_queue::{ConnId, Connect, Disconnect, Push, PushDone, PushQueue};
+use super::mailbox;
+use super::messages::{ConnId, Connect, Disconnect, Push, PushDone};
+use super::push_queue::PushQueue;
 use crate::metrics::Metrics;
-use crate::model::proxy::Proxy;
-use crate::model::push_context::{PushContext, changed_clusters};
-use crate::model::sidecar_scope::{SidecarScope, needs_push};
-use crate::xds::ads::{CloseReason, ResponseSink, SinkError, StreamSlot};
-use crate::xds::delta::DeltaWatched;
-use crate::xds::subscription::Watched;
+use crate::transport::{ResponseSink, SinkError, StreamSlot};
+use crate::xds::names::NameSets;
+use crate::xds::stream::{CloseReason, Event, Output, StreamState};
+use crate::xds::wire::{self, Framed};
 use crate::xds::{Request, Response, TypeUrl};
 
-/// What a ConnectionActor is built with.
-pub struct ConnectionConfig {
-    pub id: ConnId,
-    pub sink: ResponseSink,
+/// The actors every ConnectionActor talks to, and the metrics.
+#[derive(Clone)]
+pub struct Peers {
     pub push_queue: Addr<PushQueue>,
-    pub metrics: Metrics,
-    pub slot: StreamSlot,
-    pub write_timeout: Duration,
+    pub directory: Addr<ConnectionDirectory>,
     pub distribution: Addr<DistributionTracker>,
+    pub metrics: Metrics,
 }
 
 pub struct ConnectionActor {
     id: ConnId,
+    stream: StreamState,
     sink: ResponseSink,
-    push_queue: Addr<PushQueue>,
-    metrics: Metrics,
     _slot: StreamSlot,
+    peers: Peers,
     write_timeout: Duration,
-    distribution: Addr<DistributionTracker>,
-    /// The version of the last push whose ACK the DistributionTracker waits for.
-    awaiting_ack: Option<u64>,
     /// Why the stream ends, for the disconnect log.
     close_reason: Option<String>,
-    proxy: Option<Arc<Proxy>>,
-    ctx: Option<Arc<PushContext>>,
-    /// What the proxy sees in `ctx`, and the configs it depends on.
-    scope: Option<Arc<SidecarScope>>,
-    sotw: BTreeMap<TypeUrl, Watched>,
-    delta: BTreeMap<TypeUrl, DeltaWatched>,
-    /// Types requested before the first context existed, answered when it arrives.
-    waiting: BTreeSet<TypeUrl>,
-    /// After CDS is sent, the next EDS request is answered even if it looks like an ACK, so
-    /// that cluster warming completes (istiod's AlwaysRespond, envoy#13009).
-    always_respond_eds: bool,
-    unknown_types: BTreeSet<String>,
-    nonce: u64,
     connected_at: Instant,
-    synced: bool,
-    outbox: Vec<Response>,
-    /// During an endpoint-only push, the clusters whose endpoints changed: the EDS response
-    /// then carries only those.
-    eds_only: Option<BTreeSet<String>>,
 }
 
 impl ConnectionActor {
-    pub fn new(config: ConnectionConfig) -> Self {
+    pub fn new(
+        id: ConnId,
+        delta: bool,
+        sink: ResponseSink,
+        slot: StreamSlot,
+        peers: Peers,
+        write_timeout: Duration,
+        names: Arc<NameSets>,
+    ) -> Self {
         ConnectionActor {
-            id: config.id,
-            sink: config.sink,
-            push_queue: config.push_queue,
-            metrics: config.metrics,
-            _slot: config.slot,
-            write_timeout: config.write_timeout,
-            distribution: config.distribution,
-            awaiting_ack: None,
+            id,
+            stream: StreamState::new(delta, names),
+            sink,
+            _slot: slot,
+            peers,
+            write_timeout,
             close_reason: None,
-            proxy: None,
-            ctx: None,
-            scope: None,
-            sotw: BTreeMap::new(),
-            delta: BTreeMap::new(),
-            waiting: BTreeSet::new(),
-            always_respond_eds: false,
-            unknown_types: BTreeSet::new(),
-            nonce: 0,
             connected_at: Instant::now(),
-            synced: false,
-            outbox: Vec::new(),
-            eds_only: None,
         }
+    }
+
+    fn metrics(&self) -> &Metrics {
+        &self.peers.metrics
     }
 
     fn close(&mut self, reason: CloseReason, ctx: &mut Context<Self>) {
@@ -114,29 +91,15 @@ impl ConnectionActor {
     }
 
     fn proxy_id(&self) -> &str {
-        self.proxy.as_ref().map_or("", |p| p.id.as_str())
+        self.stream.proxy().map_or("", |p| p.id.as_str())
     }
 
-    fn next_nonce(&mut self, version: u64) -> String {
-        self.nonce += 1;
-        format!("{version}-{}", self.nonce)
-    }
-
-    /// The first request: parse the node, join the PushQueue, learn the current context.
+    /// The first request: identify the proxy, join the PushQueue, learn the current context.
     fn connect(&mut self, req: &Request, ctx: &mut Context<Self>) -> bool {
-        let Some(node) = req.node().cloned() else {
-            self.close(
-                CloseReason::InvalidArgument(
-                    "the first request on a stream must carry a node".into(),
-                ),
-                ctx,
-            );
-            return false;
-        };
-        let proxy = match Proxy::from_node(node) {
-            Ok(p) => Arc::new(p),
-            Err(e) => {
-                self.close(CloseReason::InvalidArgument(e.to_string()), ctx);
+        let proxy = match self.stream.connect(req) {
+            Ok(proxy) => proxy,
+            Err(reason) => {
+                self.close(reason, ctx);
                 return false;
             }
         };
@@ -144,28 +107,29 @@ impl ConnectionActor {
             id = self.id,
             proxy = %proxy.id,
             kind = ?proxy.proxy_type,
-            delta = self.sink.is_delta(),
+            delta = self.stream.is_delta(),
             "ADS: connected"
         );
-        self.metrics.xds_clients.inc();
-        self.proxy = Some(proxy);
-        let connect = Connect {
+        self.metrics().xds_clients.inc();
+        self.peers.directory.do_send(Register {
             id: self.id,
-            proxy: self.proxy_id().to_string(),
-            conn: ctx.address().recipient(),
+            proxy: proxy.id.clone(),
             status: ctx.address().recipient(),
             dump: ctx.address().recipient(),
+        });
+        let connect = Connect {
+            id: self.id,
+            conn: ctx.address().recipient(),
         };
+        let push_queue = self.peers.push_queue.clone().recipient();
         ctx.wait(
-            self.push_queue
-                .send(connect)
+            mailbox::ask(self.metrics(), "push_queue", &push_queue, connect)
                 .into_actor(self)
                 .map(|res, act, ctx| match res {
                     Ok(current) => {
                         if let Some(push_ctx) = current {
-                            act.set_context(push_ctx);
-                            act.answer_waiting();
-                            act.flush(ctx, None);
+                            let out = act.stream.on_context(push_ctx);
+                            act.apply(out, ctx, None);
                         }
                     }
                     Err(e) => {
@@ -178,135 +142,103 @@ impl ConnectionActor {
     }
 
     fn on_request(&mut self, req: Request, ctx: &mut Context<Self>) {
-        if self.proxy.is_none() && !self.connect(&req, ctx) {
+        if self.stream.proxy().is_none() && !self.connect(&req, ctx) {
             return;
         }
-        match req {
-            Request::Sotw(r) => self.on_sotw_request(r),
-            Request::Delta(r) => self.on_delta_request(r),
+        let out = self.stream.on_request(req);
+        self.apply(out, ctx, None);
+    }
+
+    /// Reports the events of an output and writes its responses; then tells the PushQueue
+    /// `done`, if given.
+    fn apply(&mut self, out: Output, ctx: &mut Context<Self>, done: Option<PushDone>) {
+        for event in out.events {
+            self.report(event);
         }
-        self.check_synced();
-        self.flush(ctx, None);
+        self.write(out.responses, ctx, done);
     }
 
-    /// Logs an unknown type once per stream.
-    fn unknown_type(&mut self, type_url: &str) {
-        if self.unknown_types.insert(type_url.to_string()) {
-            tracing::warn!(proxy = %self.proxy_id(), %type_url, "ADS: unknown type requested, answered empty");
-        }
-    }
-
-    fn on_nack(&self, type_url: TypeUrl, error: &str) {
-        self.distribution.do_send(Nacked {
-            proxy: self.proxy_id().to_string(),
-            error: format!("{}: {error}", type_url.short()),
-        });
-        self.metrics
-            .xds_rejects
-            .with_label_values(&[type_url.short()])
-            .inc();
-        tracing::warn!(proxy = %self.proxy_id(), r#type = type_url.short(), %error, "ADS: NACK");
-    }
-
-    fn on_stale(&self, type_url: TypeUrl) {
-        self.metrics
-            .expired_nonce
-            .with_label_values(&[type_url.short()])
-            .inc();
-    }
-
-    /// Moves to a new context; returns the previous context and scope.
-    fn set_context(
-        &mut self,
-        push_ctx: Arc<PushContext>,
-    ) -> (Option<Arc<PushContext>>, Option<Arc<SidecarScope>>) {
-        let old = self.ctx.as_deref().zip(self.scope.as_ref());
-        let scope = self
-            .proxy
-            .as_ref()
-            .map(|p| SidecarScope::next(old, &push_ctx, p));
-        (
-            self.ctx.replace(push_ctx),
-            std::mem::replace(&mut self.scope, scope),
-        )
-    }
-
-    fn is_acked(&self) -> bool {
-        if self.sink.is_delta() {
-            !self.delta.is_empty() && self.delta.values().all(DeltaWatched::is_acked)
-        } else {
-            !self.sotw.is_empty() && self.sotw.values().all(Watched::is_acked)
-        }
-    }
-
-    fn check_synced(&mut self) {
-        if self.awaiting_ack.is_some() && self.is_acked() {
-            if let Some(version) = self.awaiting_ack.take() {
-                self.distribution.do_send(Acked {
-                    proxy: self.proxy_id().to_string(),
-                    version,
-                });
+    fn report(&self, event: Event) {
+        let metrics = self.metrics();
+        match event {
+            Event::Sent {
+                type_url,
+                resources,
+                took,
+            } => {
+                metrics
+                    .xds_pushes
+                    .with_label_values(&[type_url.short()])
+                    .inc();
+                metrics
+                    .xds_push_time
+                    .with_label_values(&[type_url.short()])
+                    .observe(took.as_secs_f64());
+                tracing::debug!(proxy = %self.proxy_id(), r#type = type_url.short(), resources, "ADS: sent");
             }
-        }
-        if !self.synced && self.is_acked() {
-            self.synced = true;
-            tracing::info!(
+            Event::Nack { type_url, error } => {
+                self.peers.distribution.do_send(Nacked {
+                    proxy: self.proxy_id().to_string(),
+                    error: format!("{}: {error}", type_url.short()),
+                });
+                metrics
+                    .xds_rejects
+                    .with_label_values(&[type_url.short()])
+                    .inc();
+                tracing::warn!(proxy = %self.proxy_id(), r#type = type_url.short(), %error, "ADS: NACK");
+            }
+            Event::Stale(type_url) => {
+                metrics
+                    .expired_nonce
+                    .with_label_values(&[type_url.short()])
+                    .inc();
+            }
+            Event::UnknownType(type_url) => {
+                tracing::warn!(proxy = %self.proxy_id(), %type_url, "ADS: unknown type requested, answered empty");
+            }
+            Event::Pushed { start } => {
+                metrics
+                    .proxy_convergence_time
+                    .observe(start.elapsed().as_secs_f64());
+            }
+            Event::Affected {
+                keys,
+                version,
+                start,
+            } => self.peers.distribution.do_send(Affected {
+                proxy: self.proxy_id().to_string(),
+                keys,
+                version,
+                start,
+            }),
+            Event::Acked { version } => self.peers.distribution.do_send(Acked {
+                proxy: self.proxy_id().to_string(),
+                version,
+            }),
+            Event::Synced => tracing::info!(
                 proxy = %self.proxy_id(),
                 "ADS: full sync complete in {} ms",
                 self.connected_at.elapsed().as_millis()
-            );
+            ),
         }
     }
 
-    fn answer_waiting(&mut self) {
-        for type_url in std::mem::take(&mut self.waiting) {
-            self.respond(type_url);
+    fn push_done(&self, done: Option<PushDone>) {
+        if let Some(done) = done {
+            let push_queue = self.peers.push_queue.clone();
+            mailbox::tell_addr(self.metrics(), "push_queue", &push_queue, done);
         }
     }
 
-    /// Generates one type for the current context and queues what the client lacks.
-    fn respond(&mut self, type_url: TypeUrl) {
-        if self.ctx.is_none() || self.scope.is_none() {
-            self.waiting.insert(type_url);
-            return;
-        }
-        let started = Instant::now();
-        let response = if self.sink.is_delta() {
-            self.delta_response(type_url)
-        } else {
-            self.sotw_response(type_url)
-        };
-        if let Some(response) = response {
-            // EDS must follow a CDS response; an EDS response satisfies that.
-            self.always_respond_eds = type_url == TypeUrl::Cluster
-                || (self.always_respond_eds && type_url != TypeUrl::Endpoint);
-            self.metrics
-                .xds_pushes
-                .with_label_values(&[type_url.short()])
-                .inc();
-            self.metrics
-                .xds_push_time
-                .with_label_values(&[type_url.short()])
-                .observe(started.elapsed().as_secs_f64());
-            tracing::debug!(
-                proxy = %self.proxy_id(),
-                r#type = type_url.short(),
-                resources = response_count(&response),
-                "ADS: sent"
-            );
-            self.outbox.push(response);
-        }
-    }
-
-    /// Writes the outbox in order: at once while the stream's queue has room (the common
+    /// Writes responses in order: at once while the stream's queue has room (the common
     /// case), else waiting (no other message is handled meanwhile) at most `write_timeout`
     /// per response; then tells the PushQueue, if `done`.
-    fn flush(&mut self, ctx: &mut Context<Self>, done: Option<PushDone>) {
-        let mut responses = std::mem::take(&mut self.outbox).into_iter();
+    fn write(&mut self, responses: Vec<Response>, ctx: &mut Context<Self>, done: Option<PushDone>) {
+        let mut responses = responses.into_iter();
         let mut waiting = None;
         for response in responses.by_ref() {
-            match self.sink.try_send(encode(&self.metrics, &response)) {
-                Ok(()) => self.metrics.xds_send_time.observe(0.0),
+            match self.sink.try_send(encode(self.metrics(), &response)) {
+                Ok(()) => self.metrics().xds_send_time.observe(0.0),
                 Err((SinkError::Full, message)) => {
                     waiting = message;
                     break;
@@ -318,16 +250,13 @@ impl ConnectionActor {
             }
         }
         let Some(first) = waiting else {
-            if let Some(done) = done {
-                self.metrics.sent("push_queue");
-                self.push_queue.do_send(done);
-            }
+            self.push_done(done);
             return;
         };
         let rest: Vec<Response> = responses.collect();
         let sink = self.sink.clone();
         let timeout = self.write_timeout;
-        let metrics = self.metrics.clone();
+        let metrics = self.metrics().clone();
         let write = async move {
             let messages = std::iter::once(first).chain(rest.iter().map(|r| encode(&metrics, r)));
             for message in messages {
@@ -346,21 +275,16 @@ impl ConnectionActor {
             match res {
                 Ok(()) => {}
                 Err(SinkError::Full) => {
-                    act.metrics.write_timeout.inc();
-                    act.close(
-                        CloseReason::ResourceExhausted(format!(
-                            "the proxy did not read its responses within {:?}",
-                            act.write_timeout
-                        )),
-                        ctx,
-                    );
+                    act.metrics().write_timeout.inc();
+                    let reason = CloseReason::ResourceExhausted(format!(
+                        "the proxy did not read its responses within {:?}",
+                        act.write_timeout
+                    ));
+                    act.close(reason, ctx);
                 }
                 Err(SinkError::Closed) => ctx.stop(),
             }
-            if let Some(done) = done {
-                act.metrics.sent("push_queue");
-                act.push_queue.do_send(done);
-            }
+            act.push_done(done);
         }));
     }
 }
@@ -369,16 +293,23 @@ impl Actor for ConnectionActor {
     type Context = Context<Self>;
 
     fn stopped(&mut self, _: &mut Context<Self>) {
-        if let Some(proxy) = &self.proxy {
-            self.metrics.xds_clients.dec();
-            self.metrics.sent("push_queue");
-            self.push_queue.do_send(Disconnect { id: self.id });
-            self.distribution.do_send(Gone {
-                proxy: proxy.id.clone(),
-            });
-            let reason = self.close_reason.as_deref().unwrap_or("stream ended");
-            tracing::info!(proxy = %proxy.id, %reason, "ADS: disconnected");
-        }
+        let Some(proxy) = self.stream.proxy().cloned() else {
+            return;
+        };
+        self.metrics().xds_clients.dec();
+        let push_queue = self.peers.push_queue.clone();
+        mailbox::tell_addr(
+            self.metrics(),
+            "push_queue",
+            &push_queue,
+            Disconnect { id: self.id },
+        );
+        self.peers.directory.do_send(Unregister { id: self.id });
+        self.peers.distribution.do_send(Gone {
+            proxy: proxy.id.clone(),
+        });
+        let reason = self.close_reason.as_deref().unwrap_or("stream ended");
+        tracing::info!(proxy = %proxy.id, %reason, "ADS: disconnected");
     }
 }
 
@@ -407,66 +338,23 @@ impl Handler<Push> for ConnectionActor {
     fn handle(&mut self, msg: Push, ctx: &mut Context<Self>) {
         let started = Instant::now();
         let version = msg.ctx.version;
-        let new_ctx = msg.ctx.clone();
-        let (old_ctx, old_scope) = self.set_context(msg.ctx.clone());
-        self.answer_waiting();
-        let types: &[TypeUrl] = if msg.request.full {
-            // Proxy-level pruning: a proxy whose scope does not depend on any changed config
-            // gets nothing at all, not even generation.
-            let needed = self
-                .scope
-                .as_ref()
-                .is_some_and(|new| needs_push(old_scope.as_deref(), new, &msg.request));
-            if needed { &TypeUrl::PUSH_ORDER } else { &[] }
-        } else {
-            // The EDS fast path: only when a watched cluster's endpoints changed, and only
-            // those clusters are generated and sent.
-            let names = self.subscribed(TypeUrl::Endpoint);
-            let eds_only = match (&old_ctx, names) {
-                (Some(old), Some(names)) => Some(changed_clusters(old, &new_ctx, names)),
-                _ => None,
-            };
-            let changed = match (&eds_only, names) {
-                (Some(clusters), _) => !clusters.is_empty(),
-                (None, names) => names.is_some(),
-            };
-            self.eds_only = eds_only;
-            if changed { &[TypeUrl::Endpoint] } else { &[] }
-        };
-        if types.is_empty() {
+        let out = self.stream.on_push(msg.ctx, &msg.request);
+        if out.responses.is_empty() && out.events.is_empty() {
             tracing::trace!(proxy = %self.proxy_id(), version, "push skipped: not affected");
-        } else {
-            self.metrics
-                .proxy_convergence_time
-                .observe(msg.request.start.elapsed().as_secs_f64());
-            self.report_affected(&msg, old_scope.as_deref());
         }
-        for &type_url in types {
-            if self.needs_type(type_url, version) {
-                self.respond(type_url);
-            }
-        }
-        self.eds_only = None;
-        self.flush(ctx, Some(PushDone { id: self.id }));
-        self.metrics.handled("connection", started);
-    }
-}
-
-fn response_count(response: &Response) -> usize {
-    match response {
-        Response::Sotw(r) => r.resources.len(),
-        Response::Delta(r) => r.resources.len() + r.removed.len(),
+        self.apply(out, ctx, Some(PushDone { id: self.id }));
+        self.metrics().handled("connection", started);
     }
 }
 
 /// A response framed for its stream, its size counted in `pilot_xds_config_size_bytes`.
-fn encode(metrics: &Metrics, response: &Response) -> crate::xds::wire::Framed {
+fn encode(metrics: &Metrics, response: &Response) -> Framed {
     let (type_name, size) = response_size(response);
     metrics
         .config_size
         .with_label_values(&[type_name])
         .observe(size as f64);
-    ResponseSink::encode(response)
+    wire::encode(response)
 }
 
 /// The type and encoded size of a response, for `pilot_xds_config_size_bytes`.
@@ -485,77 +373,4 @@ fn response_size(response: &Response) -> (&'static str, usize) {
         TypeUrl::parse(type_url).map_or("unknown", TypeUrl::short),
         sizes,
     )
-}
-
-impl ConnectionActor {
-    /// Tells the DistributionTracker which changed configs this push carries to the proxy:
-    /// those its scope depends on (before or after), or all of them for an EDS push.
-    fn report_affected(&mut self, msg: &Push, old_scope: Option<&SidecarScope>) {
-        let keys: Vec<_> = msg
-            .request
-            .configs_updated
-            .iter()
-            .filter(|k| {
-                !msg.request.full
-                    || self.scope.as_ref().is_some_and(|s| s.deps.contains(*k))
-                    || old_scope.is_some_and(|s| s.deps.contains(*k))
-            })
-            .cloned()
-            .collect();
-        if keys.is_empty() {
-            return;
-        }
-        self.awaiting_ack = Some(msg.ctx.version);
-        self.distribution.do_send(Affected {
-            proxy: self.proxy_id().to_string(),
-            keys,
-            version: msg.ctx.version,
-            start: msg.request.start,
-        });
-    }
-
-    /// The names subscribed for a type, if it is subscribed at all.
-    fn subscribed(&self, type_url: TypeUrl) -> Option<&BTreeSet<String>> {
-        if self.sink.is_delta() {
-            self.delta
-                .get(&type_url)
-                .filter(|w| w.is_subscribed())
-                .map(|w| &*w.names)
-        } else {
-            self.sotw
-                .get(&type_url)
-                .filter(|w| w.is_subscribed())
-                .map(|w| &*w.names)
-        }
-    }
-
-    /// Whether a push of `version` has something to send for this type: it is subscribed, and
-    /// (SotW) was not already answered from this very context.
-    fn needs_type(&self, type_url: TypeUrl, version: u64) -> bool {
-        if self.sink.is_delta() {
-            self.delta
-                .get(&type_url)
-                .is_some_and(DeltaWatched::is_subscribed)
-        } else {
-            self.sotw.get(&type_url).is_some_and(|w| {
-                w.is_subscribed() && w.version_sent.as_deref() != Some(version.to_string().as_str())
-            })
-        }
-    }
-}
-
-impl Handler<Dump> for ConnectionActor {
-    type Result = MessageResult<Dump>;
-
-    fn handle(&mut self, msg: Dump, _: &mut Context<Self>) -> Self::Result {
-        MessageResult(self.dump(&msg))
-    }
-}
-
-impl Handler<GetStatus> for ConnectionActor {
-    type Result = MessageResult<GetStatus>;
-
-    fn handle(&mut self, _: GetStatus, _: &mut Context<Self>) -> Self::Result {
-        MessageResult(self.status())
-    }
 }

@@ -5,19 +5,20 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use ::kube::Client;
-use ::kube::api::Api;
-use ::kube::runtime::watcher::{self, Event};
 use actix::prelude::*;
 use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::Client;
+use kube::api::Api;
+use kube::runtime::watcher::{self, Event};
 
-use super::{Outbox, namespace_config};
-use crate::actors::file_registry::GetConfigz;
-use crate::kube::Settings;
-use crate::kube::namespaces::{NamespaceChange, NamespaceFilter};
-use crate::kube::services::{ServiceIndex, ServiceKind};
-use crate::kube::watch::{self, WatchKind, WatchTask, Watched};
+use super::namespace_config;
+use crate::registry::GetConfigz;
+use crate::registry::kubernetes::Settings;
+use crate::registry::kubernetes::namespaces::{NamespaceChange, NamespaceFilter};
+use crate::registry::kubernetes::services::{ServiceIndex, ServiceKind};
+use crate::registry::kubernetes::watch::{self, WatchKind, WatchTask, Watched};
+use crate::registry::outbox::Outbox;
 
 /// Services, EndpointSlices and Pods (and Namespaces with a selector) → ServiceEntries.
 pub struct ServiceRegistry {
@@ -73,12 +74,7 @@ impl ServiceRegistry {
         config: watcher::Config,
         to: Recipient<Watched<K>>,
     ) where
-        K: ::kube::Resource
-            + Clone
-            + serde::de::DeserializeOwned
-            + std::fmt::Debug
-            + Send
-            + 'static,
+        K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
     {
         self.out.expect(kind);
         self.tasks.insert(kind, watch::spawn(kind, api, config, to));

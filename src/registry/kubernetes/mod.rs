@@ -17,21 +17,30 @@
 //! actors ([`registry`]) only forward watch events to them and send what changed.
 
 pub mod config;
+mod istio_registry;
 pub mod namespaces;
 pub mod protocol;
-pub mod registry;
+mod service_registry;
 pub mod services;
 pub mod store;
 pub mod watch;
 
 use thiserror::Error;
 
-use crate::actors::debouncer::SourceId;
+pub use crate::model::config_set::{
+    KUBERNETES_ISTIO as ISTIO_SOURCE, KUBERNETES_SERVICES as SERVICES_SOURCE,
+};
+pub use istio_registry::IstioRegistry;
+pub use service_registry::ServiceRegistry;
 
-/// The source id of the Kubernetes service registry.
-pub const SERVICES_SOURCE: SourceId = "kubernetes";
-/// The source id of the registry of Istio config read from Kubernetes.
-pub const ISTIO_SOURCE: SourceId = "kubernetes-istio";
+/// The watch of Namespaces: with a selector, only the matching ones.
+fn namespace_config(settings: &Settings) -> kube::runtime::watcher::Config {
+    let config = kube::runtime::watcher::Config::default();
+    match &settings.namespace_selector {
+        Some(s) => config.labels(&s.to_label_selector()),
+        None => config,
+    }
+}
 
 /// What can go wrong between axon and the API server.
 #[derive(Debug, Error)]
@@ -39,9 +48,9 @@ pub enum Error {
     #[error("invalid namespace selector {selector:?}: {reason}")]
     Selector { selector: String, reason: String },
     #[error("no Kubernetes configuration (in-cluster or kubeconfig): {0}")]
-    Config(#[from] ::kube::config::InferConfigError),
+    Config(#[from] kube::config::InferConfigError),
     #[error("Kubernetes client: {0}")]
-    Client(#[from] ::kube::Error),
+    Client(#[from] kube::Error),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -66,7 +75,7 @@ impl Default for Settings {
 
 /// A Kubernetes client from the in-cluster config, or from `KUBECONFIG` /
 /// `~/.kube/config` outside a cluster.
-pub async fn client() -> Result<::kube::Client> {
-    let config = ::kube::Config::infer().await?;
-    Ok(::kube::Client::try_from(config)?)
+pub async fn client() -> Result<kube::Client> {
+    let config = kube::Config::infer().await?;
+    Ok(kube::Client::try_from(config)?)
 }

@@ -5,19 +5,20 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use ::kube::Client;
-use ::kube::api::{Api, ApiResource, DynamicObject};
-use ::kube::runtime::watcher::{self, Event};
 use actix::prelude::*;
 use k8s_openapi::api::core::v1::Namespace;
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::runtime::watcher::{self, Event};
 
-use super::{Outbox, namespace_config};
-use crate::actors::file_registry::GetConfigz;
-use crate::kube::Settings;
-use crate::kube::config::{ConfigIndex, Rejected};
-use crate::kube::namespaces::{NamespaceChange, NamespaceFilter};
-use crate::kube::watch::{self, WatchKind, WatchTask, Watched};
+use super::namespace_config;
 use crate::model::config::ConfigKind;
+use crate::registry::GetConfigz;
+use crate::registry::kubernetes::Settings;
+use crate::registry::kubernetes::config::{ConfigIndex, Rejected};
+use crate::registry::kubernetes::namespaces::{NamespaceChange, NamespaceFilter};
+use crate::registry::kubernetes::watch::{self, WatchKind, WatchTask, Watched};
+use crate::registry::outbox::Outbox;
 
 /// networking.istio.io objects (and Namespaces with a selector) → Configs.
 pub struct IstioRegistry {

@@ -30,9 +30,10 @@ use super::namespaces::{NamespaceChange, NamespaceFilter};
 use super::protocol::port_protocol;
 use super::store::{Change, ObjKey, Store};
 use crate::model::config::{Config, ConfigKey, ConfigKind, Spec};
+use crate::model::config_set::ConfigSet;
 use crate::model::host::kubernetes_hostname;
 use crate::model::istio::{Labels, Location, Resolution, ServiceEntry, ServicePort, WorkloadEntry};
-use crate::model::push_context::{ConfigSet, KUBERNETES_SOURCE, SOURCE_LABEL};
+use crate::model::push_context::{KUBERNETES_SOURCE, SOURCE_LABEL};
 
 /// The label an EndpointSlice names its Service with.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";

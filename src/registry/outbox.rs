@@ -1,95 +1,68 @@
-//! The Kubernetes registry actors: [`ServiceRegistry`] (source `kubernetes`, in
-//! `services.rs`) and [`IstioRegistry`] (source `kubernetes-istio`, in `istio.rs`), and the
-//! [`Outbox`] they share.
+//! The [`Outbox`] every registry (files, Kubernetes) sends through: one [`ConfigUpdate`]
+//! message to the Debouncer, the first a full push once the registry has its initial state,
+//! later ones only when a config changed (endpoints-only when only endpoints did).
 //!
-//! Each owns an index and its watch tasks, receives [`Watched`](super::watch::Watched) events from them, and sends
-//! [`ConfigUpdate`] to the Debouncer: first once every one of its kinds has finished its
-//! initial list (then it tells the [`Readiness`] gate), and after that only when
-//! [`compare`] finds a changed config, as an endpoints-only request when only endpoints
-//! changed. With a namespace selector, the Namespaces are listed first and the other kinds
-//! after; a namespace that starts matching makes the other kinds relist.
-
-mod istio;
-mod services;
-
-pub use istio::IstioRegistry;
-pub use services::ServiceRegistry;
+//! A registry that lists several kinds first (Kubernetes) names them with
+//! [`Outbox::expect`] and [`Outbox::listed`]: nothing is sent before every one is listed.
+//! Whether the registry is synced is then known to the SnapshotBuilder (its source appears in
+//! a [`Flush`](crate::actors::messages::Flush)), which answers `/ready`.
 
 use std::collections::BTreeSet;
+use std::fmt::Display;
 use std::sync::Arc;
 use std::time::Instant;
 
-use ::kube::runtime::watcher;
 use actix::prelude::*;
 
-use super::Settings;
-use super::watch::WatchKind;
-use crate::actors::debouncer::{ConfigUpdate, SourceId};
+use crate::actors::messages::ConfigUpdate;
 use crate::metrics::Metrics;
-use crate::model::file_set::compare;
-use crate::model::push_context::ConfigSet;
+use crate::model::config::ConfigKey;
+use crate::model::config_set::{ConfigSet, SourceId, compare};
 use crate::model::push_request::{PushRequest, TriggerReason};
-use crate::monitoring::Readiness;
 
 /// Where a registry's updates go, and what it sent last.
 pub struct Outbox {
-    source: SourceId,
+    pub(crate) source: SourceId,
     debouncer: Recipient<ConfigUpdate>,
     metrics: Metrics,
-    readiness: Readiness,
     last: Arc<ConfigSet>,
     /// Kinds whose initial list is not done yet.
-    listing: BTreeSet<WatchKind>,
-    synced: bool,
+    listing: BTreeSet<String>,
+    pub(crate) synced: bool,
 }
 
 impl Outbox {
-    pub fn new(
-        source: SourceId,
-        debouncer: Recipient<ConfigUpdate>,
-        metrics: Metrics,
-        readiness: Readiness,
-    ) -> Self {
+    pub fn new(source: SourceId, debouncer: Recipient<ConfigUpdate>, metrics: Metrics) -> Self {
         Outbox {
             source,
             debouncer,
             metrics,
-            readiness,
             last: Arc::default(),
             listing: BTreeSet::new(),
             synced: false,
         }
     }
 
-    fn expect(&mut self, kind: WatchKind) {
+    /// The registry lists `kind` before its first update.
+    pub fn expect(&mut self, kind: impl Display) {
         if !self.synced {
-            self.listing.insert(kind);
+            self.listing.insert(kind.to_string());
         }
     }
 
-    fn listed(&mut self, kind: WatchKind) {
-        self.listing.remove(&kind);
+    /// `kind` has its initial list.
+    pub fn listed(&mut self, kind: impl Display) {
+        self.listing.remove(&kind.to_string());
+    }
+
+    /// Whether the first update was sent.
+    pub fn is_synced(&self) -> bool {
+        self.synced
     }
 
     /// Sends `configs` if the registry has synced and they differ from the last sent.
-    fn publish(&mut self, configs: Arc<ConfigSet>, started: Instant) {
-        if !self.synced {
-            if !self.listing.is_empty() {
-                return;
-            }
-            self.synced = true;
-            tracing::info!(
-                source = self.source,
-                configs = configs.len(),
-                "Kubernetes registry synced"
-            );
-            // Before sending: a context built from them is what makes axon ready.
-            self.readiness.registry_synced(self.source);
-            self.send(
-                configs,
-                PushRequest::full_push(TriggerReason::Config, started),
-                1,
-            );
+    pub fn publish(&mut self, configs: Arc<ConfigSet>, started: Instant) {
+        if self.first(&configs, 1, started) {
             return;
         }
         let (changed, endpoints_only) = if Arc::ptr_eq(&self.last, &configs) {
@@ -97,8 +70,22 @@ impl Outbox {
         } else {
             compare(&self.last, &configs)
         };
+        self.publish_changes(configs, changed, endpoints_only, started);
+    }
+
+    /// Sends `configs` whose changes against the last sent the registry knows already.
+    pub fn publish_changes(
+        &mut self,
+        configs: Arc<ConfigSet>,
+        changed: BTreeSet<ConfigKey>,
+        endpoints_only: bool,
+        started: Instant,
+    ) {
+        if self.first(&configs, changed.len().max(1), started) {
+            return;
+        }
         if changed.is_empty() {
-            tracing::debug!(source = self.source, "Kubernetes event changed no config");
+            tracing::debug!(source = self.source, "registry event changed no config");
             self.last = configs;
             return;
         }
@@ -111,6 +98,28 @@ impl Outbox {
         self.send(configs, request, n);
     }
 
+    /// Sends the first update, a full push counting `n` inbound updates, once nothing is
+    /// listing. True if the update was the first (sent or held back).
+    fn first(&mut self, configs: &Arc<ConfigSet>, n: usize, started: Instant) -> bool {
+        if self.synced {
+            return false;
+        }
+        if self.listing.is_empty() {
+            self.synced = true;
+            tracing::info!(
+                source = self.source,
+                configs = configs.len(),
+                "registry synced"
+            );
+            self.send(
+                configs.clone(),
+                PushRequest::full_push(TriggerReason::Config, started),
+                n,
+            );
+        }
+        true
+    }
+
     fn send(&mut self, configs: Arc<ConfigSet>, request: PushRequest, n: usize) {
         let kind = if request.full { "config" } else { "eds" };
         self.metrics
@@ -121,23 +130,19 @@ impl Outbox {
             source = self.source,
             changed = n,
             full = request.full,
-            "Kubernetes configs changed"
+            "configs changed"
         );
         self.last = configs.clone();
-        self.metrics.sent("debouncer");
-        self.debouncer.do_send(ConfigUpdate {
-            source: self.source,
-            configs,
-            request,
-        });
-    }
-}
-
-fn namespace_config(settings: &Settings) -> watcher::Config {
-    let config = watcher::Config::default();
-    match &settings.namespace_selector {
-        Some(s) => config.labels(&s.to_label_selector()),
-        None => config,
+        crate::actors::mailbox::tell(
+            &self.metrics,
+            "debouncer",
+            &self.debouncer,
+            ConfigUpdate {
+                source: self.source,
+                configs,
+                request,
+            },
+        );
     }
 }
 
@@ -185,40 +190,29 @@ mod tests {
     #[actix_rt::test]
     async fn the_outbox_sends_once_every_kind_is_listed_and_then_only_changes() {
         let probe = Probe(Vec::new()).start();
-        let ready = Readiness::new(&["kubernetes"]);
-        let mut out = Outbox::new(
-            "kubernetes",
-            probe.clone().recipient(),
-            Metrics::new(),
-            ready.clone(),
-        );
-        out.expect(WatchKind::Service);
-        out.expect(WatchKind::EndpointSlice);
+        let mut out = Outbox::new("kubernetes", probe.clone().recipient(), Metrics::new());
+        out.expect("Service");
+        out.expect("EndpointSlice");
         let now = Instant::now();
 
         let first = entry(80, "10.0.0.1");
-        out.listed(WatchKind::Service);
+        out.listed("Service");
         out.publish(first.clone(), now);
         assert_eq!(
             probe.send(Take).await.unwrap(),
             [],
             "EndpointSlices are still listing"
         );
-        assert!(ready.check().is_err());
+        assert!(!out.is_synced());
 
-        out.listed(WatchKind::EndpointSlice);
+        out.listed("EndpointSlice");
         out.publish(first.clone(), now);
         assert_eq!(
             probe.send(Take).await.unwrap(),
             [(true, 0)],
             "the initial full push"
         );
-        assert!(
-            ready.check().is_err(),
-            "not before a snapshot with them is built"
-        );
-        ready.built(["kubernetes"]);
-        assert_eq!(ready.check(), Ok(()));
+        assert!(out.is_synced());
 
         out.publish(first.clone(), now);
         out.publish(entry(80, "10.0.0.1"), now);

@@ -13,12 +13,12 @@
 use std::fmt;
 use std::sync::Arc;
 
-use ::kube::api::{Api, ApiResource};
-use ::kube::runtime::WatchStreamExt;
-use ::kube::runtime::watcher::{self, Event, watcher};
-use ::kube::{Client, Resource};
 use actix::prelude::*;
 use futures::StreamExt;
+use kube::api::{Api, ApiResource};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event, watcher};
+use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 

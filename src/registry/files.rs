@@ -12,17 +12,15 @@ use std::time::{Duration, Instant, SystemTime};
 use actix::prelude::*;
 use notify::{RecursiveMode, Watcher};
 
-use super::debouncer::{ConfigUpdate, SourceId};
+use super::GetConfigz;
+use super::outbox::Outbox;
+use crate::actors::mailbox;
 use crate::metrics::Metrics;
+use crate::model::config_set::{FILES as SOURCE, SourceId};
 use crate::model::file_set::{FileSet, is_config_file};
-use crate::model::push_request::{PushRequest, TriggerReason};
 
-pub const SOURCE: SourceId = "files";
-
-/// The configs held and the problems found (`/debug/configz`).
-#[derive(Message)]
-#[rtype(result = "serde_json::Value")]
-pub struct GetConfigz;
+/// The source id of the config directory.
+pub const FILES: SourceId = SOURCE;
 
 /// Paths that the watcher saw change; empty means "rescan everything".
 #[derive(Message)]
@@ -71,7 +69,7 @@ pub struct FileRegistry {
     /// The text last applied per file: an event for a file whose text did not change (editors
     /// and atomic renames fire several) is not parsed or reported again.
     texts: BTreeMap<PathBuf, u64>,
-    debouncer: Recipient<ConfigUpdate>,
+    out: Outbox,
     metrics: Metrics,
     rescan_interval: Duration,
     reported_kinds: BTreeSet<(String, String)>,
@@ -97,7 +95,7 @@ impl FileRegistry {
     pub fn new(
         dir: PathBuf,
         default_namespace: &str,
-        debouncer: Recipient<ConfigUpdate>,
+        out: Outbox,
         metrics: Metrics,
         rescan_interval: Duration,
     ) -> Self {
@@ -109,7 +107,7 @@ impl FileRegistry {
             files: FileSet::new(default_namespace),
             stamps: BTreeMap::new(),
             texts: BTreeMap::new(),
-            debouncer,
+            out,
             metrics,
             rescan_interval,
             reported_kinds: BTreeSet::new(),
@@ -226,19 +224,7 @@ impl FileRegistry {
             tracing::debug!(files = paths.len(), "files reloaded, no config changed");
             return;
         }
-        let request = if !self.sent_initial {
-            PushRequest::full_push(TriggerReason::Config, started)
-        } else if commit.endpoints_only {
-            PushRequest::endpoint_change(commit.changed.clone(), started)
-        } else {
-            PushRequest::config_change(commit.changed.clone(), started)
-        };
         self.sent_initial = true;
-        let kind = if request.full { "config" } else { "eds" };
-        self.metrics
-            .inbound_updates
-            .with_label_values(&[kind])
-            .inc_by(commit.changed.len().max(1) as u64);
         let configs = self.files.configs();
         tracing::info!(
             files = paths.len(),
@@ -247,20 +233,20 @@ impl FileRegistry {
             took_ms = started.elapsed().as_secs_f64() * 1e3,
             "config directory loaded"
         );
-        self.metrics.sent("debouncer");
-        self.debouncer.do_send(ConfigUpdate {
-            source: SOURCE,
-            configs,
-            request,
-        });
+        self.out
+            .publish_changes(configs, commit.changed, commit.endpoints_only, started);
     }
 
     fn watch(&mut self, ctx: &mut Context<Self>) {
         let addr = ctx.address();
         let metrics = self.metrics.clone();
         let send = move |paths: Vec<PathBuf>, settle: bool| {
-            metrics.sent("file_registry");
-            addr.do_send(FilesChanged { paths, settle });
+            mailbox::tell_addr(
+                &metrics,
+                "file_registry",
+                &addr,
+                FilesChanged { paths, settle },
+            );
         };
         let handler = move |res: notify::Result<notify::Event>| {
             use notify::EventKind;

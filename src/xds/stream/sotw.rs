@@ -1,16 +1,17 @@
-//! State-of-the-world requests and responses of a ConnectionActor.
+//! State-of-the-world requests and responses: the full current state of a type on every
+//! answer.
 
-use super::ConnectionActor;
-use crate::xds::subscription::{Decision, Watched};
-use crate::xds::{self, Response, TypeUrl, XdsRequest, XdsResponse};
+use super::{Output, StreamState};
+use crate::xds::resource::{Response, TypeUrl, XdsRequest, XdsResponse};
+use crate::xds::subscription::{Decision, Subscription};
 
-impl ConnectionActor {
-    pub(super) fn on_sotw_request(&mut self, req: XdsRequest) {
+impl StreamState {
+    pub(super) fn on_sotw_request(&mut self, req: XdsRequest, out: &mut Output) {
         let Some(type_url) = TypeUrl::parse(&req.type_url) else {
-            self.unknown_type(&req.type_url);
-            let version = self.ctx.as_ref().map_or(0, |c| c.version);
+            self.unknown_type(&req.type_url, out);
+            let version = self.context_version().unwrap_or(0);
             let nonce = self.next_nonce(version);
-            self.outbox.push(Response::Sotw(XdsResponse {
+            out.responses.push(Response::Sotw(XdsResponse {
                 type_url: req.type_url,
                 version_info: version.to_string(),
                 nonce,
@@ -18,20 +19,16 @@ impl ConnectionActor {
             }));
             return;
         };
-        let watched = self
+        let names = self.names.clone();
+        let subscription = self
             .sotw
             .entry(type_url)
-            .or_insert_with(|| Watched::new(type_url));
-        let mut decision = watched.on_request(type_url, &req);
+            .or_insert_with(|| Subscription::new(type_url));
+        let mut decision = subscription.on_request(type_url, &req, &names);
         if decision == Decision::Ack && type_url == TypeUrl::Endpoint && self.always_respond_eds {
             decision = Decision::Respond;
         }
-        match decision {
-            Decision::Respond => self.respond(type_url),
-            Decision::Ack => {}
-            Decision::Nack(error) => self.on_nack(type_url, &error),
-            Decision::Stale => self.on_stale(type_url),
-        }
+        self.on_decision(type_url, decision, out);
     }
 
     /// The full current state of one type. A non-wildcard type with no names is unsubscribed
@@ -47,7 +44,7 @@ impl ConnectionActor {
             (Some(changed), TypeUrl::Endpoint) => changed,
             _ => subscribed,
         };
-        let resources = xds::generate_shared(type_url, &ctx, &proxy, &scope, names);
+        let resources = crate::xds::generate_shared(type_url, &ctx, &proxy, &scope, names);
         let nonce = self.next_nonce(ctx.version);
         let version = ctx.version.to_string();
         self.sotw

@@ -13,8 +13,8 @@ use std::sync::Arc;
 use super::namespaces::{NamespaceChange, NamespaceFilter};
 use super::store::{ObjKey, Store};
 use crate::model::config::{Config, ConfigKind};
+use crate::model::config_set::ConfigSet;
 use crate::model::parse::{DocOutcome, parse_value};
-use crate::model::push_context::ConfigSet;
 
 /// An object that was not accepted, as reported.
 #[derive(Debug, Clone, PartialEq)]

@@ -10,8 +10,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::*;
-use crate::actors::debouncer::SourceId;
-use crate::actors::snapshot_builder::merge_sources;
+use crate::model::config_set::SourceId;
+use crate::model::config_set::merge_sources;
 use crate::model::file_set::compare;
 use crate::model::mesh::MeshConfig;
 use crate::model::parse::{DocOutcome, parse_documents};
@@ -462,7 +462,7 @@ fn a_config_directory_entry_wins_the_host_and_the_key() {
     let files: ConfigSet = [(file_config.key.clone(), Arc::new(*file_config))].into();
     let sources: BTreeMap<SourceId, Arc<ConfigSet>> = [
         ("files", Arc::new(files)),
-        (crate::kube::SERVICES_SOURCE, kube),
+        (crate::registry::kubernetes::SERVICES_SOURCE, kube),
     ]
     .into();
     let merged = merge_sources(&sources);

@@ -16,19 +16,20 @@ use axum::routing::get;
 use serde_json::{Value, json};
 
 use crate::actors::connection::Dump;
-use crate::actors::debouncer::{Debouncer, ForcePush};
+use crate::actors::debouncer::Debouncer;
+use crate::actors::directory::{CollectStatus, ConnectionDirectory, DumpFor};
 use crate::actors::distribution::{DistributionTracker, GetDistribution};
-use crate::actors::file_registry::{FileRegistry, GetConfigz};
-use crate::actors::push_queue::{CollectStatus, DumpFor, PushQueue};
+use crate::actors::messages::ForcePush;
 use crate::actors::snapshot_builder::{GetPushStatus, SnapshotBuilder};
+use crate::registry::GetConfigz;
 use crate::xds::TypeUrl;
 
 #[derive(Clone)]
 pub struct Debug {
-    pub push_queue: Addr<PushQueue>,
+    pub directory: Addr<ConnectionDirectory>,
     pub builder: Addr<SnapshotBuilder>,
     /// The config directory's registry, when there is one.
-    pub registry: Option<Addr<FileRegistry>>,
+    pub registry: Option<Recipient<GetConfigz>>,
     /// The Kubernetes registries (`--kubernetes`).
     pub kubernetes: Vec<Recipient<GetConfigz>>,
     pub debouncer: Addr<Debouncer>,
@@ -58,11 +59,7 @@ pub fn router(state: Debug) -> Router {
 }
 
 async fn syncz(State(s): State<Debug>) -> Answer {
-    let all = s
-        .push_queue
-        .send(CollectStatus)
-        .await
-        .map_err(unavailable)?;
+    let all = s.directory.send(CollectStatus).await.map_err(unavailable)?;
     Ok(Json(json!(all)))
 }
 
@@ -89,7 +86,7 @@ async fn config_dump(State(s): State<Debug>, Query(q): Query<HashMap<String, Str
         types.push(parsed);
     }
     let dump = s
-        .push_queue
+        .directory
         .send(DumpFor {
             proxy: proxy.clone(),
             dump: Dump { types },
@@ -128,11 +125,7 @@ async fn push_status(State(s): State<Debug>) -> Answer {
 }
 
 async fn connections(State(s): State<Debug>) -> Answer {
-    let all = s
-        .push_queue
-        .send(CollectStatus)
-        .await
-        .map_err(unavailable)?;
+    let all = s.directory.send(CollectStatus).await.map_err(unavailable)?;
     let brief: Vec<Value> = all
         .iter()
         .map(|c| {

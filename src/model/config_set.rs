@@ -1,0 +1,86 @@
+//! Config sets: every config of a source by key, the ids of the sources, how two sets
+//! compare (which keys changed, and whether only endpoints did) and how the sources' sets
+//! merge into the one a `PushContext` is built from.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use super::config::{Config, ConfigKey};
+
+/// Every config of a source (or of all sources, merged), by key.
+pub type ConfigSet = BTreeMap<ConfigKey, Arc<Config>>;
+
+/// Names a registry: [`FILES`], [`KUBERNETES_SERVICES`], [`KUBERNETES_ISTIO`].
+pub type SourceId = &'static str;
+
+/// The config directory.
+pub const FILES: SourceId = "files";
+/// Kubernetes Services, EndpointSlices and Pods, as ServiceEntries.
+pub const KUBERNETES_SERVICES: SourceId = "kubernetes";
+/// networking.istio.io objects read from Kubernetes.
+pub const KUBERNETES_ISTIO: SourceId = "kubernetes-istio";
+
+/// The keys that differ between two config sets, and whether every difference touches
+/// endpoints only (then the change takes the EDS fast path). Every registry uses this.
+pub fn compare(old: &ConfigSet, new: &ConfigSet) -> (BTreeSet<ConfigKey>, bool) {
+    let changed = diff(old, new);
+    let endpoints_only = !changed.is_empty()
+        && changed
+            .iter()
+            .all(|k| endpoints_only(old.get(k), new.get(k)));
+    (changed, endpoints_only)
+}
+
+fn endpoints_only(old: Option<&Arc<Config>>, new: Option<&Arc<Config>>) -> bool {
+    use super::config::{ConfigKind, Spec};
+    let kind = old.or(new).map(|c| c.kind());
+    match (old.map(|c| &c.spec), new.map(|c| &c.spec)) {
+        _ if kind == Some(ConfigKind::WorkloadEntry) => true,
+        (Some(Spec::ServiceEntry(a)), Some(Spec::ServiceEntry(b))) => {
+            let (mut a, mut b) = (a.clone(), b.clone());
+            a.endpoints.clear();
+            b.endpoints.clear();
+            a == b && old.map(|c| &c.labels) == new.map(|c| &c.labels)
+        }
+        _ => false,
+    }
+}
+
+/// Keys added, removed, or whose config differs (labels or spec).
+pub fn diff(old: &ConfigSet, new: &ConfigSet) -> BTreeSet<ConfigKey> {
+    let mut changed: BTreeSet<ConfigKey> = old
+        .keys()
+        .filter(|k| !new.contains_key(*k))
+        .cloned()
+        .collect();
+    for (key, config) in new {
+        match old.get(key) {
+            Some(prev) if Arc::ptr_eq(prev, config) || prev == config => {}
+            _ => {
+                changed.insert(key.clone());
+            }
+        }
+    }
+    changed
+}
+
+/// One config set from all sources. A single source is shared as is; with several, a key
+/// that more than one defines is taken from the config directory (`files`) first, then from
+/// the first other source by id (`kubernetes` before `kubernetes-istio`).
+pub fn merge_sources(sources: &BTreeMap<SourceId, Arc<ConfigSet>>) -> Arc<ConfigSet> {
+    let mut iter = sources.values();
+    match (iter.next(), iter.next()) {
+        (None, _) => Arc::default(),
+        (Some(only), None) => only.clone(),
+        _ => {
+            let mut ordered: Vec<(&SourceId, &Arc<ConfigSet>)> = sources.iter().collect();
+            ordered.sort_by_key(|(id, _)| (**id != FILES, **id));
+            let mut merged = ConfigSet::new();
+            // Later inserts overwrite: insert the winners last.
+            for (_, set) in ordered.into_iter().rev() {
+                merged.extend(set.iter().map(|(k, v)| (k.clone(), v.clone())));
+            }
+            Arc::new(merged)
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! The two halves of one stream's responses: the [`ResponseSink`] a stream's owner queues
+//! framed messages on (bounded: `stream_queue_capacity`), and the [`ResponseBody`] that
+//! tonic's server writes as DATA frames, then the trailers.
+
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body::Frame;
+use tokio::sync::mpsc;
+use tonic::Status;
+
+use crate::xds::stream::CloseReason;
+use crate::xds::wire::Framed;
+
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SinkError {
+    #[error("the stream's send queue stayed full past the write timeout")]
+    Full,
+    #[error("the stream is closed")]
+    Closed,
+}
+
+/// The sending half of one ADS stream, bounded.
+#[derive(Clone)]
+pub struct ResponseSink {
+    /// Framed gRPC messages.
+    tx: mpsc::Sender<Framed>,
+    /// The status the stream ends with, if the server closes it.
+    close: Arc<Mutex<Option<Status>>>,
+}
+
+/// A sink and the body it feeds, with room for `capacity` messages.
+pub fn channel(capacity: usize) -> (ResponseSink, ResponseBody) {
+    let (tx, rx) = mpsc::channel(capacity);
+    let close = Arc::new(Mutex::new(None));
+    let sink = ResponseSink {
+        tx,
+        close: close.clone(),
+    };
+    let body = ResponseBody {
+        rx,
+        rest: None,
+        close,
+        done: false,
+    };
+    (sink, body)
+}
+
+impl ResponseSink {
+    /// Queues a message if the stream's queue has room; else gives it back (`Full`).
+    pub fn try_send(&self, message: Framed) -> Result<(), (SinkError, Option<Framed>)> {
+        self.tx.try_send(message).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(m) => (SinkError::Full, Some(m)),
+            mpsc::error::TrySendError::Closed(_) => (SinkError::Closed, None),
+        })
+    }
+
+    /// Queues a message, waiting while the stream's queue is full.
+    pub async fn send(&self, message: Framed) -> Result<(), SinkError> {
+        self.tx.send(message).await.map_err(|_| SinkError::Closed)
+    }
+
+    /// Ends the stream with an error status, ahead of anything still queued.
+    pub fn close(&self, reason: CloseReason) {
+        let status = match reason {
+            CloseReason::InvalidArgument(m) => Status::invalid_argument(m),
+            CloseReason::ResourceExhausted(m) => Status::resource_exhausted(m),
+        };
+        if let Ok(mut close) = self.close.lock() {
+            close.get_or_insert(status);
+        }
+    }
+}
+
+/// The response body of one stream: queued messages as DATA frames, then the trailers.
+pub struct ResponseBody {
+    rx: mpsc::Receiver<Framed>,
+    /// The shared part of the message whose head was just written.
+    rest: Option<Bytes>,
+    close: Arc<Mutex<Option<Status>>>,
+    done: bool,
+}
+
+impl ResponseBody {
+    fn closing(&self) -> Option<Status> {
+        self.close.lock().ok().and_then(|mut c| c.take())
+    }
+
+    fn trailers(status: &Status) -> Frame<Bytes> {
+        let mut headers = http::HeaderMap::new();
+        // A status always renders into headers; an unrenderable message becomes its code.
+        let _ = status.add_header(&mut headers);
+        Frame::trailers(headers)
+    }
+}
+
+impl http_body::Body for ResponseBody {
+    type Data = Bytes;
+    type Error = Status;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
+        if self.done {
+            return Poll::Ready(None);
+        }
+        // A message is finished before anything else, so the stream never ends inside one.
+        if let Some(rest) = self.rest.take() {
+            return Poll::Ready(Some(Ok(Frame::data(rest))));
+        }
+        if let Some(status) = self.closing() {
+            self.done = true;
+            return Poll::Ready(Some(Ok(Self::trailers(&status))));
+        }
+        match self.rx.poll_recv(cx) {
+            Poll::Ready(Some(message)) => {
+                if !message.shared.is_empty() {
+                    self.rest = Some(message.shared);
+                }
+                Poll::Ready(Some(Ok(Frame::data(message.head))))
+            }
+            Poll::Ready(None) => {
+                self.done = true;
+                let status = self.closing().unwrap_or_else(|| Status::ok(""));
+                Poll::Ready(Some(Ok(Self::trailers(&status))))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
