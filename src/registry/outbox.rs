@@ -17,7 +17,7 @@ use actix::prelude::*;
 use crate::actors::messages::ConfigUpdate;
 use crate::metrics::Metrics;
 use crate::model::config::ConfigKey;
-use crate::model::config_set::{ConfigSet, SourceId, compare};
+use crate::model::config_set::{ConfigSet, FILES, SourceId, compare};
 use crate::model::push_request::{PushRequest, TriggerReason};
 
 /// Where a registry's updates go, and what it sent last.
@@ -85,7 +85,9 @@ impl Outbox {
             return;
         }
         if changed.is_empty() {
-            tracing::debug!(source = self.source, "registry event changed no config");
+            if self.source != FILES {
+                tracing::debug!(source = self.source, "Kubernetes event changed no config");
+            }
             self.last = configs;
             return;
         }
@@ -106,11 +108,13 @@ impl Outbox {
         }
         if self.listing.is_empty() {
             self.synced = true;
-            tracing::info!(
-                source = self.source,
-                configs = configs.len(),
-                "registry synced"
-            );
+            if self.source != FILES {
+                tracing::info!(
+                    source = self.source,
+                    configs = configs.len(),
+                    "Kubernetes registry synced"
+                );
+            }
             self.send(
                 configs.clone(),
                 PushRequest::full_push(TriggerReason::Config, started),
@@ -130,7 +134,7 @@ impl Outbox {
             source = self.source,
             changed = n,
             full = request.full,
-            "configs changed"
+            "registry configs changed"
         );
         self.last = configs.clone();
         crate::actors::mailbox::tell(
