@@ -1,0 +1,288 @@
+//! The FileRegistry: watches a directory of Istio YAML and reports its configs; a shell over
+//! the pure [`WatchState`] (in [`watch`]).
+//!
+//! Owns a file-system watcher and the timers. File events (and a periodic rescan for what
+//! events miss) reload the touched files; when the merged configs differ, it sends a
+//! `ConfigUpdate` naming the changed keys through its [`Outbox`]. A file saved again with the
+//! same spec sends nothing. Errors are logged with the path, document and reason. It runs on
+//! a thread of its own (the wiring starts it in its own arbiter), so that reading and
+//! parsing never delay the pipeline actors.
+
+pub mod watch;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use actix::prelude::*;
+use notify::{RecursiveMode, Watcher};
+
+use super::GetConfigz;
+use super::outbox::Outbox;
+use crate::actors::mailbox;
+use crate::metrics::Metrics;
+use crate::model::config_set::FILES as SOURCE;
+use crate::model::file_set::is_config_file;
+use watch::{Applied, FileRead, Pending, Stamp, WatchState};
+
+/// Paths that the watcher saw change; empty means "rescan everything".
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct FilesChanged {
+    pub paths: Vec<PathBuf>,
+    /// The files may still be being written (a plain modification): wait for [`SETTLE`] of
+    /// quiet before reading. A closed-after-write, created, renamed or removed file is read
+    /// at once.
+    pub settle: bool,
+}
+
+/// Lists the config files under `dir`, recursively, in path order.
+pub fn list_config_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d)? {
+            let path = entry?.path();
+            let hidden = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with('.'));
+            if path.is_dir() && !hidden {
+                stack.push(path);
+            } else if is_config_file(&path) {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+pub struct FileRegistry {
+    dir: PathBuf,
+    state: WatchState,
+    out: Outbox,
+    metrics: Metrics,
+    rescan_interval: Duration,
+    watcher: Option<notify::RecommendedWatcher>,
+    /// Paths seen changing and not read yet, and the timer that reads them once the files
+    /// have been quiet for [`SETTLE`].
+    pending: Pending,
+    settle: Option<SpawnHandle>,
+    /// Files found empty, to read again after SETTLE.
+    deferred: Vec<PathBuf>,
+}
+
+/// How long a changed file must be quiet before it is read: an editor that truncates and then
+/// writes a file in place fires several events, and the file is read once, complete.
+pub const SETTLE: Duration = Duration::from_millis(50);
+
+fn stamp(path: &Path) -> Option<Stamp> {
+    std::fs::metadata(path)
+        .ok()
+        .map(|m| (m.modified().unwrap_or(SystemTime::UNIX_EPOCH), m.len()))
+}
+
+impl FileRegistry {
+    pub fn new(
+        dir: PathBuf,
+        default_namespace: &str,
+        out: Outbox,
+        metrics: Metrics,
+        rescan_interval: Duration,
+    ) -> Self {
+        // Events name absolute paths: hold the directory the same way, so that a file is
+        // never known under two names.
+        let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
+        FileRegistry {
+            dir,
+            state: WatchState::new(default_namespace),
+            out,
+            metrics,
+            rescan_interval,
+            watcher: None,
+            pending: Pending::default(),
+            settle: None,
+            deferred: Vec::new(),
+        }
+    }
+
+    /// Paths to reload: those given, or, on a rescan (none given), also every known file
+    /// that is gone and every present one whose modification time or size changed.
+    fn to_read(&self, hint: Vec<PathBuf>) -> BTreeSet<PathBuf> {
+        let present = if hint.is_empty() {
+            match list_config_files(&self.dir) {
+                Ok(files) => Some(
+                    files
+                        .into_iter()
+                        .map(|p| {
+                            let s = stamp(&p);
+                            (p, s)
+                        })
+                        .collect(),
+                ),
+                Err(e) => {
+                    tracing::warn!(dir = %self.dir.display(), error = %e, "cannot list config directory");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        self.state.to_read(hint, present)
+    }
+
+    fn reload(&mut self, hint: Vec<PathBuf>) {
+        let started = Instant::now();
+        let paths = self.to_read(hint);
+        if paths.is_empty() && self.state.sent_initial() {
+            return;
+        }
+        for path in &paths {
+            let read = FileRead {
+                text: std::fs::read_to_string(path).ok(),
+                stamp: stamp(path),
+            };
+            match self.state.apply(path, read) {
+                Applied::Deferred => self.deferred.push(path.clone()),
+                Applied::Unchanged => {}
+                Applied::Parsed { report, new_kinds } => {
+                    for error in &report.errors {
+                        tracing::warn!(
+                            path = %error.path.display(),
+                            document = error.index,
+                            line = error.line,
+                            error = %error.error,
+                            kept_previous = report.kept_previous,
+                            "invalid config: {error}"
+                        );
+                    }
+                    for (api_version, kind) in new_kinds {
+                        tracing::info!(path = %path.display(), %api_version, %kind, "kind not served by axon, skipped");
+                    }
+                }
+            }
+        }
+        let committed = self.state.commit();
+        for key in &committed.new_duplicates {
+            tracing::warn!(config = %key, "config defined more than once; the last file in path order wins");
+        }
+        let Some(update) = committed.update else {
+            tracing::debug!(files = paths.len(), "files reloaded, no config changed");
+            return;
+        };
+        tracing::info!(
+            files = paths.len(),
+            configs = update.configs.len(),
+            changed = update.changed.len(),
+            took_ms = started.elapsed().as_secs_f64() * 1e3,
+            "config directory loaded"
+        );
+        self.out.publish_changes(
+            update.configs,
+            update.changed,
+            update.endpoints_only,
+            started,
+        );
+    }
+
+    fn watch(&mut self, ctx: &mut Context<Self>) {
+        let addr = ctx.address();
+        let metrics = self.metrics.clone();
+        let send = move |paths: Vec<PathBuf>, settle: bool| {
+            mailbox::tell_addr(
+                &metrics,
+                "file_registry",
+                &addr,
+                FilesChanged { paths, settle },
+            );
+        };
+        let handler = move |res: notify::Result<notify::Event>| {
+            use notify::EventKind;
+            use notify::event::{AccessKind, AccessMode, ModifyKind};
+            match res {
+                Ok(event) if event.need_rescan() => send(Vec::new(), false),
+                Ok(event) => match event.kind {
+                    EventKind::Access(AccessKind::Close(AccessMode::Write))
+                    | EventKind::Create(_)
+                    | EventKind::Remove(_)
+                    | EventKind::Modify(ModifyKind::Name(_)) => send(event.paths, false),
+                    EventKind::Modify(_) | EventKind::Any | EventKind::Other => {
+                        send(event.paths, true)
+                    }
+                    EventKind::Access(_) => {}
+                },
+                Err(e) => {
+                    tracing::warn!(error = %e, "file watch error; rescanning");
+                    send(Vec::new(), false);
+                }
+            }
+        };
+        match notify::recommended_watcher(handler) {
+            Ok(mut watcher) => match watcher.watch(&self.dir, RecursiveMode::Recursive) {
+                Ok(()) => self.watcher = Some(watcher),
+                Err(e) => {
+                    tracing::warn!(dir = %self.dir.display(), error = %e, "cannot watch; relying on periodic rescans")
+                }
+            },
+            Err(e) => tracing::warn!(error = %e, "no file watcher; relying on periodic rescans"),
+        }
+    }
+}
+
+impl Actor for FileRegistry {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        self.watch(ctx);
+        self.reload(Vec::new());
+        ctx.run_interval(self.rescan_interval, |act, _| act.reload(Vec::new()));
+    }
+}
+
+impl Handler<GetConfigz> for FileRegistry {
+    type Result = MessageResult<GetConfigz>;
+
+    fn handle(&mut self, _: GetConfigz, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(self.state.configz(SOURCE, &self.dir))
+    }
+}
+
+impl FileRegistry {
+    /// Reads again, after SETTLE, the files that were found empty.
+    fn recheck_deferred(&mut self, ctx: &mut Context<Self>) {
+        if self.deferred.is_empty() {
+            return;
+        }
+        let paths = std::mem::take(&mut self.deferred);
+        ctx.run_later(SETTLE, move |act, ctx| {
+            act.reload(paths);
+            act.recheck_deferred(ctx);
+        });
+    }
+}
+
+impl Handler<FilesChanged> for FileRegistry {
+    type Result = ();
+
+    fn handle(&mut self, msg: FilesChanged, ctx: &mut Context<Self>) {
+        let started = Instant::now();
+        self.pending.add(msg.paths);
+        if let Some(timer) = self.settle.take() {
+            ctx.cancel_future(timer);
+        }
+        if msg.settle {
+            self.settle = Some(ctx.run_later(SETTLE, |act, ctx| {
+                act.settle = None;
+                if let Some(paths) = act.pending.take() {
+                    act.reload(paths);
+                }
+                act.recheck_deferred(ctx);
+            }));
+        } else if let Some(paths) = self.pending.take() {
+            self.reload(paths);
+        }
+        self.recheck_deferred(ctx);
+        self.metrics.handled("file_registry", started);
+    }
+}
