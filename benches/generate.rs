@@ -15,7 +15,7 @@ use axon::model::fixtures;
 use axon::model::push_context::PushContext;
 use axon::model::push_request::{PushRequest, TriggerReason};
 use axon::model::sidecar_scope::SidecarScope;
-use axon::xds::{TypeUrl, generate};
+use axon::xds::{ResourceType, generate};
 use criterion::{Criterion, criterion_group, criterion_main};
 
 #[allow(dead_code)]
@@ -32,7 +32,7 @@ fn bench_mesh(c: &mut Criterion, label: &str, sidecar_share: f64) {
     let proxy = fixtures::proxy("sidecar", "10.200.0.1", "ns-0", &[("app", "proxy-0")]);
     let scope = SidecarScope::compute(&ctx, &proxy);
     let none = BTreeSet::new();
-    let clusters = generate(TypeUrl::Cluster, &ctx, &proxy, &scope, &none);
+    let clusters = generate(ResourceType::Cluster, &ctx, &proxy, &scope, &none);
     let eds_names: BTreeSet<String> = clusters
         .iter()
         .map(|r| r.name.clone())
@@ -44,10 +44,10 @@ fn bench_mesh(c: &mut Criterion, label: &str, sidecar_share: f64) {
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2));
     for (name, ty, names) in [
-        ("cds", TypeUrl::Cluster, &none),
-        ("eds", TypeUrl::Endpoint, &eds_names),
-        ("lds", TypeUrl::Listener, &none),
-        ("rds", TypeUrl::Route, &routes),
+        ("cds", ResourceType::Cluster, &none),
+        ("eds", ResourceType::Endpoint, &eds_names),
+        ("lds", ResourceType::Listener, &none),
+        ("rds", ResourceType::Route, &routes),
     ] {
         let out = generate(ty, &ctx, &proxy, &scope, names);
         let bytes: usize = out.iter().map(|r| r.encoded_len()).sum();

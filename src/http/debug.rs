@@ -22,7 +22,7 @@ use crate::actors::distribution::{DistributionTracker, GetDistribution};
 use crate::actors::messages::ForcePush;
 use crate::actors::snapshot_builder::{GetPushStatus, SnapshotBuilder};
 use crate::registry::GetConfigz;
-use crate::xds::TypeUrl;
+use crate::xds::ResourceType;
 
 #[derive(Clone)]
 pub struct Debug {
@@ -76,7 +76,7 @@ async fn config_dump(State(s): State<Debug>, Query(q): Query<HashMap<String, Str
         .flat_map(|t| t.split(','))
         .filter(|t| !t.is_empty())
     {
-        let parsed = TypeUrl::PUSH_ORDER
+        let parsed = ResourceType::PUSH_ORDER
             .into_iter()
             .find(|x| x.short() == t || x.url() == t)
             .ok_or((

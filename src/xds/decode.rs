@@ -5,7 +5,7 @@
 //! [`SotwDecoder`] belongs to one stream: it reads the fields by hand, converts the node of
 //! the first request only (a stream's node cannot change), and leaves the names as slices of
 //! the request's bytes with a hash ([`ResourceNames`]): a repeat is recognized by its hash
-//! ([`crate::xds::subscription::Watched`]), and nothing of a request is kept after it.
+//! ([`crate::xds::subscription::Subscription`]), and nothing of a request is kept after it.
 
 use bytes::{Buf, Bytes};
 use envoy_types::pb::envoy::config::core::v3::Node;

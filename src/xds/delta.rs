@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::names::NameSets;
-use super::resource::{DeltaRequest, Resource, ResourceSet, TypeUrl};
+use super::resource::{DeltaRequest, Resource, ResourceSet, ResourceType};
 use super::subscription::Decision;
 
 /// The hash in a version of ours ([`Resource::content_version`]).
@@ -42,7 +42,7 @@ impl DeltaSubscription {
     /// even if that is nothing).
     pub fn on_request(
         &mut self,
-        type_url: TypeUrl,
+        type_url: ResourceType,
         req: &DeltaRequest,
         shared: &NameSets,
     ) -> Decision {
@@ -198,7 +198,7 @@ mod tests {
     fn wildcard_first_request_is_answered_even_when_empty() {
         let mut w = DeltaSubscription::default();
         assert_eq!(
-            w.on_request(TypeUrl::Cluster, &req(&[], &[], ""), &NAMES),
+            w.on_request(ResourceType::Cluster, &req(&[], &[], ""), &NAMES),
             Decision::Respond
         );
         assert!(w.wildcard);
@@ -208,12 +208,12 @@ mod tests {
     #[test]
     fn only_changes_and_removals_are_sent() {
         let mut w = DeltaSubscription::default();
-        w.on_request(TypeUrl::Cluster, &req(&[], &[], ""), &NAMES);
+        w.on_request(ResourceType::Cluster, &req(&[], &[], ""), &NAMES);
         let (sent, removed) = w.diff(&[res("a", b"1"), res("b", b"1")]);
         assert_eq!((sent.len(), removed.len()), (2, 0));
         w.sent("n1".into());
         assert_eq!(
-            w.on_request(TypeUrl::Cluster, &req(&[], &[], "n1"), &NAMES),
+            w.on_request(ResourceType::Cluster, &req(&[], &[], "n1"), &NAMES),
             Decision::Ack
         );
         let (sent, removed) = w.diff(&[res("a", b"2")]);
@@ -230,16 +230,16 @@ mod tests {
     #[test]
     fn an_equal_set_is_recognized_until_the_subscription_changes() {
         let mut w = DeltaSubscription::default();
-        w.on_request(TypeUrl::Cluster, &req(&[], &[], ""), &NAMES);
+        w.on_request(ResourceType::Cluster, &req(&[], &[], ""), &NAMES);
         let set = |body: &[u8]| ResourceSet::from(vec![res("a", b"1"), res("b", body)]);
         assert_eq!(w.diff_set(&set(b"1")).0.len(), 2);
         w.sent("n1".into());
-        w.on_request(TypeUrl::Cluster, &req(&[], &[], "n1"), &NAMES);
+        w.on_request(ResourceType::Cluster, &req(&[], &[], "n1"), &NAMES);
         assert_eq!(w.diff_set(&set(b"1")), (vec![], vec![]), "the same set");
         let (sent, _) = w.diff_set(&set(b"2"));
         assert_eq!(sent.len(), 1, "b changed");
         // A client that unsubscribes (and drops its version) is diffed again.
-        w.on_request(TypeUrl::Cluster, &req(&[], &["b"], "n1"), &NAMES);
+        w.on_request(ResourceType::Cluster, &req(&[], &["b"], "n1"), &NAMES);
         let (sent, _) = w.diff_set(&set(b"2"));
         assert_eq!(
             sent.iter()
@@ -252,7 +252,11 @@ mod tests {
     #[test]
     fn a_partial_set_leaves_the_other_names_alone() {
         let mut w = DeltaSubscription::default();
-        w.on_request(TypeUrl::Endpoint, &req(&["a", "b", "c"], &[], ""), &NAMES);
+        w.on_request(
+            ResourceType::Endpoint,
+            &req(&["a", "b", "c"], &[], ""),
+            &NAMES,
+        );
         w.diff(&[res("a", b"1"), res("b", b"1"), res("c", b"1")]);
         let within = BTreeSet::from(["b".to_string(), "c".to_string()]);
         let (sent, removed) = w.diff_within(&[res("b", b"2")], Some(&within));
@@ -274,7 +278,7 @@ mod tests {
             .initial_versions
             .insert("x".into(), res("x", b"1").content_version());
         assert_eq!(
-            w.on_request(TypeUrl::Endpoint, &first, &NAMES),
+            w.on_request(ResourceType::Endpoint, &first, &NAMES),
             Decision::Respond
         );
         assert!(!w.wildcard);
@@ -288,7 +292,7 @@ mod tests {
         );
         w.sent("n1".into());
         assert_eq!(
-            w.on_request(TypeUrl::Endpoint, &req(&["z"], &["x"], "n1"), &NAMES),
+            w.on_request(ResourceType::Endpoint, &req(&["z"], &["x"], "n1"), &NAMES),
             Decision::Respond
         );
         let (sent, removed) = w.diff(&[res("x", b"1"), res("y", b"1"), res("z", b"1")]);
@@ -303,7 +307,7 @@ mod tests {
             "an unsubscribed name is not reported as removed"
         );
         assert_eq!(
-            w.on_request(TypeUrl::Endpoint, &req(&[], &[], "stale"), &NAMES),
+            w.on_request(ResourceType::Endpoint, &req(&[], &[], "stale"), &NAMES),
             Decision::Stale
         );
     }

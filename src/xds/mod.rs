@@ -32,14 +32,14 @@ use crate::model::proxy::Proxy;
 use crate::model::push_context::PushContext;
 use crate::model::sidecar_scope::SidecarScope;
 pub use resource::{
-    DeltaRequest, DeltaResponse, Request, Resource, ResourceNames, ResourceSet, Response, TypeUrl,
-    XdsRequest, XdsResponse,
+    DeltaRequest, DeltaResponse, Request, Resource, ResourceNames, ResourceSet, ResourceType,
+    Response, XdsRequest, XdsResponse,
 };
 
 /// Generates the resources of one type for one proxy seen through its scope. `names` are
 /// the subscribed names (used by EDS and RDS; CDS and LDS are wildcard).
 pub fn generate(
-    type_url: TypeUrl,
+    type_url: ResourceType,
     ctx: &PushContext,
     proxy: &Proxy,
     scope: &SidecarScope,
@@ -47,31 +47,31 @@ pub fn generate(
 ) -> Vec<Resource> {
     if grpc::is_grpc(proxy) {
         return match type_url {
-            TypeUrl::Cluster => grpc::clusters(cds::generate(ctx, proxy, scope), names),
-            TypeUrl::Endpoint => eds::generate(ctx, names),
-            TypeUrl::Listener => grpc::listeners(scope, names),
-            TypeUrl::Route => grpc::routes(ctx, proxy, scope, names),
+            ResourceType::Cluster => grpc::clusters(cds::generate(ctx, proxy, scope), names),
+            ResourceType::Endpoint => eds::generate(ctx, names),
+            ResourceType::Listener => grpc::listeners(scope, names),
+            ResourceType::Route => grpc::routes(ctx, proxy, scope, names),
         };
     }
     match type_url {
-        TypeUrl::Cluster => cds::generate(ctx, proxy, scope),
-        TypeUrl::Endpoint => eds::generate(ctx, names),
-        TypeUrl::Listener => lds::generate(ctx, proxy, scope),
-        TypeUrl::Route => rds::generate(ctx, proxy, scope, names),
+        ResourceType::Cluster => cds::generate(ctx, proxy, scope),
+        ResourceType::Endpoint => eds::generate(ctx, names),
+        ResourceType::Listener => lds::generate(ctx, proxy, scope),
+        ResourceType::Route => rds::generate(ctx, proxy, scope, names),
     }
 }
 
 /// [`generate`], memoized in the context: proxies with the same scope key asking for the same
 /// names share one generated and encoded copy (EDS per cluster, across all proxies).
 pub fn generate_shared(
-    type_url: TypeUrl,
+    type_url: ResourceType,
     ctx: &PushContext,
     proxy: &Proxy,
     scope: &SidecarScope,
     names: &std::collections::BTreeSet<String>,
 ) -> std::sync::Arc<ResourceSet> {
     let digest = names_digest(names);
-    if type_url == TypeUrl::Endpoint {
+    if type_url == ResourceType::Endpoint {
         return ctx.memo.get_or_compute(&format!("eds|{digest}"), || {
             names
                 .iter()
@@ -116,11 +116,13 @@ pub fn describe(resource: &Resource) -> String {
     use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
     use prost::Message;
     let bytes = resource.value.as_ref();
-    let decoded = match TypeUrl::parse(&resource.type_url) {
-        Some(TypeUrl::Cluster) => Cluster::decode(bytes).map(|m| format!("{m:?}")),
-        Some(TypeUrl::Endpoint) => ClusterLoadAssignment::decode(bytes).map(|m| format!("{m:?}")),
-        Some(TypeUrl::Listener) => Listener::decode(bytes).map(|m| format!("{m:?}")),
-        Some(TypeUrl::Route) => RouteConfiguration::decode(bytes).map(|m| format!("{m:?}")),
+    let decoded = match ResourceType::parse(&resource.type_url) {
+        Some(ResourceType::Cluster) => Cluster::decode(bytes).map(|m| format!("{m:?}")),
+        Some(ResourceType::Endpoint) => {
+            ClusterLoadAssignment::decode(bytes).map(|m| format!("{m:?}"))
+        }
+        Some(ResourceType::Listener) => Listener::decode(bytes).map(|m| format!("{m:?}")),
+        Some(ResourceType::Route) => RouteConfiguration::decode(bytes).map(|m| format!("{m:?}")),
         None => return format!("{} bytes of {}", bytes.len(), resource.type_url),
     };
     decoded.unwrap_or_else(|e| format!("undecodable: {e}"))

@@ -9,20 +9,20 @@ use crate::model::proxy::NodeInfo;
 
 /// The four resource types axon serves, in the order of a full push.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum TypeUrl {
+pub enum ResourceType {
     Cluster,
     Endpoint,
     Listener,
     Route,
 }
 
-impl TypeUrl {
+impl ResourceType {
     /// Push order: CDS, EDS, LDS, RDS.
-    pub const PUSH_ORDER: [TypeUrl; 4] = [
-        TypeUrl::Cluster,
-        TypeUrl::Endpoint,
-        TypeUrl::Listener,
-        TypeUrl::Route,
+    pub const PUSH_ORDER: [ResourceType; 4] = [
+        ResourceType::Cluster,
+        ResourceType::Endpoint,
+        ResourceType::Listener,
+        ResourceType::Route,
     ];
 
     pub fn url(self) -> String {
@@ -32,32 +32,34 @@ impl TypeUrl {
     /// The type URL, without allocating (checked against the protos' own in the tests).
     pub fn as_str(self) -> &'static str {
         match self {
-            TypeUrl::Cluster => "type.googleapis.com/envoy.config.cluster.v3.Cluster",
-            TypeUrl::Endpoint => {
+            ResourceType::Cluster => "type.googleapis.com/envoy.config.cluster.v3.Cluster",
+            ResourceType::Endpoint => {
                 "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
             }
-            TypeUrl::Listener => "type.googleapis.com/envoy.config.listener.v3.Listener",
-            TypeUrl::Route => "type.googleapis.com/envoy.config.route.v3.RouteConfiguration",
+            ResourceType::Listener => "type.googleapis.com/envoy.config.listener.v3.Listener",
+            ResourceType::Route => "type.googleapis.com/envoy.config.route.v3.RouteConfiguration",
         }
     }
 
-    pub fn parse(url: &str) -> Option<TypeUrl> {
-        TypeUrl::PUSH_ORDER.into_iter().find(|t| t.as_str() == url)
+    pub fn parse(url: &str) -> Option<ResourceType> {
+        ResourceType::PUSH_ORDER
+            .into_iter()
+            .find(|t| t.as_str() == url)
     }
 
     /// istiod's short name, used as the `type` metric label.
     pub fn short(self) -> &'static str {
         match self {
-            TypeUrl::Cluster => "cds",
-            TypeUrl::Endpoint => "eds",
-            TypeUrl::Listener => "lds",
-            TypeUrl::Route => "rds",
+            ResourceType::Cluster => "cds",
+            ResourceType::Endpoint => "eds",
+            ResourceType::Listener => "lds",
+            ResourceType::Route => "rds",
         }
     }
 
     /// CDS and LDS are wildcard types: an empty name list means "everything".
     pub fn is_wildcard_type(self) -> bool {
-        matches!(self, TypeUrl::Cluster | TypeUrl::Listener)
+        matches!(self, ResourceType::Cluster | ResourceType::Listener)
     }
 }
 

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use super::names::NameSets;
-use super::resource::{TypeUrl, XdsRequest};
+use super::resource::{ResourceType, XdsRequest};
 
 /// What a request asks of the server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,7 +40,7 @@ pub struct Subscription {
 }
 
 impl Subscription {
-    pub fn new(type_url: TypeUrl) -> Subscription {
+    pub fn new(type_url: ResourceType) -> Subscription {
         Subscription {
             wildcard: type_url.is_wildcard_type(),
             ..Default::default()
@@ -50,7 +50,7 @@ impl Subscription {
     /// Applies a request to this state and says whether to respond (istiod's `ShouldRespond`).
     pub fn on_request(
         &mut self,
-        type_url: TypeUrl,
+        type_url: ResourceType,
         req: &XdsRequest,
         shared: &NameSets,
     ) -> Decision {
@@ -95,7 +95,7 @@ impl Subscription {
         }
     }
 
-    fn set_names(&mut self, type_url: TypeUrl, req: &XdsRequest, shared: &NameSets) {
+    fn set_names(&mut self, type_url: ResourceType, req: &XdsRequest, shared: &NameSets) {
         let names: BTreeSet<String> = req.resource_names.iter().map(str::to_string).collect();
         if type_url.is_wildcard_type() {
             self.wildcard = names.is_empty() || names.contains("*");
@@ -136,43 +136,43 @@ mod tests {
 
     #[test]
     fn first_request_then_ack_then_stale() {
-        let mut w = Subscription::new(TypeUrl::Endpoint);
+        let mut w = Subscription::new(ResourceType::Endpoint);
         assert_eq!(
-            w.on_request(TypeUrl::Endpoint, &req("", &["a"]), &NAMES),
+            w.on_request(ResourceType::Endpoint, &req("", &["a"]), &NAMES),
             Decision::Respond
         );
         w.sent("n1".into(), "1".into());
         assert_eq!(
-            w.on_request(TypeUrl::Endpoint, &req("n1", &["a"]), &NAMES),
+            w.on_request(ResourceType::Endpoint, &req("n1", &["a"]), &NAMES),
             Decision::Ack
         );
         assert!(w.is_acked());
         assert_eq!(
-            w.on_request(TypeUrl::Endpoint, &req("old", &["a", "b"]), &NAMES),
+            w.on_request(ResourceType::Endpoint, &req("old", &["a", "b"]), &NAMES),
             Decision::Stale
         );
         assert_eq!(w.names.len(), 1, "a stale request changes nothing");
-        let mut other = Subscription::new(TypeUrl::Endpoint);
-        other.on_request(TypeUrl::Endpoint, &req("", &["a"]), &NAMES);
+        let mut other = Subscription::new(ResourceType::Endpoint);
+        other.on_request(ResourceType::Endpoint, &req("", &["a"]), &NAMES);
         assert!(
             Arc::ptr_eq(&w.names, &other.names),
             "streams subscribing the same names share one set"
         );
         assert_eq!(
-            w.on_request(TypeUrl::Endpoint, &req("n1", &["a", "b"]), &NAMES),
+            w.on_request(ResourceType::Endpoint, &req("n1", &["a", "b"]), &NAMES),
             Decision::Respond
         );
     }
 
     #[test]
     fn nack_is_recorded_and_not_answered() {
-        let mut w = Subscription::new(TypeUrl::Cluster);
-        w.on_request(TypeUrl::Cluster, &req("", &[]), &NAMES);
+        let mut w = Subscription::new(ResourceType::Cluster);
+        w.on_request(ResourceType::Cluster, &req("", &[]), &NAMES);
         w.sent("n1".into(), "1".into());
         let mut nack = req("n1", &[]);
         nack.error_detail = Some("bad cluster".into());
         assert_eq!(
-            w.on_request(TypeUrl::Cluster, &nack, &NAMES),
+            w.on_request(ResourceType::Cluster, &nack, &NAMES),
             Decision::Nack("bad cluster".into())
         );
         assert_eq!(w.last_error.as_deref(), Some("bad cluster"));
@@ -182,24 +182,24 @@ mod tests {
     #[test]
     fn a_named_cds_subscription_is_answered_when_names_change() {
         // gRPC clients ask CDS by name, adding names as routes reference them.
-        let mut w = Subscription::new(TypeUrl::Cluster);
-        w.on_request(TypeUrl::Cluster, &req("", &["a"]), &NAMES);
+        let mut w = Subscription::new(ResourceType::Cluster);
+        w.on_request(ResourceType::Cluster, &req("", &["a"]), &NAMES);
         assert!(!w.wildcard);
         w.sent("n1".into(), "1".into());
         assert_eq!(
-            w.on_request(TypeUrl::Cluster, &req("n1", &["a", "b"]), &NAMES),
+            w.on_request(ResourceType::Cluster, &req("n1", &["a", "b"]), &NAMES),
             Decision::Respond
         );
     }
 
     #[test]
     fn wildcard_types_ignore_names_on_ack() {
-        let mut w = Subscription::new(TypeUrl::Listener);
-        w.on_request(TypeUrl::Listener, &req("", &[]), &NAMES);
+        let mut w = Subscription::new(ResourceType::Listener);
+        w.on_request(ResourceType::Listener, &req("", &[]), &NAMES);
         assert!(w.wildcard && w.is_subscribed());
         w.sent("n1".into(), "1".into());
         assert_eq!(
-            w.on_request(TypeUrl::Listener, &req("n1", &[]), &NAMES),
+            w.on_request(ResourceType::Listener, &req("n1", &[]), &NAMES),
             Decision::Ack
         );
     }
@@ -212,13 +212,13 @@ mod tests {
             sent in proptest::collection::vec("[a-z0-9]{1,4}", 1..6),
             reply in "[a-z0-9]{1,4}",
         ) {
-            let mut w = Subscription::new(TypeUrl::Endpoint);
-            w.on_request(TypeUrl::Endpoint, &req("", &["a"]), &NAMES);
+            let mut w = Subscription::new(ResourceType::Endpoint);
+            w.on_request(ResourceType::Endpoint, &req("", &["a"]), &NAMES);
             for (i, nonce) in sent.iter().enumerate() {
                 w.sent(nonce.clone(), i.to_string());
             }
             let last = sent.last().unwrap().clone();
-            let decision = w.on_request(TypeUrl::Endpoint, &req(&reply, &["a"]), &NAMES);
+            let decision = w.on_request(ResourceType::Endpoint, &req(&reply, &["a"]), &NAMES);
             if reply == last {
                 proptest::prop_assert_eq!(decision, Decision::Ack);
                 proptest::prop_assert!(w.is_acked());

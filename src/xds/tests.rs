@@ -99,7 +99,7 @@ fn gateway_proxy(labels: &[(&str, &str)]) -> Proxy {
 
 /// Generates one type for `proxy`, through its scope.
 fn generate_for(
-    type_url: TypeUrl,
+    type_url: ResourceType,
     ctx: &PushContext,
     proxy: &Proxy,
     names: &BTreeSet<String>,
@@ -123,7 +123,7 @@ fn names(set: &[&str]) -> BTreeSet<String> {
 fn gateway_gets_a_listener_per_http_server_port() {
     let ctx = context(MESH);
     let listeners: Vec<Listener> = decode(&generate_for(
-        TypeUrl::Listener,
+        ResourceType::Listener,
         &ctx,
         &gateway_proxy(&[("istio", "ingressgateway")]),
         &names(&[]),
@@ -135,7 +135,7 @@ fn gateway_gets_a_listener_per_http_server_port() {
         "TCP servers are not served yet"
     );
     let other = generate_for(
-        TypeUrl::Listener,
+        ResourceType::Listener,
         &ctx,
         &gateway_proxy(&[("istio", "egress")]),
         &names(&[]),
@@ -150,7 +150,7 @@ fn gateway_gets_a_listener_per_http_server_port() {
 fn clusters_per_port_and_subset() {
     let ctx = context(MESH);
     let clusters: Vec<Cluster> = decode(&generate_for(
-        TypeUrl::Cluster,
+        ResourceType::Cluster,
         &ctx,
         &gateway_proxy(&[]),
         &names(&[]),
@@ -179,7 +179,7 @@ fn endpoints_follow_subsets_ports_and_selectors() {
         "not-a-cluster",
     ]);
     let clas: Vec<ClusterLoadAssignment> = decode(&generate_for(
-        TypeUrl::Endpoint,
+        ResourceType::Endpoint,
         &ctx,
         &gateway_proxy(&[]),
         &wanted,
@@ -233,7 +233,7 @@ fn routes_per_virtual_service_in_order() {
     let ctx = context(MESH);
     let proxy = gateway_proxy(&[("istio", "ingressgateway")]);
     let routes: Vec<RouteConfiguration> = decode(&generate_for(
-        TypeUrl::Route,
+        ResourceType::Route,
         &ctx,
         &proxy,
         &names(&["http.8080", "http.9999"]),
@@ -293,7 +293,7 @@ fn virtual_service_hosts_must_be_exposed_by_the_server() {
     let ctx = context(&mesh);
     let proxy = gateway_proxy(&[("istio", "ingressgateway")]);
     let routes: Vec<RouteConfiguration> = decode(&generate_for(
-        TypeUrl::Route,
+        ResourceType::Route,
         &ctx,
         &proxy,
         &names(&["http.8080"]),
@@ -362,7 +362,7 @@ fn sidecar_proxy(ip: &str, namespace: &str, interception_none: bool) -> Proxy {
 fn sidecar_listeners_follow_the_sidecar_resource() {
     let ctx = context(&format!("{MESH}---{SIDECAR_MESH}"));
     let listener_names = |p: &Proxy| -> Vec<String> {
-        decode::<Listener>(&generate_for(TypeUrl::Listener, &ctx, p, &names(&[])))
+        decode::<Listener>(&generate_for(ResourceType::Listener, &ctx, p, &names(&[])))
             .into_iter()
             .map(|l| l.name)
             .collect()
@@ -378,7 +378,7 @@ fn sidecar_listeners_follow_the_sidecar_resource() {
         ["0.0.0.0_9080", "virtualOutbound", "virtualInbound"]
     );
     let bound = decode::<Listener>(&generate_for(
-        TypeUrl::Listener,
+        ResourceType::Listener,
         &ctx,
         &sidecar_proxy("10.9.0.1", "web", false),
         &names(&[]),
@@ -395,7 +395,7 @@ fn sidecar_routes_and_clusters() {
     let ctx = context(&format!("{MESH}---{SIDECAR_MESH}"));
     let proxy = sidecar_proxy("10.0.0.1", "shop", true);
     let routes: Vec<RouteConfiguration> = decode(&generate_for(
-        TypeUrl::Route,
+        ResourceType::Route,
         &ctx,
         &proxy,
         &names(&["15123"]),
@@ -422,11 +422,15 @@ fn sidecar_routes_and_clusters() {
         )),
         "routed by the mesh VirtualService"
     );
-    let clusters: Vec<String> =
-        decode::<Cluster>(&generate_for(TypeUrl::Cluster, &ctx, &proxy, &names(&[])))
-            .into_iter()
-            .map(|c| c.name)
-            .collect();
+    let clusters: Vec<String> = decode::<Cluster>(&generate_for(
+        ResourceType::Cluster,
+        &ctx,
+        &proxy,
+        &names(&[]),
+    ))
+    .into_iter()
+    .map(|c| c.name)
+    .collect();
     assert!(clusters.contains(&"PassthroughCluster".to_string()));
     assert!(
         clusters.contains(&"inbound|9081||".to_string()),
@@ -490,15 +494,15 @@ fn an_endpoint_change_recomputes_only_the_changed_services() {
 #[test]
 fn static_type_urls_are_the_protos_own() {
     use prost::Name;
-    assert_eq!(TypeUrl::Cluster.as_str(), Cluster::type_url());
+    assert_eq!(ResourceType::Cluster.as_str(), Cluster::type_url());
     assert_eq!(
-        TypeUrl::Endpoint.as_str(),
+        ResourceType::Endpoint.as_str(),
         ClusterLoadAssignment::type_url()
     );
-    assert_eq!(TypeUrl::Listener.as_str(), Listener::type_url());
-    assert_eq!(TypeUrl::Route.as_str(), RouteConfiguration::type_url());
-    for t in TypeUrl::PUSH_ORDER {
-        assert_eq!(TypeUrl::parse(t.as_str()), Some(t));
+    assert_eq!(ResourceType::Listener.as_str(), Listener::type_url());
+    assert_eq!(ResourceType::Route.as_str(), RouteConfiguration::type_url());
+    for t in ResourceType::PUSH_ORDER {
+        assert_eq!(ResourceType::parse(t.as_str()), Some(t));
     }
 }
 

@@ -34,7 +34,7 @@ use crate::transport::{ResponseSink, SinkError, StreamSlot};
 use crate::xds::names::NameSets;
 use crate::xds::stream::{CloseReason, Event, Output, StreamState};
 use crate::xds::wire::{self, Framed};
-use crate::xds::{Request, Response, TypeUrl};
+use crate::xds::{Request, ResourceType, Response};
 
 /// The actors every ConnectionActor talks to, and the metrics.
 #[derive(Clone)]
@@ -370,7 +370,7 @@ fn response_size(response: &Response) -> (&'static str, usize) {
         ),
     };
     (
-        TypeUrl::parse(type_url).map_or("unknown", TypeUrl::short),
+        ResourceType::parse(type_url).map_or("unknown", ResourceType::short),
         sizes,
     )
 }

@@ -38,7 +38,7 @@ impl std::fmt::Display for Rejected {
 
 /// The index. See the module documentation.
 #[derive(Debug)]
-pub struct ConfigIndex {
+pub struct IstioObjectIndex {
     namespaces: NamespaceFilter,
     kinds: BTreeMap<ConfigKind, Store<Arc<Config>>>,
     rejected: BTreeMap<(ConfigKind, ObjKey), Rejected>,
@@ -46,9 +46,9 @@ pub struct ConfigIndex {
     configs: Arc<ConfigSet>,
 }
 
-impl ConfigIndex {
+impl IstioObjectIndex {
     pub fn new(namespaces: NamespaceFilter) -> Self {
-        ConfigIndex {
+        IstioObjectIndex {
             namespaces,
             kinds: BTreeMap::new(),
             rejected: BTreeMap::new(),
@@ -193,7 +193,7 @@ impl ConfigIndex {
         Some((key, previous, Some(rejected)))
     }
 
-    /// Whether anything changed since the last [`ConfigIndex::configs`].
+    /// Whether anything changed since the last [`IstioObjectIndex::configs`].
     pub fn is_changed(&self) -> bool {
         self.changed
     }
@@ -230,7 +230,7 @@ mod tests {
 
     #[test]
     fn objects_are_typed_validated_and_keyed() {
-        let mut idx = ConfigIndex::new(NamespaceFilter::new(None));
+        let mut idx = IstioObjectIndex::new(NamespaceFilter::new(None));
         assert!(
             idx.apply(
                 ConfigKind::VirtualService,
@@ -254,7 +254,7 @@ mod tests {
 
     #[test]
     fn an_invalid_update_keeps_the_last_good_version() {
-        let mut idx = ConfigIndex::new(NamespaceFilter::new(None));
+        let mut idx = IstioObjectIndex::new(NamespaceFilter::new(None));
         idx.apply(
             ConfigKind::VirtualService,
             V1,
@@ -296,7 +296,7 @@ mod tests {
 
     #[test]
     fn resource_version_and_status_alone_change_nothing() {
-        let mut idx = ConfigIndex::new(NamespaceFilter::new(None));
+        let mut idx = IstioObjectIndex::new(NamespaceFilter::new(None));
         idx.apply(
             ConfigKind::VirtualService,
             V1,
@@ -315,7 +315,7 @@ mod tests {
     #[test]
     fn a_relist_replaces_the_kind_and_the_selector_filters() {
         let filter = NamespaceFilter::new(Some("mesh=on".parse().unwrap()));
-        let mut idx = ConfigIndex::new(filter);
+        let mut idx = IstioObjectIndex::new(filter);
         let ns = |name: &str, on: bool| k8s_openapi::api::core::v1::Namespace {
             metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
                 name: Some(name.into()),

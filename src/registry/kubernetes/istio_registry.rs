@@ -1,5 +1,5 @@
 //! The IstioRegistry: the networking.istio.io kinds the API server serves (found by
-//! discovery; and, with a namespace selector, Namespaces) watched into a [`ConfigIndex`],
+//! discovery; and, with a namespace selector, Namespaces) watched into a [`IstioObjectIndex`],
 //! whose configs it sends as source `kubernetes-istio` through its [`Outbox`].
 
 use std::collections::BTreeMap;
@@ -15,16 +15,16 @@ use super::namespace_config;
 use crate::model::config::ConfigKind;
 use crate::registry::GetConfigz;
 use crate::registry::kubernetes::Settings;
-use crate::registry::kubernetes::config::{ConfigIndex, Rejected};
+use crate::registry::kubernetes::config::{IstioObjectIndex, Rejected};
 use crate::registry::kubernetes::namespaces::{NamespaceChange, NamespaceFilter};
-use crate::registry::kubernetes::watch::{self, WatchKind, WatchTask, Watched};
+use crate::registry::kubernetes::watch::{self, WatchEvent, WatchKind, WatchTask};
 use crate::registry::outbox::Outbox;
 
 /// networking.istio.io objects (and Namespaces with a selector) → Configs.
 pub struct IstioRegistry {
     client: Client,
     settings: Settings,
-    index: ConfigIndex,
+    index: IstioObjectIndex,
     out: Outbox,
     /// The apiVersion watched per kind.
     versions: BTreeMap<ConfigKind, String>,
@@ -39,7 +39,7 @@ const DISCOVERY_RETRY: Duration = Duration::from_secs(5);
 impl IstioRegistry {
     pub fn new(client: Client, settings: Settings, out: Outbox, mailbox_capacity: usize) -> Self {
         IstioRegistry {
-            index: ConfigIndex::new(NamespaceFilter::new(settings.namespace_selector.clone())),
+            index: IstioObjectIndex::new(NamespaceFilter::new(settings.namespace_selector.clone())),
             client,
             settings,
             out,
@@ -119,9 +119,9 @@ impl Actor for IstioRegistry {
     }
 }
 
-impl Handler<Watched<DynamicObject>> for IstioRegistry {
+impl Handler<WatchEvent<DynamicObject>> for IstioRegistry {
     type Result = ();
-    fn handle(&mut self, msg: Watched<DynamicObject>, _: &mut Context<Self>) {
+    fn handle(&mut self, msg: WatchEvent<DynamicObject>, _: &mut Context<Self>) {
         let started = Instant::now();
         let WatchKind::Istio(kind) = msg.kind else {
             return;
@@ -148,9 +148,9 @@ impl Handler<Watched<DynamicObject>> for IstioRegistry {
     }
 }
 
-impl Handler<Watched<Namespace>> for IstioRegistry {
+impl Handler<WatchEvent<Namespace>> for IstioRegistry {
     type Result = ();
-    fn handle(&mut self, msg: Watched<Namespace>, ctx: &mut Context<Self>) {
+    fn handle(&mut self, msg: WatchEvent<Namespace>, ctx: &mut Context<Self>) {
         let started = Instant::now();
         let first_list = !self.tasks.keys().any(|k| matches!(k, WatchKind::Istio(_)));
         let change = match msg.event {

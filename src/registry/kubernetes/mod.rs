@@ -2,7 +2,7 @@
 //!
 //! ```text
 //!  API server ──list/watch──▶ watch.rs (kube watcher tasks, one per kind, with backoff)
-//!                               │ Watched<K> (Init / InitApply / InitDone / Apply / Delete),
+//!                               │ WatchEvent<K> (Init / InitApply / InitDone / Apply / Delete),
 //!                               │ awaited: a watcher waits for its registry
 //!                               ▼
 //!  ServiceRegistry  (services.rs: Service, EndpointSlice, Pod, Namespace → ServiceEntries)
@@ -12,7 +12,7 @@
 //!                           Debouncer
 //! ```
 //!
-//! The indexes ([`services::ServiceIndex`], [`config::ConfigIndex`]) are pure: objects in,
+//! The indexes ([`services::ServiceObjectIndex`], [`config::IstioObjectIndex`]) are pure: objects in,
 //! a [`ConfigSet`](crate::model::push_context::ConfigSet) out, tested without I/O. The
 //! actors ([`registry`]) only forward watch events to them and send what changed.
 

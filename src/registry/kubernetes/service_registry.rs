@@ -1,5 +1,5 @@
 //! The ServiceRegistry: Services, EndpointSlices and Pods (and, with a namespace selector,
-//! Namespaces) watched into a [`ServiceIndex`], whose ServiceEntries it sends as source
+//! Namespaces) watched into a [`ServiceObjectIndex`], whose ServiceEntries it sends as source
 //! `kubernetes` through its [`Outbox`].
 
 use std::collections::BTreeMap;
@@ -16,15 +16,15 @@ use super::namespace_config;
 use crate::registry::GetConfigz;
 use crate::registry::kubernetes::Settings;
 use crate::registry::kubernetes::namespaces::{NamespaceChange, NamespaceFilter};
-use crate::registry::kubernetes::services::{ServiceIndex, ServiceKind};
-use crate::registry::kubernetes::watch::{self, WatchKind, WatchTask, Watched};
+use crate::registry::kubernetes::services::{ServiceKind, ServiceObjectIndex};
+use crate::registry::kubernetes::watch::{self, WatchEvent, WatchKind, WatchTask};
 use crate::registry::outbox::Outbox;
 
 /// Services, EndpointSlices and Pods (and Namespaces with a selector) → ServiceEntries.
 pub struct ServiceRegistry {
     client: Client,
     settings: Settings,
-    index: ServiceIndex,
+    index: ServiceObjectIndex,
     out: Outbox,
     tasks: BTreeMap<WatchKind, WatchTask>,
     mailbox_capacity: usize,
@@ -34,7 +34,7 @@ impl ServiceRegistry {
     pub fn new(client: Client, settings: Settings, out: Outbox, mailbox_capacity: usize) -> Self {
         let filter = NamespaceFilter::new(settings.namespace_selector.clone());
         ServiceRegistry {
-            index: ServiceIndex::new(&settings.cluster_domain, filter),
+            index: ServiceObjectIndex::new(&settings.cluster_domain, filter),
             client,
             settings,
             out,
@@ -72,7 +72,7 @@ impl ServiceRegistry {
         kind: WatchKind,
         api: Api<K>,
         config: watcher::Config,
-        to: Recipient<Watched<K>>,
+        to: Recipient<WatchEvent<K>>,
     ) where
         K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
     {
@@ -101,10 +101,10 @@ impl ServiceRegistry {
 
     fn on_event<K>(
         &mut self,
-        msg: Watched<K>,
+        msg: WatchEvent<K>,
         kind: ServiceKind,
-        one: fn(&mut ServiceIndex, &K, bool),
-        delete: fn(&mut ServiceIndex, &K),
+        one: fn(&mut ServiceObjectIndex, &K, bool),
+        delete: fn(&mut ServiceObjectIndex, &K),
     ) {
         let started = Instant::now();
         match msg.event {
@@ -137,9 +137,9 @@ impl Actor for ServiceRegistry {
     }
 }
 
-impl Handler<Watched<Service>> for ServiceRegistry {
+impl Handler<WatchEvent<Service>> for ServiceRegistry {
     type Result = ();
-    fn handle(&mut self, msg: Watched<Service>, _: &mut Context<Self>) {
+    fn handle(&mut self, msg: WatchEvent<Service>, _: &mut Context<Self>) {
         self.on_event(
             msg,
             ServiceKind::Service,
@@ -150,14 +150,14 @@ impl Handler<Watched<Service>> for ServiceRegistry {
                     i.apply_service(o)
                 }
             },
-            ServiceIndex::delete_service,
+            ServiceObjectIndex::delete_service,
         );
     }
 }
 
-impl Handler<Watched<EndpointSlice>> for ServiceRegistry {
+impl Handler<WatchEvent<EndpointSlice>> for ServiceRegistry {
     type Result = ();
-    fn handle(&mut self, msg: Watched<EndpointSlice>, _: &mut Context<Self>) {
+    fn handle(&mut self, msg: WatchEvent<EndpointSlice>, _: &mut Context<Self>) {
         self.on_event(
             msg,
             ServiceKind::EndpointSlice,
@@ -168,26 +168,26 @@ impl Handler<Watched<EndpointSlice>> for ServiceRegistry {
                     i.apply_slice(o)
                 }
             },
-            ServiceIndex::delete_slice,
+            ServiceObjectIndex::delete_slice,
         );
     }
 }
 
-impl Handler<Watched<Pod>> for ServiceRegistry {
+impl Handler<WatchEvent<Pod>> for ServiceRegistry {
     type Result = ();
-    fn handle(&mut self, msg: Watched<Pod>, _: &mut Context<Self>) {
+    fn handle(&mut self, msg: WatchEvent<Pod>, _: &mut Context<Self>) {
         self.on_event(
             msg,
             ServiceKind::Pod,
             |i, o, init| if init { i.init_pod(o) } else { i.apply_pod(o) },
-            ServiceIndex::delete_pod,
+            ServiceObjectIndex::delete_pod,
         );
     }
 }
 
-impl Handler<Watched<Namespace>> for ServiceRegistry {
+impl Handler<WatchEvent<Namespace>> for ServiceRegistry {
     type Result = ();
-    fn handle(&mut self, msg: Watched<Namespace>, ctx: &mut Context<Self>) {
+    fn handle(&mut self, msg: WatchEvent<Namespace>, ctx: &mut Context<Self>) {
         let started = Instant::now();
         let change = match msg.event {
             Event::Init => {

@@ -95,7 +95,7 @@ pub enum ServiceKind {
 
 /// The index. See the module documentation.
 #[derive(Debug)]
-pub struct ServiceIndex {
+pub struct ServiceObjectIndex {
     cluster_domain: String,
     namespaces: NamespaceFilter,
     services: Store<ServiceInfo>,
@@ -110,9 +110,9 @@ pub struct ServiceIndex {
     shared: Option<Arc<ConfigSet>>,
 }
 
-impl ServiceIndex {
+impl ServiceObjectIndex {
     pub fn new(cluster_domain: &str, namespaces: NamespaceFilter) -> Self {
-        ServiceIndex {
+        ServiceObjectIndex {
             cluster_domain: cluster_domain.to_string(),
             namespaces,
             services: Store::default(),
@@ -409,7 +409,7 @@ impl ServiceIndex {
 
     // ---- Namespaces --------------------------------------------------------------------
 
-    /// A Namespace was added or changed; see [`ServiceIndex::init_done`] for the result.
+    /// A Namespace was added or changed; see [`ServiceObjectIndex::init_done`] for the result.
     pub fn apply_namespace(&mut self, ns: &Namespace) -> NamespaceChange {
         let change = self.namespaces.apply(ns);
         self.purge(&change);

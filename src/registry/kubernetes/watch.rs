@@ -2,7 +2,7 @@
 //!
 //! Each task runs a kube runtime [`watcher()`] stream with the default backoff and sends every
 //! event, including the list boundaries (`Init`, `InitApply`, `InitDone`), to its registry
-//! as a [`Watched`] message, awaiting each: a watcher never runs ahead of its registry, so
+//! as a [`WatchEvent`] message, awaiting each: a watcher never runs ahead of its registry, so
 //! nothing queues without bound. A watch that gets 410 Gone or loses the API server is
 //! relisted by the watcher (after a backoff) and the relist arrives as a new
 //! `Init`…`InitDone`, which the index turns into a replacement of the kind. A registry can
@@ -47,12 +47,12 @@ impl fmt::Display for WatchKind {
 }
 
 /// One watch event of one kind.
-pub struct Watched<K> {
+pub struct WatchEvent<K> {
     pub kind: WatchKind,
     pub event: Event<K>,
 }
 
-impl<K: 'static> Message for Watched<K> {
+impl<K: 'static> Message for WatchEvent<K> {
     type Result = ();
 }
 
@@ -80,7 +80,7 @@ pub fn spawn<K>(
     kind: WatchKind,
     api: Api<K>,
     config: watcher::Config,
-    to: Recipient<Watched<K>>,
+    to: Recipient<WatchEvent<K>>,
 ) -> WatchTask
 where
     K: Resource + Clone + DeserializeOwned + fmt::Debug + Send + 'static,
@@ -94,7 +94,7 @@ async fn run<K>(
     kind: WatchKind,
     api: Api<K>,
     config: watcher::Config,
-    to: Recipient<Watched<K>>,
+    to: Recipient<WatchEvent<K>>,
     relist: Arc<Notify>,
 ) where
     K: Resource + Clone + DeserializeOwned + fmt::Debug + Send + 'static,
@@ -107,7 +107,7 @@ async fn run<K>(
             tokio::select! {
                 next = stream.next() => match next {
                     Some(Ok(event)) => {
-                        if to.send(Watched { kind, event }).await.is_err() {
+                        if to.send(WatchEvent { kind, event }).await.is_err() {
                             tracing::debug!(%kind, "registry stopped; watch ends");
                             return;
                         }

@@ -1,11 +1,11 @@
 //! Delta requests and responses: only what changed, and the names removed.
 
 use super::{Output, StreamState};
-use crate::xds::resource::{DeltaRequest, DeltaResponse, Response, TypeUrl};
+use crate::xds::resource::{DeltaRequest, DeltaResponse, ResourceType, Response};
 
 impl StreamState {
     pub(super) fn on_delta_request(&mut self, req: DeltaRequest, out: &mut Output) {
-        let Some(type_url) = TypeUrl::parse(&req.type_url) else {
+        let Some(type_url) = ResourceType::parse(&req.type_url) else {
             self.unknown_type(&req.type_url, out);
             let version = self.context_version().unwrap_or(0);
             let nonce = self.next_nonce(version);
@@ -29,14 +29,14 @@ impl StreamState {
 
     /// The resources the client lacks and the names it must drop; `None` when there is
     /// nothing, except that the first answer of a type is always sent (even empty).
-    pub(super) fn delta_response(&mut self, type_url: TypeUrl) -> Option<Response> {
+    pub(super) fn delta_response(&mut self, type_url: ResourceType) -> Option<Response> {
         let (ctx, proxy, scope) = (self.ctx.clone()?, self.proxy.clone()?, self.scope.clone()?);
         let subscription = self.delta_subs.get(&type_url)?;
         // An endpoint-only push generates only the clusters whose endpoints changed.
         let within = self
             .eds_only
             .as_ref()
-            .filter(|_| type_url == TypeUrl::Endpoint);
+            .filter(|_| type_url == ResourceType::Endpoint);
         let names = within.unwrap_or(subscription.wanted());
         let resources = crate::xds::generate_shared(type_url, &ctx, &proxy, &scope, names);
         let subscription = self.delta_subs.get_mut(&type_url)?;

@@ -23,7 +23,7 @@ pub use status::{ConnectionStatus, TypeStatus};
 
 use super::delta::DeltaSubscription;
 use super::names::NameSets;
-use super::resource::{Request, Response, TypeUrl};
+use super::resource::{Request, ResourceType, Response};
 use super::subscription::{Decision, Subscription};
 use crate::model::config::ConfigKey;
 use crate::model::proxy::Proxy;
@@ -43,14 +43,17 @@ pub enum CloseReason {
 pub enum Event {
     /// A response of `type_url` with `resources` entries was generated in `took`.
     Sent {
-        type_url: TypeUrl,
+        type_url: ResourceType,
         resources: usize,
         took: Duration,
     },
     /// The proxy rejected what it was sent.
-    Nack { type_url: TypeUrl, error: String },
+    Nack {
+        type_url: ResourceType,
+        error: String,
+    },
     /// A request answered a nonce that is not the last sent: ignored.
-    Stale(TypeUrl),
+    Stale(ResourceType),
     /// A type axon does not serve was requested (reported once per stream): answered empty.
     UnknownType(String),
     /// A push that affects the proxy, for a change that started at `start`
@@ -85,10 +88,10 @@ pub struct StreamState {
     ctx: Option<Arc<PushContext>>,
     /// What the proxy sees in `ctx`, and the configs it depends on.
     scope: Option<Arc<SidecarScope>>,
-    sotw: BTreeMap<TypeUrl, Subscription>,
-    delta_subs: BTreeMap<TypeUrl, DeltaSubscription>,
+    sotw: BTreeMap<ResourceType, Subscription>,
+    delta_subs: BTreeMap<ResourceType, DeltaSubscription>,
     /// Types requested before the first context existed, answered when it arrives.
-    waiting: BTreeSet<TypeUrl>,
+    waiting: BTreeSet<ResourceType>,
     /// After CDS is sent, the next EDS request is answered even if it looks like an ACK, so
     /// that cluster warming completes (istiod's AlwaysRespond, envoy#13009).
     always_respond_eds: bool,
@@ -182,14 +185,18 @@ impl StreamState {
         let version = ctx.version;
         let (old_ctx, old_scope) = self.set_context(ctx.clone());
         self.answer_waiting(&mut out);
-        let types: &[TypeUrl] = if request.full {
+        let types: &[ResourceType] = if request.full {
             let needed = self
                 .scope
                 .as_ref()
                 .is_some_and(|new| needs_push(old_scope.as_deref(), new, request));
-            if needed { &TypeUrl::PUSH_ORDER } else { &[] }
+            if needed {
+                &ResourceType::PUSH_ORDER
+            } else {
+                &[]
+            }
         } else {
-            let names = self.subscribed(TypeUrl::Endpoint);
+            let names = self.subscribed(ResourceType::Endpoint);
             let eds_only = match (&old_ctx, names) {
                 (Some(old), Some(names)) => Some(changed_clusters(old, &ctx, names)),
                 _ => None,
@@ -199,7 +206,11 @@ impl StreamState {
                 (None, names) => names.is_some(),
             };
             self.eds_only = eds_only;
-            if changed { &[TypeUrl::Endpoint] } else { &[] }
+            if changed {
+                &[ResourceType::Endpoint]
+            } else {
+                &[]
+            }
         };
         if !types.is_empty() {
             out.events.push(Event::Pushed {
@@ -228,7 +239,7 @@ impl StreamState {
         }
     }
 
-    fn on_decision(&mut self, type_url: TypeUrl, decision: Decision, out: &mut Output) {
+    fn on_decision(&mut self, type_url: ResourceType, decision: Decision, out: &mut Output) {
         match decision {
             Decision::Respond => self.respond(type_url, out),
             Decision::Ack => {}
@@ -281,7 +292,7 @@ impl StreamState {
     }
 
     /// Generates one type for the current context and queues what the client lacks.
-    fn respond(&mut self, type_url: TypeUrl, out: &mut Output) {
+    fn respond(&mut self, type_url: ResourceType, out: &mut Output) {
         if self.ctx.is_none() || self.scope.is_none() {
             self.waiting.insert(type_url);
             return;
@@ -294,8 +305,8 @@ impl StreamState {
         };
         let Some(response) = response else { return };
         // EDS must follow a CDS response; an EDS response satisfies that.
-        self.always_respond_eds = type_url == TypeUrl::Cluster
-            || (self.always_respond_eds && type_url != TypeUrl::Endpoint);
+        self.always_respond_eds = type_url == ResourceType::Cluster
+            || (self.always_respond_eds && type_url != ResourceType::Endpoint);
         out.events.push(Event::Sent {
             type_url,
             resources: response_count(&response),
@@ -335,7 +346,7 @@ impl StreamState {
     }
 
     /// The names subscribed for a type, if it is subscribed at all.
-    pub fn subscribed(&self, type_url: TypeUrl) -> Option<&BTreeSet<String>> {
+    pub fn subscribed(&self, type_url: ResourceType) -> Option<&BTreeSet<String>> {
         if self.delta {
             self.delta_subs
                 .get(&type_url)
@@ -351,7 +362,7 @@ impl StreamState {
 
     /// Whether a push of `version` has something to send for this type: it is subscribed, and
     /// (SotW) was not already answered from this very context.
-    fn needs_type(&self, type_url: TypeUrl, version: u64) -> bool {
+    fn needs_type(&self, type_url: ResourceType, version: u64) -> bool {
         if self.delta {
             self.delta_subs
                 .get(&type_url)

@@ -2,12 +2,12 @@
 //! answer.
 
 use super::{Output, StreamState};
-use crate::xds::resource::{Response, TypeUrl, XdsRequest, XdsResponse};
+use crate::xds::resource::{ResourceType, Response, XdsRequest, XdsResponse};
 use crate::xds::subscription::{Decision, Subscription};
 
 impl StreamState {
     pub(super) fn on_sotw_request(&mut self, req: XdsRequest, out: &mut Output) {
-        let Some(type_url) = TypeUrl::parse(&req.type_url) else {
+        let Some(type_url) = ResourceType::parse(&req.type_url) else {
             self.unknown_type(&req.type_url, out);
             let version = self.context_version().unwrap_or(0);
             let nonce = self.next_nonce(version);
@@ -25,7 +25,10 @@ impl StreamState {
             .entry(type_url)
             .or_insert_with(|| Subscription::new(type_url));
         let mut decision = subscription.on_request(type_url, &req, &names);
-        if decision == Decision::Ack && type_url == TypeUrl::Endpoint && self.always_respond_eds {
+        if decision == Decision::Ack
+            && type_url == ResourceType::Endpoint
+            && self.always_respond_eds
+        {
             decision = Decision::Respond;
         }
         self.on_decision(type_url, decision, out);
@@ -33,7 +36,7 @@ impl StreamState {
 
     /// The full current state of one type. A non-wildcard type with no names is unsubscribed
     /// and gets nothing.
-    pub(super) fn sotw_response(&mut self, type_url: TypeUrl) -> Option<Response> {
+    pub(super) fn sotw_response(&mut self, type_url: ResourceType) -> Option<Response> {
         let (ctx, proxy, scope) = (self.ctx.clone()?, self.proxy.clone()?, self.scope.clone()?);
         let subscribed = &self
             .sotw
@@ -41,7 +44,7 @@ impl StreamState {
             .filter(|w| w.is_subscribed())?
             .names;
         let names = match (&self.eds_only, type_url) {
-            (Some(changed), TypeUrl::Endpoint) => changed,
+            (Some(changed), ResourceType::Endpoint) => changed,
             _ => subscribed,
         };
         let resources = crate::xds::generate_shared(type_url, &ctx, &proxy, &scope, names);

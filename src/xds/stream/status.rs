@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use super::StreamState;
-use crate::xds::resource::TypeUrl;
+use crate::xds::resource::ResourceType;
 
 /// The sync state of one stream.
 #[derive(Debug, Clone, Serialize)]
@@ -37,13 +37,13 @@ pub struct TypeStatus {
 impl StreamState {
     /// Generates, without sending, every requested type (all if empty) for the current
     /// context, with the names the proxy subscribed (every resource of wildcard types).
-    pub fn dump(&self, types: &[TypeUrl]) -> serde_json::Value {
+    pub fn dump(&self, types: &[ResourceType]) -> serde_json::Value {
         let proxy_id = self.proxy.as_ref().map_or("", |p| p.id.as_str());
         let (Some(ctx), Some(proxy), Some(scope)) = (&self.ctx, &self.proxy, &self.scope) else {
             return serde_json::json!({"proxy": proxy_id, "error": "no config snapshot yet"});
         };
         let types = if types.is_empty() {
-            &TypeUrl::PUSH_ORDER[..]
+            &ResourceType::PUSH_ORDER[..]
         } else {
             types
         };

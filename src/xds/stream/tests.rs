@@ -12,10 +12,10 @@ use crate::model::proxy::NodeInfo;
 use crate::model::push_request::TriggerReason;
 use crate::xds::resource::{DeltaRequest, XdsRequest};
 
-const CDS: TypeUrl = TypeUrl::Cluster;
-const EDS: TypeUrl = TypeUrl::Endpoint;
-const LDS: TypeUrl = TypeUrl::Listener;
-const RDS: TypeUrl = TypeUrl::Route;
+const CDS: ResourceType = ResourceType::Cluster;
+const EDS: ResourceType = ResourceType::Endpoint;
+const LDS: ResourceType = ResourceType::Listener;
+const RDS: ResourceType = ResourceType::Route;
 
 const A: &str = "outbound|9080||a.shop.svc.cluster.local";
 const B: &str = "outbound|9080||b.shop.svc.cluster.local";
@@ -76,7 +76,7 @@ fn node() -> NodeInfo {
     }
 }
 
-fn sotw_req(type_url: TypeUrl, nonce: &str, names: &[&str]) -> Request {
+fn sotw_req(type_url: ResourceType, nonce: &str, names: &[&str]) -> Request {
     Request::Sotw(XdsRequest {
         type_url: type_url.url(),
         response_nonce: nonce.into(),
@@ -86,7 +86,7 @@ fn sotw_req(type_url: TypeUrl, nonce: &str, names: &[&str]) -> Request {
     })
 }
 
-fn sotw_nack(type_url: TypeUrl, nonce: &str) -> Request {
+fn sotw_nack(type_url: ResourceType, nonce: &str) -> Request {
     Request::Sotw(XdsRequest {
         type_url: type_url.url(),
         response_nonce: nonce.into(),
@@ -95,7 +95,12 @@ fn sotw_nack(type_url: TypeUrl, nonce: &str) -> Request {
     })
 }
 
-fn delta_req(type_url: TypeUrl, nonce: &str, subscribe: &[&str], unsubscribe: &[&str]) -> Request {
+fn delta_req(
+    type_url: ResourceType,
+    nonce: &str,
+    subscribe: &[&str],
+    unsubscribe: &[&str],
+) -> Request {
     Request::Delta(DeltaRequest {
         type_url: type_url.url(),
         response_nonce: nonce.into(),
@@ -115,12 +120,12 @@ fn stream(delta: bool) -> StreamState {
 }
 
 /// (type, nonce, resource names) of each SotW response.
-fn sotw_sent(out: &Output) -> Vec<(TypeUrl, String, Vec<String>)> {
+fn sotw_sent(out: &Output) -> Vec<(ResourceType, String, Vec<String>)> {
     out.responses
         .iter()
         .map(|r| match r {
             Response::Sotw(r) => (
-                TypeUrl::parse(&r.type_url).expect("a known type"),
+                ResourceType::parse(&r.type_url).expect("a known type"),
                 r.nonce.clone(),
                 r.resources.iter().map(|x| x.name.clone()).collect(),
             ),
@@ -130,12 +135,12 @@ fn sotw_sent(out: &Output) -> Vec<(TypeUrl, String, Vec<String>)> {
 }
 
 /// (type, nonce, names sent, names removed) of each Delta response.
-fn delta_sent(out: &Output) -> Vec<(TypeUrl, String, Vec<String>, Vec<String>)> {
+fn delta_sent(out: &Output) -> Vec<(ResourceType, String, Vec<String>, Vec<String>)> {
     out.responses
         .iter()
         .map(|r| match r {
             Response::Delta(r) => (
-                TypeUrl::parse(&r.type_url).expect("a known type"),
+                ResourceType::parse(&r.type_url).expect("a known type"),
                 r.nonce.clone(),
                 r.resources.iter().map(|(x, _)| x.name.clone()).collect(),
                 r.removed.clone(),
@@ -147,7 +152,7 @@ fn delta_sent(out: &Output) -> Vec<(TypeUrl, String, Vec<String>, Vec<String>)> 
 
 /// Subscribes CDS, EDS (a, b), LDS and ACKs every answer, as Envoy does; returns the last
 /// nonce of each type.
-fn sotw_synced(s: &mut StreamState) -> BTreeMap<TypeUrl, String> {
+fn sotw_synced(s: &mut StreamState) -> BTreeMap<ResourceType, String> {
     let mut nonces = BTreeMap::new();
     for (type_url, names) in [(CDS, vec![]), (EDS, vec![A, B]), (LDS, vec![])] {
         let sent = sotw_sent(&s.on_request(sotw_req(type_url, "", &names)));

@@ -1,4 +1,4 @@
-//! ServiceIndex tests: k8s-openapi objects in, ServiceEntry configs out, no I/O.
+//! ServiceObjectIndex tests: k8s-openapi objects in, ServiceEntry configs out, no I/O.
 
 use std::collections::BTreeMap;
 
@@ -127,8 +127,8 @@ fn mk_namespace(name: &str, ns_labels: &[(&str, &str)]) -> Namespace {
     }
 }
 
-fn index() -> ServiceIndex {
-    ServiceIndex::new("cluster.local", NamespaceFilter::new(None))
+fn index() -> ServiceObjectIndex {
+    ServiceObjectIndex::new("cluster.local", NamespaceFilter::new(None))
 }
 
 fn entry<'a>(set: &'a ConfigSet, ns: &str, name: &str) -> &'a ServiceEntry {
@@ -194,7 +194,7 @@ fn a_service_with_named_ports_becomes_a_service_entry() {
         ]
     );
     // The cluster domain is configurable for Kubernetes hostnames.
-    let mut other = ServiceIndex::new("corp.internal", NamespaceFilter::new(None));
+    let mut other = ServiceObjectIndex::new("corp.internal", NamespaceFilter::new(None));
     other.apply_service(&svc);
     assert_eq!(
         entry(&other.configs(), "shop", "reviews").hosts,
@@ -412,7 +412,7 @@ fn a_relist_replaces_the_kind_without_losing_or_duplicating() {
 #[test]
 fn the_namespace_selector_drops_other_namespaces() {
     let filter = NamespaceFilter::new(Some("mesh=on".parse().unwrap()));
-    let mut idx = ServiceIndex::new("cluster.local", filter);
+    let mut idx = ServiceObjectIndex::new("cluster.local", filter);
     idx.init(ServiceKind::Namespace);
     idx.init_namespace(&mk_namespace("shop", &[("mesh", "on")]));
     idx.init_namespace(&mk_namespace("other", &[]));
