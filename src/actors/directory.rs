@@ -9,9 +9,21 @@ use std::collections::HashMap;
 
 use actix::prelude::*;
 
-use super::connection::{Dump, GetStatus};
 use super::messages::ConnId;
+use crate::xds::ResourceType;
 use crate::xds::stream::ConnectionStatus;
+
+/// Asks a connection what it would send its proxy now, for the given types (all if empty).
+#[derive(Message, Debug, Clone, Default)]
+#[rtype(result = "serde_json::Value")]
+pub struct Dump {
+    pub types: Vec<ResourceType>,
+}
+
+/// Asks a connection for its sync status.
+#[derive(Message)]
+#[rtype(result = "ConnectionStatus")]
+pub struct GetStatus;
 
 /// A connection with a known proxy.
 #[derive(Message)]

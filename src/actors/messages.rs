@@ -6,7 +6,8 @@
 //!                                                 Connect / PushDone / Disconnect
 //! ```
 //!
-//! Queries of the debug and monitoring servers live beside the actor that answers them.
+//! Queries of the debug and monitoring servers live beside the actor that answers them,
+//! but for [`GetConfigz`], which every registry answers.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -74,3 +75,9 @@ pub struct Disconnect {
 pub struct PushDone {
     pub id: ConnId,
 }
+
+/// The configs a registry holds and the problems it found (`/debug/configz`); every
+/// registry answers it.
+#[derive(Message)]
+#[rtype(result = "serde_json::Value")]
+pub struct GetConfigz;

@@ -15,13 +15,12 @@ use axum::http::StatusCode;
 use axum::routing::get;
 use serde_json::{Value, json};
 
-use crate::actors::connection::Dump;
 use crate::actors::debouncer::Debouncer;
-use crate::actors::directory::{CollectStatus, ConnectionDirectory, DumpFor};
+use crate::actors::directory::{CollectStatus, ConnectionDirectory, Dump, DumpFor};
 use crate::actors::distribution::{DistributionTracker, GetDistribution};
 use crate::actors::messages::ForcePush;
+use crate::actors::messages::GetConfigz;
 use crate::actors::snapshot_builder::{GetPushStatus, SnapshotBuilder};
-use crate::registry::GetConfigz;
 use crate::xds::ResourceType;
 
 #[derive(Clone)]

@@ -8,15 +8,9 @@
 //!  API server ─▶ kubernetes::IstioRegistry (networking.istio.io)                   ┘
 //! ```
 //!
-//! Every registry answers [`GetConfigz`] (`/debug/configz`).
+//! Every registry answers [`GetConfigz`](crate::actors::messages::GetConfigz)
+//! (`/debug/configz`).
 
 pub mod files;
 pub mod kubernetes;
 pub mod outbox;
-
-use actix::prelude::*;
-
-/// The configs a registry holds and the problems it found (`/debug/configz`).
-#[derive(Message)]
-#[rtype(result = "serde_json::Value")]
-pub struct GetConfigz;

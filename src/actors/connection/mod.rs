@@ -4,7 +4,8 @@
 //! DistributionTracker).
 //!
 //! Receives the stream's requests (as a stream handler), [`Push`] from the PushQueue,
-//! [`GetStatus`] and [`Dump`] from the ConnectionDirectory; sends [`Connect`], [`PushDone`]
+//! [`GetStatus`](super::directory::GetStatus) and [`Dump`](super::directory::Dump) from the
+//! ConnectionDirectory; sends [`Connect`], [`PushDone`]
 //! and [`Disconnect`] to the PushQueue, [`Register`] / [`Unregister`] to the
 //! ConnectionDirectory, [`Affected`], [`Acked`], [`Nacked`], [`Gone`] to the
 //! DistributionTracker.
@@ -22,7 +23,6 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 
 pub use starter::ConnectionStarter;
-pub use status::{Dump, GetStatus};
 
 use super::directory::{ConnectionDirectory, Register, Unregister};
 use super::distribution::{Acked, Affected, DistributionTracker, Gone, Nacked};

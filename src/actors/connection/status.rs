@@ -4,20 +4,7 @@
 use actix::prelude::*;
 
 use super::ConnectionActor;
-use crate::xds::ResourceType;
-use crate::xds::stream::ConnectionStatus;
-
-/// Asks a connection what it would send its proxy now, for the given types (all if empty).
-#[derive(Message, Debug, Clone, Default)]
-#[rtype(result = "serde_json::Value")]
-pub struct Dump {
-    pub types: Vec<ResourceType>,
-}
-
-/// Asks a connection for its sync status.
-#[derive(Message)]
-#[rtype(result = "ConnectionStatus")]
-pub struct GetStatus;
+use crate::actors::directory::{Dump, GetStatus};
 
 impl Handler<Dump> for ConnectionActor {
     type Result = MessageResult<Dump>;

@@ -3,7 +3,7 @@
 //! - `gen-mesh`: writes a synthetic mesh's config directory ([`mesh`]).
 //! - `run`: opens N ADS streams to a running axon, as Envoys do, and reports their sync.
 //! - `bench`: starts axon on a generated mesh, runs every scenario and the floor, prints
-//!   the figures ([`bench`]).
+//!   the figures ([`mod@bench`]).
 //! - `replay`: the floor's replay server ([`floor`]), started by `bench`.
 
 mod bench;

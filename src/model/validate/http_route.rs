@@ -5,9 +5,9 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
+use super::destination::{gateway_name, route_destinations};
 use super::fields::{Errors, PORT_RANGE, first_line, port_in_range, re, re2_compat};
 use super::names::labels;
-use super::virtual_service::{gateway_name, route_destinations};
 use crate::model::istio::{Destination, HttpMatchRequest, HttpRoute, StringMatch};
 
 pub(super) fn http_route(errs: &mut Errors, path: &str, route: &HttpRoute, bound_to_gateway: bool) {

@@ -27,6 +27,7 @@
 //! collector and the small value checks and parsers). Unit tests sit next to what they test;
 //! `fixtures` holds the YAML fixture helpers they share.
 
+mod destination;
 mod destination_rule;
 mod fields;
 #[cfg(test)]

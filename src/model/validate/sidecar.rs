@@ -6,6 +6,7 @@ use std::collections::HashSet;
 
 use serde::Deserialize;
 
+use super::destination::destination;
 use super::fields::{
     Errors, PORT_RANGE, Protocol, UNIX_PREFIX, invalid_port_name, non_empty, port_in_range,
     protocol, typed, unsupported_value,
@@ -13,7 +14,6 @@ use super::fields::{
 use super::names::{dns1123_label, is_ip, namespaced_host, selector, unix_address};
 use super::tls::{ServerTls, server_tls};
 use super::traffic_policy::{ConnectionPool, connection_pool};
-use super::virtual_service::destination;
 use crate::model::istio::{CaptureMode, Destination, Sidecar};
 
 #[derive(Deserialize)]

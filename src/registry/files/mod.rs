@@ -17,9 +17,9 @@ use std::time::{Duration, Instant, SystemTime};
 use actix::prelude::*;
 use notify::{RecursiveMode, Watcher};
 
-use super::GetConfigz;
 use super::outbox::Outbox;
 use crate::actors::mailbox;
+use crate::actors::messages::GetConfigz;
 use crate::metrics::Metrics;
 use crate::model::config_set::FILES as SOURCE;
 use crate::model::file_set::is_config_file;

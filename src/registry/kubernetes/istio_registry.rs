@@ -12,8 +12,8 @@ use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::watcher::{self, Event};
 
 use super::namespace_config;
+use crate::actors::messages::GetConfigz;
 use crate::model::config::ConfigKind;
-use crate::registry::GetConfigz;
 use crate::registry::kubernetes::Settings;
 use crate::registry::kubernetes::config::{IstioObjectIndex, Rejected};
 use crate::registry::kubernetes::namespaces::{NamespaceChange, NamespaceFilter};

@@ -7,14 +7,15 @@
 //!                               ▼
 //!  ServiceRegistry  (services.rs: Service, EndpointSlice, Pod, Namespace → ServiceEntries)
 //!  IstioRegistry    (config.rs: networking.istio.io objects → Configs)
-//!                               │ ConfigUpdate { source: "kubernetes" | "kubernetes-istio" }
-//!                               ▼
+//!                               │ ConfigUpdate { source: "kubernetes" | "kubernetes-istio" },
+//!                               ▼ through each one's Outbox
 //!                           Debouncer
 //! ```
 //!
-//! The indexes ([`services::ServiceObjectIndex`], [`config::IstioObjectIndex`]) are pure: objects in,
-//! a [`ConfigSet`](crate::model::push_context::ConfigSet) out, tested without I/O. The
-//! actors ([`registry`]) only forward watch events to them and send what changed.
+//! The indexes ([`services::ServiceObjectIndex`], [`config::IstioObjectIndex`]) are pure:
+//! objects in, a [`ConfigSet`](crate::model::config_set::ConfigSet) out, tested without I/O.
+//! The actors ([`ServiceRegistry`], [`IstioRegistry`]) only forward watch events to them and
+//! send what changed through their [`Outbox`](crate::registry::outbox::Outbox).
 
 pub mod config;
 mod istio_registry;

@@ -13,7 +13,7 @@ use kube::api::Api;
 use kube::runtime::watcher::{self, Event};
 
 use super::namespace_config;
-use crate::registry::GetConfigz;
+use crate::actors::messages::GetConfigz;
 use crate::registry::kubernetes::Settings;
 use crate::registry::kubernetes::namespaces::{NamespaceChange, NamespaceFilter};
 use crate::registry::kubernetes::services::{ServiceKind, ServiceObjectIndex};
