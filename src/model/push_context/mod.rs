@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use super::address_index::AddressIndex;
 use super::config::{Config, ConfigKey, ConfigKind, Spec};
+use super::config_set::ConfigSet;
 use super::host;
 use super::istio::{DestinationRule, Gateway, Resolution, Sidecar, VirtualService};
 use super::mesh::MeshConfig;
@@ -16,7 +17,10 @@ use super::push_request::PushRequest;
 use super::service::{Endpoint, Service, endpoints_of, services_of};
 use super::visibility::ExportTo;
 
-use super::config_set::ConfigSet;
+mod endpoints;
+
+pub use endpoints::changed_clusters;
+use endpoints::{endpoint_differences, index_endpoints, update_endpoints};
 
 /// The configs of one kind, in key order.
 pub fn of_kind(configs: &ConfigSet, kind: ConfigKind) -> impl Iterator<Item = &Arc<Config>> {
@@ -311,115 +315,6 @@ fn index_services(configs: &ConfigSet, mesh: &MeshConfig) -> ServiceIndex {
 /// `(hostname, port)`: what the endpoint index is keyed by.
 pub type ServicePort = (String, u32);
 
-/// WorkloadEntries by namespace (what a ServiceEntry's selector may pick).
-fn workloads_by_namespace(configs: &ConfigSet) -> BTreeMap<&str, Vec<&Arc<Config>>> {
-    let mut out: BTreeMap<&str, Vec<&Arc<Config>>> = BTreeMap::new();
-    for c in of_kind(configs, ConfigKind::WorkloadEntry) {
-        out.entry(c.namespace()).or_default().push(c);
-    }
-    out
-}
-
-/// The endpoints of every port of one service.
-fn service_endpoints(
-    configs: &ConfigSet,
-    service: &Service,
-    workloads: &BTreeMap<&str, Vec<&Arc<Config>>>,
-) -> Vec<(ServicePort, Arc<Vec<Endpoint>>)> {
-    let Some(Spec::ServiceEntry(se)) = configs.get(&service.source).map(|c| &c.spec) else {
-        return Vec::new();
-    };
-    let in_namespace = workloads
-        .get(service.namespace.as_str())
-        .map(Vec::as_slice)
-        .unwrap_or(&[]);
-    service
-        .ports
-        .iter()
-        .map(|port| {
-            let mut endpoints = endpoints_of(se, port, in_namespace.iter().copied());
-            if endpoints.is_empty()
-                && se.resolution == Resolution::Dns
-                && se.workload_selector.is_none()
-                && !service.hostname.starts_with('*')
-            {
-                // A DNS entry without endpoints resolves its own host.
-                endpoints.push(Endpoint {
-                    address: service.hostname.clone(),
-                    port: port.target_port.unwrap_or(port.number),
-                    labels: Default::default(),
-                    weight: 1,
-                    locality: String::new(),
-                });
-            }
-            ((service.hostname.clone(), port.number), Arc::new(endpoints))
-        })
-        .collect()
-}
-
-fn index_endpoints(configs: &ConfigSet, services: &ServiceIndex) -> EndpointIndex {
-    let workloads = workloads_by_namespace(configs);
-    let by_service_port: BTreeMap<_, _> = services
-        .by_host
-        .values()
-        .flat_map(|s| service_endpoints(configs, s, &workloads))
-        .collect();
-    EndpointIndex {
-        by_address: AddressIndex::build(&by_service_port),
-        by_service_port,
-    }
-}
-
-/// The endpoint index after an endpoint-only change: only the services fed by a changed
-/// ServiceEntry, or selecting WorkloadEntries in a namespace where one changed, are recomputed.
-fn update_endpoints(
-    prev: &EndpointIndex,
-    configs: &ConfigSet,
-    services: &ServiceIndex,
-    changed: &BTreeSet<ConfigKey>,
-) -> EndpointIndex {
-    let workload_namespaces: BTreeSet<&str> = changed
-        .iter()
-        .filter(|k| k.kind == ConfigKind::WorkloadEntry)
-        .map(|k| k.namespace.as_str())
-        .collect();
-    let affected: Vec<&Arc<Service>> = services
-        .by_host
-        .values()
-        .filter(|s| {
-            changed.contains(&s.source)
-                || (workload_namespaces.contains(s.namespace.as_str())
-                    && matches!(
-                        configs.get(&s.source).map(|c| &c.spec),
-                        Some(Spec::ServiceEntry(se)) if se.workload_selector.is_some()
-                    ))
-        })
-        .collect();
-    let workloads = workloads_by_namespace(configs);
-    let mut by_service_port = prev.by_service_port.clone();
-    let mut by_address = prev.by_address.clone();
-    for service in affected {
-        let host = &service.hostname;
-        let of_host = (host.clone(), 0)..=(host.clone(), u32::MAX);
-        let old: Vec<_> = prev.by_service_port.range(of_host).collect();
-        for (key, _) in &old {
-            by_service_port.remove(*key);
-        }
-        let new = service_endpoints(configs, service, &workloads);
-        by_address = by_address.replace_host(
-            host,
-            old.iter().flat_map(|(_, eps)| eps.iter()),
-            new.iter()
-                .flat_map(|((_, port), eps)| eps.iter().map(move |e| (*port, e))),
-        );
-        by_service_port.extend(new);
-    }
-    EndpointIndex {
-        by_address,
-        by_service_port,
-    }
-}
-
 fn index_virtual_services(configs: &ConfigSet) -> VirtualServiceIndex {
     let mut by_gateway: BTreeMap<String, Vec<Arc<Config>>> = BTreeMap::new();
     let mut by_host: BTreeMap<String, Vec<Arc<Config>>> = BTreeMap::new();
@@ -490,58 +385,4 @@ fn index_gateways(configs: &ConfigSet) -> GatewayIndex {
     GatewayIndex {
         all: of_kind(configs, ConfigKind::Gateway).cloned().collect(),
     }
-}
-
-/// Of the clusters named in `names`, those whose endpoints differ between `old` and `new`:
-/// what an endpoint-only push sends (istiod's incremental EDS). With the differences that
-/// `new` recorded when it was built, this looks up only the few changed clusters' names.
-pub fn changed_clusters(
-    old: &PushContext,
-    new: &PushContext,
-    names: &BTreeSet<String>,
-) -> BTreeSet<String> {
-    let Some(changes) = new.endpoint_changes_since(old) else {
-        return names
-            .iter()
-            .filter(|name| cluster_endpoints_changed(old, new, name))
-            .cloned()
-            .collect();
-    };
-    let mut out = BTreeSet::new();
-    for (host, port) in changes.iter() {
-        let subsets = new
-            .destination_rules_of(host)
-            .flat_map(|(_, dr)| dr.subsets.iter().map(|s| s.name.as_str()));
-        for subset in std::iter::once("").chain(subsets) {
-            let name = super::service::outbound_cluster_name(*port, subset, host);
-            if names.contains(&name) {
-                out.insert(name);
-            }
-        }
-    }
-    out
-}
-
-/// The `(hostname, port)`s whose endpoints differ between two indexes.
-fn endpoint_differences(old: &EndpointIndex, new: &EndpointIndex) -> BTreeSet<(String, u32)> {
-    let mut out: BTreeSet<(String, u32)> = old
-        .by_service_port
-        .keys()
-        .filter(|k| !new.by_service_port.contains_key(*k))
-        .cloned()
-        .collect();
-    for (key, endpoints) in &new.by_service_port {
-        match old.by_service_port.get(key) {
-            Some(prev) if Arc::ptr_eq(prev, endpoints) || prev == endpoints => {}
-            _ => {
-                out.insert(key.clone());
-            }
-        }
-    }
-    out
-}
-
-fn cluster_endpoints_changed(old: &PushContext, new: &PushContext, name: &str) -> bool {
-    super::service::parse_outbound_cluster_name(name)
-        .is_some_and(|(port, _, host)| old.endpoints(host, port) != new.endpoints(host, port))
 }

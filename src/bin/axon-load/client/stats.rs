@@ -1,0 +1,46 @@
+//! Figures from the fleet's shared state: sync times, ACKs after an instant, quantiles.
+
+use std::sync::atomic::Ordering;
+
+use super::Shared;
+
+/// Proxies whose sync time is known, sorted, in ms from `since_us`.
+pub fn sync_times_ms(shared: &Shared, since_us: u64) -> Vec<f64> {
+    let mut v: Vec<f64> = shared
+        .proxies
+        .iter()
+        .map(|p| p.synced_us.load(Ordering::Relaxed))
+        .filter(|&t| t > 0)
+        .map(|t| t.saturating_sub(since_us) as f64 / 1000.0)
+        .collect();
+    v.sort_by(f64::total_cmp);
+    v
+}
+
+/// Per proxy with an ACK after `since_us`: (index, last ACK after it, ACKs per type after it).
+pub fn acks_after(shared: &Shared, since_us: u64) -> Vec<(usize, u64, [u32; 4])> {
+    shared
+        .proxies
+        .iter()
+        .enumerate()
+        .filter_map(|(j, p)| {
+            let acks = p.acks.lock().unwrap();
+            let mut last = 0;
+            let mut per = [0u32; 4];
+            for a in acks.iter().filter(|a| a.at_us > since_us) {
+                last = last.max(a.at_us);
+                per[a.ty as usize] += 1;
+            }
+            (last > 0).then_some((j, last, per))
+        })
+        .collect()
+}
+
+/// The value at quantile `q` of sorted `v`.
+pub fn quantile(v: &[f64], q: f64) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1;
+    v[i]
+}
