@@ -62,10 +62,10 @@ pub enum LogFormat {
 pub enum Command {
     /// Serve Envoy over ADS from a directory of Istio YAML, Kubernetes, or both.
     Serve(ServeArgs),
-    /// Check every file of a directory as `serve` would; exit 1 on any error.
+    /// Check a file, or every file of a directory, as `serve` would; exit 1 on any error.
     Validate {
-        /// The directory of Istio YAML.
-        dir: PathBuf,
+        /// A file or a directory of Istio YAML.
+        path: PathBuf,
     },
 }
 
@@ -113,7 +113,7 @@ pub fn main() -> std::process::ExitCode {
     init_tracing(cli.log_format, cli.log_level.as_deref());
     let result = match cli.command {
         Command::Serve(args) => serve(args).map(|()| std::process::ExitCode::SUCCESS),
-        Command::Validate { dir } => validate(&dir, &mut std::io::stdout()).map(|ok| {
+        Command::Validate { path } => validate(&path, &mut std::io::stdout()).map(|ok| {
             if ok {
                 std::process::ExitCode::SUCCESS
             } else {
@@ -122,9 +122,26 @@ pub fn main() -> std::process::ExitCode {
         }),
     };
     result.unwrap_or_else(|e| {
-        eprintln!("axon: {e:#}");
+        eprintln!("axon: {}", one_line(&e));
         std::process::ExitCode::from(2)
     })
+}
+
+/// An error and its causes on one line, each cause once (many errors repeat their source
+/// in their own message).
+fn one_line(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string().replace('\n', " ");
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
 }
 
 fn init_tracing(format: LogFormat, level: Option<&str>) {
@@ -143,10 +160,14 @@ fn init_tracing(format: LogFormat, level: Option<&str>) {
     }
 }
 
-/// Checks every config file under `dir`; writes each problem to `out`. Returns whether
-/// there was none.
-pub fn validate(dir: &Path, out: &mut impl std::io::Write) -> anyhow::Result<bool> {
-    let files = list_config_files(dir).with_context(|| format!("reading {}", dir.display()))?;
+/// Checks `path`, a file or every config file under a directory; writes each problem to
+/// `out`. Returns whether there was none.
+pub fn validate(path: &Path, out: &mut impl std::io::Write) -> anyhow::Result<bool> {
+    let files = if path.is_file() {
+        vec![path.to_path_buf()]
+    } else {
+        list_config_files(path).with_context(|| format!("reading {}", path.display()))?
+    };
     let mut set = FileSet::new(DEFAULT_NAMESPACE);
     let mut errors = 0;
     let mut unsupported = std::collections::BTreeSet::new();

@@ -284,4 +284,48 @@ mod tests {
         );
         assert_eq!(q.pop_ready(t + Duration::from_secs(6)).unwrap().0, 2);
     }
+
+    struct Sink;
+
+    impl Actor for Sink {
+        type Context = Context<Self>;
+    }
+
+    impl Handler<Push> for Sink {
+        type Result = ();
+        fn handle(&mut self, _: Push, _: &mut Context<Self>) {}
+    }
+
+    #[actix_rt::test]
+    async fn the_mailbox_depth_counts_every_message_sent_and_handled() {
+        use crate::actors::mailbox::{ask, tell_addr};
+        let metrics = Metrics::new();
+        let depth = || {
+            metrics
+                .mailbox_depth
+                .with_label_values(&["push_queue"])
+                .get()
+        };
+        let queue = PushQueue::new(4, 16, Duration::from_secs(5), metrics.clone()).start();
+        let conn = Sink.start().recipient();
+        for id in 1..=3 {
+            let connect = Connect {
+                id,
+                conn: conn.clone(),
+            };
+            let current = ask(&metrics, "push_queue", &queue.clone().recipient(), connect).await;
+            assert!(
+                current.expect("the queue answers").is_none(),
+                "no context yet"
+            );
+        }
+        tell_addr(&metrics, "push_queue", &queue, PushDone { id: 1 });
+        tell_addr(&metrics, "push_queue", &queue, Disconnect { id: 2 });
+        // A round trip: every message sent before it has been handled.
+        let connect = Connect { id: 4, conn };
+        ask(&metrics, "push_queue", &queue.clone().recipient(), connect)
+            .await
+            .unwrap();
+        assert_eq!(depth(), 0, "as many handled as sent, never negative");
+    }
 }
