@@ -139,7 +139,11 @@ pub fn changed_clusters(
             .flat_map(|(_, dr)| dr.subsets.iter().map(|s| s.name.as_str()));
         for subset in std::iter::once("").chain(subsets) {
             let name = crate::model::service::outbound_cluster_name(*port, subset, host);
-            if names.contains(&name) {
+            // A subset whose own endpoints did not move (another subset's did) is not sent.
+            if names.contains(&name)
+                && old.subset_endpoints(host, *port, subset)
+                    != new.subset_endpoints(host, *port, subset)
+            {
                 out.insert(name);
             }
         }
@@ -170,6 +174,30 @@ pub(super) fn endpoint_differences(
 }
 
 fn cluster_endpoints_changed(old: &PushContext, new: &PushContext, name: &str) -> bool {
-    crate::model::service::parse_outbound_cluster_name(name)
-        .is_some_and(|(port, _, host)| old.endpoints(host, port) != new.endpoints(host, port))
+    crate::model::service::parse_outbound_cluster_name(name).is_some_and(|(port, subset, host)| {
+        old.subset_endpoints(host, port, subset) != new.subset_endpoints(host, port, subset)
+    })
+}
+
+impl PushContext {
+    /// The endpoints of the cluster `host:port` of `subset` (empty: all of them): those
+    /// whose labels match the subset's in the first DestinationRule of the host that defines
+    /// it, as EDS selects them for a cluster name; none for a subset no rule defines.
+    pub fn subset_endpoints(&self, host: &str, port: u32, subset: &str) -> Vec<&Endpoint> {
+        let endpoints = self.endpoints(host, port);
+        if subset.is_empty() {
+            return endpoints.iter().collect();
+        }
+        let labels = self
+            .destination_rules_of(host)
+            .find_map(|(_, dr)| dr.subsets.iter().find(|s| s.name == subset))
+            .map(|s| &s.labels);
+        match labels {
+            Some(labels) => endpoints
+                .iter()
+                .filter(|ep| crate::model::service::labels_match(labels, &ep.labels))
+                .collect(),
+            None => Vec::new(),
+        }
+    }
 }

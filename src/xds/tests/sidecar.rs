@@ -120,6 +120,32 @@ fn endpoint_changes_are_seen_per_watched_cluster() {
 }
 
 #[test]
+fn an_endpoint_change_of_one_subset_leaves_the_other_subsets_alone() {
+    use crate::model::config::{ConfigKey, ConfigKind};
+    use crate::model::push_context::changed_clusters;
+    let v1 = "outbound|9080|v1|reviews.shop.svc.cluster.local";
+    let v2 = "outbound|9080|v2|reviews.shop.svc.cluster.local";
+    let all = "outbound|9080||reviews.shop.svc.cluster.local";
+    let watched = names(&[v1, v2, all]);
+    let moved = MESH.replace("10.0.0.2", "10.0.0.3");
+    // Compared cluster by cluster (contexts built independently) ...
+    let before = context(MESH);
+    assert_eq!(
+        changed_clusters(&before, &context(&moved), &watched),
+        names(&[v2, all])
+    );
+    // ... and from the differences an endpoint-only context records.
+    let keys = BTreeSet::from([ConfigKey::new(ConfigKind::ServiceEntry, "shop", "reviews")]);
+    let request = PushRequest::endpoint_change(keys, Instant::now());
+    let after = PushContext::build(Some(&before), &configs(&moved), &request, &before.mesh);
+    assert_eq!(
+        changed_clusters(&before, &after, &watched),
+        names(&[v2, all])
+    );
+    assert!(changed_clusters(&before, &after, &names(&[v1])).is_empty());
+}
+
+#[test]
 fn an_endpoint_change_recomputes_only_the_changed_services() {
     let mesh = Arc::default();
     let before = configs(MESH);
