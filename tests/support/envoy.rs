@@ -1,4 +1,4 @@
-//! [`Envoy`]: a running Envoy (the binary from `tools.rs`) with
+//! [`Envoy`]: a running Envoy (the pinned release from the test venv, see `tools.rs`) with
 //! the bootstrap [`EnvoyOptions`] makes, its admin API (`/config_dump`, `/stats`), and
 //! helpers that read a config_dump. Killed on drop; its xDS stats and log are printed if the
 //! test panics.

@@ -4,7 +4,7 @@
 //! | file | owns |
 //! |---|---|
 //! | `wait.rs` | [`wait_until`] (waiting on a condition with a deadline), [`free_port`] |
-//! | `tools.rs` | the Envoy binary ([`ensure_envoy`]) |
+//! | `tools.rs` | the project-local venv with the pinned Envoy and grpcio ([`ensure_envoy`], [`grpc_python`]) |
 //! | `http.rs` | the raw HTTP/1.1 client ([`http_get`], [`http_request`]) |
 //! | `upstream.rs` | [`Upstream`], an HTTP server that answers with its name |
 //! | `config_dir.rs` | [`ConfigDir`], the watched config directory, written atomically |
