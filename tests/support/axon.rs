@@ -22,6 +22,7 @@ pub struct Axon {
     child: Child,
     xds_addr: SocketAddr,
     monitoring_addr: SocketAddr,
+    debug_addr: SocketAddr,
     log: Arc<Mutex<String>>,
     log_path: PathBuf,
     dir: Option<tempfile::TempDir>,
@@ -122,8 +123,12 @@ impl Axon {
         let deadline = Instant::now() + Duration::from_secs(30);
         let mut exited = false;
         let addrs = loop {
-            if let Some(a) = parse_listening(&log.lock().unwrap()) {
-                break Ok(a);
+            let listening = {
+                let log = log.lock().unwrap();
+                parse_listening(&log).zip(parse_debug_addr(&log))
+            };
+            if let Some(((xds, monitoring), debug)) = listening {
+                break Ok((xds, monitoring, debug));
             }
             if let Ok(Some(status)) = child.try_wait() {
                 // Give the readers a moment to drain the pipes.
@@ -140,10 +145,11 @@ impl Axon {
             thread::sleep(Duration::from_millis(50));
         };
         match addrs {
-            Ok((xds_addr, monitoring_addr)) => Ok(Axon {
+            Ok((xds_addr, monitoring_addr, debug_addr)) => Ok(Axon {
                 child,
                 xds_addr,
                 monitoring_addr,
+                debug_addr,
                 log,
                 log_path,
                 dir: Some(dir),
@@ -192,6 +198,11 @@ impl Axon {
 
     pub fn monitoring_addr(&self) -> SocketAddr {
         self.monitoring_addr
+    }
+
+    /// The debug address (`/debug/...`, see `axon_debug.rs`).
+    pub fn debug_addr(&self) -> SocketAddr {
+        self.debug_addr
     }
 
     /// Everything axon wrote so far (stderr, plus stdout lines prefixed with
@@ -330,6 +341,15 @@ pub fn parse_listening(log: &str) -> Option<(SocketAddr, SocketAddr)> {
     let x = xds.captures(line)?.get(1)?.as_str().parse().ok()?;
     let m = mon.captures(line)?.get(1)?.as_str().parse().ok()?;
     Some((x, m))
+}
+
+/// Parses `debug_addr=` from the `axon listening` line.
+pub fn parse_debug_addr(log: &str) -> Option<SocketAddr> {
+    static DEBUG: OnceLock<regex::Regex> = OnceLock::new();
+    let re = DEBUG
+        .get_or_init(|| regex::Regex::new(r#"debug_addr="?([0-9a-fA-F.:\[\]]+:\d+)"#).unwrap());
+    let line = log.lines().find(|l| l.contains("axon listening"))?;
+    re.captures(line)?.get(1)?.as_str().parse().ok()
 }
 
 impl Drop for Axon {

@@ -1,7 +1,7 @@
 //! [`Envoy`]: a running Envoy (the pinned release from the test venv, see `tools.rs`) with
-//! the bootstrap [`EnvoyOptions`] makes, its admin API (`/config_dump`, `/stats`), and
-//! helpers that read a config_dump. Killed on drop; its xDS stats and log are printed if the
-//! test panics.
+//! the bootstrap [`EnvoyOptions`] makes, and its admin API (`/config_dump`, `/stats`; what
+//! a dump says is read in `config_dump.rs`). Killed on drop; its xDS stats and log are
+//! printed if the test panics.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -376,70 +376,4 @@ impl Drop for Envoy {
         }
         keep_dir_on_panic(&mut self.dir, "envoy");
     }
-}
-
-// ---------------------------------------------------------------------------
-// config_dump helpers
-// ---------------------------------------------------------------------------
-
-/// The config_dump entry whose `@type`'s last segment is `type_suffix`
-/// (e.g. `RoutesConfigDump`, which does not match `ScopedRoutesConfigDump`).
-pub fn dump_section<'a>(
-    dump: &'a serde_json::Value,
-    type_suffix: &str,
-) -> Option<&'a serde_json::Value> {
-    dump.get("configs")?.as_array()?.iter().find(|c| {
-        c.get("@type")
-            .and_then(|t| t.as_str())
-            .is_some_and(|t| t.rsplit(['.', '/']).next() == Some(type_suffix))
-    })
-}
-
-/// Names of dynamic (active or warming) listeners.
-pub fn dynamic_listener_names(dump: &serde_json::Value) -> Vec<String> {
-    let mut out = Vec::new();
-    if let Some(ls) = dump_section(dump, "ListenersConfigDump")
-        .and_then(|s| s.get("dynamic_listeners"))
-        .and_then(|l| l.as_array())
-    {
-        for l in ls {
-            if let Some(n) = l.get("name").and_then(|n| n.as_str()) {
-                out.push(n.to_string());
-            }
-        }
-    }
-    out
-}
-
-/// Names of dynamic route configurations.
-pub fn dynamic_route_config_names(dump: &serde_json::Value) -> Vec<String> {
-    let mut out = Vec::new();
-    if let Some(rs) = dump_section(dump, "RoutesConfigDump")
-        .and_then(|s| s.get("dynamic_route_configs"))
-        .and_then(|l| l.as_array())
-    {
-        for r in rs {
-            if let Some(n) = r.pointer("/route_config/name").and_then(|n| n.as_str()) {
-                out.push(n.to_string());
-            }
-        }
-    }
-    out
-}
-
-/// Names of dynamic active (and warming) clusters.
-pub fn dynamic_cluster_names(dump: &serde_json::Value) -> Vec<String> {
-    let mut out = Vec::new();
-    if let Some(sec) = dump_section(dump, "ClustersConfigDump") {
-        for key in ["dynamic_active_clusters", "dynamic_warming_clusters"] {
-            if let Some(cs) = sec.get(key).and_then(|l| l.as_array()) {
-                for c in cs {
-                    if let Some(n) = c.pointer("/cluster/name").and_then(|n| n.as_str()) {
-                        out.push(n.to_string());
-                    }
-                }
-            }
-        }
-    }
-    out
 }

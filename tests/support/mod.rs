@@ -9,8 +9,10 @@
 //! | `upstream.rs` | [`Upstream`], an HTTP server that answers with its name |
 //! | `config_dir.rs` | [`ConfigDir`], the watched config directory, written atomically |
 //! | `process.rs` | child processes: log capture, kill, temp dirs kept on panic |
-//! | `axon.rs` | [`Axon`], the `axon serve` process and its monitoring and debug addresses |
-//! | `envoy.rs` | [`Envoy`] and [`EnvoyOptions`], its admin API and config_dump helpers |
+//! | `axon.rs` | [`Axon`], the `axon serve` process, its log and monitoring address |
+//! | `axon_debug.rs` | what a test asks axon about its state: debug endpoints, `/metrics` |
+//! | `envoy.rs` | [`Envoy`] and [`EnvoyOptions`], its admin API |
+//! | `config_dump.rs` | what Envoy's config_dump says; [`wait_for_route`] (a route in force) |
 //!
 //! Everything here is blocking std code (threads, `std::process`, `std::net`). Tests wait on
 //! conditions with deadlines ([`wait_until`]), never on fixed sleeps. On a panicking test,
@@ -23,7 +25,9 @@
 #![allow(dead_code)]
 
 mod axon;
+mod axon_debug;
 mod config_dir;
+mod config_dump;
 mod envoy;
 mod http;
 mod process;
@@ -35,7 +39,11 @@ mod wait;
 #[allow(unused_imports)]
 pub use axon::*;
 #[allow(unused_imports)]
+pub use axon_debug::*;
+#[allow(unused_imports)]
 pub use config_dir::*;
+#[allow(unused_imports)]
+pub use config_dump::*;
 #[allow(unused_imports)]
 pub use envoy::*;
 #[allow(unused_imports)]
