@@ -124,6 +124,24 @@ impl Axon {
         })
     }
 
+    /// The validation errors `/debug/configz` holds for the config directory (each with
+    /// the file's path, document and reason).
+    pub fn config_errors(&self) -> Vec<String> {
+        self.debug_json("/debug/configz")["errors"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e.as_str().map(str::to_string))
+            .collect()
+    }
+
+    /// Waits (up to `timeout`) until `/debug/configz` holds an error mentioning `needle`.
+    pub fn wait_config_error(&self, needle: &str, timeout: Duration) -> bool {
+        wait_until(timeout, || {
+            self.config_errors().iter().any(|e| e.contains(needle))
+        })
+    }
+
     /// The value of the first `/metrics` sample line starting with `line_prefix` (e.g.
     /// `pilot_xds ` or `pilot_total_xds_rejects{type="cds"}`).
     pub fn metric(&self, line_prefix: &str) -> Option<f64> {
