@@ -328,6 +328,17 @@ fn call_echo(axon: &Axon, bootstrap: &Bootstrap, headers: &[(&str, &str)]) -> St
     );
 }
 
+/// Waits until axon has built a config context newer than `after` (the first, for `None`):
+/// a client started from then on is served it.
+fn wait_config_built(axon: &Axon, after: Option<u64>, what: &str) {
+    assert!(
+        axon.wait_built_after(after, Duration::from_secs(10))
+            .is_some(),
+        "axon never built {what}: {}",
+        axon.push_status()
+    );
+}
+
 // ---------------------------------------------------------------------------
 // Config
 // ---------------------------------------------------------------------------
@@ -376,6 +387,7 @@ fn proxyless_grpc_client_calls_service_entry_endpoint() {
     let config = ConfigDir::new();
     config.write("echo-se.yaml", &echo_se_yaml(&[(echo.port, "v1")]));
     let axon = Axon::start(config.path());
+    wait_config_built(&axon, None, "the ServiceEntry");
     let bootstrap = Bootstrap::new(&axon);
 
     let reply = call_echo(&axon, &bootstrap, &[]);
@@ -400,6 +412,7 @@ fn proxyless_grpc_client_follows_virtual_service_subsets() {
     config.write("echo-dr.yaml", &echo_dr_yaml());
     config.write("echo-vs.yaml", &echo_vs_yaml("v1"));
     let axon = Axon::start(config.path());
+    wait_config_built(&axon, None, "the first config");
     let bootstrap = Bootstrap::new(&axon);
 
     let by_header = call_echo(&axon, &bootstrap, &[("x-version", "v2")]);
@@ -414,8 +427,11 @@ fn proxyless_grpc_client_follows_virtual_service_subsets() {
         "without the header the default subset is v1"
     );
 
-    // Everything to v2 (100%); a fresh client must see the new route.
+    // Everything to v2 (100%); a fresh client, started once axon has built the change, must
+    // see the new route.
+    let before = axon.built_version();
     config.write("echo-vs.yaml", &echo_vs_yaml("v2"));
+    wait_config_built(&axon, before, "the VirtualService change");
     let mut last = String::new();
     let switched = wait_until(Duration::from_secs(20), || {
         last = call_echo(&axon, &bootstrap, &[]);
