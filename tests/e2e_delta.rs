@@ -50,7 +50,14 @@ impl Scenario {
         config.write("config.yaml", &config_yaml(gw_port, v1.port(), v2.port()));
         config.write("routes.yaml", &routes_yaml(v1_weight));
         let axon = Axon::start(config.path());
-        let envoy = Envoy::start(axon.xds_addr(), gateway_options().delta());
+        let (envoy, gw_port) = start_envoy_listening(
+            &axon,
+            gw_port,
+            |port| format!("0.0.0.0_{port}"),
+            |port| config.write("config.yaml", &config_yaml(port, v1.port(), v2.port())),
+            || Envoy::start(axon.xds_addr(), gateway_options().delta()),
+            CONVERGE,
+        );
         Scenario {
             envoy,
             axon,

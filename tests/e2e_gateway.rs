@@ -89,7 +89,7 @@ impl Scenario {
         );
         config.write("routes.yaml", routes);
         let axon = Axon::start(config.path());
-        let envoy = Envoy::start(axon.xds_addr(), gateway_options());
+        let (envoy, gw_port) = start_gateway_listening(&axon, &config, gw_port, CONVERGE);
         Scenario {
             envoy,
             axon,

@@ -51,7 +51,8 @@ struct Cluster {
     api: FakeKube,
     _dir: tempfile::TempDir,
     kubeconfig: PathBuf,
-    gw_port: u16,
+    /// The gateway port (moved if it was taken before Envoy could bind it).
+    gw_port: std::cell::Cell<u16>,
     v1: Upstream,
     v2: Upstream,
 }
@@ -106,7 +107,7 @@ impl Cluster {
             api,
             _dir: dir,
             kubeconfig,
-            gw_port,
+            gw_port: std::cell::Cell::new(gw_port),
             v1,
             v2,
         }
@@ -120,7 +121,7 @@ impl Cluster {
     }
 
     fn gw(&self) -> SocketAddr {
-        Envoy::local(self.gw_port)
+        Envoy::local(self.gw_port.get())
     }
 }
 
@@ -190,15 +191,27 @@ fn kubernetes_objects_route_through_envoy_and_survive_410_and_lost_watches() {
     );
 
     // Routing by subsets: the EndpointSlices' endpoints carry their Pods' labels.
-    let envoy = Envoy::start_gateway(
-        axon.xds_addr(),
-        NODE_ID,
-        &[("istio", "ingressgateway")],
-        "istio-system",
+    let (envoy, gw_port) = start_envoy_listening(
+        &axon,
+        c.gw_port.get(),
+        |port| format!("0.0.0.0_{port}"),
+        |port| {
+            c.api.apply(gateway(port));
+        },
+        || {
+            Envoy::start_gateway(
+                axon.xds_addr(),
+                NODE_ID,
+                &[("istio", "ingressgateway")],
+                "istio-system",
+            )
+        },
+        CONVERGE,
     );
+    c.gw_port.set(gw_port);
     // No request before Envoy has the routes to both subsets in force.
-    let listener = format!("0.0.0.0_{}", c.gw_port);
-    let route_config = format!("http.{}", c.gw_port);
+    let listener = format!("0.0.0.0_{gw_port}");
+    let route_config = format!("http.{gw_port}");
     let (v1, v2) = (
         format!("outbound|80|v1|{BACKEND}"),
         format!("outbound|80|v2|{BACKEND}"),

@@ -13,6 +13,7 @@
 //! | `axon_debug.rs` | what a test asks axon about its state: debug endpoints, `/metrics` |
 //! | `envoy.rs` | [`Envoy`] and [`EnvoyOptions`], its admin API |
 //! | `config_dump.rs` | what Envoy's config_dump says; [`wait_for_route`] (a route in force) |
+//! | `listen_port.rs` | [`start_envoy_listening`]: another port if an xDS listener's was taken |
 //!
 //! Everything here is blocking std code (threads, `std::process`, `std::net`). Tests wait on
 //! conditions with deadlines ([`wait_until`]), never on fixed sleeps. On a panicking test,
@@ -30,6 +31,7 @@ mod config_dir;
 mod config_dump;
 mod envoy;
 mod http;
+mod listen_port;
 mod process;
 mod tools;
 mod upstream;
@@ -48,6 +50,8 @@ pub use config_dump::*;
 pub use envoy::*;
 #[allow(unused_imports)]
 pub use http::*;
+#[allow(unused_imports)]
+pub use listen_port::*;
 #[allow(unused_imports)]
 pub use process::strip_ansi;
 #[allow(unused_imports)]

@@ -148,7 +148,16 @@ impl Scenario {
         config.write("ratings-vs.yaml", &ratings_vs_yaml(1));
         config.write("sidecar-a.yaml", &sidecar_yaml(egress_port));
         let axon = Axon::start(config.path());
-        let envoy = Envoy::start(axon.xds_addr(), sidecar_options(NODE_A, "productpage", "a"));
+        // The egress port was free when picked; if something took it before Envoy could
+        // bind it, another one.
+        let (envoy, egress_port) = start_envoy_listening(
+            &axon,
+            egress_port,
+            |port| format!("127.0.0.1_{port}"),
+            |port| config.write("sidecar-a.yaml", &sidecar_yaml(port)),
+            || Envoy::start(axon.xds_addr(), sidecar_options(NODE_A, "productpage", "a")),
+            CONVERGE,
+        );
         let envoy_b = with_b_proxy
             .then(|| Envoy::start(axon.xds_addr(), sidecar_options(NODE_B, "client", "b")));
         Scenario {
