@@ -206,6 +206,28 @@ pub fn wait_for_route(envoy: &Envoy, want: &RouteInForce, timeout: Duration) {
     );
 }
 
+/// Waits (up to `timeout`) until the gateway Envoy has, on `gw_port`, the listener
+/// `0.0.0.0_PORT` active and its route configuration `http.PORT` with a virtual host for
+/// `domain` routing to every cluster of `clusters`, warm with endpoints ([`wait_for_route`]).
+pub fn wait_gateway_route(
+    envoy: &Envoy,
+    gw_port: u16,
+    domain: &str,
+    clusters: &[&str],
+    timeout: Duration,
+) {
+    let listener = format!("0.0.0.0_{gw_port}");
+    let route_config = format!("http.{gw_port}");
+    let want = RouteInForce {
+        listener: &listener,
+        route_config: &route_config,
+        domain,
+        clusters,
+        min_version: None,
+    };
+    wait_for_route(envoy, &want, timeout);
+}
+
 /// What of `want` the dump lacks, `None` when it is all there.
 fn route_missing(dump: &Value, want: &RouteInForce) -> Option<String> {
     let listener = dynamic_listener(dump, want.listener);

@@ -9,9 +9,8 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use crate::support::{
-    Axon, ConfigDir, Envoy, EnvoyOptions, RouteInForce, dump_section, dynamic_cluster_names,
-    dynamic_listener_names, dynamic_route_config_names, start_envoy_listening, wait_for_route,
-    wait_until,
+    Axon, ConfigDir, Envoy, EnvoyOptions, dump_section, dynamic_cluster_names,
+    dynamic_listener_names, dynamic_route_config_names, start_envoy_listening, wait_until,
 };
 
 /// The ingress gateway Envoy's node.
@@ -327,28 +326,6 @@ pub fn start_gateway_listening(
         || Envoy::start(axon.xds_addr(), gateway_options()),
         timeout,
     )
-}
-
-/// Waits (up to `timeout`) until the gateway Envoy has, on `gw_port`, the listener
-/// `0.0.0.0_PORT` active and its route configuration `http.PORT` with a virtual host for
-/// `domain` routing to every cluster of `clusters`, warm with endpoints ([`wait_for_route`]).
-pub fn wait_gateway_route(
-    envoy: &Envoy,
-    gw_port: u16,
-    domain: &str,
-    clusters: &[&str],
-    timeout: Duration,
-) {
-    let listener = format!("0.0.0.0_{gw_port}");
-    let route_config = format!("http.{gw_port}");
-    let want = RouteInForce {
-        listener: &listener,
-        route_config: &route_config,
-        domain,
-        clusters,
-        min_version: None,
-    };
-    wait_for_route(envoy, &want, timeout);
 }
 
 /// The `route_config` objects of the dynamic route configurations.
