@@ -231,10 +231,16 @@ fn delta_first_request_without_a_node_is_rejected() {
         assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
         assert!(status.message().contains("node"), "{}", status.message());
 
-        // Another stream with a node is served.
+        // Another stream with a node is served, as a Delta one.
         let mut good = Delta::connect(&axon).await;
         assert_eq!(good.first_cds().await.type_url, CDS);
+        let connections = axon.connections();
+        assert!(
+            connections.len() == 1 && connections[0]["protocol"] == "delta",
+            "{connections:?}"
+        );
     });
+    // The documented `ADS: connected` line says so too.
     assert!(
         axon.wait_for_log("delta=true", Duration::from_secs(5)),
         "the Delta connection is logged with delta=true"
@@ -326,6 +332,7 @@ fn delta_acks_stale_nonces_nacks_and_subscriptions() {
         c.nack(&eds1, "scripted delta rejection").await;
         wait_metric(&axon, "pilot_total_xds_rejects{type=\"eds\"} 1");
         wait_syncz_error(&axon, "delta", "eds", "scripted delta rejection");
+        // And the documented `ADS: NACK` line carries Envoy's error.
         assert!(
             axon.logs().contains("scripted delta rejection"),
             "the NACK is logged"

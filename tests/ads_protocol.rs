@@ -60,6 +60,20 @@ fn nonces_acks_nacks_and_push_order() {
         let rds = c.next().await;
         assert_eq!(rds.type_url, RDS, "a NACK must not be answered");
         assert!(nonces.insert(rds.nonce.clone()));
+        // Requests are handled in order: the RDS answer means the NACK was, and syncz holds
+        // its error until the next ACK.
+        let syncz = axon.syncz_of(GATEWAY_ID).expect("the client in syncz");
+        let eds_status = syncz["types"]
+            .as_array()
+            .and_then(|ts| ts.iter().find(|t| t["type"] == "eds"))
+            .cloned()
+            .unwrap_or_default();
+        assert!(
+            eds_status["last_error"]
+                .as_str()
+                .is_some_and(|e| e.contains("scripted rejection")),
+            "the NACK is recorded in /debug/syncz: {syncz}"
+        );
         c.ack(&rds, &[ROUTE]).await;
         let eds_ack = DiscoveryResponse {
             nonce: eds.nonce.clone(),
@@ -73,6 +87,7 @@ fn nonces_acks_nacks_and_push_order() {
             "{}",
             axon.metrics()
         );
+        // And the documented `ADS: NACK` line carries Envoy's error.
         assert!(
             axon.logs().contains("scripted rejection"),
             "the NACK is logged"
@@ -200,19 +215,17 @@ fn a_change_outside_a_proxys_scope_sends_it_nothing() {
 
         // VirtualService svc in b: outside the Sidecar's `./*`. A context is built, and
         // this proxy is not sent anything for it.
-        let before = axon.log_len();
+        let before = axon.built_version();
         dir.write("mesh.yaml", &scoped_mesh(50));
         let built = axon
-            .wait_for_log_line_after(before, Duration::from_secs(10), |l| {
-                l.contains("push context built") && l.contains("changed=1")
-            })
+            .wait_built_after(before, Duration::from_secs(10))
             .expect("the change to b is built");
-        let version: u64 = built
-            .split("version=")
-            .nth(1)
-            .and_then(|v| v.split_whitespace().next())
-            .and_then(|v| v.parse().ok())
-            .expect("a version in the log line");
+        assert_eq!(
+            built["request"]["configs_updated"].as_array().map(Vec::len),
+            Some(1),
+            "one config changed: {built}"
+        );
+        let version: u64 = built["version"].as_u64().expect("a version");
 
         // An in-scope change (a DestinationRule in a) is the next thing it receives.
         let in_scope = scoped_mesh(50).replacen(
@@ -247,10 +260,17 @@ fn an_endpoint_change_is_pushed_as_eds_only() {
         let r = c.next().await;
         assert_eq!(r.type_url, EDS, "no CDS before it: an EDS-only push");
         assert_ne!(r.version_info, eds.version_info);
-        assert!(
-            axon.wait_for_log("full=false", Duration::from_secs(5)),
-            "an incremental context: {}",
-            axon.logs()
+        let status = axon.push_status();
+        assert_eq!(
+            (status["version"].to_string(), &status["request"]["full"]),
+            (r.version_info.clone(), &serde_json::json!(false)),
+            "an incremental context: {status}"
+        );
+        assert_eq!(
+            axon.metric("axon_endpoint_index_swaps "),
+            Some(1.0),
+            "{}",
+            axon.metrics()
         );
         c.ack(&r, subscribed(EDS)).await;
 
@@ -262,13 +282,20 @@ fn an_endpoint_change_is_pushed_as_eds_only() {
                 .replace("10.0.0.9", "10.0.0.19")
                 .replace("10.0.0.10", "10.0.0.20"),
         );
+        // Built (the second endpoint-only context), and handled by this client's connection,
+        // before the next change is written: it cannot merge into it.
         assert!(
             support::wait_until(Duration::from_secs(10), || axon
-                .logs()
-                .matches("full=false")
-                .count()
-                >= 2),
-            "the second endpoint change is built"
+                .metric("axon_endpoint_index_swaps ")
+                .is_some_and(|n| n >= 2.0)),
+            "the second endpoint change is built (axon_endpoint_index_swaps):\n{}",
+            axon.metrics()
+        );
+        let version = axon.built_version().expect("a context");
+        assert!(
+            axon.wait_push_reached(GATEWAY_ID, version, Duration::from_secs(10)),
+            "the push of version {version} never reached the client: {:?}",
+            axon.syncz_of(GATEWAY_ID)
         );
         dir.write(
             "mesh.yaml",
@@ -278,8 +305,12 @@ fn an_endpoint_change_is_pushed_as_eds_only() {
         );
         let r = c.next().await;
         assert_eq!(
-            r.type_url, CDS,
-            "the unwatched endpoint change sent nothing"
+            r.type_url,
+            CDS,
+            "the unwatched endpoint change sent nothing; got version {} with {} resources \
+             (context {version} was the v2-only endpoint change)",
+            r.version_info,
+            r.resources.len()
         );
     });
 }

@@ -50,7 +50,14 @@ impl Scenario {
         config.write("config.yaml", &config_yaml(gw_port, v1.port(), v2.port()));
         config.write("routes.yaml", &routes_yaml(v1_weight));
         let axon = Axon::start(config.path());
-        let envoy = Envoy::start(axon.xds_addr(), gateway_options().delta());
+        let (envoy, gw_port) = start_envoy_listening(
+            &axon,
+            gw_port,
+            |port| format!("0.0.0.0_{port}"),
+            |port| config.write("config.yaml", &config_yaml(port, v1.port(), v2.port())),
+            || Envoy::start(axon.xds_addr(), gateway_options().delta()),
+            CONVERGE,
+        );
         Scenario {
             envoy,
             axon,
@@ -83,7 +90,17 @@ impl Scenario {
 fn delta_gateway_scenario() {
     let s = Scenario::start(80);
 
-    // (a) Header match to a subset.
+    // (a) Header match to a subset; no request before Envoy has the routes in force.
+    wait_gateway_route(
+        &s.envoy,
+        s.gw_port,
+        "*",
+        &[
+            &format!("outbound|80|v1|{BACKEND}"),
+            &format!("outbound|80|v2|{BACKEND}"),
+        ],
+        CONVERGE,
+    );
     let mut last = (0, String::new());
     let ok = wait_until(CONVERGE, || {
         last = s.get(&[("x-version", "v2")]);
@@ -185,6 +202,12 @@ fn delta_gateway_scenario() {
     eprintln!(
         "[e2e_delta] axon on the broken routes.yaml: {}",
         reported.unwrap()
+    );
+    assert!(
+        s.axon
+            .wait_config_error("routes.yaml", Duration::from_secs(10)),
+        "/debug/configz holds no error for routes.yaml: {:?}",
+        s.axon.config_errors()
     );
     let counts = s.distribution(50);
     assert_eq!(

@@ -89,7 +89,7 @@ impl Scenario {
         );
         config.write("routes.yaml", routes);
         let axon = Axon::start(config.path());
-        let envoy = Envoy::start(axon.xds_addr(), gateway_options());
+        let (envoy, gw_port) = start_gateway_listening(&axon, &config, gw_port, CONVERGE);
         Scenario {
             envoy,
             axon,
@@ -99,6 +99,12 @@ impl Scenario {
             _v2: v2,
             _other: other,
         }
+    }
+
+    /// Waits until Envoy has the route of `domain` to `clusters` in force on the gateway
+    /// port (its own admin API), before any request is sent.
+    fn wait_route(&self, domain: &str, clusters: &[&str]) {
+        wait_gateway_route(&self.envoy, self.gw_port, domain, clusters, CONVERGE);
     }
 
     fn gw(&self) -> SocketAddr {
@@ -151,7 +157,16 @@ fn is_problem_line(line: &str) -> bool {
 fn gateway_scenario() {
     let s = Scenario::start(&routes_yaml(80, 20));
 
-    // (a) Routing by header, by path prefix, and by weights.
+    // (a) Routing by header, by path prefix, and by weights; no request before Envoy has the
+    // routes to every cluster in force.
+    let (v1, v2) = (
+        format!("outbound|80|v1|{BACKEND}"),
+        format!("outbound|80|v2|{BACKEND}"),
+    );
+    s.wait_route(
+        "*",
+        &[&v1, &v2, "outbound|80||other.demo.svc.cluster.local"],
+    );
     s.wait_for_body(
         "x-version: v2 route",
         "/",
@@ -252,6 +267,12 @@ fn gateway_scenario() {
             .collect::<Vec<_>>()
     );
     eprintln!("[e2e] axon on broken.yaml: {}", line.unwrap());
+    assert!(
+        s.axon
+            .wait_config_error("broken.yaml", Duration::from_secs(10)),
+        "/debug/configz holds no error for broken.yaml: {:?}",
+        s.axon.config_errors()
+    );
 
     let routes_path = s.config.file("routes.yaml").display().to_string();
     let routes_canon = canon_dir.join("routes.yaml").display().to_string();
@@ -272,6 +293,12 @@ fn gateway_scenario() {
             .collect::<Vec<_>>()
     );
     eprintln!("[e2e] axon on broken routes.yaml: {}", line.unwrap());
+    assert!(
+        s.axon
+            .wait_config_error("routes.yaml", Duration::from_secs(10)),
+        "/debug/configz holds no error for routes.yaml: {:?}",
+        s.axon.config_errors()
+    );
 
     // Routing keeps the last good routes.yaml (100% v2) and everything else.
     let counts = s.plain_distribution(50);
@@ -354,6 +381,7 @@ spec:
           number: 80
 "#;
     let s = Scenario::start(routes);
+    s.wait_route("shop.example.com", &[&format!("outbound|80|v1|{BACKEND}")]);
     s.wait_for_body(
         "shop.example.com route",
         "/",

@@ -64,7 +64,19 @@ fn envoy_rides_out_an_axon_restart() {
     let mut options = gateway_options();
     // Reconnect quickly once axon is back (Envoy's default backoff grows to 30 s).
     options.xds_retry_back_off = Some(("0.1s".to_string(), "0.5s".to_string()));
-    let envoy = Envoy::start(SocketAddr::from(([127, 0, 0, 1], xds_port)), options);
+    let (envoy, gw_port) = start_envoy_listening(
+        &axon,
+        gw_port,
+        |port| format!("0.0.0.0_{port}"),
+        |port| config.write("gateway.yaml", &gateway_yaml(port)),
+        || {
+            Envoy::start(
+                SocketAddr::from(([127, 0, 0, 1], xds_port)),
+                options.clone(),
+            )
+        },
+        CONVERGE,
+    );
     let mut s = Scenario {
         envoy,
         axon,
@@ -76,12 +88,15 @@ fn envoy_rides_out_an_axon_restart() {
         _v2: v2,
     };
 
-    // Traffic is routed (everything to v1).
+    // Traffic is routed (everything to v1), once Envoy has the route in force.
+    let v1_cluster = format!("outbound|80|v1|{BACKEND}");
+    wait_gateway_route(&s.envoy, gw_port, "*", &[&v1_cluster], CONVERGE);
     s.wait_for_body("initial route", "backend-v1");
     assert!(
         s.axon
-            .wait_for_log("ADS: full sync complete", Duration::from_secs(10)),
-        "the first axon never logged a full sync"
+            .wait_synced(&[GATEWAY_NODE_ID], Duration::from_secs(10)),
+        "the first axon never reported the gateway synced: {:?}",
+        s.axon.connections()
     );
 
     // Kill axon. Envoy notices, retries, and keeps serving its last config.
@@ -139,17 +154,29 @@ fn envoy_rides_out_an_axon_restart() {
     s._previous.push(old);
     let listening_after = restarted.elapsed();
     assert!(
-        s.axon.wait_for_log("ADS: connected", CONVERGE),
+        wait_until(CONVERGE, || s
+            .axon
+            .connections()
+            .iter()
+            .any(|c| c["proxy"] == GATEWAY_NODE_ID)),
         "Envoy never reconnected to the restarted axon\n{}",
         describe_envoy(&s.envoy)
     );
     let connected_after = restarted.elapsed();
     assert!(
-        s.axon.wait_for_log("ADS: full sync complete", CONVERGE),
-        "Envoy reconnected but never fully synced with the restarted axon\n{}",
+        s.axon.wait_synced(&[GATEWAY_NODE_ID], CONVERGE),
+        "Envoy reconnected but never fully synced with the restarted axon: {:?}\n{}",
+        s.axon.connections(),
         describe_envoy(&s.envoy)
     );
     let synced_after = restarted.elapsed();
+    // What an operator sees of the reconnect: axon's documented log lines.
+    for line in ["ADS: connected", "ADS: full sync complete"] {
+        assert!(
+            s.axon.wait_for_log(line, Duration::from_secs(10)),
+            "the restarted axon never logged `{line}`"
+        );
+    }
     assert!(
         wait_until(Duration::from_secs(10), || stat(
             &s.envoy,
@@ -161,6 +188,14 @@ fn envoy_rides_out_an_axon_restart() {
     eprintln!(
         "[resilience] restarted axon listening after {listening_after:?}; Envoy connected \
          after {connected_after:?}, full sync after {synced_after:?}"
+    );
+    // Exactly one stream from the one Envoy: the restarted axon's first connection id, and
+    // one `ADS: connected` line.
+    let connections = s.axon.connections();
+    assert_eq!(
+        (connections.len(), connections[0]["connection_id"].as_u64()),
+        (1, Some(1)),
+        "exactly one stream from the one Envoy: {connections:?}"
     );
     assert_eq!(
         s.axon.count_log("ADS: connected"),

@@ -5,8 +5,9 @@
 //! `outbound|7070|SUBSET|echo.a.svc.cluster.local` and EDS with its endpoints, which are
 //! Python gRPC echo servers on 127.0.0.1 (`tests/grpc/echo.py`).
 //!
-//! `grpcio` is installed with pip when missing; the tests panic (never skip) if it cannot be
-//! had. When a call fails, the client is run once more with `GRPC_VERBOSITY=debug
+//! The client and the servers run on the test venv's Python, with the pinned `grpcio`
+//! (`GRPCIO_PIP_PACKAGE`, installed by `support/tools.rs` into `target/test-venv`); the tests
+//! panic (never skip) if it cannot be had. When a call fails, the client is run once more with `GRPC_VERBOSITY=debug
 //! GRPC_TRACE=xds_client` and what gRPC's xDS client said (NACKs, resource errors) is put in
 //! the panic message.
 
@@ -18,7 +19,7 @@ use std::fs;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -32,39 +33,8 @@ const CLIENT_NODE: &str = "sidecar~127.0.0.1~client-1.a~a.svc.cluster.local";
 const CLIENT_DEADLINE_SECS: u64 = 20;
 
 // ---------------------------------------------------------------------------
-// Python / grpcio
+// Echo script
 // ---------------------------------------------------------------------------
-
-fn grpcio_importable() -> bool {
-    Command::new("python3")
-        .args(["-c", "import grpc"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
-}
-
-/// Makes sure `python3 -c "import grpc"` works, installing `grpcio` with pip if needed.
-/// Panics (never skips) when it cannot. Runs at most once per test process.
-fn ensure_grpcio() {
-    static DONE: OnceLock<()> = OnceLock::new();
-    DONE.get_or_init(|| {
-        if grpcio_importable() {
-            return;
-        }
-        eprintln!("[grpc] python3 cannot import grpc; installing grpcio with pip");
-        let report = support::pip_install("grpcio");
-        if !grpcio_importable() {
-            panic!(
-                "the proxyless gRPC tests need the Python package `grpcio` \
-                 (`python3 -c \"import grpc\"` fails), and `python3 -m pip install grpcio` \
-                 did not make it importable.\n{report}"
-            );
-        }
-    });
-}
 
 /// `tests/grpc/echo.py`.
 fn echo_script() -> PathBuf {
@@ -91,12 +61,12 @@ struct EchoServer {
 impl EchoServer {
     /// Starts `echo.py server PORT PREFIX` on a free port and waits until it listens.
     fn start(prefix: &str) -> EchoServer {
-        ensure_grpcio();
+        let python = grpc_python();
         // A port could be taken between free_port() and the bind: try a few.
         let mut last_failure = String::new();
         for _ in 0..3 {
             let port = free_port();
-            let mut child = Command::new("python3")
+            let mut child = Command::new(&python)
                 .arg("-u")
                 .arg(echo_script())
                 .args(["server", &port.to_string(), prefix])
@@ -104,7 +74,7 @@ impl EchoServer {
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()
-                .expect("spawn python3 echo.py server");
+                .unwrap_or_else(|e| panic!("spawn {} echo.py server: {e}", python.display()));
             let output = Arc::new(Mutex::new(String::new()));
             for src in [
                 Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
@@ -245,7 +215,8 @@ fn run_client(bootstrap: &Bootstrap, headers: &[(&str, &str)], trace: bool) -> C
         "client.log"
     });
     let out = fs::File::create(&out_path).expect("create client log");
-    let mut cmd = Command::new("python3");
+    let python = grpc_python();
+    let mut cmd = Command::new(&python);
     cmd.arg("-u")
         .arg(echo_script())
         .arg("client")
@@ -266,7 +237,10 @@ fn run_client(bootstrap: &Bootstrap, headers: &[(&str, &str)], trace: bool) -> C
         cmd.env("GRPC_VERBOSITY", "debug")
             .env("GRPC_TRACE", "xds_client");
     }
-    let mut child = KillOnDrop(cmd.spawn().expect("spawn python3 echo.py client"));
+    let mut child = KillOnDrop(
+        cmd.spawn()
+            .unwrap_or_else(|e| panic!("spawn {} echo.py client: {e}", python.display())),
+    );
     let limit = Duration::from_secs(CLIENT_DEADLINE_SECS + 20);
     let start = Instant::now();
     let mut status = None;
@@ -354,6 +328,17 @@ fn call_echo(axon: &Axon, bootstrap: &Bootstrap, headers: &[(&str, &str)]) -> St
     );
 }
 
+/// Waits until axon has built a config context newer than `after` (the first, for `None`):
+/// a client started from then on is served it.
+fn wait_config_built(axon: &Axon, after: Option<u64>, what: &str) {
+    assert!(
+        axon.wait_built_after(after, Duration::from_secs(10))
+            .is_some(),
+        "axon never built {what}: {}",
+        axon.push_status()
+    );
+}
+
 // ---------------------------------------------------------------------------
 // Config
 // ---------------------------------------------------------------------------
@@ -397,11 +382,12 @@ fn echo_vs_yaml(default_subset: &str) -> String {
 /// A ServiceEntry alone: the client reaches `outbound|7070||echo.a.svc.cluster.local`.
 #[test]
 fn proxyless_grpc_client_calls_service_entry_endpoint() {
-    ensure_grpcio();
+    grpc_python();
     let echo = EchoServer::start("echo:");
     let config = ConfigDir::new();
     config.write("echo-se.yaml", &echo_se_yaml(&[(echo.port, "v1")]));
     let axon = Axon::start(config.path());
+    wait_config_built(&axon, None, "the ServiceEntry");
     let bootstrap = Bootstrap::new(&axon);
 
     let reply = call_echo(&axon, &bootstrap, &[]);
@@ -415,7 +401,7 @@ fn proxyless_grpc_client_calls_service_entry_endpoint() {
 /// other calls the default subset; then the default is switched to v2 (100%) live.
 #[test]
 fn proxyless_grpc_client_follows_virtual_service_subsets() {
-    ensure_grpcio();
+    grpc_python();
     let v1 = EchoServer::start("v1:");
     let v2 = EchoServer::start("v2:");
     let config = ConfigDir::new();
@@ -426,6 +412,7 @@ fn proxyless_grpc_client_follows_virtual_service_subsets() {
     config.write("echo-dr.yaml", &echo_dr_yaml());
     config.write("echo-vs.yaml", &echo_vs_yaml("v1"));
     let axon = Axon::start(config.path());
+    wait_config_built(&axon, None, "the first config");
     let bootstrap = Bootstrap::new(&axon);
 
     let by_header = call_echo(&axon, &bootstrap, &[("x-version", "v2")]);
@@ -440,8 +427,11 @@ fn proxyless_grpc_client_follows_virtual_service_subsets() {
         "without the header the default subset is v1"
     );
 
-    // Everything to v2 (100%); a fresh client must see the new route.
+    // Everything to v2 (100%); a fresh client, started once axon has built the change, must
+    // see the new route.
+    let before = axon.built_version();
     config.write("echo-vs.yaml", &echo_vs_yaml("v2"));
+    wait_config_built(&axon, before, "the VirtualService change");
     let mut last = String::new();
     let switched = wait_until(Duration::from_secs(20), || {
         last = call_echo(&axon, &bootstrap, &[]);

@@ -51,7 +51,8 @@ struct Cluster {
     api: FakeKube,
     _dir: tempfile::TempDir,
     kubeconfig: PathBuf,
-    gw_port: u16,
+    /// The gateway port (moved if it was taken before Envoy could bind it).
+    gw_port: std::cell::Cell<u16>,
     v1: Upstream,
     v2: Upstream,
 }
@@ -106,7 +107,7 @@ impl Cluster {
             api,
             _dir: dir,
             kubeconfig,
-            gw_port,
+            gw_port: std::cell::Cell::new(gw_port),
             v1,
             v2,
         }
@@ -120,7 +121,7 @@ impl Cluster {
     }
 
     fn gw(&self) -> SocketAddr {
-        Envoy::local(self.gw_port)
+        Envoy::local(self.gw_port.get())
     }
 }
 
@@ -190,12 +191,39 @@ fn kubernetes_objects_route_through_envoy_and_survive_410_and_lost_watches() {
     );
 
     // Routing by subsets: the EndpointSlices' endpoints carry their Pods' labels.
-    let envoy = Envoy::start_gateway(
-        axon.xds_addr(),
-        NODE_ID,
-        &[("istio", "ingressgateway")],
-        "istio-system",
+    let (envoy, gw_port) = start_envoy_listening(
+        &axon,
+        c.gw_port.get(),
+        |port| format!("0.0.0.0_{port}"),
+        |port| {
+            c.api.apply(gateway(port));
+        },
+        || {
+            Envoy::start_gateway(
+                axon.xds_addr(),
+                NODE_ID,
+                &[("istio", "ingressgateway")],
+                "istio-system",
+            )
+        },
+        CONVERGE,
     );
+    c.gw_port.set(gw_port);
+    // No request before Envoy has the routes to both subsets in force.
+    let listener = format!("0.0.0.0_{gw_port}");
+    let route_config = format!("http.{gw_port}");
+    let (v1, v2) = (
+        format!("outbound|80|v1|{BACKEND}"),
+        format!("outbound|80|v2|{BACKEND}"),
+    );
+    let want = RouteInForce {
+        listener: &listener,
+        route_config: &route_config,
+        domain: "*",
+        clusters: &[&v1, &v2],
+        min_version: None,
+    };
+    wait_for_route(&envoy, &want, CONVERGE);
     wait_for(&c, &envoy, &axon, "default route", &[], "backend-v1");
     wait_for(
         &c,
@@ -219,7 +247,7 @@ fn kubernetes_objects_route_through_envoy_and_survive_410_and_lost_watches() {
 
     // A resourceVersion-only update of the Service and a status-only update of a Pod push
     // nothing: the registry sees no change and sends nothing.
-    let pushes = axon.count_log("push context built");
+    let built = axon.built_version();
     let quiet = axon.count_log("Kubernetes event changed no config");
     let svc = c.api.get(SERVICES, "demo", "backend").expect("the Service");
     c.api.apply(svc);
@@ -234,9 +262,10 @@ fn kubernetes_objects_route_through_envoy_and_survive_410_and_lost_watches() {
         "axon never handled the resourceVersion-only updates"
     );
     assert_eq!(
-        axon.count_log("push context built"),
-        pushes,
-        "a resourceVersion-only update caused a push"
+        axon.built_version(),
+        built,
+        "a resourceVersion-only update caused a push: {}",
+        axon.push_status()
     );
 
     // 410 Gone in the middle of the VirtualService watch; while the relist is held back, the
@@ -340,16 +369,23 @@ fn ready_waits_for_the_istio_lists_with_a_config_dir_beside() {
         "axon never listed VirtualServices"
     );
     // Every other list is served and the config directory's snapshot is built: still 503.
-    assert!(wait_until(CONVERGE, || axon
-        .count_log("push context built")
-        >= 1));
+    assert!(
+        axon.wait_built_after(None, CONVERGE).is_some(),
+        "no push context built: {}",
+        axon.push_status()
+    );
     assert_eq!(ready_status(&axon), 503);
     c.api.release_lists(VIRTUAL_SERVICES);
     assert!(wait_until(CONVERGE, || ready_status(&axon) == 200));
+    // Both Kubernetes registries (Services, Istio config) report their lists synced.
+    let configz = axon.debug_json("/debug/configz");
+    let registries = configz["kubernetes"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     assert!(
-        axon.count_log("Kubernetes registry synced") >= 2,
-        "{}",
-        axon.logs()
+        registries.len() >= 2 && registries.iter().all(|r| r["synced"] == true),
+        "{configz}"
     );
 }
 
@@ -369,7 +405,21 @@ fn without_istio_crds_axon_serves_the_services_and_is_ready() {
         "{}",
         axon.logs()
     );
+    // The documented log line, and the state behind it: the Istio registry serves no kind
+    // and holds no config.
     assert!(axon.logs().contains("networking.istio.io is not served"));
+    let configz = axon.debug_json("/debug/configz");
+    let istio = configz["kubernetes"]
+        .as_array()
+        .and_then(|rs| rs.iter().find(|r| r["source"] == "kubernetes-istio"))
+        .unwrap_or_else(|| panic!("no kubernetes-istio registry in {configz}"));
+    let empty = |v: &serde_json::Value| {
+        v.as_object().is_some_and(|o| o.is_empty()) || v.as_array().is_some_and(|a| a.is_empty())
+    };
+    assert!(
+        empty(&istio["versions"]) && empty(&istio["configs"]),
+        "{istio}"
+    );
 }
 
 #[test]

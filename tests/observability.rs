@@ -34,6 +34,17 @@ fn sidecar(ns: &str) -> envoy_types::pb::envoy::config::core::v3::Node {
     )
 }
 
+/// istiod's short name of a type URL (`cds`, `eds`, `lds`, `rds`).
+fn short_type(type_url: &str) -> &'static str {
+    match type_url {
+        CDS => "cds",
+        LDS => "lds",
+        ads_client::EDS => "eds",
+        ads_client::RDS => "rds",
+        other => panic!("unexpected type {other}"),
+    }
+}
+
 fn metric(metrics: &str, line_prefix: &str) -> f64 {
     metrics
         .lines()
@@ -77,6 +88,7 @@ fn distribution_status_debug_endpoints_and_metrics() {
         // A NACK shows as such, with its error.
         dir.write("a.yaml", &namespace("a", 60));
         let r = in_a.next().await;
+        let nacked_type = short_type(&r.type_url);
         in_a.nack(&r, &[], "scripted rejection").await;
         let nacked = wait_until(Duration::from_secs(10), || {
             last = debug_json(&axon, &format!("/debug/distribution?key={key}"));
@@ -166,7 +178,18 @@ fn distribution_status_debug_endpoints_and_metrics() {
             metric(&metrics, "pilot_xds_pushes{type=\"cds\"}") >= 5.0,
             "{metrics}"
         );
-        assert!(metric(&metrics, "pilot_total_xds_rejects{type=") >= 0.0);
+        // Exactly the one scripted NACK, counted under its type.
+        for t in ["cds", "eds", "lds", "rds"] {
+            let want = if t == nacked_type { 1.0 } else { 0.0 };
+            assert_eq!(
+                metric(
+                    &metrics,
+                    &format!("pilot_total_xds_rejects{{type=\"{t}\"}}")
+                ),
+                want,
+                "one NACK, of {nacked_type}\n{metrics}"
+            );
+        }
         assert!(metric(&metrics, "pilot_inbound_updates{type=\"config\"}") >= 3.0);
         assert!(metric(&metrics, "pilot_push_triggers{type=\"forced\"}") >= 1.0);
         assert!(metric(&metrics, "axon_config_distribution_seconds_count") >= 1.0);
@@ -177,24 +200,63 @@ fn distribution_status_debug_endpoints_and_metrics() {
         assert!(metric(&metrics, "pilot_xds_config_size_bytes_count{type=\"cds\"}") >= 5.0);
         assert!(metric(&metrics, "pilot_services ") == 2.0);
         assert!(
-            metrics.contains("axon_mailbox_depth{actor=\"push_queue\"}"),
-            "{metrics}"
-        );
-        assert!(
             metric(
                 &metrics,
                 "axon_actor_handle_seconds_count{actor=\"connection\"}"
             ) >= 1.0
         );
-        for name in [
-            "pilot_xds_expired_nonce",
-            "pilot_xds_write_timeout",
-            "pilot_total_xds_internal_errors",
-            "pilot_proxy_queue_time",
-            "pilot_xds_push_time",
-        ] {
-            assert!(metrics.contains(name), "{name} is exported");
+        // The scripted clients never answer a stale nonce, always read, and nothing fails.
+        for t in ["cds", "eds", "lds", "rds"] {
+            assert_eq!(
+                metric(
+                    &metrics,
+                    &format!("pilot_xds_expired_nonce{{type=\"{t}\"}}")
+                ),
+                0.0,
+                "{metrics}"
+            );
         }
+        assert_eq!(metric(&metrics, "pilot_xds_write_timeout "), 0.0);
+        assert_eq!(metric(&metrics, "pilot_total_xds_internal_errors "), 0.0);
+        // Three pushes reached proxy a (its VirtualService twice, the forced one): each
+        // waited in the PushQueue.
+        assert!(metric(&metrics, "pilot_proxy_queue_time_count ") >= 3.0);
+        // A response is counted, then timed: once the pushes are over, as many timings as
+        // responses (read again, as the forced push may still be reported on proxy a).
+        for t in ["cds", "lds"] {
+            let (mut timed, mut sent) = (None, None);
+            let equal = wait_until(Duration::from_secs(10), || {
+                let metrics = axon.metrics();
+                timed = Some(metric(
+                    &metrics,
+                    &format!("pilot_xds_push_time_count{{type=\"{t}\"}}"),
+                ));
+                sent = Some(metric(
+                    &metrics,
+                    &format!("pilot_xds_pushes{{type=\"{t}\"}}"),
+                ));
+                timed == sent
+            });
+            assert!(
+                equal,
+                "one push_time observation per {t} response: {timed:?} timed, {sent:?} sent"
+            );
+        }
+        // Every message sent to the PushQueue is handled: its depth is never negative and is
+        // back to 0 once the pushes are done. (Red until src stops the gauge drifting below 0.)
+        let mut depth = f64::NAN;
+        let drained = wait_until(Duration::from_secs(10), || {
+            depth = metric(&axon.metrics(), "axon_mailbox_depth{actor=\"push_queue\"} ");
+            assert!(
+                depth >= 0.0,
+                "axon_mailbox_depth{{actor=\"push_queue\"}} = {depth}"
+            );
+            depth == 0.0
+        });
+        assert!(
+            drained,
+            "axon_mailbox_depth{{actor=\"push_queue\"}} stays at {depth} when idle"
+        );
     });
 }
 

@@ -18,11 +18,43 @@ fn ensure_envoy_finds_a_working_binary() {
     assert!(out.status.success(), "{} --version failed", envoy.display());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains("version"),
-        "unexpected version output: {text}"
+        text.contains(&format!("/{ENVOY_VERSION}/")),
+        "not Envoy {ENVOY_VERSION}: {text}"
+    );
+    // The pinned release from the project's venv under the target directory, never one from
+    // the user's Python or PATH.
+    assert!(
+        envoy.starts_with(target_dir().join("test-venv")),
+        "{} is not in the test venv",
+        envoy.display()
     );
     // Second call is cached and identical.
     assert_eq!(ensure_envoy(), envoy);
+}
+
+#[test]
+fn the_test_venv_has_the_pinned_grpcio() {
+    let python = grpc_python();
+    assert!(python.starts_with(target_dir().join("test-venv")));
+    let out = std::process::Command::new(&python)
+        .args([
+            "-c",
+            "import grpc, sys; print(grpc.__version__, sys.prefix)",
+        ])
+        .output()
+        .expect("run the venv's python");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let venv = std::fs::canonicalize(target_dir().join("test-venv")).unwrap();
+    assert_eq!(
+        text.trim(),
+        format!("{GRPCIO_VERSION} {}", venv.display()),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(target_dir().join("test-venv").join(MARKER)).unwrap(),
+        format!("{}\n", TEST_VENV_PACKAGES.join("\n"))
+    );
 }
 
 #[test]

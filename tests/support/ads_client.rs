@@ -215,30 +215,12 @@ pub fn runtime_with_threads(worker_threads: usize) -> tokio::runtime::Runtime {
 
 /// The debug address from axon's `axon listening` line.
 pub fn debug_addr(axon: &Axon) -> SocketAddr {
-    let logs = axon.logs();
-    let line = logs
-        .lines()
-        .find(|l| l.contains("axon listening"))
-        .expect("the listening line");
-    line.split("debug_addr=")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|a| a.trim_matches('"').parse().ok())
-        .expect("debug_addr= in the listening line")
+    axon.debug_addr()
 }
 
 /// GETs a JSON document from axon's debug address.
 pub fn debug_json(axon: &Axon, path: &str) -> serde_json::Value {
-    let r = crate::support::http_request(
-        debug_addr(axon),
-        "GET",
-        path,
-        &[("Host", "localhost")],
-        Duration::from_secs(5),
-    );
-    assert_eq!(r.status, 200, "GET {path}: {}", r.body);
-    serde_json::from_str(&r.body)
-        .unwrap_or_else(|e| panic!("GET {path}: not JSON ({e}): {}", r.body))
+    axon.debug_json(path)
 }
 
 // ---------------------------------------------------------------------------

@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use crate::support::{
-    Envoy, EnvoyOptions, dump_section, dynamic_cluster_names, dynamic_listener_names,
-    dynamic_route_config_names, wait_until,
+    Axon, ConfigDir, Envoy, EnvoyOptions, dump_section, dynamic_cluster_names,
+    dynamic_listener_names, dynamic_route_config_names, start_envoy_listening, wait_until,
 };
 
 /// The ingress gateway Envoy's node.
@@ -306,6 +306,25 @@ pub fn gateway_options() -> EnvoyOptions {
         GATEWAY_NODE_ID,
         &[("istio", "ingressgateway")],
         "istio-system",
+    )
+}
+
+/// Starts the gateway Envoy ([`gateway_options`]) on `axon`, whose `config` has
+/// `gateway.yaml` ([`gateway_yaml`]) on `gw_port`; with another port if that one was taken
+/// before Envoy could bind it ([`start_envoy_listening`]). Returns the Envoy and its port.
+pub fn start_gateway_listening(
+    axon: &Axon,
+    config: &ConfigDir,
+    gw_port: u16,
+    timeout: Duration,
+) -> (Envoy, u16) {
+    start_envoy_listening(
+        axon,
+        gw_port,
+        |port| format!("0.0.0.0_{port}"),
+        |port| config.write("gateway.yaml", &gateway_yaml(port)),
+        || Envoy::start(axon.xds_addr(), gateway_options()),
+        timeout,
     )
 }
 

@@ -1,0 +1,372 @@
+//! [`Axon`]: a running `axon serve` process on ephemeral ports, its captured log, and
+//! clients of its monitoring address (`/metrics`, `/ready`) and debug address
+//! (`/debug/syncz`, `/debug/connections`, `/debug/push_status`, ...). Killed on drop; its
+//! log is printed if the test panics.
+
+use std::fs;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use super::http::{HttpResponse, http_request};
+use super::process::{
+    LOG_TAIL_LINES, keep_dir_on_panic, kill_child, new_temp_dir, spawn_log_reader, tail_lines,
+};
+use super::wait::wait_until;
+
+/// A running `axon serve` process.
+pub struct Axon {
+    child: Child,
+    xds_addr: SocketAddr,
+    monitoring_addr: SocketAddr,
+    debug_addr: SocketAddr,
+    log: Arc<Mutex<String>>,
+    log_path: PathBuf,
+    dir: Option<tempfile::TempDir>,
+    readers: Vec<JoinHandle<()>>,
+}
+
+impl Axon {
+    /// Starts `axon serve` on ephemeral ports watching `config_dir`, and waits
+    /// (up to 30 s) for its `axon listening` line.
+    pub fn start(config_dir: &Path) -> Axon {
+        Self::start_with_args(config_dir, &[])
+    }
+
+    /// Like [`Axon::start`] with extra command-line arguments.
+    pub fn start_with_args(config_dir: &Path, extra_args: &[&str]) -> Axon {
+        match Self::try_start(Some(config_dir), "127.0.0.1:0", extra_args, &[]) {
+            Ok(axon) => axon,
+            Err(failure) => failure.panic(),
+        }
+    }
+
+    /// Starts `axon serve` with `--config-dir` only when `config_dir` is given, extra
+    /// arguments (e.g. `--kubernetes`) and extra environment variables (e.g. `KUBECONFIG`).
+    pub fn start_with_env(
+        config_dir: Option<&Path>,
+        extra_args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Axon {
+        match Self::try_start(config_dir, "127.0.0.1:0", extra_args, env) {
+            Ok(axon) => axon,
+            Err(failure) => failure.panic(),
+        }
+    }
+
+    /// Starts `axon serve` with its xDS server on `127.0.0.1:xds_port` (the
+    /// monitoring server on an ephemeral port), e.g. to restart axon where
+    /// an Envoy already points. If the port is still held (the previous
+    /// process's socket lingering), retries for up to 10 s.
+    pub fn start_on(config_dir: &Path, xds_port: u16, extra_args: &[&str]) -> Axon {
+        let xds_addr = format!("127.0.0.1:{xds_port}");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match Self::try_start(Some(config_dir), &xds_addr, extra_args, &[]) {
+                Ok(axon) => return axon,
+                Err(failure) if failure.bind_failed && Instant::now() < deadline => {
+                    eprintln!("[harness] axon could not bind {xds_addr} yet; retrying");
+                    thread::sleep(Duration::from_millis(100));
+                }
+                Err(failure) => failure.panic(),
+            }
+        }
+    }
+
+    fn try_start(
+        config_dir: Option<&Path>,
+        xds_addr_arg: &str,
+        extra_args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Result<Axon, StartFailure> {
+        let dir = new_temp_dir("axon-e2e-axon-");
+        let log_path = dir.path().join("axon.log");
+        let file = Arc::new(Mutex::new(
+            fs::File::create(&log_path).expect("create axon log file"),
+        ));
+        let bin = env!("CARGO_BIN_EXE_axon");
+        let mut cmd = Command::new(bin);
+        cmd.arg("serve");
+        if let Some(dir) = config_dir {
+            cmd.arg("--config-dir").arg(dir);
+        }
+        cmd.args([
+            "--xds-addr",
+            xds_addr_arg,
+            "--monitoring-addr",
+            "127.0.0.1:0",
+            "--debug-addr",
+            "127.0.0.1:0",
+        ])
+        .args(extra_args)
+        .envs(env.iter().copied())
+        .env("RUST_LOG", "info,axon=debug")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {bin}: {e}"));
+        let log = Arc::new(Mutex::new(String::new()));
+        let readers = vec![
+            spawn_log_reader(
+                child.stderr.take().unwrap(),
+                log.clone(),
+                file.clone(),
+                "stderr",
+            ),
+            spawn_log_reader(child.stdout.take().unwrap(), log.clone(), file, "stdout"),
+        ];
+
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut exited = false;
+        let addrs = loop {
+            let listening = {
+                let log = log.lock().unwrap();
+                parse_listening(&log).zip(parse_debug_addr(&log))
+            };
+            if let Some(((xds, monitoring), debug)) = listening {
+                break Ok((xds, monitoring, debug));
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                // Give the readers a moment to drain the pipes.
+                for r in readers {
+                    let _ = r.join();
+                }
+                exited = true;
+                break Err(format!("axon exited early with {status}"));
+            }
+            if Instant::now() >= deadline {
+                kill_child(&mut child);
+                break Err("axon did not print `axon listening` within 30 s".to_string());
+            }
+            thread::sleep(Duration::from_millis(50));
+        };
+        match addrs {
+            Ok((xds_addr, monitoring_addr, debug_addr)) => Ok(Axon {
+                child,
+                xds_addr,
+                monitoring_addr,
+                debug_addr,
+                log,
+                log_path,
+                dir: Some(dir),
+                readers: Vec::new(),
+            }),
+            Err(msg) => {
+                let logs = log.lock().unwrap().clone();
+                let bind_failed = exited
+                    && logs.contains("binding the xDS address")
+                    && logs.to_ascii_lowercase().contains("in use");
+                Err(StartFailure {
+                    msg,
+                    command: format!(
+                        "{bin} serve --config-dir {} --xds-addr {xds_addr_arg} \
+                         --monitoring-addr 127.0.0.1:0 {}",
+                        config_dir.map_or("(none)".into(), |d| d.display().to_string()),
+                        extra_args.join(" ")
+                    ),
+                    logs,
+                    dir,
+                    bind_failed,
+                })
+            }
+        }
+    }
+
+    /// The process id of the running axon (e.g. for [`rss_kib`]).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// axon's resident set size in KiB (`VmRSS`), 0 if unknown.
+    pub fn rss_kib(&self) -> u64 {
+        rss_kib(self.pid())
+    }
+
+    /// Kills axon (SIGKILL) and waits for it to exit. The log stays
+    /// readable; dropping the `Axon` afterwards is harmless.
+    pub fn stop(&mut self) {
+        kill_child(&mut self.child);
+    }
+
+    pub fn xds_addr(&self) -> SocketAddr {
+        self.xds_addr
+    }
+
+    pub fn monitoring_addr(&self) -> SocketAddr {
+        self.monitoring_addr
+    }
+
+    /// The debug address (`/debug/...`, see `axon_debug.rs`).
+    pub fn debug_addr(&self) -> SocketAddr {
+        self.debug_addr
+    }
+
+    /// Everything axon wrote so far (stderr, plus stdout lines prefixed with
+    /// `[stdout] `), ANSI codes stripped.
+    pub fn logs(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    pub fn log_path(&self) -> &Path {
+        &self.log_path
+    }
+
+    /// Waits until the log contains `substring`.
+    pub fn wait_for_log(&self, substring: &str, timeout: Duration) -> bool {
+        wait_until(timeout, || self.log.lock().unwrap().contains(substring))
+    }
+
+    /// Current length of the captured log (an offset for
+    /// [`Axon::wait_for_log_line_after`]).
+    pub fn log_len(&self) -> usize {
+        self.log.lock().unwrap().len()
+    }
+
+    /// Waits for a log line written after byte `offset` that satisfies
+    /// `pred`, returning it.
+    pub fn wait_for_log_line_after(
+        &self,
+        offset: usize,
+        timeout: Duration,
+        mut pred: impl FnMut(&str) -> bool,
+    ) -> Option<String> {
+        let mut found = None;
+        wait_until(timeout, || {
+            let log = self.log.lock().unwrap();
+            let tail = log.get(offset..).unwrap_or("");
+            found = tail.lines().find(|l| pred(l)).map(str::to_string);
+            found.is_some()
+        });
+        found
+    }
+
+    /// Number of log lines containing `substring`.
+    pub fn count_log(&self, substring: &str) -> usize {
+        self.log
+            .lock()
+            .unwrap()
+            .lines()
+            .filter(|l| l.contains(substring))
+            .count()
+    }
+
+    /// `GET /metrics` on the monitoring address (body; empty string and a
+    /// message on stderr on failure).
+    pub fn metrics(&self) -> String {
+        let r = http_request(
+            self.monitoring_addr,
+            "GET",
+            "/metrics",
+            &[("Host", "localhost")],
+            Duration::from_secs(5),
+        );
+        if r.status != 200 {
+            eprintln!(
+                "[harness] GET /metrics on {} -> {}: {}",
+                self.monitoring_addr, r.status, r.body
+            );
+        }
+        r.body
+    }
+
+    /// `GET path` on the monitoring address.
+    pub fn monitoring_get(&self, path: &str) -> HttpResponse {
+        http_request(
+            self.monitoring_addr,
+            "GET",
+            path,
+            &[("Host", "localhost")],
+            Duration::from_secs(5),
+        )
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+/// Why [`Axon::try_start`] failed.
+struct StartFailure {
+    msg: String,
+    command: String,
+    logs: String,
+    dir: tempfile::TempDir,
+    /// axon exited because the xDS address was in use.
+    bind_failed: bool,
+}
+
+impl StartFailure {
+    fn panic(self) -> ! {
+        let kept = self.dir.keep();
+        panic!(
+            "{}\ncommand: {}\nlog file: {}\n----- axon log -----\n{}",
+            self.msg,
+            self.command,
+            kept.join("axon.log").display(),
+            tail_lines(&self.logs, LOG_TAIL_LINES)
+        );
+    }
+}
+
+/// The resident set size (`VmRSS` in `/proc/PID/status`) of process `pid`,
+/// in KiB; 0 if it cannot be read (no such process, not Linux).
+pub fn rss_kib(pid: u32) -> u64 {
+    fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Parses `xds_addr=` and `monitoring_addr=` from the `axon listening` line.
+pub fn parse_listening(log: &str) -> Option<(SocketAddr, SocketAddr)> {
+    static XDS: OnceLock<regex::Regex> = OnceLock::new();
+    static MON: OnceLock<regex::Regex> = OnceLock::new();
+    let xds =
+        XDS.get_or_init(|| regex::Regex::new(r#"xds_addr="?([0-9a-fA-F.:\[\]]+:\d+)"#).unwrap());
+    let mon = MON.get_or_init(|| {
+        regex::Regex::new(r#"monitoring_addr="?([0-9a-fA-F.:\[\]]+:\d+)"#).unwrap()
+    });
+    let line = log.lines().find(|l| l.contains("axon listening"))?;
+    let x = xds.captures(line)?.get(1)?.as_str().parse().ok()?;
+    let m = mon.captures(line)?.get(1)?.as_str().parse().ok()?;
+    Some((x, m))
+}
+
+/// Parses `debug_addr=` from the `axon listening` line.
+pub fn parse_debug_addr(log: &str) -> Option<SocketAddr> {
+    static DEBUG: OnceLock<regex::Regex> = OnceLock::new();
+    let re = DEBUG
+        .get_or_init(|| regex::Regex::new(r#"debug_addr="?([0-9a-fA-F.:\[\]]+:\d+)"#).unwrap());
+    let line = log.lines().find(|l| l.contains("axon listening"))?;
+    re.captures(line)?.get(1)?.as_str().parse().ok()
+}
+
+impl Drop for Axon {
+    fn drop(&mut self) {
+        kill_child(&mut self.child);
+        for r in self.readers.drain(..) {
+            let _ = r.join();
+        }
+        if thread::panicking() {
+            eprintln!(
+                "\n===== axon log (xds {}, monitoring {}, file {}) =====\n{}===== end axon log =====",
+                self.xds_addr,
+                self.monitoring_addr,
+                self.log_path.display(),
+                tail_lines(&self.logs(), LOG_TAIL_LINES)
+            );
+        }
+        keep_dir_on_panic(&mut self.dir, "axon");
+    }
+}
