@@ -5,7 +5,7 @@
 //! ```text
 //!  cli (wiring) → everything
 //!  http, registry ─▶ actors ─▶ transport ─▶ xds ─▶ model
-//!  metrics, limits: leaves, used by all but model and xds
+//!  metrics: a leaf for all but model and xds; limits: a leaf for actors and cli
 //! ```
 //!
 //! - [`model`]: pure Istio config, config sets, services, proxies, `PushRequest`,

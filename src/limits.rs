@@ -44,7 +44,8 @@ pub struct Limits {
     pub push_timeout: Duration,
     /// Capacity of each pipeline actor's mailbox.
     pub mailbox_capacity: usize,
-    /// Responses queued per ADS stream before the stream is closed as too slow.
+    /// Responses queued per ADS stream; a stream whose queue stays full past `write_timeout`
+    /// is closed as too slow.
     pub stream_queue_capacity: usize,
     /// ADS streams served at once; more are refused with RESOURCE_EXHAUSTED.
     pub max_streams: usize,

@@ -4,7 +4,7 @@
 //! ```text
 //!  cli (wiring) ─▶ everything
 //!  http, registry ─▶ actors ─▶ transport ─▶ xds ─▶ model
-//!  metrics, limits: leaves that anything but model and xds may use
+//!  metrics: a leaf that anything but model and xds may use; limits: a leaf for actors and cli
 //! ```
 //!
 //! Fails on an import of the crate's own modules that breaks the rule, on a crate a layer

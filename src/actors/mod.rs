@@ -26,7 +26,7 @@
 //! | DistributionTracker | [`distribution`] | `Affected`, `Acked`, `Nacked`, `Gone`, `GetDistribution` | |
 //!
 //! The pipeline's messages are in [`messages`]; queries live beside the actor that answers
-//! them. Each actor owns its state and changes it only in its handlers; what crosses between
+//! them, but for `GetStatus` and `Dump`, beside the ConnectionDirectory that sends them. Each actor owns its state and changes it only in its handlers; what crosses between
 //! actors is a typed message or an immutable `Arc` snapshot. Messages that a handler counts
 //! in `axon_mailbox_depth` are sent through [`mailbox`]. The pipeline actors run on the
 //! System's arbiter, the FileRegistry on its own, ConnectionActors on the

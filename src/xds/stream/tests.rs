@@ -450,6 +450,18 @@ fn delta_a_reconnect_with_versions_gets_only_what_differs() {
 }
 
 #[test]
+fn delta_a_push_out_of_scope_sends_nothing() {
+    let mut s = stream(true);
+    let out = delta_sent(&s.on_request(delta_req(CDS, "", &[], &[])));
+    s.on_request(delta_req(CDS, &out[0].1, &[], &[]));
+    let keys = BTreeSet::from([ConfigKey::new(ConfigKind::VirtualService, "elsewhere", "x")]);
+    let request = PushRequest::config_change(keys, Instant::now());
+    let (ctx, request) = next(&first_context(), &mesh("10.0.0.1", 100), request);
+    let out = s.on_push(ctx, &request);
+    assert!(out.responses.is_empty() && out.events.is_empty());
+}
+
+#[test]
 fn delta_pushes_send_only_changed_resources() {
     let mut s = stream(true);
     let mut nonces = BTreeMap::new();
