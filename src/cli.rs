@@ -24,6 +24,7 @@ use crate::metrics::Metrics;
 use crate::model::config_set::{FILES, SourceId};
 use crate::model::file_set::FileSet;
 use crate::model::mesh::MeshConfig;
+use crate::registry::files::watch::Content;
 use crate::registry::files::{FileRegistry, list_config_files};
 use crate::registry::kubernetes::namespaces::NamespaceSelector;
 use crate::registry::kubernetes::{ISTIO_SOURCE, IstioRegistry, SERVICES_SOURCE, ServiceRegistry};
@@ -172,11 +173,16 @@ pub fn validate(path: &Path, out: &mut impl std::io::Write) -> anyhow::Result<bo
     let mut errors = 0;
     let mut unsupported = std::collections::BTreeSet::new();
     for path in &files {
-        let text = match std::fs::read_to_string(path) {
-            Ok(t) => t,
-            Err(e) => {
+        let text = match Content::read(path) {
+            Content::Text(t) => t,
+            Content::Gone => {
                 errors += 1;
-                writeln!(out, "{}: cannot read: {e}", path.display())?;
+                writeln!(out, "{}: cannot read: the file is gone", path.display())?;
+                continue;
+            }
+            Content::Unreadable(reason) => {
+                errors += 1;
+                writeln!(out, "{}: {reason}", path.display())?;
                 continue;
             }
         };

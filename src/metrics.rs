@@ -38,6 +38,9 @@ pub struct Metrics {
     pub expired_nonce: IntCounterVec,
     /// `axon_endpoint_index_swaps`: contexts made for endpoint-only changes (no rebuild).
     pub endpoint_swaps: prometheus::IntCounter,
+    /// `axon_config_read_errors`: config files that could not be read (permission denied,
+    /// an I/O error, invalid UTF-8); their last good configs were kept.
+    pub config_read_errors: prometheus::IntCounter,
     /// `pilot_xds_write_timeout`: streams closed because the proxy did not read in time.
     pub write_timeout: prometheus::IntCounter,
     /// `axon_rejected_streams`: new streams refused by `max_streams` or the rate limit.
@@ -157,6 +160,10 @@ impl Metrics {
             endpoint_swaps: plain_counter(
                 "axon_endpoint_index_swaps",
                 "Contexts made for endpoint-only changes: the endpoint index swapped, nothing rebuilt.",
+            ),
+            config_read_errors: plain_counter(
+                "axon_config_read_errors",
+                "Config files that could not be read (permission, I/O, invalid UTF-8); their last good configs were kept.",
             ),
             write_timeout: plain_counter(
                 "pilot_xds_write_timeout",

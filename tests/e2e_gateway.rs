@@ -401,3 +401,70 @@ spec:
         (200, "backend-v1".to_string())
     );
 }
+
+/// A read failure is never a deletion: a VirtualService file that becomes unreadable (here
+/// a non-UTF-8 byte in a comment) is reported with its path and reason, counted, shown in
+/// `/debug/configz`, and its last good routes keep being served; nothing is pushed.
+#[test]
+fn an_unreadable_file_keeps_its_last_good_configs() {
+    let s = Scenario::start(&routes_yaml(0, 100));
+    s.wait_for_body(
+        "x-version: v2 route",
+        "/",
+        &[("x-version", "v2")],
+        "backend-v2",
+    );
+    s.wait_for_body("plain route to v2", "/", &[], "backend-v2");
+    let updates = |a: &Axon| a.metric("pilot_inbound_updates{type=\"config\"}");
+    let before = updates(&s.axon);
+    assert_eq!(s.axon.metric("axon_config_read_errors "), Some(0.0));
+
+    let mut bytes = b"# caf\xe9 (Latin-1, not UTF-8)\n".to_vec();
+    bytes.extend_from_slice(routes_yaml(0, 100).as_bytes());
+    std::fs::write(s.config.file("routes.yaml"), &bytes).expect("writing routes.yaml");
+    assert!(
+        s.axon
+            .wait_config_error("routes.yaml", Duration::from_secs(10)),
+        "/debug/configz holds no error for routes.yaml: {:?}",
+        s.axon.config_errors()
+    );
+    let errors = s.axon.config_errors();
+    assert!(
+        errors.iter().any(|e| e.contains("invalid UTF-8 at line 1")),
+        "the reason is given: {errors:?}"
+    );
+    assert_eq!(s.axon.metric("axon_config_read_errors "), Some(1.0));
+    // The registry reports the error in the same reload in which it would have sent an
+    // update: none was sent.
+    assert_eq!(
+        updates(&s.axon),
+        before,
+        "nothing was pushed for the unreadable file"
+    );
+
+    let counts = s.plain_distribution(50);
+    assert_eq!(
+        counts.get("backend-v2").copied(),
+        Some(50),
+        "the last good routes are served: {counts:?}\n{}",
+        describe_envoy(&s.envoy)
+    );
+    assert_eq!(
+        s.get("/", &[("x-version", "v2")]),
+        (200, "backend-v2".to_string())
+    );
+
+    // Readable again: the error is gone and the same routes are served.
+    s.config.write("routes.yaml", &routes_yaml(0, 100));
+    assert!(
+        wait_until(Duration::from_secs(10), || !s
+            .axon
+            .config_errors()
+            .iter()
+            .any(|e| e.contains("routes.yaml"))),
+        "the error stays after the file was fixed: {:?}",
+        s.axon.config_errors()
+    );
+    assert_eq!(s.get("/", &[]), (200, "backend-v2".to_string()));
+    assert_no_rejected_updates(&s.envoy);
+}

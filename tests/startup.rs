@@ -118,3 +118,20 @@ fn validate_takes_a_single_file() {
     assert!(out.status.success(), "{report}");
     assert!(report.contains("1 files, 1 configs, 0 errors"), "{report}");
 }
+
+#[test]
+fn validate_reports_invalid_utf8_with_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("gw.yaml");
+    std::fs::write(&file, b"kind: Gateway\n# caf\xe9\n").unwrap();
+    let out = Command::new(AXON)
+        .args(["validate", dir.path().to_str().unwrap()])
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{report}");
+    assert!(
+        report.contains(&format!("{}: invalid UTF-8 at line 2", file.display())),
+        "{report}"
+    );
+}

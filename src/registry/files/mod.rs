@@ -23,7 +23,7 @@ use crate::actors::messages::GetConfigz;
 use crate::metrics::Metrics;
 use crate::model::config_set::FILES as SOURCE;
 use crate::model::file_set::is_config_file;
-use watch::{Applied, FileRead, Pending, Stamp, WatchState};
+use watch::{Applied, Content, FileRead, Pending, Stamp, WatchState};
 
 /// Paths that the watcher saw change; empty means "rescan everything".
 #[derive(Message)]
@@ -140,10 +140,18 @@ impl FileRegistry {
         }
         for path in &paths {
             let read = FileRead {
-                text: std::fs::read_to_string(path).ok(),
+                content: Content::read(path),
                 stamp: stamp(path),
             };
             match self.state.apply(path, read) {
+                Applied::Unreadable { reason } => {
+                    self.metrics.config_read_errors.inc();
+                    tracing::warn!(
+                        path = %path.display(),
+                        %reason,
+                        "config file unreadable; its last good configs are kept"
+                    );
+                }
                 Applied::Deferred => self.deferred.push(path.clone()),
                 Applied::Unchanged => {}
                 Applied::Parsed { report, new_kinds } => {

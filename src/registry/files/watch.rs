@@ -19,14 +19,48 @@ pub type Stamp = (SystemTime, u64);
 /// What the shell found at a path.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FileRead {
-    /// The text, or `None` when the file is gone or cannot be read.
-    pub text: Option<String>,
+    pub content: Content,
     pub stamp: Option<Stamp>,
+}
+
+/// A file's content, or why there is none. Only a file that is not there is a deletion: a
+/// file that cannot be read keeps its last good configs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Content {
+    Text(String),
+    /// The file does not exist (any more).
+    Gone,
+    /// It exists but could not be read (permission denied, an I/O error) or is not UTF-8:
+    /// why, for the log and `/debug/configz`.
+    Unreadable(String),
+}
+
+impl Content {
+    /// Reads `path` as a config file.
+    pub fn read(path: &Path) -> Content {
+        match std::fs::read(path) {
+            Ok(bytes) => match String::from_utf8(bytes) {
+                Ok(text) => Content::Text(text),
+                Err(e) => {
+                    let at = e.utf8_error().valid_up_to();
+                    let bytes = e.as_bytes();
+                    let line = 1 + bytes[..at].iter().filter(|b| **b == b'\n').count();
+                    Content::Unreadable(format!(
+                        "invalid UTF-8 at line {line} (byte {at}): a config file must be UTF-8"
+                    ))
+                }
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Content::Gone,
+            Err(e) => Content::Unreadable(format!("cannot read: {e}")),
+        }
+    }
 }
 
 /// What a read did.
 #[derive(Debug)]
 pub enum Applied {
+    /// The file could not be read: its last good configs are kept (`reason` says why).
+    Unreadable { reason: String },
     /// A loaded file seen empty, most likely being rewritten in place (truncated, not yet
     /// written): read it again after the settle time before dropping its configs.
     Deferred,
@@ -148,7 +182,23 @@ impl WatchState {
 
     /// Applies what was read at `path`.
     pub fn apply(&mut self, path: &Path, read: FileRead) -> Applied {
-        let text = read.text;
+        let text = match read.content {
+            Content::Text(text) => Some(text),
+            Content::Gone => None,
+            Content::Unreadable(reason) => {
+                // Never a deletion: the last good configs stay; the stamp is recorded so that
+                // a rescan reads it again only when it changes (an event reports a chmod).
+                self.emptied.remove(path);
+                match read.stamp {
+                    Some(stamp) => self.stamps.insert(path.to_path_buf(), stamp),
+                    None => self.stamps.remove(path),
+                };
+                self.texts.remove(path);
+                let message = format!("{}: {reason}", path.display());
+                self.errors.insert(path.to_path_buf(), vec![message]);
+                return Applied::Unreadable { reason };
+            }
+        };
         let empty = text.as_deref().is_some_and(|t| t.trim().is_empty());
         if empty && self.texts.contains_key(path) && self.emptied.insert(path.to_path_buf()) {
             return Applied::Deferred;
@@ -240,16 +290,75 @@ mod tests {
 
     fn read(text: &str, at: u64) -> FileRead {
         FileRead {
-            text: Some(text.to_string()),
+            content: Content::Text(text.to_string()),
             stamp: Some((SystemTime::UNIX_EPOCH, at)),
         }
     }
 
     fn gone() -> FileRead {
         FileRead {
-            text: None,
+            content: Content::Gone,
             stamp: None,
         }
+    }
+
+    #[test]
+    fn a_read_failure_is_never_a_deletion() {
+        let mut w = WatchState::new("default");
+        let path = Path::new("/d/a.yaml");
+        w.apply(path, read(VS, 1));
+        assert_eq!(w.commit().update.expect("initial").configs.len(), 1);
+        let unreadable = FileRead {
+            content: Content::Unreadable("cannot read: Permission denied (os error 13)".into()),
+            stamp: Some((SystemTime::UNIX_EPOCH, 2)),
+        };
+        assert!(matches!(
+            w.apply(path, unreadable),
+            Applied::Unreadable { .. }
+        ));
+        assert!(
+            w.commit().update.is_none(),
+            "the VirtualService is still served"
+        );
+        let configz = w.configz("files", Path::new("/d"));
+        assert!(
+            configz["errors"][0]
+                .as_str()
+                .unwrap()
+                .contains("Permission denied"),
+            "{configz}"
+        );
+        assert_eq!(configz["configs"].as_array().unwrap().len(), 1);
+        // Readable again, the same text: nothing to push, and the error is gone.
+        assert!(matches!(w.apply(path, read(VS, 3)), Applied::Parsed { .. }));
+        assert!(w.commit().update.is_none());
+        assert!(
+            w.configz("files", Path::new("/d"))["errors"]
+                .as_array()
+                .unwrap()
+                .is_empty()
+        );
+        // Only a file that is gone is a deletion.
+        w.apply(path, gone());
+        assert_eq!(w.commit().update.expect("deleted").changed.len(), 1);
+    }
+
+    #[test]
+    fn invalid_utf8_is_reported_with_its_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.yaml");
+        std::fs::write(&path, b"# ok\n# caf\xe9\nkind: VirtualService\n").unwrap();
+        match Content::read(&path) {
+            Content::Unreadable(reason) => {
+                assert!(reason.contains("invalid UTF-8 at line 2"), "{reason}")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(Content::read(&dir.path().join("none.yaml")), Content::Gone);
+        assert!(
+            matches!(Content::read(dir.path()), Content::Unreadable(_)),
+            "a directory"
+        );
     }
 
     #[test]
