@@ -25,7 +25,7 @@ use crate::model::config_set::{FILES, SourceId};
 use crate::model::file_set::FileSet;
 use crate::model::mesh::MeshConfig;
 use crate::registry::files::watch::Content;
-use crate::registry::files::{FileRegistry, list_config_files};
+use crate::registry::files::{FileRegistry, list_config_tree};
 use crate::registry::kubernetes::namespaces::NamespaceSelector;
 use crate::registry::kubernetes::{ISTIO_SOURCE, IstioRegistry, SERVICES_SOURCE, ServiceRegistry};
 use crate::registry::outbox::Outbox;
@@ -167,7 +167,15 @@ pub fn validate(path: &Path, out: &mut impl std::io::Write) -> anyhow::Result<bo
     let files = if path.is_file() {
         vec![path.to_path_buf()]
     } else {
-        list_config_files(path).with_context(|| format!("reading {}", path.display()))?
+        let tree = list_config_tree(path).with_context(|| format!("reading {}", path.display()))?;
+        for dir in &tree.loops {
+            writeln!(
+                out,
+                "{}: note: a directory already read (a symlink loop), skipped",
+                dir.display()
+            )?;
+        }
+        tree.files
     };
     let mut set = FileSet::new(DEFAULT_NAMESPACE);
     let mut errors = 0;

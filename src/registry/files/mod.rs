@@ -38,24 +38,62 @@ pub struct FilesChanged {
 
 /// Lists the config files under `dir`, recursively, in path order.
 pub fn list_config_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
+    list_config_tree(dir).map(|tree| tree.files)
+}
+
+/// The config files under a directory, and the directories skipped because the walk had
+/// read them already (a symlink to a directory above or beside: a loop).
+#[derive(Debug, Default, PartialEq)]
+pub struct ConfigTree {
+    pub files: Vec<PathBuf>,
+    pub loops: Vec<PathBuf>,
+}
+
+/// Walks `dir` recursively, following a symlink to a directory only to a directory it has
+/// not read yet (by device and inode), so that two symlinks to `.` cannot make it endless.
+pub fn list_config_tree(dir: &Path) -> std::io::Result<ConfigTree> {
+    let mut tree = ConfigTree::default();
+    let mut seen = BTreeSet::new();
+    seen.insert(dir_id(dir)?);
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d)? {
-            let path = entry?.path();
+        let mut entries = std::fs::read_dir(&d)?
+            .map(|e| e.map(|e| e.path()))
+            .collect::<std::io::Result<Vec<PathBuf>>>()?;
+        // Real directories before symlinks to them: a directory is read under its own name.
+        entries.sort_by_key(|p| (p.is_symlink(), p.clone()));
+        for path in entries {
             let hidden = path
                 .file_name()
                 .and_then(|n| n.to_str())
                 .is_some_and(|n| n.starts_with('.'));
             if path.is_dir() && !hidden {
-                stack.push(path);
+                if seen.insert(dir_id(&path)?) {
+                    stack.push(path);
+                } else {
+                    tree.loops.push(path);
+                }
             } else if is_config_file(&path) {
-                out.push(path);
+                tree.files.push(path);
             }
         }
     }
-    out.sort();
-    Ok(out)
+    tree.files.sort();
+    tree.loops.sort();
+    Ok(tree)
+}
+
+/// What identifies a directory however it is reached: its device and inode.
+#[cfg(unix)]
+fn dir_id(dir: &Path) -> std::io::Result<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(dir)?;
+    Ok((m.dev(), m.ino()))
+}
+
+#[cfg(not(unix))]
+fn dir_id(dir: &Path) -> std::io::Result<PathBuf> {
+    std::fs::canonicalize(dir)
 }
 
 pub struct FileRegistry {
@@ -71,6 +109,8 @@ pub struct FileRegistry {
     settle: Option<SpawnHandle>,
     /// Files found empty, to read again after SETTLE.
     deferred: Vec<PathBuf>,
+    /// Directory loops already reported.
+    loops: BTreeSet<PathBuf>,
 }
 
 /// How long a changed file must be quiet before it is read: an editor that truncates and then
@@ -104,16 +144,17 @@ impl FileRegistry {
             pending: Pending::default(),
             settle: None,
             deferred: Vec::new(),
+            loops: BTreeSet::new(),
         }
     }
 
     /// Paths to reload: those given, or, on a rescan (none given), also every known file
     /// that is gone and every present one whose modification time or size changed.
-    fn to_read(&self, hint: Vec<PathBuf>) -> BTreeSet<PathBuf> {
+    fn paths_to_read(&mut self, hint: Vec<PathBuf>) -> BTreeSet<PathBuf> {
         let present = if hint.is_empty() {
-            match list_config_files(&self.dir) {
-                Ok(files) => Some(
-                    files
+            match list_config_tree(&self.dir) {
+                Ok(tree) => Some(
+                    self.report_loops(tree)
                         .into_iter()
                         .map(|p| {
                             let s = stamp(&p);
@@ -132,9 +173,22 @@ impl FileRegistry {
         self.state.to_read(hint, present)
     }
 
+    /// Logs each directory loop once; returns the files.
+    fn report_loops(&mut self, tree: ConfigTree) -> Vec<PathBuf> {
+        for path in &tree.loops {
+            if self.loops.insert(path.clone()) {
+                tracing::warn!(
+                    path = %path.display(),
+                    "directory loop: a directory already read (a symlink to it); skipped"
+                );
+            }
+        }
+        tree.files
+    }
+
     fn reload(&mut self, hint: Vec<PathBuf>) {
         let started = Instant::now();
-        let paths = self.to_read(hint);
+        let paths = self.paths_to_read(hint);
         if paths.is_empty() && self.state.sent_initial() {
             return;
         }
@@ -292,5 +346,30 @@ impl Handler<FilesChanged> for FileRegistry {
         }
         self.recheck_deferred(ctx);
         self.metrics.handled("file_registry", started);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn the_walk_reads_each_directory_once_and_reports_loops() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir(root.join("sub")).unwrap();
+        std::fs::write(root.join("a.yaml"), "").unwrap();
+        std::fs::write(root.join("sub/b.yaml"), "").unwrap();
+        std::os::unix::fs::symlink(".", root.join("self")).unwrap();
+        std::os::unix::fs::symlink("..", root.join("sub/up")).unwrap();
+        std::os::unix::fs::symlink("sub", root.join("again")).unwrap();
+        let tree = list_config_tree(root).unwrap();
+        assert_eq!(tree.files, [root.join("a.yaml"), root.join("sub/b.yaml")]);
+        assert_eq!(
+            tree.loops.len(),
+            3,
+            "self, sub/up and again (or sub): {tree:?}"
+        );
     }
 }
