@@ -17,18 +17,31 @@ use actix::prelude::*;
 use crate::actors::messages::ConfigUpdate;
 use crate::metrics::Metrics;
 use crate::model::config::ConfigKey;
-use crate::model::config_set::{ConfigSet, FILES, SourceId, compare};
+use crate::model::config_set::{ConfigSet, SourceId, compare};
 use crate::model::push_request::{PushRequest, TriggerReason};
+
+/// What [`Outbox::publish`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Published {
+    /// Nothing: a kind is still listing.
+    Held,
+    /// The first update (a full push).
+    Initial,
+    /// An update of the changed configs.
+    Changed,
+    /// Nothing: no config changed.
+    Unchanged,
+}
 
 /// Where a registry's updates go, and what it sent last.
 pub struct Outbox {
-    pub(crate) source: SourceId,
+    source: SourceId,
     debouncer: Recipient<ConfigUpdate>,
     metrics: Metrics,
     last: Arc<ConfigSet>,
     /// Kinds whose initial list is not done yet.
     listing: BTreeSet<String>,
-    pub(crate) synced: bool,
+    synced: bool,
 }
 
 impl Outbox {
@@ -55,22 +68,26 @@ impl Outbox {
         self.listing.remove(&kind.to_string());
     }
 
+    pub fn source(&self) -> SourceId {
+        self.source
+    }
+
     /// Whether the first update was sent.
     pub fn is_synced(&self) -> bool {
         self.synced
     }
 
     /// Sends `configs` if the registry has synced and they differ from the last sent.
-    pub fn publish(&mut self, configs: Arc<ConfigSet>, started: Instant) {
-        if self.first(&configs, 1, started) {
-            return;
+    pub fn publish(&mut self, configs: Arc<ConfigSet>, started: Instant) -> Published {
+        if let Some(first) = self.first(&configs, 1, started) {
+            return first;
         }
         let (changed, endpoints_only) = if Arc::ptr_eq(&self.last, &configs) {
             Default::default()
         } else {
             compare(&self.last, &configs)
         };
-        self.publish_changes(configs, changed, endpoints_only, started);
+        self.publish_changes(configs, changed, endpoints_only, started)
     }
 
     /// Sends `configs` whose changes against the last sent the registry knows already.
@@ -80,16 +97,13 @@ impl Outbox {
         changed: BTreeSet<ConfigKey>,
         endpoints_only: bool,
         started: Instant,
-    ) {
-        if self.first(&configs, changed.len().max(1), started) {
-            return;
+    ) -> Published {
+        if let Some(first) = self.first(&configs, changed.len().max(1), started) {
+            return first;
         }
         if changed.is_empty() {
-            if self.source != FILES {
-                tracing::debug!(source = self.source, "Kubernetes event changed no config");
-            }
             self.last = configs;
-            return;
+            return Published::Unchanged;
         }
         let n = changed.len();
         let request = if endpoints_only {
@@ -98,30 +112,25 @@ impl Outbox {
             PushRequest::config_change(changed, started)
         };
         self.send(configs, request, n);
+        Published::Changed
     }
 
     /// Sends the first update, a full push counting `n` inbound updates, once nothing is
-    /// listing. True if the update was the first (sent or held back).
-    fn first(&mut self, configs: &Arc<ConfigSet>, n: usize, started: Instant) -> bool {
+    /// listing. `None` once the first update was sent.
+    fn first(&mut self, configs: &Arc<ConfigSet>, n: usize, started: Instant) -> Option<Published> {
         if self.synced {
-            return false;
+            return None;
         }
-        if self.listing.is_empty() {
-            self.synced = true;
-            if self.source != FILES {
-                tracing::info!(
-                    source = self.source,
-                    configs = configs.len(),
-                    "Kubernetes registry synced"
-                );
-            }
-            self.send(
-                configs.clone(),
-                PushRequest::full_push(TriggerReason::Config, started),
-                n,
-            );
+        if !self.listing.is_empty() {
+            return Some(Published::Held);
         }
-        true
+        self.synced = true;
+        self.send(
+            configs.clone(),
+            PushRequest::full_push(TriggerReason::Config, started),
+            n,
+        );
+        Some(Published::Initial)
     }
 
     fn send(&mut self, configs: Arc<ConfigSet>, request: PushRequest, n: usize) {

@@ -225,8 +225,7 @@ impl ConnectionActor {
 
     fn push_done(&self, done: Option<PushDone>) {
         if let Some(done) = done {
-            let push_queue = self.peers.push_queue.clone();
-            mailbox::tell_addr(self.metrics(), "push_queue", &push_queue, done);
+            mailbox::tell_addr(self.metrics(), "push_queue", &self.peers.push_queue, done);
         }
     }
 
@@ -297,12 +296,12 @@ impl Actor for ConnectionActor {
             return;
         };
         self.metrics().xds_clients.dec();
-        let push_queue = self.peers.push_queue.clone();
+        let disconnect = Disconnect { id: self.id };
         mailbox::tell_addr(
             self.metrics(),
             "push_queue",
-            &push_queue,
-            Disconnect { id: self.id },
+            &self.peers.push_queue,
+            disconnect,
         );
         self.peers.directory.do_send(Unregister { id: self.id });
         self.peers.distribution.do_send(Gone {

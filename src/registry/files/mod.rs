@@ -36,11 +36,6 @@ pub struct FilesChanged {
     pub settle: bool,
 }
 
-/// Lists the config files under `dir`, recursively, in path order.
-pub fn list_config_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
-    list_config_tree(dir).map(|tree| tree.files)
-}
-
 /// The config files under a directory, and the directories skipped because the walk had
 /// read them already (a symlink to a directory above or beside: a loop).
 #[derive(Debug, Default, PartialEq)]
@@ -54,27 +49,34 @@ pub struct ConfigTree {
 pub fn list_config_tree(dir: &Path) -> std::io::Result<ConfigTree> {
     let mut tree = ConfigTree::default();
     let mut seen = BTreeSet::new();
-    seen.insert(dir_id(dir)?);
+    seen.insert(dir_id(dir, &std::fs::metadata(dir)?)?);
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
         let mut entries = std::fs::read_dir(&d)?
             .map(|e| e.map(|e| e.path()))
             .collect::<std::io::Result<Vec<PathBuf>>>()?;
         // Real directories before symlinks to them: a directory is read under its own name.
-        entries.sort_by_key(|p| (p.is_symlink(), p.clone()));
+        entries.sort_by_cached_key(|p| (p.is_symlink(), p.clone()));
         for path in entries {
             let hidden = path
                 .file_name()
                 .and_then(|n| n.to_str())
                 .is_some_and(|n| n.starts_with('.'));
-            if path.is_dir() && !hidden {
-                if seen.insert(dir_id(&path)?) {
-                    stack.push(path);
-                } else {
-                    tree.loops.push(path);
+            // One stat per entry (following symlinks); an entry that cannot be stat'ed (a
+            // dangling symlink, one gone meanwhile) is not a directory.
+            match std::fs::metadata(&path) {
+                Ok(meta) if meta.is_dir() => {
+                    if hidden {
+                        continue;
+                    }
+                    if seen.insert(dir_id(&path, &meta)?) {
+                        stack.push(path);
+                    } else {
+                        tree.loops.push(path);
+                    }
                 }
-            } else if is_config_file(&path) {
-                tree.files.push(path);
+                _ if is_config_file(&path) => tree.files.push(path),
+                _ => {}
             }
         }
     }
@@ -85,14 +87,13 @@ pub fn list_config_tree(dir: &Path) -> std::io::Result<ConfigTree> {
 
 /// What identifies a directory however it is reached: its device and inode.
 #[cfg(unix)]
-fn dir_id(dir: &Path) -> std::io::Result<(u64, u64)> {
+fn dir_id(_: &Path, meta: &std::fs::Metadata) -> std::io::Result<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata(dir)?;
-    Ok((m.dev(), m.ino()))
+    Ok((meta.dev(), meta.ino()))
 }
 
 #[cfg(not(unix))]
-fn dir_id(dir: &Path) -> std::io::Result<PathBuf> {
+fn dir_id(dir: &Path, _: &std::fs::Metadata) -> std::io::Result<PathBuf> {
     std::fs::canonicalize(dir)
 }
 

@@ -189,10 +189,7 @@ impl WatchState {
                 // Never a deletion: the last good configs stay; the stamp is recorded so that
                 // a rescan reads it again only when it changes (an event reports a chmod).
                 self.emptied.remove(path);
-                match read.stamp {
-                    Some(stamp) => self.stamps.insert(path.to_path_buf(), stamp),
-                    None => self.stamps.remove(path),
-                };
+                self.record_stamp(path, read.stamp);
                 self.texts.remove(path);
                 let message = format!("{}: {reason}", path.display());
                 self.errors.insert(path.to_path_buf(), vec![message]);
@@ -204,14 +201,8 @@ impl WatchState {
             return Applied::Deferred;
         }
         self.emptied.remove(path);
-        match read.stamp {
-            Some(stamp) if text.is_some() => {
-                self.stamps.insert(path.to_path_buf(), stamp);
-            }
-            _ => {
-                self.stamps.remove(path);
-            }
-        }
+        // A file that is gone has no stamp to compare a rescan with.
+        self.record_stamp(path, read.stamp.filter(|_| text.is_some()));
         let digest = text.as_deref().map(text_digest);
         if digest.is_some() && self.texts.get(path) == digest.as_ref() {
             return Applied::Unchanged;
@@ -234,6 +225,13 @@ impl WatchState {
             .cloned()
             .collect();
         Applied::Parsed { report, new_kinds }
+    }
+
+    fn record_stamp(&mut self, path: &Path, stamp: Option<Stamp>) {
+        match stamp {
+            Some(stamp) => self.stamps.insert(path.to_path_buf(), stamp),
+            None => self.stamps.remove(path),
+        };
     }
 
     /// Merges every file's configs; returns the update to send, if the configs changed or

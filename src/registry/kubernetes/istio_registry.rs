@@ -98,7 +98,7 @@ impl IstioRegistry {
             self.tasks.insert(watch_kind, task);
         }
         // Without any kind to list, the registry is synced now.
-        self.out.publish(self.index.configs(), Instant::now());
+        super::publish(&mut self.out, self.index.configs(), Instant::now());
     }
 
     fn report(rejected: Option<Rejected>) {
@@ -144,7 +144,7 @@ impl Handler<WatchEvent<DynamicObject>> for IstioRegistry {
                 self.index.delete(kind, &ns, &name);
             }
         }
-        self.out.publish(self.index.configs(), started);
+        super::publish(&mut self.out, self.index.configs(), started);
     }
 }
 
@@ -182,7 +182,7 @@ impl Handler<WatchEvent<Namespace>> for IstioRegistry {
                 }
             }
         }
-        self.out.publish(self.index.configs(), started);
+        super::publish(&mut self.out, self.index.configs(), started);
     }
 }
 
@@ -191,8 +191,8 @@ impl Handler<GetConfigz> for IstioRegistry {
     fn handle(&mut self, _: GetConfigz, _: &mut Context<Self>) -> Self::Result {
         let configs = self.index.configs();
         MessageResult(serde_json::json!({
-            "source": self.out.source,
-            "synced": self.out.synced,
+            "source": self.out.source(),
+            "synced": self.out.is_synced(),
             "versions": self.versions,
             "configs": configs.values().collect::<Vec<_>>(),
             "errors": self.index.rejected().map(ToString::to_string).collect::<Vec<_>>(),

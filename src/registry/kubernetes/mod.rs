@@ -26,13 +26,37 @@ pub mod services;
 pub mod store;
 pub mod watch;
 
+use std::sync::Arc;
+use std::time::Instant;
+
 use thiserror::Error;
+
+use crate::model::config_set::ConfigSet;
+use crate::registry::outbox::{Outbox, Published};
 
 pub use crate::model::config_set::{
     KUBERNETES_ISTIO as ISTIO_SOURCE, KUBERNETES_SERVICES as SERVICES_SOURCE,
 };
 pub use istio_registry::IstioRegistry;
 pub use service_registry::ServiceRegistry;
+
+/// Publishes a Kubernetes registry's configs through its outbox, and logs what that did.
+fn publish(out: &mut Outbox, configs: Arc<ConfigSet>, started: Instant) {
+    let n = configs.len();
+    match out.publish(configs, started) {
+        Published::Initial => {
+            tracing::info!(
+                source = out.source(),
+                configs = n,
+                "Kubernetes registry synced"
+            )
+        }
+        Published::Unchanged => {
+            tracing::debug!(source = out.source(), "Kubernetes event changed no config")
+        }
+        Published::Held | Published::Changed => {}
+    }
+}
 
 /// The watch of Namespaces: with a selector, only the matching ones.
 fn namespace_config(settings: &Settings) -> kube::runtime::watcher::Config {

@@ -117,7 +117,7 @@ impl ServiceRegistry {
             Event::Apply(obj) => one(&mut self.index, &obj, false),
             Event::Delete(obj) => delete(&mut self.index, &obj),
         }
-        self.out.publish(self.index.configs(), started);
+        super::publish(&mut self.out, self.index.configs(), started);
     }
 }
 
@@ -206,7 +206,7 @@ impl Handler<WatchEvent<Namespace>> for ServiceRegistry {
             Event::Delete(ns) => self.index.delete_namespace(&ns),
         };
         self.namespaces_changed(change, ctx);
-        self.out.publish(self.index.configs(), started);
+        super::publish(&mut self.out, self.index.configs(), started);
     }
 }
 
@@ -215,8 +215,8 @@ impl Handler<GetConfigz> for ServiceRegistry {
     fn handle(&mut self, _: GetConfigz, _: &mut Context<Self>) -> Self::Result {
         let configs = self.index.configs();
         MessageResult(serde_json::json!({
-            "source": self.out.source,
-            "synced": self.out.synced,
+            "source": self.out.source(),
+            "synced": self.out.is_synced(),
             "objects": self.index.counts(),
             "configs": configs.values().collect::<Vec<_>>(),
         }))
