@@ -18,12 +18,11 @@ impl StreamState {
             }));
             return;
         };
-        let names = self.names.clone();
-        let decision = self
-            .delta_subs
-            .entry(type_url)
-            .or_default()
-            .on_request(type_url, &req, &names);
+        let decision =
+            self.delta_subs
+                .entry(type_url)
+                .or_default()
+                .on_request(type_url, &req, &self.names);
         self.on_decision(type_url, decision, out);
     }
 

@@ -19,12 +19,11 @@ impl StreamState {
             }));
             return;
         };
-        let names = self.names.clone();
         let subscription = self
             .sotw
             .entry(type_url)
             .or_insert_with(|| Subscription::new(type_url));
-        let mut decision = subscription.on_request(type_url, &req, &names);
+        let mut decision = subscription.on_request(type_url, &req, &self.names);
         if decision == Decision::Ack
             && type_url == ResourceType::Endpoint
             && self.always_respond_eds
