@@ -24,8 +24,8 @@ use crate::metrics::Metrics;
 use crate::model::config_set::{FILES, SourceId};
 use crate::model::file_set::FileSet;
 use crate::model::mesh::MeshConfig;
-use crate::registry::files::watch::Content;
-use crate::registry::files::{FileRegistry, list_config_tree};
+use crate::registry::files::watch::{Content, WatchRules};
+use crate::registry::files::{FileRegistry, FileSettings, list_config_tree};
 use crate::registry::kubernetes::namespaces::NamespaceSelector;
 use crate::registry::kubernetes::{ISTIO_SOURCE, IstioRegistry, SERVICES_SOURCE, ServiceRegistry};
 use crate::registry::outbox::Outbox;
@@ -164,6 +164,7 @@ fn init_tracing(format: LogFormat, level: Option<&str>) {
 /// Checks `path`, a file or every config file under a directory; writes each problem to
 /// `out`. Returns whether there was none.
 pub fn validate(path: &Path, out: &mut impl std::io::Write) -> anyhow::Result<bool> {
+    let mut errors_before = 0;
     let files = if path.is_file() {
         vec![path.to_path_buf()]
     } else {
@@ -175,20 +176,24 @@ pub fn validate(path: &Path, out: &mut impl std::io::Write) -> anyhow::Result<bo
                 dir.display()
             )?;
         }
+        for (dir, why) in &tree.unreadable_dirs {
+            errors_before += 1;
+            writeln!(out, "{}: cannot list: {why}", dir.display())?;
+        }
         tree.files
     };
     let mut set = FileSet::new(DEFAULT_NAMESPACE);
-    let mut errors = 0;
+    let mut errors = errors_before;
     let mut unsupported = std::collections::BTreeSet::new();
     for path in &files {
-        let text = match Content::read(path) {
+        let text = match Content::read(path, Limits::default().max_file_bytes) {
             Content::Text(t) => t,
             Content::Gone => {
                 errors += 1;
                 writeln!(out, "{}: cannot read: the file is gone", path.display())?;
                 continue;
             }
-            Content::Unreadable(reason) => {
+            Content::Unreadable(reason) | Content::Rejected(reason) => {
                 errors += 1;
                 writeln!(out, "{}: {reason}", path.display())?;
                 continue;
@@ -306,12 +311,15 @@ async fn run(
     kube_client: Option<kube::Client>,
 ) -> anyhow::Result<()> {
     let metrics = Metrics::new();
-    // With --kubernetes, /ready waits for both Kubernetes registries.
-    let ready_after: &[SourceId] = if args.kubernetes {
-        &[SERVICES_SOURCE, ISTIO_SOURCE]
-    } else {
-        &[]
-    };
+    // /ready waits for every registry's first update: the Kubernetes ones send it once
+    // they have their initial lists, the FileRegistry once the directory was read cleanly.
+    let mut ready_after: Vec<SourceId> = Vec::new();
+    if args.config_dir.is_some() {
+        ready_after.push(FILES);
+    }
+    if args.kubernetes {
+        ready_after.extend([SERVICES_SOURCE, ISTIO_SOURCE]);
+    }
     let cap = limits.mailbox_capacity;
 
     let push_queue = PushQueue::new(
@@ -329,7 +337,7 @@ async fn run(
         mesh,
         push_queue.clone().recipient(),
         metrics.clone(),
-        ready_after,
+        &ready_after,
         cap,
     )
     .start();
@@ -375,6 +383,30 @@ async fn run(
         metrics.clone(),
     );
     let xds_server = serve_xds(listeners.xds, &arbiters, &ads, &limits)?;
+    let outbox = |source| Outbox::new(source, debouncer.clone().recipient(), metrics.clone());
+    // The FileRegistry reads and parses on a thread of its own: a slow parse never delays
+    // the pipeline actors, a push or a new Envoy's first answer.
+    let file_thread = args.config_dir.as_ref().map(|_| Arbiter::new());
+    let file_registry = args
+        .config_dir
+        .clone()
+        .zip(file_thread.as_ref())
+        .map(|(dir, thread)| {
+            let out = outbox(FILES);
+            let metrics = metrics.clone();
+            let settings = FileSettings {
+                rescan_interval: limits.file_rescan_interval,
+                rules: WatchRules {
+                    settle: limits.file_settle,
+                    max_file_bytes: limits.max_file_bytes,
+                    max_files: limits.max_files,
+                    max_yaml_depth: limits.max_yaml_depth,
+                },
+            };
+            FileRegistry::start_in_arbiter(&thread.handle(), move |_| {
+                FileRegistry::new(dir, DEFAULT_NAMESPACE, out, metrics, settings)
+            })
+        });
     let monitoring_server = tokio::spawn(
         axum::serve(
             listeners.monitoring,
@@ -382,27 +414,11 @@ async fn run(
                 metrics: metrics.clone(),
                 builder: builder.clone(),
                 directory: directory.clone(),
+                files: file_registry.clone().map(Addr::recipient),
             }),
         )
         .into_future(),
     );
-    let outbox = |source| Outbox::new(source, debouncer.clone().recipient(), metrics.clone());
-    // The FileRegistry reads and parses on a thread of its own: a slow parse never delays
-    // the pipeline actors, a push or a new Envoy's first answer.
-    let file_thread = args.config_dir.as_ref().map(|_| Arbiter::new());
-    let registry = args
-        .config_dir
-        .clone()
-        .zip(file_thread.as_ref())
-        .map(|(dir, thread)| {
-            let out = outbox(FILES);
-            let metrics = metrics.clone();
-            let rescan = limits.file_rescan_interval;
-            FileRegistry::start_in_arbiter(&thread.handle(), move |_| {
-                FileRegistry::new(dir, DEFAULT_NAMESPACE, out, metrics, rescan)
-            })
-            .recipient()
-        });
     let mut kubernetes = Vec::new();
     if let Some(client) = kube_client {
         let settings = crate::registry::kubernetes::Settings {
@@ -426,7 +442,7 @@ async fn run(
             debug::router(Debug {
                 directory,
                 builder,
-                registry,
+                registry: file_registry.map(Addr::recipient),
                 kubernetes,
                 debouncer,
                 distribution,

@@ -72,6 +72,23 @@ pub struct Limits {
     /// How often the config directory is rescanned, beside file-system events.
     #[serde(deserialize_with = "duration")]
     pub file_rescan_interval: Duration,
+    /// How long a config file that became empty or vanished (or a changed file still being
+    /// written) must stay so before axon acts on it; a directory that disappeared is never
+    /// acted on.
+    #[serde(deserialize_with = "duration")]
+    pub file_settle: Duration,
+    /// Largest config file read; a larger one is rejected (its last good configs kept). Also
+    /// the bound on a YAML document's size once its aliases are expanded.
+    pub max_file_bytes: u64,
+    /// Most config files read from the directory; those past it (in path order) are rejected.
+    pub max_files: usize,
+    /// Deepest nesting of a YAML document (flow and block collections); deeper is rejected
+    /// before the parser sees it.
+    pub max_yaml_depth: usize,
+    /// On SIGTERM, how long the open ADS connections are given GOAWAY over (spread evenly, so
+    /// that proxies reconnect elsewhere without a stampede) before axon exits.
+    #[serde(deserialize_with = "duration")]
+    pub drain_duration: Duration,
 }
 
 impl Default for Limits {
@@ -93,6 +110,11 @@ impl Default for Limits {
             max_connection_age: Duration::from_secs(30 * 60),
             connection_threads: 0,
             file_rescan_interval: Duration::from_secs(5),
+            file_settle: Duration::from_secs(1),
+            max_file_bytes: 4 << 20,
+            max_files: 10_000,
+            max_yaml_depth: 64,
+            drain_duration: Duration::from_secs(5),
         }
     }
 }
@@ -141,6 +163,8 @@ impl Limits {
             ("mailbox_capacity", self.mailbox_capacity),
             ("stream_queue_capacity", self.stream_queue_capacity),
             ("max_streams", self.max_streams),
+            ("max_files", self.max_files),
+            ("max_yaml_depth", self.max_yaml_depth),
         ] {
             if value == 0 {
                 return Err(invalid(key, "must be at least 1"));
@@ -163,6 +187,9 @@ impl Limits {
         }
         if self.file_rescan_interval.is_zero() {
             return Err(invalid("file_rescan_interval", "must be longer than 0"));
+        }
+        if self.max_file_bytes == 0 {
+            return Err(invalid("max_file_bytes", "must be at least 1"));
         }
         Ok(())
     }

@@ -81,3 +81,9 @@ pub struct PushDone {
 #[derive(Message)]
 #[rtype(result = "serde_json::Value")]
 pub struct GetConfigz;
+
+/// Why a registry has not sent its first update yet (`/ready`), if it has not: `None` once
+/// it has. The FileRegistry answers it.
+#[derive(Message)]
+#[rtype(result = "Option<String>")]
+pub struct GetWaiting;

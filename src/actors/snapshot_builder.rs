@@ -13,13 +13,15 @@ use actix::prelude::*;
 
 use super::messages::{Flush, Push};
 use crate::metrics::Metrics;
-use crate::model::config_set::{SourceId, merge_sources};
+use crate::model::config_set::{
+    FILES, KUBERNETES_ISTIO, KUBERNETES_SERVICES, SourceId, merge_sources,
+};
 use crate::model::mesh::MeshConfig;
 use crate::model::push_context::PushContext;
 
 /// Whether axon is ready (`/ready`): `Ok`, or why not.
 #[derive(Message)]
-#[rtype(result = "Result<(), &'static str>")]
+#[rtype(result = "Result<(), String>")]
 pub struct GetReady;
 
 /// The `/ready` rule: ready once a context was built that holds the configs of every
@@ -46,12 +48,33 @@ impl Readiness {
     }
 
     /// `Ok` when ready, else why not.
-    pub fn check(&self) -> Result<(), &'static str> {
-        match &self.built {
-            Some(built) if self.expected.is_subset(built) => Ok(()),
-            Some(_) => Err("not ready: waiting for the initial Kubernetes lists\n"),
-            None if self.expected.is_empty() => Err("not ready: no config snapshot built yet\n"),
-            None => Err("not ready: waiting for the initial Kubernetes lists\n"),
+    pub fn check(&self) -> Result<(), String> {
+        let built = self.built.as_ref();
+        let missing: Vec<&str> = self
+            .expected
+            .iter()
+            .filter(|s| built.is_none_or(|b| !b.contains(*s)))
+            .copied()
+            .collect();
+        match (built, missing.is_empty()) {
+            (Some(_), true) => Ok(()),
+            (None, true) => Err("not ready: no config snapshot built yet\n".to_string()),
+            (_, false) => Err(format!(
+                "not ready: waiting for {}\n",
+                missing
+                    .iter()
+                    .map(|s| match *s {
+                        FILES => "the first clean read of the config directory (files)",
+                        KUBERNETES_SERVICES =>
+                            "the initial Kubernetes lists of services (kubernetes)",
+                        KUBERNETES_ISTIO => {
+                            "the initial Kubernetes lists of Istio config (kubernetes-istio)"
+                        }
+                        other => other,
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
         }
     }
 }
@@ -198,6 +221,13 @@ mod tests {
         assert!(gate.check().is_err(), "one registry still listing");
         gate.built(["files", "kubernetes", "kubernetes-istio"]);
         assert_eq!(gate.check(), Ok(()));
+        let mut files = Readiness::new(&["files"]);
+        assert_eq!(
+            files.check().unwrap_err(),
+            "not ready: waiting for the first clean read of the config directory (files)\n"
+        );
+        files.built(["files"]);
+        assert_eq!(files.check(), Ok(()));
 
         let mut files_only = Readiness::new(&[]);
         assert!(files_only.check().is_err());

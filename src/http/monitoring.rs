@@ -4,7 +4,7 @@
 //! holds every Kubernetes registry's initial lists. Every answer comes from an actor, by
 //! message.
 
-use actix::Addr;
+use actix::{Addr, Recipient};
 use axum::Json;
 use axum::Router;
 use axum::extract::State;
@@ -12,6 +12,7 @@ use axum::http::StatusCode;
 use axum::routing::get;
 
 use crate::actors::directory::{CollectStatus, ConnectionDirectory};
+use crate::actors::messages::GetWaiting;
 use crate::actors::snapshot_builder::{GetReady, SnapshotBuilder};
 use crate::metrics::Metrics;
 use crate::xds::stream::ConnectionStatus;
@@ -23,6 +24,8 @@ pub struct Monitoring {
     pub builder: Addr<SnapshotBuilder>,
     /// Answers `/debug/syncz`.
     pub directory: Addr<ConnectionDirectory>,
+    /// Says why the config directory is not served yet, when `/ready` is not.
+    pub files: Option<Recipient<GetWaiting>>,
 }
 
 pub fn router(state: Monitoring) -> Router {
@@ -58,13 +61,20 @@ async fn metrics(State(state): State<Monitoring>) -> ([(&'static str, &'static s
     )
 }
 
-async fn ready(State(state): State<Monitoring>) -> (StatusCode, &'static str) {
-    match state.builder.send(GetReady).await {
-        Ok(Ok(())) => (StatusCode::OK, "ready\n"),
-        Ok(Err(why)) => (StatusCode::SERVICE_UNAVAILABLE, why),
-        Err(_) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "not ready: snapshot builder unreachable\n",
-        ),
-    }
+async fn ready(State(state): State<Monitoring>) -> (StatusCode, String) {
+    let why = match state.builder.send(GetReady).await {
+        Ok(Ok(())) => return (StatusCode::OK, "ready\n".to_string()),
+        Ok(Err(why)) => why,
+        Err(_) => "not ready: snapshot builder unreachable\n".to_string(),
+    };
+    // The config directory says why it has not been served yet, if that is the reason.
+    let files = match &state.files {
+        Some(files) => files.send(GetWaiting).await.ok().flatten(),
+        None => None,
+    };
+    let body = match files {
+        Some(detail) => format!("not ready: {detail}\n"),
+        None => why,
+    };
+    (StatusCode::SERVICE_UNAVAILABLE, body)
 }

@@ -11,7 +11,8 @@ use std::sync::Arc;
 use super::config::{Config, ConfigKey};
 use super::config_set::ConfigSet;
 pub use super::config_set::{compare, diff};
-use super::parse::{DocError, DocOutcome, parse_documents};
+use super::parse::{DocError, DocOutcome, parse_documents_within};
+use super::yaml_bounds::YamlBounds;
 
 /// Whether a path names a file that the registry reads: `*.yaml` or `*.yml`, not hidden.
 pub fn is_config_file(path: &Path) -> bool {
@@ -62,6 +63,7 @@ pub struct FileReport {
 #[derive(Debug, Clone)]
 pub struct FileSet {
     default_namespace: String,
+    bounds: YamlBounds,
     files: BTreeMap<PathBuf, Vec<Arc<Config>>>,
     merged: Arc<ConfigSet>,
 }
@@ -70,9 +72,35 @@ impl FileSet {
     pub fn new(default_namespace: impl Into<String>) -> FileSet {
         FileSet {
             default_namespace: default_namespace.into(),
+            bounds: YamlBounds::default(),
             files: BTreeMap::new(),
             merged: Arc::default(),
         }
+    }
+
+    /// The bounds every document is parsed within.
+    pub fn with_bounds(mut self, bounds: YamlBounds) -> FileSet {
+        self.bounds = bounds;
+        self
+    }
+
+    /// How many files are loaded (with configs or without).
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+
+    /// Whether `path` is loaded.
+    pub fn contains(&self, path: &Path) -> bool {
+        self.files.contains_key(path)
+    }
+
+    /// Whether `path` is loaded with at least one config.
+    pub fn holds_configs(&self, path: &Path) -> bool {
+        self.files.get(path).is_some_and(|c| !c.is_empty())
     }
 
     pub fn paths(&self) -> impl Iterator<Item = &PathBuf> {
@@ -88,7 +116,7 @@ impl FileSet {
         };
         let mut report = FileReport::default();
         let mut configs = Vec::new();
-        for doc in parse_documents(text, &self.default_namespace) {
+        for doc in parse_documents_within(text, &self.default_namespace, &self.bounds) {
             match doc.outcome {
                 DocOutcome::Empty => {}
                 DocOutcome::Unsupported { api_version, kind } => {

@@ -24,3 +24,4 @@ pub mod service;
 pub mod sidecar_scope;
 pub mod validate;
 pub mod visibility;
+pub mod yaml_bounds;

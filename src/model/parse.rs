@@ -12,12 +12,15 @@ use super::config::{
 };
 use super::istio::Labels;
 use super::validate;
+use super::yaml_bounds::YamlBounds;
 
 /// Why one document was not accepted.
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum DocError {
     #[error("invalid YAML: {0}")]
     Yaml(String),
+    #[error("rejected: {0}")]
+    OutOfBounds(String),
     #[error("document is not a mapping with apiVersion and kind")]
     NotAnObject,
     #[error("{kind}: apiVersion {api_version} is not served (want {group}/v1, v1beta1 or v1alpha3)", group = ISTIO_NETWORKING_GROUP)]
@@ -56,16 +59,31 @@ pub struct ParsedDoc {
     pub outcome: DocOutcome,
 }
 
-/// Parses every document of a multi-document YAML text. Objects without a namespace get
-/// `default_namespace`.
+/// Parses every document of a multi-document YAML text, within the default [`YamlBounds`].
+/// Objects without a namespace get `default_namespace`.
 pub fn parse_documents(text: &str, default_namespace: &str) -> Vec<ParsedDoc> {
+    parse_documents_within(text, default_namespace, &YamlBounds::default())
+}
+
+/// [`parse_documents`] with the given bounds: a document out of them is rejected before the
+/// YAML parser reads it.
+pub fn parse_documents_within(
+    text: &str,
+    default_namespace: &str,
+    bounds: &YamlBounds,
+) -> Vec<ParsedDoc> {
     split_documents(text)
         .into_iter()
         .enumerate()
         .map(|(i, (line, body))| ParsedDoc {
             index: i + 1,
             line,
-            outcome: parse_document(body, line, default_namespace),
+            outcome: match bounds.check(&body) {
+                Ok(()) => parse_document(body, line, default_namespace),
+                Err(e) => {
+                    DocOutcome::Invalid(DocError::OutOfBounds(file_lines(&e.to_string(), line)))
+                }
+            },
         })
         .collect()
 }
@@ -329,5 +347,32 @@ mod tests {
             panic!("{:?}", docs[0])
         };
         assert_eq!(path, "ports[0].number");
+    }
+
+    #[test]
+    fn aliases_of_aliases_are_bounded() {
+        let mut doc = String::from("a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n");
+        for i in 1..9 {
+            let p = i - 1;
+            doc.push_str(&format!(
+                "a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n"
+            ));
+        }
+        // The parser's own repetition limit may stop it first; either way it is rejected.
+        let started = std::time::Instant::now();
+        let docs = parse_documents_within(
+            &doc,
+            "default",
+            &YamlBounds {
+                max_depth: 64,
+                max_expanded_bytes: 1 << 20,
+            },
+        );
+        assert!(
+            matches!(docs[0].outcome, DocOutcome::Invalid(_)),
+            "{:?}",
+            docs[0].outcome
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
     }
 }

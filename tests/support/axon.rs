@@ -38,7 +38,7 @@ impl Axon {
 
     /// Like [`Axon::start`] with extra command-line arguments.
     pub fn start_with_args(config_dir: &Path, extra_args: &[&str]) -> Axon {
-        match Self::try_start(Some(config_dir), "127.0.0.1:0", extra_args, &[]) {
+        match Self::try_start(Some(config_dir), "127.0.0.1:0", extra_args, &[], &[]) {
             Ok(axon) => axon,
             Err(failure) => failure.panic(),
         }
@@ -51,7 +51,22 @@ impl Axon {
         extra_args: &[&str],
         env: &[(&str, &str)],
     ) -> Axon {
-        match Self::try_start(config_dir, "127.0.0.1:0", extra_args, env) {
+        match Self::try_start(config_dir, "127.0.0.1:0", extra_args, env, &[]) {
+            Ok(axon) => axon,
+            Err(failure) => failure.panic(),
+        }
+    }
+
+    /// Like [`Axon::start_with_args`], but subject to file permissions even when the tests
+    /// run as root: then axon runs under `setpriv` with every capability dropped (so that
+    /// `chmod 000` denies it, as it would deny any other user).
+    pub fn start_unprivileged(config_dir: &Path, extra_args: &[&str]) -> Axon {
+        let wrapper: &[&str] = if running_as_root() {
+            &["setpriv", "--inh-caps=-all", "--bounding-set=-all", "--"]
+        } else {
+            &[]
+        };
+        match Self::try_start(Some(config_dir), "127.0.0.1:0", extra_args, &[], wrapper) {
             Ok(axon) => axon,
             Err(failure) => failure.panic(),
         }
@@ -65,7 +80,7 @@ impl Axon {
         let xds_addr = format!("127.0.0.1:{xds_port}");
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            match Self::try_start(Some(config_dir), &xds_addr, extra_args, &[]) {
+            match Self::try_start(Some(config_dir), &xds_addr, extra_args, &[], &[]) {
                 Ok(axon) => return axon,
                 Err(failure) if failure.bind_failed && Instant::now() < deadline => {
                     eprintln!("[harness] axon could not bind {xds_addr} yet; retrying");
@@ -81,6 +96,7 @@ impl Axon {
         xds_addr_arg: &str,
         extra_args: &[&str],
         env: &[(&str, &str)],
+        wrapper: &[&str],
     ) -> Result<Axon, StartFailure> {
         let dir = new_temp_dir("axon-e2e-axon-");
         let log_path = dir.path().join("axon.log");
@@ -88,7 +104,14 @@ impl Axon {
             fs::File::create(&log_path).expect("create axon log file"),
         ));
         let bin = env!("CARGO_BIN_EXE_axon");
-        let mut cmd = Command::new(bin);
+        let mut cmd = match wrapper.split_first() {
+            Some((first, rest)) => {
+                let mut cmd = Command::new(first);
+                cmd.args(rest).arg(bin);
+                cmd
+            }
+            None => Command::new(bin),
+        };
         cmd.arg("serve");
         if let Some(dir) = config_dir {
             cmd.arg("--config-dir").arg(dir);
@@ -369,4 +392,16 @@ impl Drop for Axon {
         }
         keep_dir_on_panic(&mut self.dir, "axon");
     }
+}
+
+/// Whether this process runs with uid 0 (file permissions do not apply to it).
+pub fn running_as_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2).map(|euid| euid == "0"))
+        })
+        .unwrap_or(false)
 }

@@ -1,14 +1,20 @@
 //! The FileRegistry: watches a directory of Istio YAML and reports its configs; a shell over
-//! the pure [`WatchState`] (in [`watch`]).
+//! the pure [`WatchState`] (in [`watch`]), which holds the fault rules.
 //!
 //! Owns a file-system watcher and the timers. File events (and a periodic rescan for what
-//! events miss) reload the touched files; when the merged configs differ, it sends a
-//! `ConfigUpdate` naming the changed keys through its [`Outbox`]. A file saved again with the
-//! same spec sends nothing. Errors are logged with the path, document and reason. It runs on
-//! a thread of its own (the wiring starts it in its own arbiter), so that reading and
-//! parsing never delay the pipeline actors.
+//! events miss) reload the touched files; an event on anything but a config file (a
+//! directory, a Kubernetes ConfigMap's `..data` symlink swap) rescans. When the merged configs
+//! differ, it sends a `ConfigUpdate` naming the changed keys through its [`Outbox`]. The
+//! directory is held by the path it was given (not resolved), so that a symlinked directory
+//! swapped for another is followed; when it is removed or replaced, the watch is set up again
+//! once it is back. Errors are logged with the path, document and reason. It runs on a thread
+//! of its own (the wiring starts it in its own arbiter), so that reading and parsing never
+//! delay the pipeline actors.
 
+mod tree;
 pub mod watch;
+
+pub use tree::{ConfigTree, DirId, dir_id, list_config_tree};
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -19,82 +25,28 @@ use notify::{RecursiveMode, Watcher};
 
 use super::outbox::Outbox;
 use crate::actors::mailbox;
-use crate::actors::messages::GetConfigz;
+use crate::actors::messages::{GetConfigz, GetWaiting};
 use crate::metrics::Metrics;
 use crate::model::config_set::FILES as SOURCE;
 use crate::model::file_set::is_config_file;
-use watch::{Applied, Content, FileRead, Pending, Stamp, WatchState};
+use watch::{Applied, Content, FileRead, Listing, Pending, Stamp, WatchRules, WatchState};
 
 /// Paths that the watcher saw change; empty means "rescan everything".
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct FilesChanged {
     pub paths: Vec<PathBuf>,
-    /// The files may still be being written (a plain modification): wait for [`SETTLE`] of
-    /// quiet before reading. A closed-after-write, created, renamed or removed file is read
-    /// at once.
+    /// The files may still be being written (a plain modification): wait for `file_settle`
+    /// of quiet before reading. A closed-after-write, created, renamed or removed file is
+    /// read at once.
     pub settle: bool,
 }
 
-/// The config files under a directory, and the directories skipped because the walk had
-/// read them already (a symlink to a directory above or beside: a loop).
-#[derive(Debug, Default, PartialEq)]
-pub struct ConfigTree {
-    pub files: Vec<PathBuf>,
-    pub loops: Vec<PathBuf>,
-}
-
-/// Walks `dir` recursively, following a symlink to a directory only to a directory it has
-/// not read yet (by device and inode), so that two symlinks to `.` cannot make it endless.
-pub fn list_config_tree(dir: &Path) -> std::io::Result<ConfigTree> {
-    let mut tree = ConfigTree::default();
-    let mut seen = BTreeSet::new();
-    seen.insert(dir_id(dir, &std::fs::metadata(dir)?)?);
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let mut entries = std::fs::read_dir(&d)?
-            .map(|e| e.map(|e| e.path()))
-            .collect::<std::io::Result<Vec<PathBuf>>>()?;
-        // Real directories before symlinks to them: a directory is read under its own name.
-        entries.sort_by_cached_key(|p| (p.is_symlink(), p.clone()));
-        for path in entries {
-            let hidden = path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with('.'));
-            // One stat per entry (following symlinks); an entry that cannot be stat'ed (a
-            // dangling symlink, one gone meanwhile) is not a directory.
-            match std::fs::metadata(&path) {
-                Ok(meta) if meta.is_dir() => {
-                    if hidden {
-                        continue;
-                    }
-                    if seen.insert(dir_id(&path, &meta)?) {
-                        stack.push(path);
-                    } else {
-                        tree.loops.push(path);
-                    }
-                }
-                _ if is_config_file(&path) => tree.files.push(path),
-                _ => {}
-            }
-        }
-    }
-    tree.files.sort();
-    tree.loops.sort();
-    Ok(tree)
-}
-
-/// What identifies a directory however it is reached: its device and inode.
-#[cfg(unix)]
-fn dir_id(_: &Path, meta: &std::fs::Metadata) -> std::io::Result<(u64, u64)> {
-    use std::os::unix::fs::MetadataExt;
-    Ok((meta.dev(), meta.ino()))
-}
-
-#[cfg(not(unix))]
-fn dir_id(dir: &Path, _: &std::fs::Metadata) -> std::io::Result<PathBuf> {
-    std::fs::canonicalize(dir)
+/// The FileRegistry's windows and bounds (from the limits file).
+#[derive(Debug, Clone, Copy)]
+pub struct FileSettings {
+    pub rescan_interval: Duration,
+    pub rules: WatchRules,
 }
 
 pub struct FileRegistry {
@@ -104,19 +56,20 @@ pub struct FileRegistry {
     metrics: Metrics,
     rescan_interval: Duration,
     watcher: Option<notify::RecommendedWatcher>,
+    /// The directory the watcher was set up on (it follows that inode, not the path).
+    watched: Option<DirId>,
     /// Paths seen changing and not read yet, and the timer that reads them once the files
-    /// have been quiet for [`SETTLE`].
+    /// have been quiet for `file_settle` (at most four times that after the first).
     pending: Pending,
+    pending_since: Option<Instant>,
     settle: Option<SpawnHandle>,
-    /// Files found empty, to read again after SETTLE.
-    deferred: Vec<PathBuf>,
-    /// Directory loops already reported.
+    /// The timer that looks again at held files, an empty directory, or a missing one.
+    recheck: Option<(Instant, SpawnHandle)>,
+    /// Directory loops and waiting reasons already reported.
     loops: BTreeSet<PathBuf>,
+    reported_waiting: Option<String>,
+    reported_watch_error: Option<String>,
 }
-
-/// How long a changed file must be quiet before it is read: an editor that truncates and then
-/// writes a file in place fires several events, and the file is read once, complete.
-pub const SETTLE: Duration = Duration::from_millis(50);
 
 fn stamp(path: &Path) -> Option<Stamp> {
     std::fs::metadata(path)
@@ -130,52 +83,50 @@ impl FileRegistry {
         default_namespace: &str,
         out: Outbox,
         metrics: Metrics,
-        rescan_interval: Duration,
+        settings: FileSettings,
     ) -> Self {
-        // Events name absolute paths: hold the directory the same way, so that a file is
-        // never known under two names.
-        let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
+        // Events name the paths under the one watched: hold the directory absolute, as given
+        // (not resolved), so that a file is known under one name and a swapped symlink is
+        // followed.
+        let dir = std::path::absolute(&dir).unwrap_or(dir);
         FileRegistry {
             dir,
-            state: WatchState::new(default_namespace),
+            state: WatchState::new(default_namespace, settings.rules),
             out,
             metrics,
-            rescan_interval,
+            rescan_interval: settings.rescan_interval,
             watcher: None,
+            watched: None,
             pending: Pending::default(),
+            pending_since: None,
             settle: None,
-            deferred: Vec::new(),
+            recheck: None,
             loops: BTreeSet::new(),
+            reported_waiting: None,
+            reported_watch_error: None,
         }
     }
 
-    /// Paths to reload: those given, or, on a rescan (none given), also every known file
-    /// that is gone and every present one whose modification time or size changed.
-    fn paths_to_read(&mut self, hint: Vec<PathBuf>) -> BTreeSet<PathBuf> {
-        let present = if hint.is_empty() {
-            match list_config_tree(&self.dir) {
-                Ok(tree) => Some(
-                    self.report_loops(tree)
-                        .into_iter()
-                        .map(|p| {
-                            let s = stamp(&p);
-                            (p, s)
-                        })
-                        .collect(),
-                ),
-                Err(e) => {
-                    tracing::warn!(dir = %self.dir.display(), error = %e, "cannot list config directory");
-                    None
-                }
-            }
-        } else {
-            None
-        };
-        self.state.to_read(hint, present)
+    /// The directory's identity now, or why it cannot be read.
+    fn dir_now(&self) -> Result<DirId, String> {
+        match std::fs::metadata(&self.dir) {
+            Ok(meta) if meta.is_dir() => dir_id(&self.dir, &meta).map_err(|e| e.to_string()),
+            Ok(_) => Err(format!("{} is not a directory", self.dir.display())),
+            Err(e) => Err(format!(
+                "cannot read the config directory {}: {e}",
+                self.dir.display()
+            )),
+        }
     }
 
-    /// Logs each directory loop once; returns the files.
-    fn report_loops(&mut self, tree: ConfigTree) -> Vec<PathBuf> {
+    /// The listing of a rescan, or why the directory cannot be listed.
+    fn listing(&mut self) -> Result<Listing, String> {
+        let tree = list_config_tree(&self.dir).map_err(|e| {
+            format!(
+                "cannot list the config directory {}: {e}",
+                self.dir.display()
+            )
+        })?;
         for path in &tree.loops {
             if self.loops.insert(path.clone()) {
                 tracing::warn!(
@@ -184,52 +135,78 @@ impl FileRegistry {
                 );
             }
         }
-        tree.files
+        for (dir, why) in &tree.unreadable_dirs {
+            tracing::warn!(path = %dir.display(), reason = %why, "cannot list a config subdirectory; the configs of its files are kept");
+        }
+        Ok(Listing {
+            files: tree
+                .files
+                .into_iter()
+                .map(|p| {
+                    let s = stamp(&p);
+                    (p, s)
+                })
+                .collect(),
+            unreadable_dirs: tree.unreadable_dirs,
+        })
     }
 
-    fn reload(&mut self, hint: Vec<PathBuf>) {
-        let started = Instant::now();
-        let paths = self.paths_to_read(hint);
-        if paths.is_empty() && self.state.sent_initial() {
-            return;
+    /// The directory cannot be read: keep everything, say so once, look again soon.
+    fn directory_fault(&mut self, why: String) {
+        if self.state.dir_missing(why.clone()) {
+            self.metrics.config_read_errors.inc();
+            tracing::warn!(dir = %self.dir.display(), reason = %why, "config directory unreadable; its last good configs are kept until it is back");
         }
-        for path in &paths {
-            let read = FileRead {
-                content: Content::read(path),
-                stamp: stamp(path),
-            };
-            match self.state.apply(path, read) {
-                Applied::Unreadable { reason } => {
-                    self.metrics.config_read_errors.inc();
-                    tracing::warn!(
-                        path = %path.display(),
-                        %reason,
-                        "config file unreadable; its last good configs are kept"
-                    );
-                }
-                Applied::Deferred => self.deferred.push(path.clone()),
-                Applied::Unchanged => {}
-                Applied::Parsed { report, new_kinds } => {
-                    for error in &report.errors {
-                        tracing::warn!(
-                            path = %error.path.display(),
-                            document = error.index,
-                            line = error.line,
-                            error = %error.error,
-                            kept_previous = report.kept_previous,
-                            "invalid config: {error}"
-                        );
-                    }
-                    for (api_version, kind) in new_kinds {
-                        tracing::info!(path = %path.display(), %api_version, %kind, "kind not served by axon, skipped");
-                    }
+        // The watch (if any) is on what was there: set it up again when the directory is back.
+        self.watched = None;
+        self.watcher = None;
+    }
+
+    fn reload(&mut self, ctx: &mut Context<Self>, mut hint: Vec<PathBuf>) {
+        let started = Instant::now();
+        match self.dir_now() {
+            Err(why) => {
+                self.directory_fault(why);
+                self.report_waiting();
+                return self.schedule_recheck(ctx);
+            }
+            Ok(id) if self.watched.as_ref() != Some(&id) => {
+                // First read, or the directory is back or was replaced: watch it anew and
+                // read it all.
+                self.watch(ctx, id);
+                hint.clear();
+            }
+            Ok(_) => {}
+        }
+        let listing = if hint.is_empty() {
+            match self.listing() {
+                Ok(listing) => Some(listing),
+                Err(why) => {
+                    self.directory_fault(why);
+                    self.report_waiting();
+                    return self.schedule_recheck(ctx);
                 }
             }
+        } else {
+            None
+        };
+        self.state.dir_back(started);
+        let paths = self.state.to_read(hint, listing.as_ref());
+        let max_bytes = self.state.rules().max_file_bytes;
+        for path in &paths {
+            let read = FileRead {
+                content: Content::read(path, max_bytes),
+                stamp: stamp(path),
+            };
+            let applied = self.state.apply(path, read, Instant::now());
+            self.report(path, applied);
         }
-        let committed = self.state.commit();
+        let committed = self.state.commit(Instant::now());
         for key in &committed.new_duplicates {
             tracing::warn!(config = %key, "config defined more than once; the last file in path order wins");
         }
+        self.report_waiting();
+        self.schedule_recheck(ctx);
         let Some(update) = committed.update else {
             tracing::debug!(files = paths.len(), "files reloaded, no config changed");
             return;
@@ -249,9 +226,95 @@ impl FileRegistry {
         );
     }
 
-    fn watch(&mut self, ctx: &mut Context<Self>) {
+    fn report(&self, path: &Path, applied: Applied) {
+        match applied {
+            Applied::Kept { news: false, .. } => {}
+            Applied::Kept {
+                reason, read_error, ..
+            } => {
+                self.metrics.config_read_errors.inc();
+                if read_error {
+                    tracing::warn!(path = %path.display(), %reason, "config file unreadable; its last good configs are kept");
+                } else {
+                    tracing::warn!(path = %path.display(), %reason, "config file rejected; its last good configs are kept");
+                }
+            }
+            Applied::Held { .. } => tracing::info!(
+                path = %path.display(),
+                "config file emptied or removed; its configs are dropped if it stays so for file_settle"
+            ),
+            Applied::Unchanged => {}
+            Applied::Parsed { report, new_kinds } => {
+                for error in &report.errors {
+                    tracing::warn!(
+                        path = %error.path.display(),
+                        document = error.index,
+                        line = error.line,
+                        error = %error.error,
+                        kept_previous = report.kept_previous,
+                        "invalid config: {error}"
+                    );
+                }
+                for (api_version, kind) in new_kinds {
+                    tracing::info!(path = %path.display(), %api_version, %kind, "kind not served by axon, skipped");
+                }
+            }
+        }
+    }
+
+    /// Logs why the first update waits, when that changes.
+    fn report_waiting(&mut self) {
+        let waiting = self.state.waiting(Instant::now());
+        if waiting != self.reported_waiting {
+            if let Some(why) = &waiting {
+                tracing::warn!(dir = %self.dir.display(), reason = %why, "config directory not served yet");
+            }
+            self.reported_waiting = waiting;
+        }
+    }
+
+    /// Arms the timer for the next look: held files or an empty directory at their deadline,
+    /// a missing directory every `file_settle`.
+    fn schedule_recheck(&mut self, ctx: &mut Context<Self>) {
+        let settle = self.state.rules().settle;
+        let unwatched = self.state.dir_problem().is_some() || self.watched.is_none();
+        let at = match (unwatched, self.state.next_deadline()) {
+            (true, _) => Instant::now() + settle,
+            (false, Some(at)) => at,
+            (false, None) => {
+                if let Some((_, timer)) = self.recheck.take() {
+                    ctx.cancel_future(timer);
+                }
+                return;
+            }
+        };
+        if self.recheck.as_ref().is_some_and(|(when, _)| *when <= at) {
+            return;
+        }
+        if let Some((_, timer)) = self.recheck.take() {
+            ctx.cancel_future(timer);
+        }
+        let delay = at.saturating_duration_since(Instant::now());
+        let timer = ctx.run_later(delay, |act, ctx| {
+            act.recheck = None;
+            // A missing directory or an empty one is looked at whole; held files by name.
+            let whole = act.state.dir_problem().is_some() || act.watched.is_none();
+            let paths = if whole || !act.state.sent_initial() {
+                Vec::new()
+            } else {
+                act.state.held_paths()
+            };
+            act.reload(ctx, paths);
+        });
+        self.recheck = Some((at, timer));
+    }
+
+    fn watch(&mut self, ctx: &mut Context<Self>, id: DirId) {
+        self.watcher = None;
+        self.watched = Some(id);
         let addr = ctx.address();
         let metrics = self.metrics.clone();
+        let root = self.dir.clone();
         let send = move |paths: Vec<PathBuf>, settle: bool| {
             mailbox::tell_addr(
                 &metrics,
@@ -264,7 +327,15 @@ impl FileRegistry {
             use notify::EventKind;
             use notify::event::{AccessKind, AccessMode, ModifyKind};
             match res {
+                // Reads (axon's own among them) change nothing.
+                Ok(event) if matches!(event.kind, EventKind::Access(a) if a != AccessKind::Close(AccessMode::Write)) =>
+                    {}
                 Ok(event) if event.need_rescan() => send(Vec::new(), false),
+                // The directory itself, a subdirectory, a symlink swap: rescan.
+                Ok(event) if event.paths.contains(&root) => send(Vec::new(), false),
+                Ok(event) if !event.paths.iter().all(|p| is_config_file(p)) => {
+                    send(Vec::new(), true)
+                }
                 Ok(event) => match event.kind {
                     EventKind::Access(AccessKind::Close(AccessMode::Write))
                     | EventKind::Create(_)
@@ -281,14 +352,25 @@ impl FileRegistry {
                 }
             }
         };
-        match notify::recommended_watcher(handler) {
+        let failed = match notify::recommended_watcher(handler) {
             Ok(mut watcher) => match watcher.watch(&self.dir, RecursiveMode::Recursive) {
-                Ok(()) => self.watcher = Some(watcher),
-                Err(e) => {
-                    tracing::warn!(dir = %self.dir.display(), error = %e, "cannot watch; relying on periodic rescans")
+                Ok(()) => {
+                    self.watcher = Some(watcher);
+                    None
                 }
+                Err(e) => Some(e),
             },
-            Err(e) => tracing::warn!(error = %e, "no file watcher; relying on periodic rescans"),
+            Err(e) => Some(e),
+        };
+        if let Some(e) = failed {
+            // Most often a subdirectory that cannot be read: look again (and try the watch
+            // again) every file_settle until it can.
+            self.watched = None;
+            if self.reported_watch_error.replace(e.to_string()).is_none() {
+                tracing::warn!(dir = %self.dir.display(), error = %e, "cannot watch the config directory; rescanning every file_settle until it can");
+            }
+        } else {
+            self.reported_watch_error = None;
         }
     }
 }
@@ -297,9 +379,8 @@ impl Actor for FileRegistry {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        self.watch(ctx);
-        self.reload(Vec::new());
-        ctx.run_interval(self.rescan_interval, |act, _| act.reload(Vec::new()));
+        self.reload(ctx, Vec::new());
+        ctx.run_interval(self.rescan_interval, |act, ctx| act.reload(ctx, Vec::new()));
     }
 }
 
@@ -311,17 +392,13 @@ impl Handler<GetConfigz> for FileRegistry {
     }
 }
 
-impl FileRegistry {
-    /// Reads again, after SETTLE, the files that were found empty.
-    fn recheck_deferred(&mut self, ctx: &mut Context<Self>) {
-        if self.deferred.is_empty() {
-            return;
-        }
-        let paths = std::mem::take(&mut self.deferred);
-        ctx.run_later(SETTLE, move |act, ctx| {
-            act.reload(paths);
-            act.recheck_deferred(ctx);
-        });
+impl Handler<GetWaiting> for FileRegistry {
+    type Result = Option<String>;
+
+    fn handle(&mut self, _: GetWaiting, _: &mut Context<Self>) -> Option<String> {
+        self.state
+            .waiting(Instant::now())
+            .map(|why| format!("config directory {}: {why}", self.dir.display()))
     }
 }
 
@@ -331,46 +408,26 @@ impl Handler<FilesChanged> for FileRegistry {
     fn handle(&mut self, msg: FilesChanged, ctx: &mut Context<Self>) {
         let started = Instant::now();
         self.pending.add(msg.paths);
+        let first = *self.pending_since.get_or_insert(started);
         if let Some(timer) = self.settle.take() {
             ctx.cancel_future(timer);
         }
-        if msg.settle {
-            self.settle = Some(ctx.run_later(SETTLE, |act, ctx| {
+        let settle = self.state.rules().settle;
+        // Quiet for `file_settle`, but never more than four times that after the first event,
+        // so that a directory that keeps changing is still read.
+        let due = (started + settle).min(first + 4 * settle);
+        if msg.settle && due > started {
+            self.settle = Some(ctx.run_later(due - started, |act, ctx| {
                 act.settle = None;
+                act.pending_since = None;
                 if let Some(paths) = act.pending.take() {
-                    act.reload(paths);
+                    act.reload(ctx, paths);
                 }
-                act.recheck_deferred(ctx);
             }));
         } else if let Some(paths) = self.pending.take() {
-            self.reload(paths);
+            self.pending_since = None;
+            self.reload(ctx, paths);
         }
-        self.recheck_deferred(ctx);
         self.metrics.handled("file_registry", started);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[cfg(unix)]
-    #[test]
-    fn the_walk_reads_each_directory_once_and_reports_loops() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path();
-        std::fs::create_dir(root.join("sub")).unwrap();
-        std::fs::write(root.join("a.yaml"), "").unwrap();
-        std::fs::write(root.join("sub/b.yaml"), "").unwrap();
-        std::os::unix::fs::symlink(".", root.join("self")).unwrap();
-        std::os::unix::fs::symlink("..", root.join("sub/up")).unwrap();
-        std::os::unix::fs::symlink("sub", root.join("again")).unwrap();
-        let tree = list_config_tree(root).unwrap();
-        assert_eq!(tree.files, [root.join("a.yaml"), root.join("sub/b.yaml")]);
-        assert_eq!(
-            tree.loops.len(),
-            3,
-            "self, sub/up and again (or sub): {tree:?}"
-        );
     }
 }
