@@ -9,14 +9,13 @@ use std::time::Duration;
 use actix::prelude::*;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
-use tokio_stream::wrappers::TcpListenerStream;
 
 use crate::actors::connection::{ConnectionStarter, Peers};
 use crate::actors::debouncer::{DebounceState, Debouncer};
 use crate::actors::directory::ConnectionDirectory;
 use crate::actors::distribution::DistributionTracker;
 use crate::actors::push_queue::PushQueue;
-use crate::actors::snapshot_builder::SnapshotBuilder;
+use crate::actors::snapshot_builder::{SetDraining, SnapshotBuilder};
 use crate::http::debug::{self, Debug};
 use crate::http::monitoring::{self, Monitoring};
 use crate::limits::Limits;
@@ -29,7 +28,8 @@ use crate::registry::files::{FileRegistry, FileSettings, list_config_tree};
 use crate::registry::kubernetes::namespaces::NamespaceSelector;
 use crate::registry::kubernetes::{ISTIO_SOURCE, IstioRegistry, SERVICES_SOURCE, ServiceRegistry};
 use crate::registry::outbox::Outbox;
-use crate::transport::{AdsLimits, AdsService};
+use crate::transport::server::{ConnSettings, Drain};
+use crate::transport::{self, AdsLimits, AdsService};
 
 /// Namespace given to configs that do not name one.
 const DEFAULT_NAMESPACE: &str = "default";
@@ -382,7 +382,8 @@ async fn run(
         },
         metrics.clone(),
     );
-    let xds_server = serve_xds(listeners.xds, &arbiters, &ads, &limits)?;
+    let drain = Drain::default();
+    serve_xds(listeners.xds, &arbiters, &ads, &limits, &drain)?;
     let outbox = |source| Outbox::new(source, debouncer.clone().recipient(), metrics.clone());
     // The FileRegistry reads and parses on a thread of its own: a slow parse never delays
     // the pipeline actors, a push or a new Envoy's first answer.
@@ -441,7 +442,7 @@ async fn run(
             listeners.debug,
             debug::router(Debug {
                 directory,
-                builder,
+                builder: builder.clone(),
                 registry: file_registry.map(Addr::recipient),
                 kubernetes,
                 debouncer,
@@ -460,11 +461,10 @@ async fn run(
     );
 
     let result = tokio::select! {
-        r = xds_server => r.context("xDS server"),
         r = monitoring_server => r.context("monitoring server task").and_then(|r| r.context("monitoring server")),
         r = debug_server => r.context("debug server task").and_then(|r| r.context("debug server")),
         _ = shutdown_signal() => {
-            tracing::info!("shutting down");
+            drain_connections(&drain, &builder, limits.drain_duration, limits.close_grace).await;
             Ok(())
         }
     };
@@ -473,6 +473,34 @@ async fn run(
     }
     System::current().stop();
     result
+}
+
+/// SIGTERM: `/ready` turns 503, no new connection is accepted, and the open ones are closed
+/// (GOAWAY, their streams ended with UNAVAILABLE) evenly over `over`; returns once none is
+/// left, or `over` plus `grace` later, or at a second signal.
+async fn drain_connections(
+    drain: &Drain,
+    builder: &Addr<SnapshotBuilder>,
+    over: std::time::Duration,
+    grace: std::time::Duration,
+) {
+    let started = std::time::Instant::now();
+    let open = drain.live();
+    tracing::info!(connections = open, drain_duration = ?over, "SIGTERM: draining xDS connections");
+    let _ = builder.send(SetDraining).await;
+    drain.start(over);
+    tokio::select! {
+        _ = drain.drained() => tracing::info!(
+            connections = open,
+            took_ms = started.elapsed().as_millis() as u64,
+            "drained; exiting"
+        ),
+        _ = tokio::time::sleep(over + grace) => tracing::warn!(
+            left = drain.live(),
+            "drain_duration and close_grace passed with connections still open; exiting"
+        ),
+        _ = shutdown_signal() => tracing::warn!(left = drain.live(), "second signal: exiting now"),
+    }
 }
 
 async fn shutdown_signal() {
@@ -492,44 +520,32 @@ async fn shutdown_signal() {
 /// Serves ADS on every connection arbiter: each accepts from the shared listener and runs
 /// the HTTP/2 connections it accepts on its own thread, where their streams' ConnectionActors
 /// are started too (`AdsService`), so that a response or a request does not wake another
-/// thread. Resolves when a server fails (or, having none, never).
+/// thread. The accept loops end when `drain` starts.
 fn serve_xds(
     listener: tokio::net::TcpListener,
     arbiters: &[Arbiter],
     ads: &AdsService,
     limits: &Limits,
-) -> anyhow::Result<impl std::future::Future<Output = anyhow::Result<()>>> {
+    drain: &Drain,
+) -> anyhow::Result<()> {
     let listener = listener.into_std()?;
-    let (failed, mut failures) = tokio::sync::mpsc::channel::<anyhow::Error>(arbiters.len());
+    let settings = ConnSettings {
+        keepalive_interval: limits.keepalive_interval,
+        keepalive_timeout: limits.keepalive_timeout,
+        max_connection_age: Some(limits.max_connection_age).filter(|age| !age.is_zero()),
+        close_grace: limits.close_grace,
+    };
     for arbiter in arbiters {
         let listener = listener.try_clone()?;
-        let mut server = tonic::transport::Server::builder()
-            .http2_keepalive_interval(Some(limits.keepalive_interval))
-            .http2_keepalive_timeout(Some(limits.keepalive_timeout));
-        if !limits.max_connection_age.is_zero() {
-            server = server.max_connection_age(limits.max_connection_age);
-        }
-        let router = server.add_service(ads.clone());
-        let failed = failed.clone();
+        let (ads, drain) = (ads.clone(), drain.clone());
         arbiter.spawn(async move {
-            let served = match tokio::net::TcpListener::from_std(listener) {
-                Ok(l) => router
-                    .serve_with_incoming(TcpListenerStream::new(l))
-                    .await
-                    .map_err(anyhow::Error::from),
-                Err(e) => Err(e.into()),
-            };
-            if let Err(e) = served {
-                let _ = failed.send(e).await;
+            match tokio::net::TcpListener::from_std(listener) {
+                Ok(l) => transport::server::serve(l, ads, settings, drain).await,
+                Err(e) => tracing::error!(error = %e, "cannot serve xDS on this thread"),
             }
         });
     }
-    Ok(async move {
-        match failures.recv().await {
-            Some(e) => Err(e),
-            None => std::future::pending().await,
-        }
-    })
+    Ok(())
 }
 
 /// The xDS listener, with a backlog for a fleet reconnecting at once (a restart of axon):

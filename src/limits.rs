@@ -89,6 +89,10 @@ pub struct Limits {
     /// that proxies reconnect elsewhere without a stampede) before axon exits.
     #[serde(deserialize_with = "duration")]
     pub drain_duration: Duration,
+    /// How long a connection told to go away (GOAWAY, its streams ended) may stay open
+    /// before it is dropped.
+    #[serde(deserialize_with = "duration")]
+    pub close_grace: Duration,
 }
 
 impl Default for Limits {
@@ -115,6 +119,7 @@ impl Default for Limits {
             max_files: 10_000,
             max_yaml_depth: 64,
             drain_duration: Duration::from_secs(5),
+            close_grace: Duration::from_secs(5),
         }
     }
 }
@@ -177,6 +182,7 @@ impl Limits {
             ("write_timeout", self.write_timeout),
             ("keepalive_interval", self.keepalive_interval),
             ("keepalive_timeout", self.keepalive_timeout),
+            ("close_grace", self.close_grace),
         ] {
             if value.is_zero() {
                 return Err(invalid(key, "must be longer than 0"));

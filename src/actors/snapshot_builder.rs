@@ -32,6 +32,7 @@ pub struct Readiness {
     expected: BTreeSet<SourceId>,
     /// The sources of the last built context, if any was built.
     built: Option<BTreeSet<SourceId>>,
+    draining: bool,
 }
 
 impl Readiness {
@@ -39,6 +40,7 @@ impl Readiness {
         Readiness {
             expected: expected.iter().copied().collect(),
             built: None,
+            draining: false,
         }
     }
 
@@ -49,6 +51,11 @@ impl Readiness {
 
     /// `Ok` when ready, else why not.
     pub fn check(&self) -> Result<(), String> {
+        if self.draining {
+            return Err(
+                "not ready: draining (SIGTERM); the xDS connections are being closed\n".into(),
+            );
+        }
         let built = self.built.as_ref();
         let missing: Vec<&str> = self
             .expected
@@ -78,6 +85,11 @@ impl Readiness {
         }
     }
 }
+
+/// axon is draining (SIGTERM): `/ready` answers 503 from now on.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SetDraining;
 
 /// The state of the last built context (`/debug/push_status`).
 #[derive(Message)]
@@ -128,6 +140,14 @@ impl Handler<GetPushStatus> for SnapshotBuilder {
 
     fn handle(&mut self, _: GetPushStatus, _: &mut Context<Self>) -> Self::Result {
         MessageResult(self.last.clone())
+    }
+}
+
+impl Handler<SetDraining> for SnapshotBuilder {
+    type Result = ();
+
+    fn handle(&mut self, _: SetDraining, _: &mut Context<Self>) {
+        self.ready.draining = true;
     }
 }
 
@@ -233,5 +253,7 @@ mod tests {
         assert!(files_only.check().is_err());
         files_only.built(["files"]);
         assert_eq!(files_only.check(), Ok(()));
+        files_only.draining = true;
+        assert!(files_only.check().unwrap_err().contains("draining"));
     }
 }

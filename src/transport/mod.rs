@@ -9,6 +9,7 @@
 //! per view, shared by reference. Mapping to `tonic::Status` happens here and nowhere else.
 
 pub mod admission;
+pub mod server;
 pub mod sink;
 
 use std::convert::Infallible;
@@ -129,7 +130,11 @@ impl Inner {
             Ok(slot) => slot,
             Err(status) => return status.into_http(),
         };
-        let (responses, body) = sink::channel(self.limits.queue_capacity);
+        let away = request
+            .extensions()
+            .get::<server::GoingAway>()
+            .map(|away| Box::pin(away.wait()) as sink::GoingAwayFuture);
+        let (responses, body) = sink::channel(self.limits.queue_capacity, away);
         self.starter.start(AdsStream {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
             delta,

@@ -31,8 +31,12 @@ pub struct ResponseSink {
     close: Arc<Mutex<Option<Status>>>,
 }
 
-/// A sink and the body it feeds, with room for `capacity` messages.
-pub fn channel(capacity: usize) -> (ResponseSink, ResponseBody) {
+/// Resolves when the stream's connection is going away.
+pub type GoingAwayFuture = Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+/// A sink and the body it feeds, with room for `capacity` messages. When `away` resolves the
+/// body ends with UNAVAILABLE, so that the proxy opens a new stream on a new connection.
+pub fn channel(capacity: usize, away: Option<GoingAwayFuture>) -> (ResponseSink, ResponseBody) {
     let (tx, rx) = mpsc::channel(capacity);
     let close = Arc::new(Mutex::new(None));
     let sink = ResponseSink {
@@ -43,6 +47,7 @@ pub fn channel(capacity: usize) -> (ResponseSink, ResponseBody) {
         rx,
         rest: None,
         close,
+        away,
         done: false,
     };
     (sink, body)
@@ -80,6 +85,7 @@ pub struct ResponseBody {
     /// The shared part of the message whose head was just written.
     rest: Option<Bytes>,
     close: Arc<Mutex<Option<Status>>>,
+    away: Option<GoingAwayFuture>,
     done: bool,
 }
 
@@ -113,6 +119,15 @@ impl http_body::Body for ResponseBody {
         }
         if let Some(status) = self.closing() {
             self.done = true;
+            return Poll::Ready(Some(Ok(Self::trailers(&status))));
+        }
+        if let Some(away) = self.away.as_mut()
+            && away.as_mut().poll(cx).is_ready()
+        {
+            self.done = true;
+            let status = Status::unavailable(
+                "axon is closing this connection (draining, or max_connection_age); reconnect",
+            );
             return Poll::Ready(Some(Ok(Self::trailers(&status))));
         }
         match self.rx.poll_recv(cx) {

@@ -209,6 +209,38 @@ impl Axon {
         rss_kib(self.pid())
     }
 
+    /// Sends axon SIGTERM; returns its exit status once it exits, within `timeout` (else
+    /// kills it and panics).
+    pub fn terminate(&mut self, timeout: Duration) -> std::process::ExitStatus {
+        self.signal_term();
+        self.wait_exit(timeout)
+    }
+
+    /// Sends axon SIGTERM.
+    pub fn signal_term(&self) {
+        let pid = self.pid().to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status();
+        assert!(sent.is_ok_and(|s| s.success()), "kill -TERM {pid} failed");
+    }
+
+    /// Axon's exit status once it exits, within `timeout` (else kills it and panics).
+    pub fn wait_exit(&mut self, timeout: Duration) -> std::process::ExitStatus {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status;
+            }
+            if Instant::now() >= deadline {
+                kill_child(&mut self.child);
+                panic!(
+                    "axon did not exit within {timeout:?} of SIGTERM\n{}",
+                    self.logs()
+                );
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Kills axon (SIGKILL) and waits for it to exit. The log stays
     /// readable; dropping the `Axon` afterwards is harmless.
     pub fn stop(&mut self) {

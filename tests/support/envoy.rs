@@ -45,6 +45,9 @@ pub struct EnvoyOptions {
     /// (`envoy_grpc.retry_policy.retry_back_off`), e.g. `("0.1s", "0.5s")`;
     /// `None` = Envoy's default (0.5 s base, 30 s max, jittered).
     pub xds_retry_back_off: Option<(String, String)>,
+    /// More control-plane addresses in the `xds-grpc` cluster, after the one given to
+    /// `start` (round robin: e.g. a second axon replica).
+    pub more_xds: Vec<SocketAddr>,
 }
 
 impl EnvoyOptions {
@@ -66,6 +69,7 @@ impl EnvoyOptions {
             static_listeners: Vec::new(),
             static_clusters: Vec::new(),
             xds_retry_back_off: None,
+            more_xds: Vec::new(),
         }
     }
 
@@ -127,12 +131,15 @@ impl EnvoyOptions {
                     },
                     "load_assignment": {
                         "cluster_name": "xds-grpc",
-                        "endpoints": [{"lb_endpoints": [{"endpoint": {"address": {
-                            "socket_address": {
-                                "address": xds_addr.ip().to_string(),
-                                "port_value": xds_addr.port()
-                            }
-                        }}}]}]
+                        "endpoints": [{"lb_endpoints": std::iter::once(&xds_addr)
+                            .chain(&self.more_xds)
+                            .map(|addr| json!({"endpoint": {"address": {
+                                "socket_address": {
+                                    "address": addr.ip().to_string(),
+                                    "port_value": addr.port()
+                                }
+                            }}}))
+                            .collect::<Vec<_>>()}]
                     }
                 }]
             },

@@ -1,0 +1,290 @@
+//! The ADS server's connections: the accept loop on the xDS listener, each connection's
+//! HTTP/2 served by hyper, and how a connection is closed gracefully.
+//!
+//! A connection is closed at its `max_connection_age` (±10 % jitter, as grpc-go does, so that
+//! connections made together do not all close together) and when axon drains: with an HTTP/2
+//! GOAWAY, and every stream on it ended with UNAVAILABLE (an ADS stream never ends on its
+//! own, so a GOAWAY alone would leave it open), so that the proxy reconnects, to another
+//! replica if the Service has one. A connection that is still open `close_grace` later is
+//! dropped. On drain ([`Drain::start`]) the listener stops accepting at once and the open
+//! connections are closed one by one, spread evenly over `drain_duration`, so that their
+//! proxies do not all reconnect in the same instant.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Notify, watch};
+use tonic::body::Body;
+
+use super::AdsService;
+
+/// How connections are kept and closed (from the limits file).
+#[derive(Debug, Clone, Copy)]
+pub struct ConnSettings {
+    pub keepalive_interval: Duration,
+    pub keepalive_timeout: Duration,
+    /// `None`: never closed for age.
+    pub max_connection_age: Option<Duration>,
+    /// How long a connection told to go away may stay open.
+    pub close_grace: Duration,
+}
+
+/// Put in each request's extensions: resolves when the stream's connection is going away.
+#[derive(Clone)]
+pub struct GoingAway(watch::Receiver<bool>);
+
+impl GoingAway {
+    /// Resolves once the connection is closing.
+    pub fn wait(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut rx = self.0.clone();
+        async move {
+            let _ = rx.wait_for(|away| *away).await;
+        }
+    }
+}
+
+/// The drain of every connection: started once (SIGTERM), shared by the accept loops and the
+/// connections.
+#[derive(Clone, Default)]
+pub struct Drain {
+    inner: Arc<DrainInner>,
+}
+
+#[derive(Default)]
+struct DrainInner {
+    /// `Some(over)` once draining: close the open connections evenly over this long.
+    started: watch::Sender<Option<Duration>>,
+    live: AtomicUsize,
+    /// The open connections when the drain started, and the next one's turn.
+    total: AtomicUsize,
+    turn: AtomicUsize,
+    none_left: Notify,
+}
+
+impl Drain {
+    /// Stops accepting and closes the open connections evenly over `over`.
+    pub fn start(&self, over: Duration) {
+        self.inner
+            .total
+            .store(self.inner.live.load(Ordering::SeqCst), Ordering::SeqCst);
+        self.inner.started.send_replace(Some(over));
+    }
+
+    /// Open connections.
+    pub fn live(&self) -> usize {
+        self.inner.live.load(Ordering::SeqCst)
+    }
+
+    /// Resolves when no connection is open.
+    pub async fn drained(&self) {
+        loop {
+            let notified = self.inner.none_left.notified();
+            if self.live() == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    async fn started(&self) -> Duration {
+        let mut rx = self.inner.started.subscribe();
+        let over = rx
+            .wait_for(Option::is_some)
+            .await
+            .ok()
+            .and_then(|over| *over);
+        match over {
+            Some(over) => over,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Resolves at this connection's turn in the drain: the k-th of n closes at over × k / n.
+    async fn my_turn(&self) {
+        let over = self.started().await;
+        let total = self.inner.total.load(Ordering::SeqCst).max(1);
+        let k = self
+            .inner
+            .turn
+            .fetch_add(1, Ordering::SeqCst)
+            .min(total - 1);
+        tokio::time::sleep(over.mul_f64(k as f64 / total as f64)).await;
+    }
+
+    fn enter(&self) -> LiveGuard {
+        self.inner.live.fetch_add(1, Ordering::SeqCst);
+        LiveGuard(self.inner.clone())
+    }
+}
+
+struct LiveGuard(Arc<DrainInner>);
+
+impl Drop for LiveGuard {
+    fn drop(&mut self) {
+        if self.0.live.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.none_left.notify_waiters();
+        }
+    }
+}
+
+/// Accepts connections on `listener` and serves ADS on each until the drain starts; resolves
+/// then (dropping the listener). An accept error (out of file descriptors) is logged and
+/// retried after a pause, so that the loop never spins.
+pub async fn serve(listener: TcpListener, ads: AdsService, settings: ConnSettings, drain: Drain) {
+    let stop = drain.started();
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            _ = &mut stop => return,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    let _ = stream.set_nodelay(true);
+                    tokio::spawn(connection(stream, ads.clone(), settings, drain.clone()));
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "xDS accept failed; retrying in 100 ms");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            },
+        }
+    }
+}
+
+/// The requests of one connection, marked with its [`GoingAway`].
+#[derive(Clone)]
+struct ConnService {
+    ads: AdsService,
+    away: watch::Receiver<bool>,
+}
+
+impl hyper::service::Service<http::Request<Incoming>> for ConnService {
+    type Response = http::Response<Body>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<http::Response<Body>, Infallible>> + Send>>;
+
+    fn call(&self, request: http::Request<Incoming>) -> Self::Future {
+        let mut request = request.map(Body::new);
+        request
+            .extensions_mut()
+            .insert(GoingAway(self.away.clone()));
+        let mut ads = self.ads.clone();
+        tower_service::Service::call(&mut ads, request)
+    }
+}
+
+/// ±10 % of `age`.
+fn jittered(age: Duration) -> Duration {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(age.as_nanos() as u64);
+    let unit = (h.finish() % 10_000) as f64 / 10_000.0;
+    age.mul_f64(0.9 + 0.2 * unit)
+}
+
+async fn connection(stream: TcpStream, ads: AdsService, settings: ConnSettings, drain: Drain) {
+    let _live = drain.enter();
+    let (away_tx, away) = watch::channel(false);
+    let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+    builder
+        .timer(TokioTimer::new())
+        .keep_alive_interval(settings.keepalive_interval)
+        .keep_alive_timeout(settings.keepalive_timeout);
+    let conn = builder.serve_connection(TokioIo::new(stream), ConnService { ads, away });
+    tokio::pin!(conn);
+    let age = async {
+        match settings.max_connection_age {
+            Some(age) => tokio::time::sleep(jittered(age)).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(age);
+    let turn = drain.my_turn();
+    tokio::pin!(turn);
+    let grace = tokio::time::sleep(Duration::MAX / 4);
+    tokio::pin!(grace);
+    let mut closing = false;
+    loop {
+        tokio::select! {
+            served = &mut conn => {
+                if let Err(e) = served {
+                    tracing::debug!(error = %e, "xDS connection ended");
+                }
+                return;
+            }
+            _ = &mut age, if !closing => {
+                tracing::debug!("closing an xDS connection at max_connection_age");
+                closing = true;
+            }
+            _ = &mut turn, if !closing => {
+                tracing::debug!("closing an xDS connection: draining");
+                closing = true;
+            }
+            _ = &mut grace, if closing => {
+                tracing::debug!("an xDS connection still open close_grace after GOAWAY; dropped");
+                return;
+            }
+        }
+        if closing {
+            conn.as_mut().graceful_shutdown();
+            let _ = away_tx.send(true);
+            grace
+                .as_mut()
+                .reset(tokio::time::Instant::now() + settings.close_grace);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn the_drain_spreads_the_open_connections_evenly() {
+        let drain = Drain::default();
+        let guards: Vec<_> = (0..4).map(|_| drain.enter()).collect();
+        let start = tokio::time::Instant::now();
+        let turns: Vec<_> = (0..4)
+            .map(|_| {
+                let drain = drain.clone();
+                tokio::spawn(async move {
+                    drain.my_turn().await;
+                    start.elapsed()
+                })
+            })
+            .collect();
+        tokio::task::yield_now().await;
+        drain.start(Duration::from_secs(4));
+        let mut at = Vec::new();
+        for t in turns {
+            at.push(t.await.unwrap());
+        }
+        at.sort();
+        assert_eq!(
+            at,
+            [0, 1, 2, 3].map(Duration::from_secs),
+            "one every second over 4 s"
+        );
+        assert_eq!(drain.live(), 4);
+        drop(guards);
+        drain.drained().await;
+        assert_eq!(drain.live(), 0);
+    }
+
+    #[test]
+    fn connection_ages_are_jittered_within_ten_percent() {
+        let age = Duration::from_secs(1800);
+        let ages: std::collections::BTreeSet<_> = (0..50).map(|_| jittered(age)).collect();
+        assert!(ages.len() > 40, "spread: {}", ages.len());
+        assert!(
+            ages.iter()
+                .all(|a| *a >= age.mul_f64(0.9) && *a <= age.mul_f64(1.1))
+        );
+    }
+}
