@@ -4,6 +4,8 @@
 //! - `run`: opens N ADS streams to a running axon, as Envoys do, and reports their sync.
 //! - `bench`: starts axon on a generated mesh, runs every scenario and the floor, prints
 //!   the figures ([`mod@bench`]).
+//! - `files`: a large config directory: load time, peak RSS, `debounce_max` under a burst of
+//!   file events ([`bench::files`]).
 //! - `replay`: the floor's replay server ([`floor`]), started by `bench`.
 
 mod bench;
@@ -63,6 +65,8 @@ enum Cmd {
     },
     /// Start axon on a generated mesh, run the scenarios and the floor, print the figures.
     Bench(bench::BenchArgs),
+    /// Start axon on a directory of N files, time the load and a burst of file events.
+    Files(bench::files::FilesArgs),
     /// The floor's replay server (started by `bench`).
     Replay {
         #[arg(long)]
@@ -103,6 +107,12 @@ fn main() -> anyhow::Result<ExitCode> {
             ExitCode::SUCCESS
         } else {
             println!("not every proxy synced");
+            ExitCode::from(1)
+        }),
+        Cmd::Files(args) => Ok(if bench::files::run(args)? {
+            ExitCode::SUCCESS
+        } else {
+            println!("a target was not met");
             ExitCode::from(1)
         }),
         Cmd::Replay { views, addr, delta } => {

@@ -15,6 +15,7 @@ use crate::floor;
 use crate::mesh::{Mesh, MeshArgs};
 use crate::proc;
 
+pub mod files;
 mod harness;
 use harness::*;
 
