@@ -162,7 +162,9 @@ impl FileRegistry {
         self.watcher = None;
     }
 
-    fn reload(&mut self, ctx: &mut Context<Self>, mut hint: Vec<PathBuf>) {
+    /// Reads the files named in `hint`, and on a `rescan` every file whose stamp moved and
+    /// every known file gone from the listing.
+    fn reload(&mut self, ctx: &mut Context<Self>, hint: Vec<PathBuf>, mut rescan: bool) {
         let started = Instant::now();
         match self.dir_now() {
             Err(why) => {
@@ -174,11 +176,11 @@ impl FileRegistry {
                 // First read, or the directory is back or was replaced: watch it anew and
                 // read it all.
                 self.watch(ctx, id);
-                hint.clear();
+                rescan = true;
             }
             Ok(_) => {}
         }
-        let listing = if hint.is_empty() {
+        let listing = if rescan {
             match self.listing() {
                 Ok(listing) => Some(listing),
                 Err(why) => {
@@ -298,13 +300,11 @@ impl FileRegistry {
         let timer = ctx.run_later(delay, |act, ctx| {
             act.recheck = None;
             // A missing directory or an empty one is looked at whole; held files by name.
-            let whole = act.state.dir_problem().is_some() || act.watched.is_none();
-            let paths = if whole || !act.state.sent_initial() {
-                Vec::new()
-            } else {
-                act.state.held_paths()
-            };
-            act.reload(ctx, paths);
+            let whole = act.state.dir_problem().is_some()
+                || act.watched.is_none()
+                || !act.state.sent_initial();
+            let held = act.state.held_paths();
+            act.reload(ctx, held, whole);
         });
         self.recheck = Some((at, timer));
     }
@@ -379,8 +379,10 @@ impl Actor for FileRegistry {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        self.reload(ctx, Vec::new());
-        ctx.run_interval(self.rescan_interval, |act, ctx| act.reload(ctx, Vec::new()));
+        self.reload(ctx, Vec::new(), true);
+        ctx.run_interval(self.rescan_interval, |act, ctx| {
+            act.reload(ctx, Vec::new(), true)
+        });
     }
 }
 
@@ -420,13 +422,13 @@ impl Handler<FilesChanged> for FileRegistry {
             self.settle = Some(ctx.run_later(due - started, |act, ctx| {
                 act.settle = None;
                 act.pending_since = None;
-                if let Some(paths) = act.pending.take() {
-                    act.reload(ctx, paths);
+                if let Some((paths, rescan)) = act.pending.take() {
+                    act.reload(ctx, paths, rescan);
                 }
             }));
-        } else if let Some(paths) = self.pending.take() {
+        } else if let Some((paths, rescan)) = self.pending.take() {
             self.pending_since = None;
-            self.reload(ctx, paths);
+            self.reload(ctx, paths, rescan);
         }
         self.metrics.handled("file_registry", started);
     }

@@ -97,23 +97,21 @@ pub struct Committed {
     pub update: Option<Update>,
 }
 
-/// Paths seen changing and not read yet; `None` in the list means "rescan everything".
+/// Paths seen changing and not read yet, and whether a rescan was asked for too (an event
+/// with no path, or on something that is not a config file).
 #[derive(Debug, Default)]
-pub struct Pending(Option<Vec<PathBuf>>);
+pub struct Pending(Option<(Vec<PathBuf>, bool)>);
 
 impl Pending {
-    /// Adds the paths of an event; an empty list asks for a rescan, which covers them all.
+    /// Adds the paths of an event; an empty list asks for a rescan.
     pub fn add(&mut self, paths: Vec<PathBuf>) {
-        match (&mut self.0, paths.is_empty()) {
-            (Some(held), false) if !held.is_empty() => held.extend(paths),
-            (Some(held), true) => held.clear(),
-            (Some(_), false) => {}
-            (None, _) => self.0 = Some(paths),
-        }
+        let (held, rescan) = self.0.get_or_insert_with(Default::default);
+        *rescan |= paths.is_empty();
+        held.extend(paths);
     }
 
-    /// The paths to read now (empty: rescan), if any are pending.
-    pub fn take(&mut self) -> Option<Vec<PathBuf>> {
+    /// The paths to read now and whether to rescan, if anything is pending.
+    pub fn take(&mut self) -> Option<(Vec<PathBuf>, bool)> {
         self.0.take()
     }
 }

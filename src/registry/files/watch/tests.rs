@@ -325,14 +325,18 @@ fn a_rescan_reads_moved_stamps_gone_files_and_held_ones() {
 }
 
 #[test]
-fn pending_paths_merge_and_a_rescan_covers_them() {
+fn pending_paths_merge_and_a_rescan_keeps_them() {
     let mut p = Pending::default();
     p.add(vec![PathBuf::from("a")]);
     p.add(vec![PathBuf::from("b")]);
-    assert_eq!(p.take().unwrap().len(), 2);
+    assert_eq!(p.take(), Some((vec!["a".into(), "b".into()], false)));
     assert!(p.take().is_none());
     p.add(vec![PathBuf::from("a")]);
     p.add(Vec::new());
     p.add(vec![PathBuf::from("b")]);
-    assert_eq!(p.take(), Some(Vec::new()), "a rescan");
+    assert_eq!(
+        p.take(),
+        Some((vec!["a".into(), "b".into()], true)),
+        "a rescan, and the named files read whatever their stamps"
+    );
 }
