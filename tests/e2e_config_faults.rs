@@ -9,6 +9,7 @@ mod support;
 
 use std::fs;
 use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -61,7 +62,8 @@ impl Mesh {
         }
         root.write("limits.toml", LIMITS);
         let limits = root.file("limits.toml");
-        let axon = Axon::start_with_args(&conf, &["--limits", limits.to_str().unwrap()]);
+        // Subject to file permissions even as root, for the chmod faults.
+        let axon = Axon::start_unprivileged(&conf, &["--limits", limits.to_str().unwrap()]);
         let (envoy, gw_port) = start_envoy_listening(
             &axon,
             gw_port,
@@ -331,4 +333,47 @@ fn editor_save_patterns_never_push_an_unsaved_state() {
         emptied.elapsed()
     );
     assert_eq!(m.config_updates(), updates + 1.0);
+}
+
+fn chmod(path: &Path, mode: u32) {
+    fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
+}
+
+#[test]
+fn permission_faults_keep_the_last_good_configs() {
+    let m = Mesh::start(Layout::Plain);
+    let updates = m.config_updates();
+    let routes = m.conf.join("routes.yaml");
+
+    // The routes file unreadable, then changed while unreadable: still served as it was.
+    chmod(&routes, 0o000);
+    assert!(
+        m.axon
+            .wait_config_error("Permission denied", Duration::from_secs(10)),
+        "no error in /debug/configz: {:?}",
+        m.axon.config_errors()
+    );
+    m.served_throughout("routes.yaml unreadable", 2 * SETTLE, "backend-v1");
+    assert_eq!(m.config_updates(), updates, "nothing was pushed");
+    chmod(&routes, 0o644);
+    fs::write(&routes, routes_yaml("v2")).unwrap();
+    m.switch_to("readable again, and edited", "backend-v2");
+
+    // The whole directory unlistable: nothing dropped; edits are seen again once it is back.
+    let updates = m.config_updates();
+    chmod(&m.conf, 0o000);
+    assert!(
+        wait_until(Duration::from_secs(10), || m.dir_problem().is_some()),
+        "the unlistable directory is not reported: {}",
+        m.axon.debug_json("/debug/configz")
+    );
+    m.served_throughout("directory unlistable", 2 * SETTLE, "backend-v2");
+    assert_eq!(m.config_updates(), updates, "nothing was pushed");
+    chmod(&m.conf, 0o755);
+    assert!(
+        wait_until(Duration::from_secs(10), || m.dir_problem().is_none()),
+        "the directory problem is still reported"
+    );
+    fs::write(&routes, routes_yaml("v1")).unwrap();
+    m.switch_to("directory listable again, and edited", "backend-v1");
 }
