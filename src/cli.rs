@@ -379,6 +379,10 @@ async fn run(
             queue_capacity: limits.stream_queue_capacity,
             max_requests_per_second: limits.max_requests_per_second,
             max_stream_wait: limits.max_stream_wait,
+            first_request_timeout: limits.first_request_timeout,
+            message_timeout: limits.message_timeout,
+            max_message_size: limits.max_message_size,
+            max_request_buffer_bytes: limits.max_request_buffer_bytes,
         },
         metrics.clone(),
     );
@@ -534,6 +538,7 @@ fn serve_xds(
         keepalive_timeout: limits.keepalive_timeout,
         max_connection_age: Some(limits.max_connection_age).filter(|age| !age.is_zero()),
         close_grace: limits.close_grace,
+        idle_timeout: limits.idle_connection_timeout,
     };
     for arbiter in arbiters {
         let listener = listener.try_clone()?;

@@ -93,6 +93,20 @@ pub struct Limits {
     /// before it is dropped.
     #[serde(deserialize_with = "duration")]
     pub close_grace: Duration,
+    /// A new stream must send its first request within this long; it holds no `max_streams`
+    /// slot before.
+    #[serde(deserialize_with = "duration")]
+    pub first_request_timeout: Duration,
+    /// A request must arrive whole within this long of its first bytes.
+    #[serde(deserialize_with = "duration")]
+    pub message_timeout: Duration,
+    /// The largest request, bytes.
+    pub max_message_size: usize,
+    /// The bytes of partial requests buffered over every stream.
+    pub max_request_buffer_bytes: usize,
+    /// A connection with no open stream for this long is closed.
+    #[serde(deserialize_with = "duration")]
+    pub idle_connection_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -120,6 +134,11 @@ impl Default for Limits {
             max_yaml_depth: 64,
             drain_duration: Duration::from_secs(5),
             close_grace: Duration::from_secs(5),
+            first_request_timeout: Duration::from_secs(10),
+            message_timeout: Duration::from_secs(10),
+            max_message_size: 4 << 20,
+            max_request_buffer_bytes: 64 << 20,
+            idle_connection_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -170,6 +189,8 @@ impl Limits {
             ("max_streams", self.max_streams),
             ("max_files", self.max_files),
             ("max_yaml_depth", self.max_yaml_depth),
+            ("max_message_size", self.max_message_size),
+            ("max_request_buffer_bytes", self.max_request_buffer_bytes),
         ] {
             if value == 0 {
                 return Err(invalid(key, "must be at least 1"));
@@ -183,6 +204,9 @@ impl Limits {
             ("keepalive_interval", self.keepalive_interval),
             ("keepalive_timeout", self.keepalive_timeout),
             ("close_grace", self.close_grace),
+            ("first_request_timeout", self.first_request_timeout),
+            ("message_timeout", self.message_timeout),
+            ("idle_connection_timeout", self.idle_connection_timeout),
         ] {
             if value.is_zero() {
                 return Err(invalid(key, "must be longer than 0"));

@@ -43,8 +43,13 @@ pub struct Metrics {
     pub config_read_errors: prometheus::IntCounter,
     /// `pilot_xds_write_timeout`: streams closed because the proxy did not read in time.
     pub write_timeout: prometheus::IntCounter,
-    /// `axon_rejected_streams`: new streams refused by `max_streams` or the rate limit.
+    /// `axon_rejected_streams`: new streams refused by `max_streams` or the rate limit, or
+    /// closed for sending no first request within `first_request_timeout`.
     pub rejected_streams: prometheus::IntCounter,
+    /// `axon_request_buffer_bytes`: bytes of partial requests buffered over every stream.
+    pub request_buffer_bytes: IntGauge,
+    /// `axon_xds_accept_errors`: failed accepts on the xDS listener (out of descriptors).
+    pub accept_errors: prometheus::IntCounter,
     /// `pilot_services`: services known.
     pub services: IntGauge,
     /// `pilot_push_triggers{type}`: pushes by reason.
@@ -171,7 +176,15 @@ impl Metrics {
             ),
             rejected_streams: plain_counter(
                 "axon_rejected_streams",
-                "New ADS streams refused by max_streams or max_requests_per_second.",
+                "New ADS streams refused by max_streams or max_requests_per_second, or closed without a first request.",
+            ),
+            request_buffer_bytes: gauge(
+                "axon_request_buffer_bytes",
+                "Bytes of partial ADS requests buffered over every stream (bounded by max_request_buffer_bytes).",
+            ),
+            accept_errors: plain_counter(
+                "axon_xds_accept_errors",
+                "Failed accepts on the xDS listener (out of file descriptors); the loop backs off.",
             ),
             xds_clients: gauge(
                 "pilot_xds",

@@ -9,6 +9,7 @@
 //! per view, shared by reference. Mapping to `tonic::Status` happens here and nowhere else.
 
 pub mod admission;
+mod requests;
 pub mod server;
 pub mod sink;
 
@@ -19,8 +20,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use futures::Stream;
-use http_body_util::BodyExt;
+use futures::{Stream, StreamExt};
 use tonic::Status;
 use tonic::body::Body;
 use tonic::server::NamedService;
@@ -30,7 +30,7 @@ pub use sink::{ResponseSink, SinkError};
 
 use crate::metrics::Metrics;
 use crate::xds::Request;
-use crate::xds::decode::RequestReader;
+use crate::xds::stream::CloseReason;
 
 const SOTW_PATH: &str =
     "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources";
@@ -65,6 +65,14 @@ pub struct AdsLimits {
     pub max_requests_per_second: u32,
     /// How long a new stream waits for a token before RESOURCE_EXHAUSTED.
     pub max_stream_wait: Duration,
+    /// A stream must send its first request within this long; it takes no slot before.
+    pub first_request_timeout: Duration,
+    /// A request must arrive whole within this long of its first bytes.
+    pub message_timeout: Duration,
+    /// The largest request, bytes.
+    pub max_message_size: usize,
+    /// The bytes of partial requests buffered over every stream.
+    pub max_request_buffer_bytes: usize,
 }
 
 /// The ADS service, as tonic's server routes it.
@@ -77,6 +85,7 @@ struct Inner {
     starter: Arc<dyn StreamStarter>,
     next_id: AtomicU64,
     streams: Arc<AtomicUsize>,
+    buffers: requests::Budget,
     limits: AdsLimits,
     admission: TokenBucket,
     metrics: Metrics,
@@ -93,11 +102,21 @@ impl AdsService {
                 starter,
                 next_id: AtomicU64::new(1),
                 streams: Arc::default(),
+                buffers: requests::Budget::new(
+                    limits.max_request_buffer_bytes,
+                    metrics.request_buffer_bytes.clone(),
+                ),
                 admission: TokenBucket::new(limits.max_requests_per_second),
                 limits,
                 metrics,
             }),
         }
+    }
+}
+
+impl AdsService {
+    pub fn metrics(&self) -> &Metrics {
+        &self.inner.metrics
     }
 }
 
@@ -118,7 +137,7 @@ impl tower_service::Service<http::Request<Body>> for AdsService {
 }
 
 impl Inner {
-    async fn serve(&self, request: http::Request<Body>) -> http::Response<Body> {
+    async fn serve(self: &Arc<Self>, request: http::Request<Body>) -> http::Response<Body> {
         let delta = match request.uri().path() {
             SOTW_PATH => false,
             DELTA_PATH => true,
@@ -126,28 +145,64 @@ impl Inner {
                 return Status::unimplemented(format!("axon does not serve {other}")).into_http();
             }
         };
-        let slot = match self.admit().await {
-            Ok(slot) => slot,
-            Err(status) => return status.into_http(),
-        };
-        let away = request
-            .extensions()
-            .get::<server::GoingAway>()
-            .map(|away| Box::pin(away.wait()) as sink::GoingAwayFuture);
+        let away = request.extensions().get::<server::GoingAway>().cloned();
+        let requests = requests::stream(
+            request.into_body(),
+            requests::Bounds {
+                delta,
+                max_message_size: self.limits.max_message_size,
+                message_timeout: self.limits.message_timeout,
+                budget: self.buffers.clone(),
+            },
+        );
+        let away = away.map(|away| Box::pin(away.wait()) as sink::GoingAwayFuture);
         let (responses, body) = sink::channel(self.limits.queue_capacity, away);
-        self.starter.start(AdsStream {
-            id: self.next_id.fetch_add(1, Ordering::Relaxed),
-            delta,
-            requests: requests(request.into_body(), delta),
-            responses,
-            slot,
-        });
+        // The response headers go out at once (gRPC clients wait for them before their first
+        // request); the stream is admitted once its first request is in.
+        tokio::spawn(self.clone().admit_and_start(delta, requests, responses));
         let mut response = http::Response::new(Body::new(body));
         response.headers_mut().insert(
             http::header::CONTENT_TYPE,
             http::HeaderValue::from_static("application/grpc"),
         );
         response
+    }
+
+    /// Waits for the stream's first request (within `first_request_timeout`: a stream that
+    /// never speaks holds no slot and is then closed), admits it, and hands it over.
+    async fn admit_and_start(
+        self: Arc<Self>,
+        delta: bool,
+        mut requests: RequestStream,
+        responses: ResponseSink,
+    ) {
+        let wait = self.limits.first_request_timeout;
+        let first = match tokio::time::timeout(wait, requests.next()).await {
+            Ok(Some(Ok(first))) => first,
+            Ok(Some(Err(e))) => {
+                return responses.close(CloseReason::InvalidArgument(format!("bad request: {e}")));
+            }
+            Ok(None) => return,
+            Err(_) => {
+                self.metrics.rejected_streams.inc();
+                return responses.close(CloseReason::DeadlineExceeded(format!(
+                    "no request within {wait:?} (first_request_timeout)"
+                )));
+            }
+        };
+        let slot = match self.admit().await {
+            Ok(slot) => slot,
+            Err(status) => {
+                return responses.close(CloseReason::ResourceExhausted(status.message().into()));
+            }
+        };
+        self.starter.start(AdsStream {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            delta,
+            requests: Box::pin(futures::stream::once(async { Ok(first) }).chain(requests)),
+            responses,
+            slot,
+        });
     }
 
     /// Admits a new stream: a token within `max_stream_wait`, and a slot of `max_streams`.
@@ -167,33 +222,4 @@ impl Inner {
             ))
         })
     }
-}
-
-/// The requests of a stream, decoded from its body as they arrive.
-fn requests(body: Body, delta: bool) -> RequestStream {
-    let state = (body, RequestReader::new(delta), false);
-    Box::pin(futures::stream::unfold(
-        state,
-        move |(mut body, mut reader, ended)| async move {
-            if ended {
-                return None;
-            }
-            loop {
-                match reader.next_request() {
-                    Ok(Some(request)) => return Some((Ok(request), (body, reader, false))),
-                    Err(e) => return Some((Err(e.to_string()), (body, reader, true))),
-                    Ok(None) => {}
-                }
-                match body.frame().await {
-                    Some(Ok(frame)) => {
-                        if let Ok(data) = frame.into_data() {
-                            reader.push(data);
-                        }
-                    }
-                    Some(Err(e)) => return Some((Err(e.to_string()), (body, reader, true))),
-                    None => return None,
-                }
-            }
-        },
-    ))
 }

@@ -34,6 +34,8 @@ pub struct ConnSettings {
     pub max_connection_age: Option<Duration>,
     /// How long a connection told to go away may stay open.
     pub close_grace: Duration,
+    /// A connection with no open stream for this long is closed.
+    pub idle_timeout: Duration,
 }
 
 /// Put in each request's extensions: resolves when the stream's connection is going away.
@@ -135,21 +137,29 @@ impl Drop for LiveGuard {
 }
 
 /// Accepts connections on `listener` and serves ADS on each until the drain starts; resolves
-/// then (dropping the listener). An accept error (out of file descriptors) is logged and
-/// retried after a pause, so that the loop never spins.
+/// then (dropping the listener). An accept error (out of file descriptors) is counted in
+/// `axon_xds_accept_errors`, logged once per run of errors, and retried after a pause, so
+/// that the loop never spins.
 pub async fn serve(listener: TcpListener, ads: AdsService, settings: ConnSettings, drain: Drain) {
     let stop = drain.started();
     tokio::pin!(stop);
+    let mut failing = false;
     loop {
         tokio::select! {
             _ = &mut stop => return,
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
+                    if std::mem::take(&mut failing) {
+                        tracing::info!("xDS accepts succeed again");
+                    }
                     let _ = stream.set_nodelay(true);
                     tokio::spawn(connection(stream, ads.clone(), settings, drain.clone()));
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "xDS accept failed; retrying in 100 ms");
+                    ads.metrics().accept_errors.inc();
+                    if !std::mem::replace(&mut failing, true) {
+                        tracing::warn!(error = %e, "xDS accept failed; retrying every 100 ms (counted in axon_xds_accept_errors)");
+                    }
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
             },
@@ -157,11 +167,54 @@ pub async fn serve(listener: TcpListener, ads: AdsService, settings: ConnSetting
     }
 }
 
-/// The requests of one connection, marked with its [`GoingAway`].
+/// The requests of one connection, marked with its [`GoingAway`]; counts its open streams.
 #[derive(Clone)]
 struct ConnService {
     ads: AdsService,
     away: watch::Receiver<bool>,
+    open: Arc<watch::Sender<usize>>,
+}
+
+/// One open stream of a connection, for as long as its response body lives.
+struct OpenStream(Arc<watch::Sender<usize>>);
+
+impl OpenStream {
+    fn new(open: &Arc<watch::Sender<usize>>) -> OpenStream {
+        open.send_modify(|n| *n += 1);
+        OpenStream(open.clone())
+    }
+}
+
+impl Drop for OpenStream {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n -= 1);
+    }
+}
+
+/// A response body that holds its stream's [`OpenStream`].
+struct Counted {
+    body: Body,
+    _open: OpenStream,
+}
+
+impl http_body::Body for Counted {
+    type Data = bytes::Bytes;
+    type Error = tonic::Status;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, tonic::Status>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
 }
 
 impl hyper::service::Service<http::Request<Incoming>> for ConnService {
@@ -175,7 +228,11 @@ impl hyper::service::Service<http::Request<Incoming>> for ConnService {
             .extensions_mut()
             .insert(GoingAway(self.away.clone()));
         let mut ads = self.ads.clone();
-        tower_service::Service::call(&mut ads, request)
+        let open = OpenStream::new(&self.open);
+        Box::pin(async move {
+            let response = tower_service::Service::call(&mut ads, request).await?;
+            Ok(response.map(|body| Body::new(Counted { body, _open: open })))
+        })
     }
 }
 
@@ -196,7 +253,13 @@ async fn connection(stream: TcpStream, ads: AdsService, settings: ConnSettings, 
         .timer(TokioTimer::new())
         .keep_alive_interval(settings.keepalive_interval)
         .keep_alive_timeout(settings.keepalive_timeout);
-    let conn = builder.serve_connection(TokioIo::new(stream), ConnService { ads, away });
+    let (open, mut open_rx) = watch::channel(0usize);
+    let service = ConnService {
+        ads,
+        away,
+        open: Arc::new(open),
+    };
+    let conn = builder.serve_connection(TokioIo::new(stream), service);
     tokio::pin!(conn);
     let age = async {
         match settings.max_connection_age {
@@ -209,9 +272,27 @@ async fn connection(stream: TcpStream, ads: AdsService, settings: ConnSettings, 
     tokio::pin!(turn);
     let grace = tokio::time::sleep(Duration::MAX / 4);
     tokio::pin!(grace);
+    // Runs while no stream is open (a connection that never opens one too).
+    let idle = tokio::time::sleep(settings.idle_timeout);
+    tokio::pin!(idle);
     let mut closing = false;
+    let mut counting = true;
     loop {
+        let streams = *open_rx.borrow_and_update();
         tokio::select! {
+            changed = open_rx.changed(), if counting => {
+                counting = changed.is_ok();
+                if counting && *open_rx.borrow() == 0 {
+                    idle.as_mut().reset(tokio::time::Instant::now() + settings.idle_timeout);
+                }
+                continue;
+            }
+            _ = &mut idle, if streams == 0 && !closing => {
+                // No stream to finish: closed at once (one that never sent the HTTP/2
+                // preface would not even read a GOAWAY).
+                tracing::debug!("closing an xDS connection with no stream for idle_connection_timeout");
+                return;
+            }
             served = &mut conn => {
                 if let Err(e) = served {
                     tracing::debug!(error = %e, "xDS connection ended");

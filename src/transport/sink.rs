@@ -72,6 +72,7 @@ impl ResponseSink {
         let status = match reason {
             CloseReason::InvalidArgument(m) => Status::invalid_argument(m),
             CloseReason::ResourceExhausted(m) => Status::resource_exhausted(m),
+            CloseReason::DeadlineExceeded(m) => Status::deadline_exceeded(m),
         };
         if let Ok(mut close) = self.close.lock() {
             close.get_or_insert(status);

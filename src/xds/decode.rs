@@ -105,6 +105,20 @@ impl RequestReader {
         }
     }
 
+    /// A reader of requests of at most `max_message_size` bytes.
+    pub fn with_limit(delta: bool, max_message_size: usize) -> RequestReader {
+        RequestReader {
+            frames: FrameReader::with_limit(max_message_size),
+            delta,
+            ..Default::default()
+        }
+    }
+
+    /// Bytes buffered of a request not yet complete.
+    pub fn buffered(&self) -> usize {
+        self.frames.buffered()
+    }
+
     /// A chunk of the request body.
     pub fn push(&mut self, chunk: Bytes) {
         self.frames.push(chunk);

@@ -15,8 +15,9 @@ use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint};
 
 use super::resource::{DeltaResponse, Resource, Response, XdsResponse};
 
-/// The largest request axon accepts (Envoy's EDS requests name every cluster).
-pub const MAX_REQUEST_BYTES: usize = 16 * 1024 * 1024;
+/// The largest request a [`FrameReader`] accepts unless told otherwise (gRPC's default
+/// `max_message_size`, 4 MiB; Envoy's EDS requests name every cluster, which stays far below).
+pub const MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;
 
 /// A framed gRPC message in two parts: `head` (the prefix and this stream's own fields) and
 /// `shared` (the resources, encoded once per view and shared by reference across streams).
@@ -205,19 +206,40 @@ pub fn encode_delta(r: &DeltaResponse) -> Framed {
 pub enum FrameError {
     #[error("compressed gRPC messages are not supported")]
     Compressed,
-    #[error("a request of {0} bytes is over the limit of {MAX_REQUEST_BYTES}")]
-    TooLarge(usize),
+    #[error("a request of {0} bytes is over the limit of {1} (max_message_size)")]
+    TooLarge(usize, usize),
     #[error("the request is not a valid message: {0}")]
     Decode(String),
 }
 
-/// Reassembles gRPC messages from body chunks.
-#[derive(Debug, Default)]
+/// Reassembles gRPC messages from body chunks. It holds what has arrived of the message being
+/// read and nothing more: a message announced as large reserves nothing until its bytes come.
+#[derive(Debug)]
 pub struct FrameReader {
     buf: BytesMut,
+    max: usize,
+}
+
+impl Default for FrameReader {
+    fn default() -> Self {
+        FrameReader::with_limit(MAX_REQUEST_BYTES)
+    }
 }
 
 impl FrameReader {
+    /// A reader of messages of at most `max` bytes.
+    pub fn with_limit(max: usize) -> FrameReader {
+        FrameReader {
+            buf: BytesMut::new(),
+            max,
+        }
+    }
+
+    /// Bytes buffered of a message not yet complete (0 between messages).
+    pub fn buffered(&self) -> usize {
+        self.buf.len()
+    }
+
     pub fn push(&mut self, chunk: Bytes) {
         if self.buf.is_empty() && self.buf.capacity() == 0 {
             self.buf = BytesMut::from(chunk.as_ref());
@@ -245,11 +267,10 @@ impl FrameReader {
             return Err(FrameError::Compressed);
         }
         let len = u32::from_be_bytes([self.buf[1], self.buf[2], self.buf[3], self.buf[4]]) as usize;
-        if len > MAX_REQUEST_BYTES {
-            return Err(FrameError::TooLarge(len));
+        if len > self.max {
+            return Err(FrameError::TooLarge(len, self.max));
         }
         if self.buf.len() < 5 + len {
-            self.buf.reserve(5 + len - self.buf.len());
             return Ok(None);
         }
         self.buf.advance(5);

@@ -318,6 +318,10 @@ impl StreamHandler<Result<Request, String>> for ConnectionActor {
             Ok(req) => self.on_request(req, ctx),
             Err(error) => {
                 tracing::debug!(proxy = %self.proxy_id(), %error, "ADS: stream error");
+                // A request that cannot be read is the client's fault: say so, not OK.
+                self.sink.close(CloseReason::InvalidArgument(format!(
+                    "bad request: {error}"
+                )));
                 self.close_reason = Some(format!("stream error: {error}"));
                 ctx.stop();
             }

@@ -36,6 +36,8 @@ use crate::model::sidecar_scope::{SidecarScope, needs_push};
 pub enum CloseReason {
     InvalidArgument(String),
     ResourceExhausted(String),
+    /// The client did not do its part in time (no first request).
+    DeadlineExceeded(String),
 }
 
 /// Something the shell reports; the state machine has already acted on it.
