@@ -281,3 +281,42 @@ fn a_connection_with_no_stream_is_closed_at_the_idle_timeout() {
         "{closed:?}"
     );
 }
+
+#[test]
+fn client_strings_are_escaped_and_repeated_warnings_held_back() {
+    let (_d, _l, axon) = start("");
+    runtime().block_on(async {
+        let mut client = ads_client::Client::connect(&axon).await;
+        // A node id with a newline, trying to forge a log line.
+        let forged = "router~10.0.0.1~gw.istio-system~istio-system.svc.cluster.local\n2026-12-01T00:00:00.000000Z  INFO axon: forged";
+        client.first_cds(gateway_node(forged)).await;
+        // Twenty requests for a type axon does not serve: one warning, not twenty.
+        for _ in 0..20 {
+            client
+                .request("type.googleapis.com/not.a.Type", &[], "", None)
+                .await;
+            client.next().await;
+        }
+    });
+    assert!(
+        axon.wait_for_log("ADS: unknown type requested", Duration::from_secs(5)),
+        "no warning at all"
+    );
+    assert_eq!(
+        axon.count_log("ADS: unknown type requested"),
+        1,
+        "{}",
+        axon.logs()
+    );
+    let logs = axon.logs();
+    assert!(
+        !logs
+            .lines()
+            .any(|l| l.starts_with("2026-12-01T00:00:00.000000Z")),
+        "a forged line got through:\n{logs}"
+    );
+    assert!(
+        logs.contains("svc.cluster.local\\n2026-12-01"),
+        "the newline is shown escaped:\n{logs}"
+    );
+}

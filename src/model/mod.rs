@@ -14,6 +14,7 @@ pub mod fixtures;
 pub mod gateway;
 pub mod host;
 pub mod istio;
+pub mod log_safe;
 pub mod memo;
 pub mod mesh;
 pub mod parse;

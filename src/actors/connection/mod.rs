@@ -30,6 +30,7 @@ use super::mailbox;
 use super::messages::{ConnId, Connect, Disconnect, Push, PushDone};
 use super::push_queue::PushQueue;
 use crate::metrics::Metrics;
+use crate::model::log_safe::{Escaped, LogLimit};
 use crate::transport::{ResponseSink, SinkError, StreamSlot};
 use crate::xds::names::NameSets;
 use crate::xds::stream::{CloseReason, Event, Output, StreamState};
@@ -55,6 +56,8 @@ pub struct ConnectionActor {
     /// Why the stream ends, for the disconnect log.
     close_reason: Option<String>,
     connected_at: Instant,
+    /// NACK and bad-request warnings: one a minute.
+    warn_limit: LogLimit,
 }
 
 impl ConnectionActor {
@@ -76,6 +79,7 @@ impl ConnectionActor {
             write_timeout,
             close_reason: None,
             connected_at: Instant::now(),
+            warn_limit: LogLimit::new(Duration::from_secs(60)),
         }
     }
 
@@ -84,7 +88,7 @@ impl ConnectionActor {
     }
 
     fn close(&mut self, reason: CloseReason, ctx: &mut Context<Self>) {
-        tracing::warn!(id = self.id, proxy = %self.proxy_id(), ?reason, "ADS: closing stream");
+        tracing::warn!(id = self.id, proxy = %self.proxy_log(), reason = %Escaped(&format!("{reason:?}")), "ADS: closing stream");
         self.close_reason = Some(format!("{reason:?}"));
         self.sink.close(reason);
         ctx.stop();
@@ -92,6 +96,11 @@ impl ConnectionActor {
 
     fn proxy_id(&self) -> &str {
         self.stream.proxy().map_or("", |p| p.id.as_str())
+    }
+
+    /// The proxy's id as a log line may show it (escaped, capped).
+    fn proxy_log(&self) -> Escaped<'_> {
+        Escaped(self.proxy_id())
     }
 
     /// The first request: identify the proxy, join the PushQueue, learn the current context.
@@ -105,7 +114,7 @@ impl ConnectionActor {
         };
         tracing::info!(
             id = self.id,
-            proxy = %proxy.id,
+            proxy = %Escaped(&proxy.id),
             kind = ?proxy.proxy_type,
             delta = self.stream.is_delta(),
             "ADS: connected"
@@ -158,8 +167,8 @@ impl ConnectionActor {
         self.write(out.responses, ctx, done);
     }
 
-    fn report(&self, event: Event) {
-        let metrics = self.metrics();
+    fn report(&mut self, event: Event) {
+        let metrics = &self.peers.metrics;
         match event {
             Event::Sent {
                 type_url,
@@ -174,7 +183,7 @@ impl ConnectionActor {
                     .xds_push_time
                     .with_label_values(&[type_url.short()])
                     .observe(took.as_secs_f64());
-                tracing::debug!(proxy = %self.proxy_id(), r#type = type_url.short(), resources, "ADS: sent");
+                tracing::debug!(proxy = %self.proxy_log(), r#type = type_url.short(), resources, "ADS: sent");
             }
             Event::Nack { type_url, error } => {
                 self.peers.distribution.do_send(Nacked {
@@ -185,7 +194,15 @@ impl ConnectionActor {
                     .xds_rejects
                     .with_label_values(&[type_url.short()])
                     .inc();
-                tracing::warn!(proxy = %self.proxy_id(), r#type = type_url.short(), %error, "ADS: NACK");
+                if let Some(held_back) = self.warn_limit.allow(Instant::now()) {
+                    tracing::warn!(
+                        proxy = %self.proxy_log(),
+                        r#type = type_url.short(),
+                        error = %Escaped(&error),
+                        held_back,
+                        "ADS: NACK (one line a minute per stream; held_back: NACKs and bad requests not logged since the last)"
+                    );
+                }
             }
             Event::Stale(type_url) => {
                 metrics
@@ -194,7 +211,9 @@ impl ConnectionActor {
                     .inc();
             }
             Event::UnknownType(type_url) => {
-                tracing::warn!(proxy = %self.proxy_id(), %type_url, "ADS: unknown type requested, answered empty");
+                if let Some(held_back) = self.warn_limit.allow(Instant::now()) {
+                    tracing::warn!(proxy = %self.proxy_log(), type_url = %Escaped(&type_url.to_string()), held_back, "ADS: unknown type requested, answered empty");
+                }
             }
             Event::Pushed { start } => {
                 metrics
@@ -216,7 +235,7 @@ impl ConnectionActor {
                 version,
             }),
             Event::Synced => tracing::info!(
-                proxy = %self.proxy_id(),
+                proxy = %self.proxy_log(),
                 "ADS: full sync complete in {} ms",
                 self.connected_at.elapsed().as_millis()
             ),
@@ -308,7 +327,7 @@ impl Actor for ConnectionActor {
             proxy: proxy.id.clone(),
         });
         let reason = self.close_reason.as_deref().unwrap_or("stream ended");
-        tracing::info!(proxy = %proxy.id, %reason, "ADS: disconnected");
+        tracing::info!(proxy = %Escaped(&proxy.id), reason = %Escaped(reason), "ADS: disconnected");
     }
 }
 
@@ -317,7 +336,7 @@ impl StreamHandler<Result<Request, String>> for ConnectionActor {
         match item {
             Ok(req) => self.on_request(req, ctx),
             Err(error) => {
-                tracing::debug!(proxy = %self.proxy_id(), %error, "ADS: stream error");
+                tracing::debug!(proxy = %self.proxy_log(), error = %Escaped(&error), "ADS: stream error");
                 // A request that cannot be read is the client's fault: say so, not OK.
                 self.sink.close(CloseReason::InvalidArgument(format!(
                     "bad request: {error}"
@@ -343,7 +362,7 @@ impl Handler<Push> for ConnectionActor {
         let version = msg.ctx.version;
         let out = self.stream.on_push(msg.ctx, &msg.request);
         if out.responses.is_empty() && out.events.is_empty() {
-            tracing::trace!(proxy = %self.proxy_id(), version, "push skipped: not affected");
+            tracing::trace!(proxy = %self.proxy_log(), version, "push skipped: not affected");
         }
         self.apply(out, ctx, Some(PushDone { id: self.id }));
         self.metrics().handled("connection", started);
