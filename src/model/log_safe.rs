@@ -14,8 +14,7 @@ pub struct Escaped<'a>(pub &'a str);
 
 impl fmt::Display for Escaped<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut shown = 0;
-        for c in self.0.chars() {
+        for (shown, c) in self.0.chars().enumerate() {
             if shown == MAX_LOGGED {
                 let rest = self.0.chars().count() - shown;
                 return write!(f, "…(+{rest} chars)");
@@ -25,7 +24,6 @@ impl fmt::Display for Escaped<'_> {
             } else {
                 write!(f, "{c}")?;
             }
-            shown += 1;
         }
         Ok(())
     }
