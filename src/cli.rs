@@ -90,12 +90,16 @@ pub struct ServeArgs {
     /// Address of the ADS gRPC server.
     #[arg(long, default_value = "0.0.0.0:15010")]
     pub xds_addr: SocketAddr,
-    /// Address of /metrics, /healthz, /ready and /debug/syncz.
+    /// Address of /metrics, /healthz and /ready (nothing per proxy).
     #[arg(long, default_value = "0.0.0.0:15014")]
     pub monitoring_addr: SocketAddr,
     /// Address of the debug endpoints (/debug/*, /version); localhost unless you expose it.
+    /// It answers only requests whose Host is a loopback name or this address.
     #[arg(long, default_value = "127.0.0.1:9876")]
     pub debug_addr: SocketAddr,
+    /// A file holding a token the debug endpoints then require (`Authorization: Bearer`).
+    #[arg(long)]
+    pub debug_token_file: Option<PathBuf>,
     /// The actor-limits TOML file (defaults apply without it).
     #[arg(long)]
     pub limits: Option<PathBuf>,
@@ -361,6 +365,20 @@ async fn run(
     let xds_addr = listeners.xds.local_addr()?;
     let monitoring_addr = listeners.monitoring.local_addr()?;
     let debug_addr = listeners.debug.local_addr()?;
+    let debug_token = match &args.debug_token_file {
+        Some(path) => {
+            let token = std::fs::read_to_string(path)
+                .with_context(|| format!("--debug-token-file {}", path.display()))?;
+            let token = token.trim();
+            anyhow::ensure!(
+                !token.is_empty(),
+                "--debug-token-file {}: the file is empty",
+                path.display()
+            );
+            Some(std::sync::Arc::<str>::from(token))
+        }
+        None => None,
+    };
 
     let starter = ConnectionStarter::new(
         Peers {
@@ -418,7 +436,6 @@ async fn run(
             monitoring::router(Monitoring {
                 metrics: metrics.clone(),
                 builder: builder.clone(),
-                directory: directory.clone(),
                 files: file_registry.clone().map(Addr::recipient),
             }),
         )
@@ -445,6 +462,8 @@ async fn run(
         axum::serve(
             listeners.debug,
             debug::router(Debug {
+                addr: debug_addr,
+                token: debug_token,
                 directory,
                 builder: builder.clone(),
                 registry: file_registry.map(Addr::recipient),

@@ -170,7 +170,7 @@ impl Delta {
 
 /// `/debug/syncz` as JSON.
 fn syncz(axon: &Axon) -> serde_json::Value {
-    let r = axon.monitoring_get("/debug/syncz");
+    let r = axon.debug_get("/debug/syncz");
     assert_eq!(r.status, 200, "/debug/syncz: {}", r.body);
     serde_json::from_str(&r.body)
         .unwrap_or_else(|e| panic!("/debug/syncz is not JSON ({e}): {}", r.body))

@@ -140,7 +140,7 @@ fn delta_gateway_scenario() {
         !connected.is_empty() && connected.iter().all(|l| l.contains("delta=true")),
         "axon's connection lines: {connected:?}"
     );
-    let syncz = s.axon.monitoring_get("/debug/syncz");
+    let syncz = s.axon.debug_get("/debug/syncz");
     let syncz: serde_json::Value = serde_json::from_str(&syncz.body)
         .unwrap_or_else(|e| panic!("/debug/syncz ({}): {e}: {}", syncz.status, syncz.body));
     assert_eq!(syncz[0]["protocol"], "delta", "{syncz}");

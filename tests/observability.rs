@@ -163,7 +163,10 @@ fn distribution_status_debug_endpoints_and_metrics() {
 
         // A forced push reaches every proxy, b's too.
         let before: u64 = status["version"].as_u64().unwrap();
-        assert_eq!(debug_json(&axon, "/debug/adsz?push=true")["pushed"], true);
+        assert_eq!(
+            axon.debug_post_json("/debug/adsz?push=true")["pushed"],
+            true
+        );
         let r = in_b.next().await;
         assert!(
             r.version_info.parse::<u64>().unwrap() > before,

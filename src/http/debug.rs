@@ -25,6 +25,11 @@ use crate::xds::ResourceType;
 
 #[derive(Clone)]
 pub struct Debug {
+    /// The address the debug server is bound to: a `Host` naming it (or a loopback name) is
+    /// served, any other is refused (DNS rebinding).
+    pub addr: std::net::SocketAddr,
+    /// With `--debug-token-file`: every request must carry `Authorization: Bearer TOKEN`.
+    pub token: Option<std::sync::Arc<str>>,
     pub directory: Addr<ConnectionDirectory>,
     pub builder: Addr<SnapshotBuilder>,
     /// The config directory's registry, when there is one.
@@ -51,10 +56,68 @@ pub fn router(state: Debug) -> Router {
         .route("/debug/configz", get(configz))
         .route("/debug/push_status", get(push_status))
         .route("/debug/connections", get(connections))
-        .route("/debug/adsz", get(adsz))
+        .route("/debug/adsz", get(adsz).post(adsz_push))
         .route("/debug/distribution", get(distribution))
         .route("/version", get(version))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), guard))
         .with_state(state)
+}
+
+/// Whether `host` (a `Host` header) names the debug server: a loopback name or its own
+/// address, with or without the port.
+fn allowed_host(host: &str, addr: std::net::SocketAddr) -> bool {
+    let name = match host.rsplit_once(':') {
+        // `[::1]:15014`, `127.0.0.1:15014`, `localhost:15014`; a bare IPv6 has no brackets.
+        Some((name, port)) if port.chars().all(|c| c.is_ascii_digit()) && !name.ends_with(':') => {
+            name
+        }
+        _ => host,
+    };
+    let name = name.trim_start_matches('[').trim_end_matches(']');
+    if name.eq_ignore_ascii_case("localhost") {
+        return true;
+    }
+    match name.parse::<std::net::IpAddr>() {
+        Ok(ip) => ip.is_loopback() || ip == addr.ip(),
+        Err(_) => false,
+    }
+}
+
+/// Refuses a request whose `Host` is not the debug server's (a page on another site that
+/// resolves its name to 127.0.0.1 cannot read it), and one without the token when there is
+/// one.
+async fn guard(
+    State(s): State<Debug>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let headers = request.headers();
+    let host = headers
+        .get(http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("");
+    if !allowed_host(host, s.addr) {
+        return (
+            StatusCode::FORBIDDEN,
+            "the debug server answers only requests for its own address or a loopback name\n",
+        )
+            .into_response();
+    }
+    if let Some(token) = &s.token {
+        let given = headers
+            .get(http::header::AUTHORIZATION)
+            .and_then(|h| h.to_str().ok())
+            .and_then(|h| h.strip_prefix("Bearer "));
+        if given != Some(token) {
+            return (
+                StatusCode::UNAUTHORIZED,
+                "the debug server needs Authorization: Bearer TOKEN (--debug-token-file)\n",
+            )
+                .into_response();
+        }
+    }
+    next.run(request).await
 }
 
 async fn syncz(State(s): State<Debug>) -> Answer {
@@ -142,11 +205,25 @@ async fn connections(State(s): State<Debug>) -> Answer {
 }
 
 async fn adsz(State(s): State<Debug>, Query(q): Query<HashMap<String, String>>) -> Answer {
-    if q.get("push").is_some_and(|v| v == "true") {
-        s.debouncer.send(ForcePush).await.map_err(unavailable)?;
-        return Ok(Json(json!({"pushed": true})));
+    if q.contains_key("push") {
+        return Err((
+            StatusCode::METHOD_NOT_ALLOWED,
+            "a push changes state: POST /debug/adsz?push=true\n".to_string(),
+        ));
     }
     syncz(State(s)).await
+}
+
+/// `POST /debug/adsz?push=true`: a full push to every proxy.
+async fn adsz_push(State(s): State<Debug>, Query(q): Query<HashMap<String, String>>) -> Answer {
+    if q.get("push").is_none_or(|v| v != "true") {
+        return Err((
+            StatusCode::BAD_REQUEST,
+            "POST /debug/adsz?push=true\n".to_string(),
+        ));
+    }
+    s.debouncer.send(ForcePush).await.map_err(unavailable)?;
+    Ok(Json(json!({"pushed": true})))
 }
 
 async fn distribution(State(s): State<Debug>, Query(q): Query<HashMap<String, String>>) -> Answer {
@@ -162,4 +239,35 @@ async fn distribution(State(s): State<Debug>, Query(q): Query<HashMap<String, St
 
 async fn version() -> Json<Value> {
     Json(json!({"name": "axon", "version": env!("CARGO_PKG_VERSION")}))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_loopback_names_and_the_own_address_are_allowed_hosts() {
+        let addr: std::net::SocketAddr = "10.1.2.3:15014".parse().unwrap();
+        for ok in [
+            "localhost",
+            "localhost:15014",
+            "127.0.0.1:15014",
+            "127.0.0.1",
+            "[::1]:15014",
+            "::1",
+            "10.1.2.3:15014",
+            "LOCALHOST",
+        ] {
+            assert!(allowed_host(ok, addr), "{ok}");
+        }
+        for bad in [
+            "evil.example.com",
+            "evil.example.com:15014",
+            "10.9.9.9:15014",
+            "",
+            "127.0.0.1.nip.io",
+        ] {
+            assert!(!allowed_host(bad, addr), "{bad}");
+        }
+    }
 }

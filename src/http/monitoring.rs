@@ -1,29 +1,26 @@
-//! The monitoring HTTP server: `/metrics`, `/healthz`, `/ready` and `/debug/syncz`.
+//! The monitoring HTTP server: `/metrics`, `/healthz` and `/ready`, and nothing per proxy
+//! (that is on the debug server, which listens on localhost by default): this address is
+//! open (`0.0.0.0`) for the kubelet's probes and Prometheus.
 //!
 //! `/ready` asks the SnapshotBuilder ([`GetReady`]): ready once a PushContext is built that
-//! holds every Kubernetes registry's initial lists. Every answer comes from an actor, by
-//! message.
+//! holds every registry's first update (the config directory's says why it waits, asked of
+//! the FileRegistry by [`GetWaiting`]), and not while draining.
 
 use actix::{Addr, Recipient};
-use axum::Json;
 use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
 
-use crate::actors::directory::{CollectStatus, ConnectionDirectory};
 use crate::actors::messages::GetWaiting;
 use crate::actors::snapshot_builder::{GetReady, SnapshotBuilder};
 use crate::metrics::Metrics;
-use crate::xds::stream::ConnectionStatus;
 
 #[derive(Clone)]
 pub struct Monitoring {
     pub metrics: Metrics,
     /// Answers `/ready`.
     pub builder: Addr<SnapshotBuilder>,
-    /// Answers `/debug/syncz`.
-    pub directory: Addr<ConnectionDirectory>,
     /// Says why the config directory is not served yet, when `/ready` is not.
     pub files: Option<Recipient<GetWaiting>>,
 }
@@ -33,25 +30,7 @@ pub fn router(state: Monitoring) -> Router {
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/ready", get(ready))
-        .route("/debug/syncz", get(syncz))
         .with_state(state)
-}
-
-/// Per connected proxy and type: nonce sent and acked, versions, last NACK.
-async fn syncz(
-    State(state): State<Monitoring>,
-) -> Result<Json<Vec<ConnectionStatus>>, (StatusCode, String)> {
-    state
-        .directory
-        .send(CollectStatus)
-        .await
-        .map(Json)
-        .map_err(|e| {
-            (
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!("connection directory unreachable: {e}\n"),
-            )
-        })
 }
 
 async fn metrics(State(state): State<Monitoring>) -> ([(&'static str, &'static str); 1], String) {

@@ -28,6 +28,24 @@ impl Axon {
         )
     }
 
+    /// `POST path` on the debug address as JSON; panics unless it answers 200 with JSON.
+    pub fn debug_post_json(&self, path: &str) -> Value {
+        let r = http_request(
+            self.debug_addr(),
+            "POST",
+            path,
+            &[("Host", "localhost")],
+            Duration::from_secs(5),
+        );
+        assert_eq!(
+            r.status, 200,
+            "POST {path} on axon's debug address: {}",
+            r.body
+        );
+        serde_json::from_str(&r.body)
+            .unwrap_or_else(|e| panic!("POST {path}: not JSON ({e}): {}", r.body))
+    }
+
     /// `GET path` on the debug address as JSON; panics unless it answers 200 with JSON.
     pub fn debug_json(&self, path: &str) -> Value {
         let r = self.debug_get(path);
