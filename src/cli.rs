@@ -29,6 +29,7 @@ use crate::registry::kubernetes::namespaces::NamespaceSelector;
 use crate::registry::kubernetes::{ISTIO_SOURCE, IstioRegistry, SERVICES_SOURCE, ServiceRegistry};
 use crate::registry::outbox::Outbox;
 use crate::transport::server::{ConnSettings, Drain};
+use crate::transport::tls::{TlsFiles, TlsReloader};
 use crate::transport::{self, AdsLimits, AdsService};
 
 /// Namespace given to configs that do not name one.
@@ -87,9 +88,25 @@ pub struct ServeArgs {
     /// discoverySelectors; objects of other namespaces are dropped.
     #[arg(long)]
     pub namespace_selector: Option<NamespaceSelector>,
-    /// Address of the ADS gRPC server.
+    /// Address of the plaintext ADS gRPC server (anonymous, as istiod's 15010), or `off`.
     #[arg(long, default_value = "0.0.0.0:15010")]
-    pub xds_addr: SocketAddr,
+    pub xds_addr: XdsAddr,
+    /// Address of the ADS server over TLS (the manifests use 0.0.0.0:15012): streams must
+    /// prove an identity that may be the proxy they claim. Needs --tls-cert and --tls-key.
+    #[arg(long)]
+    pub xds_tls_addr: Option<SocketAddr>,
+    /// axon's serving certificate (PEM, the chain) for --xds-tls-addr; re-read when it changes.
+    #[arg(long)]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long)]
+    pub tls_key: Option<PathBuf>,
+    /// The CA bundle (PEM) that proxies' client certificates chain to.
+    #[arg(long)]
+    pub client_ca: Option<PathBuf>,
+    /// The trust domain of the SPIFFE identities accepted on --xds-tls-addr.
+    #[arg(long, default_value = "cluster.local")]
+    pub trust_domain: String,
     /// Address of /metrics, /healthz and /ready (nothing per proxy).
     #[arg(long, default_value = "0.0.0.0:15014")]
     pub monitoring_addr: SocketAddr,
@@ -266,27 +283,86 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     })
 }
 
-/// The three listeners, bound before anything is started.
+/// `--xds-addr`: an address, or `off`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct XdsAddr(pub Option<SocketAddr>);
+
+impl std::str::FromStr for XdsAddr {
+    type Err = String;
+
+    fn from_str(value: &str) -> Result<XdsAddr, String> {
+        if value == "off" {
+            return Ok(XdsAddr(None));
+        }
+        value
+            .parse()
+            .map(|a| XdsAddr(Some(a)))
+            .map_err(|e| format!("{e}: want HOST:PORT or off"))
+    }
+}
+
+/// The listeners, bound (and the TLS files read) before anything is started.
 struct Listeners {
-    xds: tokio::net::TcpListener,
+    xds: Option<tokio::net::TcpListener>,
+    xds_tls: Option<(tokio::net::TcpListener, std::sync::Arc<TlsReloader>)>,
     monitoring: tokio::net::TcpListener,
     debug: tokio::net::TcpListener,
+    debug_token: Option<std::sync::Arc<str>>,
 }
 
 impl Listeners {
     async fn bind(args: &ServeArgs) -> anyhow::Result<Listeners> {
-        let xds =
-            xds_listener(args.xds_addr).with_context(|| format!("--xds-addr {}", args.xds_addr))?;
+        anyhow::ensure!(
+            args.xds_addr.0.is_some() || args.xds_tls_addr.is_some(),
+            "--xds-addr off: no xDS port left; give --xds-tls-addr too"
+        );
+        let xds = match args.xds_addr.0 {
+            Some(addr) => Some(xds_listener(addr).with_context(|| format!("--xds-addr {addr}"))?),
+            None => None,
+        };
+        let xds_tls = match args.xds_tls_addr {
+            Some(addr) => {
+                let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) else {
+                    anyhow::bail!("--xds-tls-addr {addr}: needs --tls-cert and --tls-key");
+                };
+                let tls = TlsReloader::load(TlsFiles {
+                    cert: cert.clone(),
+                    key: key.clone(),
+                    client_ca: args.client_ca.clone(),
+                })
+                .context("--xds-tls-addr")?;
+                let listener =
+                    xds_listener(addr).with_context(|| format!("--xds-tls-addr {addr}"))?;
+                Some((listener, std::sync::Arc::new(tls)))
+            }
+            None => None,
+        };
         let monitoring = tokio::net::TcpListener::bind(args.monitoring_addr)
             .await
             .with_context(|| format!("--monitoring-addr {}", args.monitoring_addr))?;
         let debug = tokio::net::TcpListener::bind(args.debug_addr)
             .await
             .with_context(|| format!("--debug-addr {}", args.debug_addr))?;
+        let debug_token = match &args.debug_token_file {
+            Some(path) => {
+                let token = std::fs::read_to_string(path)
+                    .with_context(|| format!("--debug-token-file {}", path.display()))?;
+                let token = token.trim();
+                anyhow::ensure!(
+                    !token.is_empty(),
+                    "--debug-token-file {}: the file is empty",
+                    path.display()
+                );
+                Some(std::sync::Arc::<str>::from(token))
+            }
+            None => None,
+        };
         Ok(Listeners {
             xds,
+            xds_tls,
             monitoring,
             debug,
+            debug_token,
         })
     }
 }
@@ -362,23 +438,15 @@ async fn run(
         .map(|_| Arbiter::new())
         .collect();
 
-    let xds_addr = listeners.xds.local_addr()?;
+    let xds_addr = listeners.xds.as_ref().map(|l| l.local_addr()).transpose()?;
+    let xds_tls_addr = listeners
+        .xds_tls
+        .as_ref()
+        .map(|(l, _)| l.local_addr())
+        .transpose()?;
     let monitoring_addr = listeners.monitoring.local_addr()?;
     let debug_addr = listeners.debug.local_addr()?;
-    let debug_token = match &args.debug_token_file {
-        Some(path) => {
-            let token = std::fs::read_to_string(path)
-                .with_context(|| format!("--debug-token-file {}", path.display()))?;
-            let token = token.trim();
-            anyhow::ensure!(
-                !token.is_empty(),
-                "--debug-token-file {}: the file is empty",
-                path.display()
-            );
-            Some(std::sync::Arc::<str>::from(token))
-        }
-        None => None,
-    };
+    let debug_token = listeners.debug_token.clone();
 
     let starter = ConnectionStarter::new(
         Peers {
@@ -405,7 +473,13 @@ async fn run(
         metrics.clone(),
     );
     let drain = Drain::default();
-    serve_xds(listeners.xds, &arbiters, &ads, &limits, &drain)?;
+    let ads = ads.with_trust_domain(&args.trust_domain);
+    if let Some(xds) = listeners.xds {
+        serve_xds(xds, &arbiters, &ads, &limits, &drain, None)?;
+    }
+    if let Some((xds_tls, tls)) = listeners.xds_tls {
+        serve_xds(xds_tls, &arbiters, &ads, &limits, &drain, Some(tls))?;
+    }
     let outbox = |source| Outbox::new(source, debouncer.clone().recipient(), metrics.clone());
     // The FileRegistry reads and parses on a thread of its own: a slow parse never delays
     // the pipeline actors, a push or a new Envoy's first answer.
@@ -475,7 +549,8 @@ async fn run(
         .into_future(),
     );
     tracing::info!(
-        %xds_addr,
+        xds_addr = %xds_addr.map_or("off".to_string(), |a| a.to_string()),
+        xds_tls_addr = %xds_tls_addr.map_or("off".to_string(), |a| a.to_string()),
         %monitoring_addr,
         %debug_addr,
         config_dir = ?args.config_dir,
@@ -550,6 +625,7 @@ fn serve_xds(
     ads: &AdsService,
     limits: &Limits,
     drain: &Drain,
+    tls: Option<std::sync::Arc<TlsReloader>>,
 ) -> anyhow::Result<()> {
     let listener = listener.into_std()?;
     let settings = ConnSettings {
@@ -561,10 +637,10 @@ fn serve_xds(
     };
     for arbiter in arbiters {
         let listener = listener.try_clone()?;
-        let (ads, drain) = (ads.clone(), drain.clone());
+        let (ads, drain, tls) = (ads.clone(), drain.clone(), tls.clone());
         arbiter.spawn(async move {
             match tokio::net::TcpListener::from_std(listener) {
-                Ok(l) => transport::server::serve(l, ads, settings, drain).await,
+                Ok(l) => transport::server::serve(l, ads, settings, drain, tls).await,
                 Err(e) => tracing::error!(error = %e, "cannot serve xDS on this thread"),
             }
         });

@@ -46,6 +46,9 @@ pub struct Metrics {
     /// `axon_rejected_streams`: new streams refused by `max_streams` or the rate limit, or
     /// closed for sending no first request within `first_request_timeout`.
     pub rejected_streams: prometheus::IntCounter,
+    /// `pilot_xds_auth_failures{type}`: streams refused on the TLS port, by reason
+    /// (`unauthenticated`, `namespace`, `service_account`, `trust_domain`).
+    pub xds_auth_failures: IntCounterVec,
     /// `axon_request_buffer_bytes`: bytes of partial requests buffered over every stream.
     pub request_buffer_bytes: IntGauge,
     /// `axon_xds_accept_errors`: failed accepts on the xDS listener (out of descriptors).
@@ -177,6 +180,10 @@ impl Metrics {
             rejected_streams: plain_counter(
                 "axon_rejected_streams",
                 "New ADS streams refused by max_streams or max_requests_per_second, or closed without a first request.",
+            ),
+            xds_auth_failures: counter(
+                "pilot_xds_auth_failures",
+                "ADS streams refused on the TLS port: no identity, or one that may not be the proxy it claims.",
             ),
             request_buffer_bytes: gauge(
                 "axon_request_buffer_bytes",

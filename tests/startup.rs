@@ -135,3 +135,34 @@ fn validate_reports_invalid_utf8_with_its_line() {
         "{report}"
     );
 }
+
+#[test]
+fn tls_flags_are_checked_before_anything_starts() {
+    let line = the_error(&serve(&["--xds-tls-addr", "127.0.0.1:0"], &[]));
+    assert!(
+        line.contains("--xds-tls-addr 127.0.0.1:0: needs --tls-cert and --tls-key"),
+        "{line}"
+    );
+    let line = the_error(&serve(
+        &[
+            "--xds-tls-addr",
+            "127.0.0.1:0",
+            "--tls-cert",
+            "/nonexistent/axon.crt",
+            "--tls-key",
+            "/nonexistent/axon.key",
+        ],
+        &[],
+    ));
+    assert!(
+        line.contains("--xds-tls-addr") && line.contains("/nonexistent/axon.crt"),
+        "{line}"
+    );
+    let line = the_error(&serve(&["--xds-addr", "off"], &[]));
+    assert!(line.contains("--xds-addr off: no xDS port left"), "{line}");
+    let line = the_error(&serve(&["--debug-token-file", "/nonexistent/token"], &[]));
+    assert!(
+        line.contains("--debug-token-file /nonexistent/token"),
+        "{line}"
+    );
+}

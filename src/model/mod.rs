@@ -13,6 +13,7 @@ pub mod file_set;
 pub mod fixtures;
 pub mod gateway;
 pub mod host;
+pub mod identity;
 pub mod istio;
 pub mod log_safe;
 pub mod memo;

@@ -30,6 +30,9 @@ pub struct NodeInfo {
     pub generator: Option<String>,
     /// `metadata.INTERCEPTION_MODE` (`REDIRECT`, `TPROXY` or `NONE`).
     pub interception_mode: Option<String>,
+    /// `metadata.SERVICE_ACCOUNT`, if set (checked against the client's identity on the TLS
+    /// port).
+    pub service_account: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Error)]

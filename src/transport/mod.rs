@@ -12,6 +12,7 @@ pub mod admission;
 mod requests;
 pub mod server;
 pub mod sink;
+pub mod tls;
 
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -83,6 +84,10 @@ pub struct AdsService {
 
 struct Inner {
     starter: Arc<dyn StreamStarter>,
+    /// The trust domain client identities on the TLS port must be of.
+    trust_domain: String,
+    /// Identities already logged as denied (bounded), so that each is logged once.
+    denied_logged: std::sync::Mutex<std::collections::HashSet<String>>,
     next_id: AtomicU64,
     streams: Arc<AtomicUsize>,
     buffers: requests::Budget,
@@ -100,6 +105,8 @@ impl AdsService {
         AdsService {
             inner: Arc::new(Inner {
                 starter,
+                trust_domain: "cluster.local".to_string(),
+                denied_logged: Default::default(),
                 next_id: AtomicU64::new(1),
                 streams: Arc::default(),
                 buffers: requests::Budget::new(
@@ -117,6 +124,15 @@ impl AdsService {
 impl AdsService {
     pub fn metrics(&self) -> &Metrics {
         &self.inner.metrics
+    }
+
+    /// The trust domain client identities on the TLS port must be of (`--trust-domain`).
+    /// Call before the service is cloned.
+    pub fn with_trust_domain(mut self, trust_domain: &str) -> AdsService {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.trust_domain = trust_domain.to_string();
+        }
+        self
     }
 }
 
@@ -146,6 +162,7 @@ impl Inner {
             }
         };
         let away = request.extensions().get::<server::GoingAway>().cloned();
+        let authn = request.extensions().get::<server::Authn>().cloned();
         let requests = requests::stream(
             request.into_body(),
             requests::Bounds {
@@ -159,7 +176,10 @@ impl Inner {
         let (responses, body) = sink::channel(self.limits.queue_capacity, away);
         // The response headers go out at once (gRPC clients wait for them before their first
         // request); the stream is admitted once its first request is in.
-        tokio::spawn(self.clone().admit_and_start(delta, requests, responses));
+        tokio::spawn(
+            self.clone()
+                .admit_and_start(delta, requests, responses, authn),
+        );
         let mut response = http::Response::new(Body::new(body));
         response.headers_mut().insert(
             http::header::CONTENT_TYPE,
@@ -175,6 +195,7 @@ impl Inner {
         delta: bool,
         mut requests: RequestStream,
         responses: ResponseSink,
+        authn: Option<server::Authn>,
     ) {
         let wait = self.limits.first_request_timeout;
         let first = match tokio::time::timeout(wait, requests.next()).await {
@@ -190,6 +211,11 @@ impl Inner {
                 )));
             }
         };
+        if let Some(authn) = authn
+            && let Err(reason) = self.authorize(authn, &first)
+        {
+            return responses.close(reason);
+        }
         let slot = match self.admit().await {
             Ok(slot) => slot,
             Err(status) => {
@@ -203,6 +229,50 @@ impl Inner {
             responses,
             slot,
         });
+    }
+
+    /// The TLS port's check of the first request: the client proved an identity, and that
+    /// identity may be the proxy the node names (istiod's rule, `model::identity`).
+    fn authorize(&self, authn: server::Authn, first: &Request) -> Result<(), CloseReason> {
+        let count = |reason: &str| {
+            self.metrics
+                .xds_auth_failures
+                .with_label_values(&[reason])
+                .inc()
+        };
+        let Some(identity) = authn.identity else {
+            count("unauthenticated");
+            return Err(CloseReason::Unauthenticated(
+                "the xDS TLS port needs a client certificate with a SPIFFE identity \
+                 (spiffe://TRUST_DOMAIN/ns/NAMESPACE/sa/SERVICE_ACCOUNT)"
+                    .to_string(),
+            ));
+        };
+        let Some(node) = first.node() else {
+            return Ok(()); // the stream's state machine refuses a first request without a node
+        };
+        let Ok(proxy) = crate::model::proxy::Proxy::from_node(node.clone()) else {
+            return Ok(()); // likewise for a malformed node id
+        };
+        let checked = crate::model::identity::authorize(
+            &identity,
+            &self.trust_domain,
+            &proxy,
+            node.service_account.as_deref(),
+        );
+        checked.map_err(|denied| {
+            count(denied.reason());
+            let mut logged = self.denied_logged.lock().unwrap_or_else(|e| e.into_inner());
+            if logged.len() < 10_000 && logged.insert(identity.to_string()) {
+                tracing::warn!(
+                    identity = %identity,
+                    proxy = %crate::model::log_safe::Escaped(&proxy.id),
+                    reason = %denied,
+                    "xDS: permission denied (logged once per identity)"
+                );
+            }
+            CloseReason::PermissionDenied(denied.to_string())
+        })
     }
 
     /// Admits a new stream: a token within `max_stream_wait`, and a slot of `max_streams`.

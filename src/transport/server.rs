@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::{Notify, watch};
 use tonic::body::Body;
 
@@ -36,6 +36,13 @@ pub struct ConnSettings {
     pub close_grace: Duration,
     /// A connection with no open stream for this long is closed.
     pub idle_timeout: Duration,
+}
+
+/// Put in each request's extensions on the TLS port: who the client proved to be, if its
+/// certificate carries a SPIFFE identity. Its absence means the plaintext port (anonymous).
+#[derive(Debug, Clone)]
+pub struct Authn {
+    pub identity: Option<crate::model::identity::Identity>,
 }
 
 /// Put in each request's extensions: resolves when the stream's connection is going away.
@@ -140,7 +147,13 @@ impl Drop for LiveGuard {
 /// then (dropping the listener). An accept error (out of file descriptors) is counted in
 /// `axon_xds_accept_errors`, logged once per run of errors, and retried after a pause, so
 /// that the loop never spins.
-pub async fn serve(listener: TcpListener, ads: AdsService, settings: ConnSettings, drain: Drain) {
+pub async fn serve(
+    listener: TcpListener,
+    ads: AdsService,
+    settings: ConnSettings,
+    drain: Drain,
+    tls: Option<Arc<super::tls::TlsReloader>>,
+) {
     let stop = drain.started();
     tokio::pin!(stop);
     let mut failing = false;
@@ -153,7 +166,32 @@ pub async fn serve(listener: TcpListener, ads: AdsService, settings: ConnSetting
                         tracing::info!("xDS accepts succeed again");
                     }
                     let _ = stream.set_nodelay(true);
-                    tokio::spawn(connection(stream, ads.clone(), settings, drain.clone()));
+                    match &tls {
+                        None => {
+                            tokio::spawn(connection(stream, None, ads.clone(), settings, drain.clone()));
+                        }
+                        Some(tls) => {
+                            let acceptor = tls.acceptor();
+                            let (ads, drain) = (ads.clone(), drain.clone());
+                            tokio::spawn(async move {
+                                let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream));
+                                match handshake.await {
+                                    Ok(Ok(tls)) => {
+                                        let identity = tls
+                                            .get_ref()
+                                            .1
+                                            .peer_certificates()
+                                            .and_then(|certs| certs.first())
+                                            .and_then(super::tls::peer_identity);
+                                        let authn = Authn { identity };
+                                        connection(tls, Some(authn), ads, settings, drain).await;
+                                    }
+                                    Ok(Err(e)) => tracing::debug!(error = %e, "xDS TLS handshake failed"),
+                                    Err(_) => tracing::debug!("xDS TLS handshake timed out"),
+                                }
+                            });
+                        }
+                    }
                 }
                 Err(e) => {
                     ads.metrics().accept_errors.inc();
@@ -167,12 +205,17 @@ pub async fn serve(listener: TcpListener, ads: AdsService, settings: ConnSetting
     }
 }
 
-/// The requests of one connection, marked with its [`GoingAway`]; counts its open streams.
+/// How long a TLS handshake may take.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The requests of one connection, marked with its [`GoingAway`] (and, on the TLS port, its
+/// [`Authn`]); counts its open streams.
 #[derive(Clone)]
 struct ConnService {
     ads: AdsService,
     away: watch::Receiver<bool>,
     open: Arc<watch::Sender<usize>>,
+    authn: Option<Authn>,
 }
 
 /// One open stream of a connection, for as long as its response body lives.
@@ -227,6 +270,9 @@ impl hyper::service::Service<http::Request<Incoming>> for ConnService {
         request
             .extensions_mut()
             .insert(GoingAway(self.away.clone()));
+        if let Some(authn) = &self.authn {
+            request.extensions_mut().insert(authn.clone());
+        }
         let mut ads = self.ads.clone();
         let open = OpenStream::new(&self.open);
         Box::pin(async move {
@@ -245,7 +291,15 @@ fn jittered(age: Duration) -> Duration {
     age.mul_f64(0.9 + 0.2 * unit)
 }
 
-async fn connection(stream: TcpStream, ads: AdsService, settings: ConnSettings, drain: Drain) {
+async fn connection<IO>(
+    stream: IO,
+    authn: Option<Authn>,
+    ads: AdsService,
+    settings: ConnSettings,
+    drain: Drain,
+) where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let _live = drain.enter();
     let (away_tx, away) = watch::channel(false);
     let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
@@ -258,6 +312,7 @@ async fn connection(stream: TcpStream, ads: AdsService, settings: ConnSettings, 
         ads,
         away,
         open: Arc::new(open),
+        authn,
     };
     let conn = builder.serve_connection(TokioIo::new(stream), service);
     tokio::pin!(conn);

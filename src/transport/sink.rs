@@ -73,6 +73,8 @@ impl ResponseSink {
             CloseReason::InvalidArgument(m) => Status::invalid_argument(m),
             CloseReason::ResourceExhausted(m) => Status::resource_exhausted(m),
             CloseReason::DeadlineExceeded(m) => Status::deadline_exceeded(m),
+            CloseReason::Unauthenticated(m) => Status::unauthenticated(m),
+            CloseReason::PermissionDenied(m) => Status::permission_denied(m),
         };
         if let Ok(mut close) = self.close.lock() {
             close.get_or_insert(status);

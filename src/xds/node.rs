@@ -17,6 +17,7 @@ impl From<&Node> for NodeInfo {
             labels: field("LABELS").map(labels).unwrap_or_default(),
             generator: field("GENERATOR").and_then(string_value),
             interception_mode: field("INTERCEPTION_MODE").and_then(string_value),
+            service_account: field("SERVICE_ACCOUNT").and_then(string_value),
         }
     }
 }

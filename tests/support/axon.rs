@@ -247,6 +247,14 @@ impl Axon {
         kill_child(&mut self.child);
     }
 
+    /// The TLS xDS address (`--xds-tls-addr`), from the `axon listening` line.
+    pub fn xds_tls_addr(&self) -> Option<SocketAddr> {
+        let re = regex::Regex::new(r#"xds_tls_addr="?([0-9a-fA-F.:\[\]]+:\d+)"#).unwrap();
+        let log = self.logs();
+        let line = log.lines().find(|l| l.contains("axon listening"))?;
+        re.captures(line)?.get(1)?.as_str().parse().ok()
+    }
+
     pub fn xds_addr(&self) -> SocketAddr {
         self.xds_addr
     }

@@ -48,6 +48,17 @@ pub struct EnvoyOptions {
     /// More control-plane addresses in the `xds-grpc` cluster, after the one given to
     /// `start` (round robin: e.g. a second axon replica).
     pub more_xds: Vec<SocketAddr>,
+    /// Connect to the control plane over TLS.
+    pub xds_tls: Option<XdsTls>,
+}
+
+/// The TLS of the `xds-grpc` cluster: the CA to verify axon with, the SNI, and a client
+/// certificate (if any).
+#[derive(Debug, Clone)]
+pub struct XdsTls {
+    pub ca: std::path::PathBuf,
+    pub sni: String,
+    pub client: Option<(std::path::PathBuf, std::path::PathBuf)>,
 }
 
 impl EnvoyOptions {
@@ -70,6 +81,7 @@ impl EnvoyOptions {
             static_clusters: Vec::new(),
             xds_retry_back_off: None,
             more_xds: Vec::new(),
+            xds_tls: None,
         }
     }
 
@@ -157,6 +169,26 @@ impl EnvoyOptions {
         if let Some((base, max)) = &self.xds_retry_back_off {
             bootstrap["dynamic_resources"]["ads_config"]["grpc_services"][0]["envoy_grpc"]["retry_policy"] = json!({
                 "retry_back_off": {"base_interval": base, "max_interval": max}
+            });
+        }
+        if let Some(tls) = &self.xds_tls {
+            let mut common = json!({
+                "alpn_protocols": ["h2"],
+                "validation_context": {"trusted_ca": {"filename": tls.ca}}
+            });
+            if let Some((cert, key)) = &tls.client {
+                common["tls_certificates"] = json!([{
+                    "certificate_chain": {"filename": cert},
+                    "private_key": {"filename": key}
+                }]);
+            }
+            bootstrap["static_resources"]["clusters"][0]["transport_socket"] = json!({
+                "name": "envoy.transport_sockets.tls",
+                "typed_config": {
+                    "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
+                    "sni": tls.sni,
+                    "common_tls_context": common
+                }
             });
         }
         let statics = &mut bootstrap["static_resources"];

@@ -38,6 +38,10 @@ pub enum CloseReason {
     ResourceExhausted(String),
     /// The client did not do its part in time (no first request).
     DeadlineExceeded(String),
+    /// The TLS port: the client proved no identity.
+    Unauthenticated(String),
+    /// The TLS port: the client's identity may not be the proxy it claims.
+    PermissionDenied(String),
 }
 
 /// Something the shell reports; the state machine has already acted on it.

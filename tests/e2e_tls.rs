@@ -1,0 +1,265 @@
+//! End-to-end: xDS over TLS (`--xds-tls-addr`). Certificates are made by the test with
+//! openssl: a CA, axon's serving certificate, and client certificates with SPIFFE URI SANs.
+//! A real gateway Envoy with a certificate for its namespace gets its config and routes
+//! traffic; the same certificate on an Envoy claiming another namespace is refused with
+//! PERMISSION_DENIED and gets nothing; an Envoy without a certificate is refused with
+//! UNAUTHENTICATED; a rotated serving certificate is used for new handshakes without a
+//! restart.
+
+#[path = "support/scenario.rs"]
+mod scenario;
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use scenario::*;
+use support::*;
+
+const CONVERGE: Duration = Duration::from_secs(30);
+
+fn openssl(args: &[&str], dir: &Path) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl must be installed to make the test certificates");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A CA, and certificates it signs.
+struct Pki {
+    dir: ConfigDir,
+}
+
+impl Pki {
+    fn new() -> Pki {
+        let dir = ConfigDir::new();
+        openssl(
+            &[
+                "req",
+                "-x509",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:P-256",
+                "-nodes",
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.crt",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=axon test CA",
+            ],
+            dir.path(),
+        );
+        Pki { dir }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.file(name)
+    }
+
+    /// Issues `name.crt`/`name.key` with `san` (e.g. `DNS:localhost,IP:127.0.0.1` or
+    /// `URI:spiffe://…`) and serial `serial`.
+    fn issue(&self, name: &str, san: &str, serial: u32) {
+        let dir = self.dir.path();
+        openssl(
+            &[
+                "req",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:P-256",
+                "-nodes",
+                "-keyout",
+                &format!("{name}.key"),
+                "-out",
+                &format!("{name}.csr"),
+                "-subj",
+                &format!("/CN={name}"),
+            ],
+            dir,
+        );
+        std::fs::write(
+            dir.join(format!("{name}.ext")),
+            format!("subjectAltName={san}\nextendedKeyUsage=serverAuth,clientAuth\n"),
+        )
+        .unwrap();
+        openssl(
+            &[
+                "x509",
+                "-req",
+                "-in",
+                &format!("{name}.csr"),
+                "-CA",
+                "ca.crt",
+                "-CAkey",
+                "ca.key",
+                "-set_serial",
+                &serial.to_string(),
+                "-days",
+                "2",
+                "-extfile",
+                &format!("{name}.ext"),
+                "-out",
+                &format!("{name}.crt.new"),
+            ],
+            dir,
+        );
+        // Swapped in whole, as a Secret volume update would.
+        std::fs::rename(
+            dir.join(format!("{name}.crt.new")),
+            dir.join(format!("{name}.crt")),
+        )
+        .unwrap();
+    }
+}
+
+fn routes_yaml() -> String {
+    backend_routes_yaml("v1", false, false, &[("v1", 100)])
+}
+
+fn tls_options(pki: &Pki, node_id: &str, namespace: &str, client: Option<&str>) -> EnvoyOptions {
+    let mut options = EnvoyOptions::gateway(node_id, &[("istio", "ingressgateway")], namespace);
+    options.xds_tls = Some(XdsTls {
+        ca: pki.path("ca.crt"),
+        sni: "localhost".to_string(),
+        client: client.map(|c| (pki.path(&format!("{c}.crt")), pki.path(&format!("{c}.key")))),
+    });
+    options
+}
+
+/// The serial of the certificate axon presents on `addr`, as openssl shows it.
+fn served_serial(addr: std::net::SocketAddr, pki: &Pki) -> String {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "openssl s_client -connect {addr} -servername localhost -alpn h2 -CAfile {} </dev/null 2>/dev/null | openssl x509 -noout -serial",
+            pki.path("ca.crt").display()
+        ))
+        .output()
+        .expect("openssl s_client");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+#[test]
+fn envoy_over_tls_is_served_as_its_certificate_allows() {
+    let pki = Pki::new();
+    pki.issue("axon", "DNS:localhost,IP:127.0.0.1", 1);
+    pki.issue(
+        "gateway",
+        "URI:spiffe://cluster.local/ns/istio-system/sa/istio-ingressgateway",
+        2,
+    );
+    let v1 = Upstream::start("backend-v1");
+    let v2 = Upstream::start("backend-v2");
+    let config = ConfigDir::new();
+    let gw_port = free_port();
+    config.write("gateway.yaml", &gateway_yaml(gw_port));
+    config.write("backend.yaml", &backend_yaml(v1.port(), v2.port()));
+    config.write("routes.yaml", &routes_yaml());
+    let (cert, key, ca) = (
+        pki.path("axon.crt"),
+        pki.path("axon.key"),
+        pki.path("ca.crt"),
+    );
+    let axon = Axon::start_with_args(
+        config.path(),
+        &[
+            "--xds-tls-addr",
+            "127.0.0.1:0",
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+            "--client-ca",
+            ca.to_str().unwrap(),
+        ],
+    );
+    let tls_addr = axon
+        .xds_tls_addr()
+        .expect("the axon listening line names xds_tls_addr");
+
+    // The gateway, with a certificate for istio-system: served, and routes.
+    let options = tls_options(&pki, GATEWAY_NODE_ID, "istio-system", Some("gateway"));
+    let (envoy, gw_port) = start_envoy_listening(
+        &axon,
+        gw_port,
+        |port| format!("0.0.0.0_{port}"),
+        |port| config.write("gateway.yaml", &gateway_yaml(port)),
+        || Envoy::start(tls_addr, options.clone()),
+        CONVERGE,
+    );
+    wait_for_answer("over TLS", CONVERGE, "backend-v1", &envoy, || {
+        http_get(Envoy::local(gw_port), "/", &[])
+    });
+    assert_no_rejected_updates(&envoy);
+
+    // The same certificate on an Envoy that claims another namespace: refused, nothing sent.
+    let claims = "router~127.0.0.1~ingress-2.secret~secret.svc.cluster.local";
+    let impostor = Envoy::start(
+        tls_addr,
+        tls_options(&pki, claims, "secret", Some("gateway")),
+    );
+    let denied = |reason: &str| {
+        axon.metric(&format!("pilot_xds_auth_failures{{type=\"{reason}\"}}"))
+            .unwrap_or(0.0)
+    };
+    assert!(
+        wait_until(CONVERGE, || denied("namespace") >= 1.0),
+        "the impostor was not refused: {}",
+        axon.metrics()
+    );
+    assert!(axon.wait_for_log("xDS: permission denied", Duration::from_secs(5)));
+    assert!(
+        dynamic_listener_names(&impostor.config_dump()).is_empty(),
+        "the impostor got listeners"
+    );
+    assert!(
+        !axon.connections().iter().any(|c| c["proxy"] == claims),
+        "the impostor is connected: {:?}",
+        axon.connections()
+    );
+
+    // No certificate at all: UNAUTHENTICATED.
+    let anonymous_id = "router~127.0.0.1~ingress-3.istio-system~istio-system.svc.cluster.local";
+    let _anonymous = Envoy::start(
+        tls_addr,
+        tls_options(&pki, anonymous_id, "istio-system", None),
+    );
+    assert!(
+        wait_until(CONVERGE, || denied("unauthenticated") >= 1.0),
+        "the anonymous client was not refused: {}",
+        axon.metrics()
+    );
+
+    // A rotated serving certificate: new handshakes get it, without a restart; the gateway
+    // stays connected.
+    assert_eq!(served_serial(tls_addr, &pki), "serial=01");
+    pki.issue("axon", "DNS:localhost,IP:127.0.0.1", 3);
+    assert!(
+        wait_until(Duration::from_secs(10), || served_serial(tls_addr, &pki)
+            == "serial=03"),
+        "the rotated certificate is not served: {}",
+        served_serial(tls_addr, &pki)
+    );
+    assert!(axon.wait_for_log("xDS TLS certificate files changed", Duration::from_secs(5)));
+    assert_eq!(
+        http_get(Envoy::local(gw_port), "/", &[]),
+        (200, "backend-v1".to_string())
+    );
+    assert!(
+        axon.connections()
+            .iter()
+            .any(|c| c["proxy"] == GATEWAY_NODE_ID),
+        "the gateway's stream was dropped by the rotation"
+    );
+}
