@@ -129,8 +129,9 @@ fn has_comment_only(body: &str) -> bool {
 
 /// Rewrites the parser's `line N` (counted from the document's start) as a line of the file.
 fn file_lines(message: &str, first_line: usize) -> String {
-    let re = regex::Regex::new(r"line (\d+)").expect("valid regex");
-    re.replace_all(message, |c: &regex::Captures| {
+    static LINE: std::sync::LazyLock<regex::Regex> =
+        std::sync::LazyLock::new(|| regex::Regex::new(r"line (\d+)").expect("valid regex"));
+    LINE.replace_all(message, |c: &regex::Captures| {
         let n: usize = c[1].parse().unwrap_or(1);
         format!("line {}", n + first_line - 1)
     })
