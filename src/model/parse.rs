@@ -150,8 +150,11 @@ fn go_yaml_flow_compat(body: &str) -> Option<String> {
             let (Some(open), Some(close)) = (line.find('['), line.rfind(']')) else {
                 return line.to_string();
             };
+            if close < open {
+                return line.to_string();
+            }
             let inner = &line[open + 1..close];
-            if close < open || inner.contains(['[', ']', '{', '}', '"', '\'']) {
+            if inner.contains(['[', ']', '{', '}', '"', '\'']) {
                 return line.to_string();
             }
             let items: Vec<String> = inner
@@ -331,6 +334,18 @@ mod tests {
             panic!()
         };
         assert_eq!(se.addresses, ["1.2.3.4", "001:db8::"]);
+    }
+
+    #[test]
+    fn a_line_with_a_bracket_closed_before_it_opens_is_a_yaml_error_not_a_panic() {
+        // Found by fuzzing (fuzz/seeds/yaml/crash-bracket-order.yaml): the go-yaml retry
+        // sliced `line[open + 1..close]` with `close < open`.
+        let docs = parse_documents("a: ]b[\n", "default");
+        assert!(
+            matches!(docs[0].outcome, DocOutcome::Invalid(DocError::Yaml(_))),
+            "{docs:?}"
+        );
+        assert_eq!(go_yaml_flow_compat("x: ]1.2.3.4, 001:db8::["), None);
     }
 
     #[test]
