@@ -325,7 +325,10 @@ fn request_seeds() -> Vec<(String, Vec<u8>)> {
     let mut compressed = frame(&ack);
     compressed[0] = 1;
     vec![
-        ("sotw-first.bin".into(), body(false, 0, &[first.clone()])),
+        (
+            "sotw-first.bin".into(),
+            body(false, 0, std::slice::from_ref(&first)),
+        ),
         (
             "sotw-first-ack-nack.bin".into(),
             body(false, 6, &[first.clone(), ack.clone(), nack]),
