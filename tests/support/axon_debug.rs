@@ -19,43 +19,39 @@ pub type SentNonces = std::collections::BTreeMap<String, Option<String>>;
 impl Axon {
     /// `GET path` on the debug address.
     pub fn debug_get(&self, path: &str) -> HttpResponse {
+        self.debug_request("GET", path)
+    }
+
+    fn debug_request(&self, method: &str, path: &str) -> HttpResponse {
         http_request(
             self.debug_addr(),
-            "GET",
+            method,
             path,
             &[("Host", "localhost")],
             Duration::from_secs(5),
         )
     }
 
-    /// `POST path` on the debug address as JSON; panics unless it answers 200 with JSON.
-    pub fn debug_post_json(&self, path: &str) -> Value {
-        let r = http_request(
-            self.debug_addr(),
-            "POST",
-            path,
-            &[("Host", "localhost")],
-            Duration::from_secs(5),
-        );
+    /// `method path` on the debug address as JSON; panics unless it answers 200 with JSON.
+    fn debug_json_by(&self, method: &str, path: &str) -> Value {
+        let r = self.debug_request(method, path);
         assert_eq!(
             r.status, 200,
-            "POST {path} on axon's debug address: {}",
+            "{method} {path} on axon's debug address: {}",
             r.body
         );
         serde_json::from_str(&r.body)
-            .unwrap_or_else(|e| panic!("POST {path}: not JSON ({e}): {}", r.body))
+            .unwrap_or_else(|e| panic!("{method} {path}: not JSON ({e}): {}", r.body))
+    }
+
+    /// `POST path` on the debug address as JSON; panics unless it answers 200 with JSON.
+    pub fn debug_post_json(&self, path: &str) -> Value {
+        self.debug_json_by("POST", path)
     }
 
     /// `GET path` on the debug address as JSON; panics unless it answers 200 with JSON.
     pub fn debug_json(&self, path: &str) -> Value {
-        let r = self.debug_get(path);
-        assert_eq!(
-            r.status, 200,
-            "GET {path} on axon's debug address: {}",
-            r.body
-        );
-        serde_json::from_str(&r.body)
-            .unwrap_or_else(|e| panic!("GET {path}: not JSON ({e}): {}", r.body))
+        self.debug_json_by("GET", path)
     }
 
     /// `/debug/push_status`: the last built context (`version`, `request.full`,
