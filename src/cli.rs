@@ -1,6 +1,8 @@
 //! The command line: `axon serve` wires the actors and servers; `axon validate` checks a
 //! config directory exactly as `serve` would load it.
 
+pub mod token_auth;
+
 use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -104,6 +106,14 @@ pub struct ServeArgs {
     /// The CA bundle (PEM) that proxies' client certificates chain to.
     #[arg(long)]
     pub client_ca: Option<PathBuf>,
+    /// Check bearer tokens on --xds-tls-addr: `kubernetes` reviews a stream's
+    /// `authorization: Bearer TOKEN` with the API server's TokenReview, so that a proxy
+    /// without a client certificate proves its service account as pilot-agent does.
+    #[arg(long, value_enum)]
+    pub token_auth: Option<token_auth::TokenAuthMode>,
+    /// The audiences a bearer token must be for (comma-separated).
+    #[arg(long, default_value = "istio-ca", value_delimiter = ',')]
+    pub token_audience: Vec<String>,
     /// The trust domain of the SPIFFE identities accepted on --xds-tls-addr.
     #[arg(long, default_value = "cluster.local")]
     pub trust_domain: String,
@@ -268,6 +278,16 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
             dir.display()
         );
     }
+    anyhow::ensure!(
+        args.token_auth.is_none() || args.xds_tls_addr.is_some(),
+        "--token-auth: bearer tokens are checked on the TLS port only; give --xds-tls-addr too"
+    );
+    // The flag a Kubernetes client's failure is reported under.
+    let flag = if args.kubernetes {
+        "--kubernetes"
+    } else {
+        "--token-auth kubernetes"
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -275,11 +295,13 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     actix_rt::System::with_tokio_rt(|| runtime).block_on(async move {
         // Everything that can fail at start-up, before any actor or thread is started.
         let listeners = Listeners::bind(&args).await?;
-        let kubernetes = match args.kubernetes {
-            true => Some(kubernetes_client().await?),
+        let client = match args.kubernetes || args.token_auth.is_some() {
+            true => Some(kubernetes_client(flag).await?),
             false => None,
         };
-        run(args, limits, listeners, kubernetes).await
+        let kubernetes = client.clone().filter(|_| args.kubernetes);
+        let token_client = client.filter(|_| args.token_auth.is_some());
+        run(args, limits, listeners, kubernetes, token_client).await
     })
 }
 
@@ -368,18 +390,18 @@ impl Listeners {
 }
 
 /// A Kubernetes client whose API server answered.
-async fn kubernetes_client() -> anyhow::Result<kube::Client> {
+async fn kubernetes_client(flag: &str) -> anyhow::Result<kube::Client> {
     let client = crate::registry::kubernetes::client()
         .await
-        .context("--kubernetes")?;
+        .context(flag.to_string())?;
     let probe = tokio::time::timeout(Duration::from_secs(10), client.list_api_groups()).await;
     match probe {
         Ok(Ok(_)) => Ok(client),
         Ok(Err(e)) => Err(anyhow::anyhow!(
-            "--kubernetes: the API server did not answer: {e}"
+            "{flag}: the API server did not answer: {e}"
         )),
         Err(_) => Err(anyhow::anyhow!(
-            "--kubernetes: the API server did not answer within 10s"
+            "{flag}: the API server did not answer within 10s"
         )),
     }
 }
@@ -389,6 +411,7 @@ async fn run(
     limits: Limits,
     listeners: Listeners,
     kube_client: Option<kube::Client>,
+    token_client: Option<kube::Client>,
 ) -> anyhow::Result<()> {
     let metrics = Metrics::new();
     // /ready waits for every registry's first update: the Kubernetes ones send it once
@@ -473,7 +496,16 @@ async fn run(
         metrics.clone(),
     );
     let drain = Drain::default();
-    let ads = ads.with_trust_domain(&args.trust_domain);
+    let mut ads = ads.with_trust_domain(&args.trust_domain);
+    if let Some(client) = token_client {
+        ads = ads.with_token_auth(token_auth::kubernetes(
+            client,
+            &args.trust_domain,
+            &args.token_audience,
+            &limits,
+            &metrics,
+        ));
+    }
     if let Some(xds) = listeners.xds {
         serve_xds(xds, &arbiters, &ads, &limits, &drain, None)?;
     }

@@ -107,6 +107,20 @@ pub struct Limits {
     /// A connection with no open stream for this long is closed.
     #[serde(deserialize_with = "duration")]
     pub idle_connection_timeout: Duration,
+    /// Bearer-token answers (`--token-auth`) kept; past it expired ones go, then the oldest
+    /// (0: none is kept, every stream's token is reviewed).
+    pub token_cache_entries: usize,
+    /// An identity a token proved is kept until the token expires, at most this long (a
+    /// token revoked at the API server is refused at most this long after; rejections are
+    /// kept at most 30 s of it).
+    #[serde(deserialize_with = "duration")]
+    pub token_cache_ttl: Duration,
+    /// TokenReviews sent to the API server at once; more wait their turn.
+    pub max_token_reviews: usize,
+    /// A token must be reviewed within this long (its wait for a turn included), or the
+    /// stream is refused with UNAVAILABLE.
+    #[serde(deserialize_with = "duration")]
+    pub token_review_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -139,6 +153,10 @@ impl Default for Limits {
             max_message_size: 4 << 20,
             max_request_buffer_bytes: 64 << 20,
             idle_connection_timeout: Duration::from_secs(60),
+            token_cache_entries: 10_000,
+            token_cache_ttl: Duration::from_secs(5 * 60),
+            max_token_reviews: 32,
+            token_review_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -191,6 +209,7 @@ impl Limits {
             ("max_yaml_depth", self.max_yaml_depth),
             ("max_message_size", self.max_message_size),
             ("max_request_buffer_bytes", self.max_request_buffer_bytes),
+            ("max_token_reviews", self.max_token_reviews),
         ] {
             if value == 0 {
                 return Err(invalid(key, "must be at least 1"));
@@ -207,6 +226,7 @@ impl Limits {
             ("first_request_timeout", self.first_request_timeout),
             ("message_timeout", self.message_timeout),
             ("idle_connection_timeout", self.idle_connection_timeout),
+            ("token_review_timeout", self.token_review_timeout),
         ] {
             if value.is_zero() {
                 return Err(invalid(key, "must be longer than 0"));

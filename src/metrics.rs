@@ -49,6 +49,9 @@ pub struct Metrics {
     /// `pilot_xds_auth_failures{type}`: streams refused on the TLS port, by reason
     /// (`unauthenticated`, `namespace`, `service_account`, `trust_domain`).
     pub xds_auth_failures: IntCounterVec,
+    /// `axon_token_reviews{type}`: bearer tokens checked on the TLS port (`authenticated`,
+    /// `rejected`, `error`: no answer from the API server, `cached`: answered from the cache).
+    pub token_reviews: IntCounterVec,
     /// `axon_request_buffer_bytes`: bytes of partial requests buffered over every stream.
     pub request_buffer_bytes: IntGauge,
     /// `axon_xds_accept_errors`: failed accepts on the xDS listener (out of descriptors).
@@ -184,6 +187,10 @@ impl Metrics {
             xds_auth_failures: counter(
                 "pilot_xds_auth_failures",
                 "ADS streams refused on the TLS port: no identity, or one that may not be the proxy it claims.",
+            ),
+            token_reviews: counter(
+                "axon_token_reviews",
+                "Bearer tokens checked on the xDS TLS port, by outcome (authenticated, rejected, error, cached).",
             ),
             request_buffer_bytes: gauge(
                 "axon_request_buffer_bytes",

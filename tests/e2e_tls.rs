@@ -4,8 +4,12 @@
 //! traffic; the same certificate on an Envoy claiming another namespace is refused with
 //! PERMISSION_DENIED and gets nothing; an Envoy without a certificate is refused with
 //! UNAUTHENTICATED; a rotated serving certificate is used for new handshakes without a
-//! restart.
+//! restart. With `--token-auth kubernetes`, an Envoy without a certificate proves its
+//! service account with a bearer token, reviewed by the fake API server's TokenReview: a
+//! token it accepts is served, a forged one or one for another audience is not.
 
+#[path = "support/fake_kube.rs"]
+mod fake_kube;
 #[path = "support/scenario.rs"]
 mod scenario;
 mod support;
@@ -14,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use fake_kube::FakeKube;
 use scenario::*;
 use support::*;
 
@@ -133,6 +138,7 @@ fn tls_options(pki: &Pki, node_id: &str, namespace: &str, client: Option<&str>) 
         ca: pki.path("ca.crt"),
         sni: "localhost".to_string(),
         client: client.map(|c| (pki.path(&format!("{c}.crt")), pki.path(&format!("{c}.key")))),
+        token: None,
     });
     options
 }
@@ -261,5 +267,136 @@ fn envoy_over_tls_is_served_as_its_certificate_allows() {
             .iter()
             .any(|c| c["proxy"] == GATEWAY_NODE_ID),
         "the gateway's stream was dropped by the rotation"
+    );
+}
+
+fn token_options(node_id: &str, namespace: &str, pki: &Pki, token: &str) -> EnvoyOptions {
+    let mut options = tls_options(pki, node_id, namespace, None);
+    options.xds_tls.as_mut().unwrap().token = Some(token.to_string());
+    options
+}
+
+#[test]
+fn envoy_with_a_service_account_token_is_served_as_the_token_review_allows() {
+    let pki = Pki::new();
+    pki.issue("axon", "DNS:localhost,IP:127.0.0.1", 1);
+    let api = FakeKube::start();
+    api.accept_token(
+        "gateway-token",
+        "istio-system",
+        "istio-ingressgateway",
+        &["istio-ca"],
+    );
+    api.accept_token(
+        "kube-audience-token",
+        "istio-system",
+        "istio-ingressgateway",
+        &["https://kubernetes.default.svc"],
+    );
+    let kube_dir = tempfile::tempdir().expect("temp dir");
+    let kubeconfig = api.write_kubeconfig(kube_dir.path());
+    let v1 = Upstream::start("backend-v1");
+    let v2 = Upstream::start("backend-v2");
+    let config = ConfigDir::new();
+    let gw_port = free_port();
+    config.write("gateway.yaml", &gateway_yaml(gw_port));
+    config.write("backend.yaml", &backend_yaml(v1.port(), v2.port()));
+    config.write("routes.yaml", &routes_yaml());
+    let (cert, key) = (pki.path("axon.crt"), pki.path("axon.key"));
+    let axon = Axon::start_with_env(
+        Some(config.path()),
+        &[
+            "--xds-tls-addr",
+            "127.0.0.1:0",
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+            "--token-auth",
+            "kubernetes",
+        ],
+        &[("KUBECONFIG", kubeconfig.to_str().unwrap())],
+    );
+    let tls_addr = axon.xds_tls_addr().expect("xds_tls_addr");
+    let metric = |name: &str| axon.metric(name).unwrap_or(0.0);
+
+    // The gateway's token: reviewed once, served, routes.
+    let options = token_options(GATEWAY_NODE_ID, "istio-system", &pki, "gateway-token");
+    let (envoy, gw_port) = start_envoy_listening(
+        &axon,
+        gw_port,
+        |port| format!("0.0.0.0_{port}"),
+        |port| config.write("gateway.yaml", &gateway_yaml(port)),
+        || Envoy::start(tls_addr, options.clone()),
+        CONVERGE,
+    );
+    wait_for_answer("with a token", CONVERGE, "backend-v1", &envoy, || {
+        http_get(Envoy::local(gw_port), "/", &[])
+    });
+    assert_eq!(metric("axon_token_reviews{type=\"authenticated\"}"), 1.0);
+
+    // A forged token, and a real one for the API server's audience, not istio-ca: refused
+    // with UNAUTHENTICATED, no listeners.
+    let forged_id = "router~127.0.0.1~ingress-2.istio-system~istio-system.svc.cluster.local";
+    let forged = Envoy::start(
+        tls_addr,
+        token_options(forged_id, "istio-system", &pki, "forged-token"),
+    );
+    let wrong_aud_id = "router~127.0.0.1~ingress-3.istio-system~istio-system.svc.cluster.local";
+    let wrong_aud = Envoy::start(
+        tls_addr,
+        token_options(wrong_aud_id, "istio-system", &pki, "kube-audience-token"),
+    );
+    assert!(
+        wait_until(CONVERGE, || metric("axon_token_reviews{type=\"rejected\"}")
+            >= 2.0
+            && metric("pilot_xds_auth_failures{type=\"unauthenticated\"}")
+                >= 2.0),
+        "the forged tokens were not refused: {}",
+        axon.metrics()
+    );
+    assert!(axon.wait_for_log(
+        "the bearer token proves no identity",
+        Duration::from_secs(5)
+    ));
+
+    // The gateway's own token on an Envoy claiming another namespace: PERMISSION_DENIED.
+    let claims = "router~127.0.0.1~ingress-4.secret~secret.svc.cluster.local";
+    let impostor = Envoy::start(
+        tls_addr,
+        token_options(claims, "secret", &pki, "gateway-token"),
+    );
+    assert!(
+        wait_until(CONVERGE, || metric(
+            "pilot_xds_auth_failures{type=\"namespace\"}"
+        ) >= 1.0),
+        "the impostor was not refused: {}",
+        axon.metrics()
+    );
+    assert!(
+        metric("axon_token_reviews{type=\"cached\"}") >= 1.0,
+        "the gateway's token was reviewed again: {}",
+        axon.metrics()
+    );
+    assert!(
+        api.token_reviews() <= 3 + 2,
+        "every retry was reviewed again: {} reviews",
+        api.token_reviews()
+    );
+    for refused in [&forged, &wrong_aud, &impostor] {
+        assert!(
+            dynamic_listener_names(&refused.config_dump()).is_empty(),
+            "a refused Envoy got listeners"
+        );
+    }
+    let connected: Vec<_> = axon
+        .connections()
+        .iter()
+        .map(|c| c["proxy"].clone())
+        .collect();
+    assert_eq!(connected, vec![serde_json::json!(GATEWAY_NODE_ID)]);
+    assert_eq!(
+        http_get(Envoy::local(gw_port), "/", &[]),
+        (200, "backend-v1".to_string())
     );
 }

@@ -88,6 +88,42 @@ fn kubernetes_without_a_reachable_cluster_names_the_flag() {
         ],
     ));
     assert!(line.starts_with("axon: --kubernetes: "), "{line}");
+
+    // Token auth needs the API server as much, and says so under its own flag.
+    let (cert, key) = (dir.path().join("axon.crt"), dir.path().join("axon.key"));
+    let made = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+        ])
+        .args(["-nodes", "-days", "1", "-subj", "/CN=localhost", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("openssl (the TLS tests need it)");
+    assert!(made.status.success(), "openssl: {made:?}");
+    let line = the_error(&serve(
+        &[
+            "--xds-tls-addr",
+            "127.0.0.1:0",
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+            "--token-auth",
+            "kubernetes",
+        ],
+        &[("KUBECONFIG", kubeconfig.to_str().unwrap())],
+    ));
+    assert!(
+        line.starts_with("axon: --token-auth kubernetes: "),
+        "{line}"
+    );
 }
 
 #[test]
@@ -163,6 +199,11 @@ fn tls_flags_are_checked_before_anything_starts() {
     let line = the_error(&serve(&["--debug-token-file", "/nonexistent/token"], &[]));
     assert!(
         line.contains("--debug-token-file /nonexistent/token"),
+        "{line}"
+    );
+    let line = the_error(&serve(&["--token-auth", "kubernetes"], &[]));
+    assert!(
+        line.contains("--token-auth: bearer tokens are checked on the TLS port only"),
         "{line}"
     );
 }

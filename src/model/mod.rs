@@ -24,6 +24,7 @@ pub mod push_context;
 pub mod push_request;
 pub mod service;
 pub mod sidecar_scope;
+pub mod token_review;
 pub mod validate;
 pub mod visibility;
 pub mod yaml_bounds;

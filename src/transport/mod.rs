@@ -13,6 +13,7 @@ mod requests;
 pub mod server;
 pub mod sink;
 pub mod tls;
+pub mod token_auth;
 
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -86,6 +87,8 @@ struct Inner {
     starter: Arc<dyn StreamStarter>,
     /// The trust domain client identities on the TLS port must be of.
     trust_domain: String,
+    /// Checks bearer tokens on the TLS port (`--token-auth`); without it only certificates.
+    token_auth: Option<Arc<token_auth::TokenAuth>>,
     /// Identities already logged as denied (bounded), so that each is logged once.
     denied_logged: std::sync::Mutex<std::collections::HashSet<String>>,
     next_id: AtomicU64,
@@ -106,6 +109,7 @@ impl AdsService {
             inner: Arc::new(Inner {
                 starter,
                 trust_domain: "cluster.local".to_string(),
+                token_auth: None,
                 denied_logged: Default::default(),
                 next_id: AtomicU64::new(1),
                 streams: Arc::default(),
@@ -131,6 +135,15 @@ impl AdsService {
     pub fn with_trust_domain(mut self, trust_domain: &str) -> AdsService {
         if let Some(inner) = Arc::get_mut(&mut self.inner) {
             inner.trust_domain = trust_domain.to_string();
+        }
+        self
+    }
+
+    /// Bearer tokens on the TLS port are checked by `auth` (`--token-auth`). Call before the
+    /// service is cloned.
+    pub fn with_token_auth(mut self, auth: Arc<token_auth::TokenAuth>) -> AdsService {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.token_auth = Some(auth);
         }
         self
     }
@@ -162,7 +175,17 @@ impl Inner {
             }
         };
         let away = request.extensions().get::<server::GoingAway>().cloned();
-        let authn = request.extensions().get::<server::Authn>().cloned();
+        let token = request
+            .headers()
+            .get(http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(crate::model::token_review::bearer_token)
+            .map(str::to_string);
+        let authn = request
+            .extensions()
+            .get::<server::Authn>()
+            .cloned()
+            .map(|authn| server::Authn { token, ..authn });
         let requests = requests::stream(
             request.into_body(),
             requests::Bounds {
@@ -212,7 +235,7 @@ impl Inner {
             }
         };
         if let Some(authn) = authn
-            && let Err(reason) = self.authorize(authn, &first)
+            && let Err(reason) = self.authorize(authn, &first).await
         {
             return responses.close(reason);
         }
@@ -231,24 +254,15 @@ impl Inner {
         });
     }
 
-    /// The TLS port's check of the first request: the client proved an identity, and that
-    /// identity may be the proxy the node names (istiod's rule, `model::identity`).
-    fn authorize(&self, authn: server::Authn, first: &Request) -> Result<(), CloseReason> {
-        let count = |reason: &str| {
-            self.metrics
-                .xds_auth_failures
-                .with_label_values(&[reason])
-                .inc()
-        };
-        let Some(identity) = authn.identity else {
-            count("unauthenticated");
-            return Err(CloseReason::Unauthenticated(
-                "the xDS TLS port needs a client certificate with a SPIFFE identity \
-                 (spiffe://TRUST_DOMAIN/ns/NAMESPACE/sa/SERVICE_ACCOUNT)"
-                    .to_string(),
-            ));
-        };
-        let Some(node) = first.node() else {
+    /// The TLS port's check of the first request: the client proved an identity (its
+    /// certificate's, else its bearer token's), and that identity may be the proxy the node
+    /// names (istiod's rule, `model::identity`).
+    async fn authorize(&self, authn: server::Authn, first: &Request) -> Result<(), CloseReason> {
+        let node = first.node();
+        let identity = self
+            .authenticate(authn, node.map_or("", |n| n.id.as_str()))
+            .await?;
+        let Some(node) = node else {
             return Ok(()); // the stream's state machine refuses a first request without a node
         };
         let Ok(proxy) = crate::model::proxy::Proxy::from_node(node.clone()) else {
@@ -261,9 +275,8 @@ impl Inner {
             node.service_account.as_deref(),
         );
         checked.map_err(|denied| {
-            count(denied.reason());
-            let mut logged = self.denied_logged.lock().unwrap_or_else(|e| e.into_inner());
-            if logged.len() < 10_000 && logged.insert(identity.to_string()) {
+            self.count_failure(denied.reason());
+            if self.first_time(identity.to_string()) {
                 tracing::warn!(
                     identity = %identity,
                     proxy = %crate::model::log_safe::Escaped(&proxy.id),
@@ -273,6 +286,69 @@ impl Inner {
             }
             CloseReason::PermissionDenied(denied.to_string())
         })
+    }
+
+    /// Who the client proved to be: its certificate's SPIFFE identity, else its bearer
+    /// token's (with `--token-auth`).
+    async fn authenticate(
+        &self,
+        authn: server::Authn,
+        proxy: &str,
+    ) -> Result<crate::model::identity::Identity, CloseReason> {
+        if let Some(identity) = authn.identity {
+            return Ok(identity);
+        }
+        let unauthenticated = |why: String| {
+            self.count_failure("unauthenticated");
+            if self.first_time(format!("unauthenticated {proxy}")) {
+                tracing::warn!(
+                    proxy = %crate::model::log_safe::Escaped(proxy),
+                    reason = %why,
+                    "xDS: unauthenticated (logged once per proxy)"
+                );
+            }
+            CloseReason::Unauthenticated(why)
+        };
+        let (Some(token), Some(auth)) = (authn.token.as_deref(), &self.token_auth) else {
+            let how = if self.token_auth.is_some() {
+                "a client certificate with a SPIFFE identity \
+                 (spiffe://TRUST_DOMAIN/ns/NAMESPACE/sa/SERVICE_ACCOUNT) or a service-account \
+                 token (authorization: Bearer TOKEN)"
+            } else {
+                "a client certificate with a SPIFFE identity \
+                 (spiffe://TRUST_DOMAIN/ns/NAMESPACE/sa/SERVICE_ACCOUNT); this axon checks no \
+                 bearer tokens (--token-auth)"
+            };
+            return Err(unauthenticated(format!("the xDS TLS port needs {how}")));
+        };
+        match auth.authenticate(token).await {
+            Ok(identity) => Ok(identity),
+            Err(token_auth::TokenAuthError::Rejected(why)) => Err(unauthenticated(format!(
+                "the bearer token proves no identity: {why}"
+            ))),
+            Err(e @ token_auth::TokenAuthError::Unavailable(_)) => {
+                self.count_failure("unavailable");
+                tracing::warn!(
+                    proxy = %crate::model::log_safe::Escaped(proxy),
+                    error = %e,
+                    "xDS: a bearer token could not be reviewed; the stream is refused with UNAVAILABLE"
+                );
+                Err(CloseReason::Unavailable(e.to_string()))
+            }
+        }
+    }
+
+    fn count_failure(&self, reason: &str) {
+        self.metrics
+            .xds_auth_failures
+            .with_label_values(&[reason])
+            .inc();
+    }
+
+    /// Whether `key` is logged for the first time (the set is bounded: past it, nothing is).
+    fn first_time(&self, key: String) -> bool {
+        let mut logged = self.denied_logged.lock().unwrap_or_else(|e| e.into_inner());
+        logged.len() < 10_000 && logged.insert(key)
     }
 
     /// Admits a new stream: a token within `max_stream_wait`, and a slot of `max_streams`.

@@ -42,7 +42,10 @@ pub struct ConnSettings {
 /// certificate carries a SPIFFE identity. Its absence means the plaintext port (anonymous).
 #[derive(Debug, Clone)]
 pub struct Authn {
+    /// The identity of the client certificate, if it presented one.
     pub identity: Option<crate::model::identity::Identity>,
+    /// The stream's bearer token (set per stream from its `authorization` metadata).
+    pub token: Option<String>,
 }
 
 /// Put in each request's extensions: resolves when the stream's connection is going away.
@@ -183,7 +186,10 @@ pub async fn serve(
                                             .peer_certificates()
                                             .and_then(|certs| certs.first())
                                             .and_then(super::tls::peer_identity);
-                                        let authn = Authn { identity };
+                                        let authn = Authn {
+                                            identity,
+                                            token: None,
+                                        };
                                         connection(tls, Some(authn), ads, settings, drain).await;
                                     }
                                     Ok(Err(e)) => tracing::debug!(error = %e, "xDS TLS handshake failed"),

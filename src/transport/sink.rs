@@ -75,6 +75,7 @@ impl ResponseSink {
             CloseReason::DeadlineExceeded(m) => Status::deadline_exceeded(m),
             CloseReason::Unauthenticated(m) => Status::unauthenticated(m),
             CloseReason::PermissionDenied(m) => Status::permission_denied(m),
+            CloseReason::Unavailable(m) => Status::unavailable(m),
         };
         if let Ok(mut close) = self.close.lock() {
             close.get_or_insert(status);

@@ -59,6 +59,9 @@ pub struct XdsTls {
     pub ca: std::path::PathBuf,
     pub sni: String,
     pub client: Option<(std::path::PathBuf, std::path::PathBuf)>,
+    /// A bearer token sent on the ADS stream (`initial_metadata` `authorization`), as
+    /// pilot-agent sends the pod's service-account token.
+    pub token: Option<String>,
 }
 
 impl EnvoyOptions {
@@ -170,6 +173,10 @@ impl EnvoyOptions {
             bootstrap["dynamic_resources"]["ads_config"]["grpc_services"][0]["envoy_grpc"]["retry_policy"] = json!({
                 "retry_back_off": {"base_interval": base, "max_interval": max}
             });
+        }
+        if let Some(token) = self.xds_tls.as_ref().and_then(|t| t.token.as_ref()) {
+            bootstrap["dynamic_resources"]["ads_config"]["grpc_services"][0]["initial_metadata"] =
+                json!([{"key": "authorization", "value": format!("Bearer {token}")}]);
         }
         if let Some(tls) = &self.xds_tls {
             let mut common = json!({

@@ -17,8 +17,13 @@
 //! [`FakeKube::expire_watches`] ends the open watches of a collection with 410 Gone and
 //! compacts its history, and [`FakeKube::drop_watches`] closes them as a lost connection
 //! would.
+//!
+//! It also answers TokenReviews for the tokens a test declares ([`tokens`]).
 
 #![allow(dead_code)]
+
+#[path = "fake_kube/tokens.rs"]
+mod tokens;
 
 use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
@@ -132,6 +137,7 @@ struct Shared {
 pub struct FakeKube {
     addr: SocketAddr,
     shared: Arc<Shared>,
+    tokens: tokens::Tokens,
     runtime: Option<tokio::runtime::Runtime>,
 }
 
@@ -163,13 +169,24 @@ impl FakeKube {
             .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
             .expect("bind the fake API");
         let addr = listener.local_addr().expect("fake API address");
-        let app = Router::new().fallback(handle).with_state(shared.clone());
+        let tokens = tokens::Tokens::default();
+        let reviews = Router::new()
+            .route(
+                "/apis/authentication.k8s.io/v1/tokenreviews",
+                axum::routing::post(tokens::review),
+            )
+            .with_state(tokens.clone());
+        let app = Router::new()
+            .fallback(handle)
+            .with_state(shared.clone())
+            .merge(reviews);
         runtime.spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
         FakeKube {
             addr,
             shared,
+            tokens,
             runtime: Some(runtime),
         }
     }

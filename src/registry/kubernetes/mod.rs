@@ -24,6 +24,7 @@ pub mod protocol;
 mod service_registry;
 pub mod services;
 pub mod store;
+pub mod token_review;
 pub mod watch;
 
 use std::sync::Arc;

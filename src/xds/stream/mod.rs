@@ -42,6 +42,9 @@ pub enum CloseReason {
     Unauthenticated(String),
     /// The TLS port: the client's identity may not be the proxy it claims.
     PermissionDenied(String),
+    /// Something axon needs to admit the stream is out of reach (the API server that
+    /// reviews tokens): the client should retry.
+    Unavailable(String),
 }
 
 /// Something the shell reports; the state machine has already acted on it.
