@@ -1,6 +1,7 @@
 //! The command line: `axon serve` wires the actors and servers; `axon validate` checks a
 //! config directory exactly as `serve` would load it.
 
+mod fd_limit;
 pub mod token_auth;
 
 use std::io::IsTerminal;
@@ -263,10 +264,12 @@ pub fn validate(path: &Path, out: &mut impl std::io::Write) -> anyhow::Result<bo
 }
 
 pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    let limits = match &args.limits {
+    let mut limits = match &args.limits {
         Some(path) => Limits::load(path).with_context(|| format!("--limits {}", path.display()))?,
         None => Limits::default(),
     };
+    let fd_limit = fd_limit::raise();
+    limits.max_connections = fd_limit::max_connections(limits.max_connections, fd_limit);
     anyhow::ensure!(
         args.config_dir.is_some() || args.kubernetes,
         "nothing to serve: give --config-dir DIR, --kubernetes, or both"
@@ -492,6 +495,7 @@ async fn run(
             message_timeout: limits.message_timeout,
             max_message_size: limits.max_message_size,
             max_request_buffer_bytes: limits.max_request_buffer_bytes,
+            max_connections: limits.max_connections,
         },
         metrics.clone(),
     );
@@ -587,6 +591,7 @@ async fn run(
         %debug_addr,
         config_dir = ?args.config_dir,
         kubernetes = args.kubernetes,
+        max_connections = limits.max_connections,
         "axon listening"
     );
 

@@ -107,6 +107,11 @@ pub struct Limits {
     /// A connection with no open stream for this long is closed.
     #[serde(deserialize_with = "duration")]
     pub idle_connection_timeout: Duration,
+    /// xDS connections open at once over both ports; past it a new one is closed at once.
+    /// 0: the file-descriptor limit (raised to its hard limit at start-up) less a reserve
+    /// for the monitoring and debug ports, the registries and the config files (a quarter of
+    /// the limit, at most 1024).
+    pub max_connections: usize,
     /// Bearer-token answers (`--token-auth`) kept; past it expired ones go, then the oldest
     /// (0: none is kept, every stream's token is reviewed).
     pub token_cache_entries: usize,
@@ -153,6 +158,7 @@ impl Default for Limits {
             max_message_size: 4 << 20,
             max_request_buffer_bytes: 64 << 20,
             idle_connection_timeout: Duration::from_secs(60),
+            max_connections: 0,
             token_cache_entries: 10_000,
             token_cache_ttl: Duration::from_secs(5 * 60),
             max_token_reviews: 32,

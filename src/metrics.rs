@@ -56,6 +56,8 @@ pub struct Metrics {
     pub request_buffer_bytes: IntGauge,
     /// `axon_xds_accept_errors`: failed accepts on the xDS listener (out of descriptors).
     pub accept_errors: prometheus::IntCounter,
+    /// `axon_xds_refused_connections`: xDS connections closed at once for `max_connections`.
+    pub refused_connections: prometheus::IntCounter,
     /// `pilot_services`: services known.
     pub services: IntGauge,
     /// `pilot_push_triggers{type}`: pushes by reason.
@@ -199,6 +201,10 @@ impl Metrics {
             accept_errors: plain_counter(
                 "axon_xds_accept_errors",
                 "Failed accepts on the xDS listener (out of file descriptors); the loop backs off.",
+            ),
+            refused_connections: plain_counter(
+                "axon_xds_refused_connections",
+                "xDS connections closed as soon as accepted: max_connections were open.",
             ),
             xds_clients: gauge(
                 "pilot_xds",

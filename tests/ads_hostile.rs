@@ -3,7 +3,9 @@
 //! message is cut at `message_timeout`, and what partial messages buffer stays under
 //! `max_request_buffer_bytes` (read from `axon_request_buffer_bytes`); a message larger than
 //! `max_message_size` and a malformed one end their stream with INVALID_ARGUMENT; a
-//! connection with no stream is closed at `idle_connection_timeout`. Raw HTTP/2 (the `h2`
+//! connection with no stream is closed at `idle_connection_timeout`; at `max_connections`
+//! (from the file-descriptor limit) new connections are closed at once and the monitoring
+//! port keeps answering. Raw HTTP/2 (the `h2`
 //! crate) where a well-behaved client library would not misbehave.
 
 #[path = "support/ads_client.rs"]
@@ -318,5 +320,71 @@ fn client_strings_are_escaped_and_repeated_warnings_held_back() {
     assert!(
         logs.contains("svc.cluster.local\\n2026-12-01"),
         "the newline is shown escaped:\n{logs}"
+    );
+}
+
+#[test]
+fn at_the_descriptor_limit_connections_are_refused_and_monitoring_answers() {
+    // 256 descriptors: max_connections is 192, the rest is axon's own.
+    let dir = ConfigDir::new();
+    dir.write("mesh.yaml", MESH);
+    let axon = Axon::start_wrapped(dir.path(), &[], &["prlimit", "--nofile=256:256", "--"]);
+    assert!(
+        axon.wait_for_log("max_connections=192", Duration::from_secs(5)),
+        "the listening line does not say max_connections=192"
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || axon
+            .monitoring_get("/ready")
+            .status
+            == 200),
+        "axon did not get ready"
+    );
+    let mut held = Vec::new();
+    for _ in 0..300 {
+        held.push(std::net::TcpStream::connect(axon.xds_addr()).expect("connect"));
+    }
+    let refused = || metric(&axon, "axon_xds_refused_connections");
+    assert!(
+        wait_until(Duration::from_secs(10), || refused() >= 108.0),
+        "refused {} of 300",
+        refused()
+    );
+    for path in ["/ready", "/healthz", "/metrics"] {
+        let response = axon.monitoring_get(path);
+        assert_eq!(response.status, 200, "{path} at the limit: {response:?}");
+    }
+    assert_eq!(
+        metric(&axon, "axon_xds_accept_errors"),
+        0.0,
+        "the descriptors ran out"
+    );
+    assert!(axon.wait_for_log("xDS connections at max_connections", Duration::from_secs(5)));
+
+    // The refused ones were closed at once; once some held ones go, a proxy gets in.
+    let mut closed = 0;
+    for tcp in &mut held {
+        tcp.set_read_timeout(Some(Duration::from_millis(10)))
+            .unwrap();
+        closed += usize::from(matches!(tcp.read(&mut [0u8; 64]), Ok(0)));
+    }
+    assert!(closed >= 108, "only {closed} connections were closed");
+    held.clear();
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            runtime().block_on(async {
+                let mut send = h2_connect(axon.xds_addr()).await;
+                let (mut body, response) = open(&mut send).await;
+                body.send_data(cds_request("gw-after"), false).unwrap();
+                let Ok(Ok(response)) = tokio::time::timeout(Duration::from_secs(5), response).await
+                else {
+                    return false;
+                };
+                let first =
+                    tokio::time::timeout(Duration::from_secs(5), response.into_body().data()).await;
+                matches!(first, Ok(Some(Ok(_))))
+            })
+        }),
+        "no proxy got in after the connections went"
     );
 }

@@ -75,6 +75,9 @@ pub struct AdsLimits {
     pub max_message_size: usize,
     /// The bytes of partial requests buffered over every stream.
     pub max_request_buffer_bytes: usize,
+    /// xDS connections open at once, over both ports; a connection past it is closed as soon
+    /// as accepted, so that descriptors stay for the monitoring port and the registries.
+    pub max_connections: usize,
 }
 
 /// The ADS service, as tonic's server routes it.
@@ -93,6 +96,7 @@ struct Inner {
     denied_logged: std::sync::Mutex<std::collections::HashSet<String>>,
     next_id: AtomicU64,
     streams: Arc<AtomicUsize>,
+    connections: Arc<AtomicUsize>,
     buffers: requests::Budget,
     limits: AdsLimits,
     admission: TokenBucket,
@@ -113,6 +117,7 @@ impl AdsService {
                 denied_logged: Default::default(),
                 next_id: AtomicU64::new(1),
                 streams: Arc::default(),
+                connections: Arc::default(),
                 buffers: requests::Budget::new(
                     limits.max_request_buffer_bytes,
                     metrics.request_buffer_bytes.clone(),
@@ -128,6 +133,16 @@ impl AdsService {
 impl AdsService {
     pub fn metrics(&self) -> &Metrics {
         &self.inner.metrics
+    }
+
+    /// A place for a newly accepted connection among `max_connections`, held for its life.
+    pub fn take_connection(&self) -> Option<StreamSlot> {
+        StreamSlot::take(&self.inner.connections, self.inner.limits.max_connections)
+    }
+
+    /// `max_connections`.
+    pub fn max_connections(&self) -> usize {
+        self.inner.limits.max_connections
     }
 
     /// The trust domain client identities on the TLS port must be of (`--trust-domain`).

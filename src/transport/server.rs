@@ -147,7 +147,8 @@ impl Drop for LiveGuard {
 }
 
 /// Accepts connections on `listener` and serves ADS on each until the drain starts; resolves
-/// then (dropping the listener). An accept error (out of file descriptors) is counted in
+/// then (dropping the listener). A connection past `max_connections` is closed at once
+/// (counted in `axon_xds_refused_connections`, logged once per run). An accept error (out of file descriptors) is counted in
 /// `axon_xds_accept_errors`, logged once per run of errors, and retried after a pause, so
 /// that the loop never spins.
 pub async fn serve(
@@ -160,6 +161,7 @@ pub async fn serve(
     let stop = drain.started();
     tokio::pin!(stop);
     let mut failing = false;
+    let mut refusing = false;
     loop {
         tokio::select! {
             _ = &mut stop => return,
@@ -168,15 +170,34 @@ pub async fn serve(
                     if std::mem::take(&mut failing) {
                         tracing::info!("xDS accepts succeed again");
                     }
+                    let Some(slot) = ads.take_connection() else {
+                        ads.metrics().refused_connections.inc();
+                        if !std::mem::replace(&mut refusing, true) {
+                            tracing::warn!(
+                                max_connections = ads.max_connections(),
+                                "xDS connections at max_connections: new ones are closed at once (counted in axon_xds_refused_connections)"
+                            );
+                        }
+                        drop(stream);
+                        continue;
+                    };
+                    if std::mem::take(&mut refusing) {
+                        tracing::info!("xDS connections below max_connections again");
+                    }
                     let _ = stream.set_nodelay(true);
                     match &tls {
                         None => {
-                            tokio::spawn(connection(stream, None, ads.clone(), settings, drain.clone()));
+                            let (ads, drain) = (ads.clone(), drain.clone());
+                            tokio::spawn(async move {
+                                let _slot = slot;
+                                connection(stream, None, ads, settings, drain).await
+                            });
                         }
                         Some(tls) => {
                             let acceptor = tls.acceptor();
                             let (ads, drain) = (ads.clone(), drain.clone());
                             tokio::spawn(async move {
+                                let _slot = slot;
                                 let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream));
                                 match handshake.await {
                                     Ok(Ok(tls)) => {

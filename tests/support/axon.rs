@@ -72,6 +72,15 @@ impl Axon {
         }
     }
 
+    /// Like [`Axon::start_with_args`], run under `wrapper` (a command and its arguments
+    /// that execs the rest, e.g. `prlimit --nofile=256:256 --`).
+    pub fn start_wrapped(config_dir: &Path, extra_args: &[&str], wrapper: &[&str]) -> Axon {
+        match Self::try_start(Some(config_dir), "127.0.0.1:0", extra_args, &[], wrapper) {
+            Ok(axon) => axon,
+            Err(failure) => failure.panic(),
+        }
+    }
+
     /// Starts `axon serve` with its xDS server on `127.0.0.1:xds_port` (the
     /// monitoring server on an ephemeral port), e.g. to restart axon where
     /// an Envoy already points. If the port is still held (the previous
