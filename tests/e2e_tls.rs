@@ -270,6 +270,29 @@ fn envoy_over_tls_is_served_as_its_certificate_allows() {
     );
 }
 
+/// `config/envoy-gateway-bootstrap-tls.yaml`, pointed at `localhost:port` with the test's
+/// CA and token file and an ephemeral admin port; nothing else changed.
+fn example_bootstrap(port: u16, ca: &Path, token: &Path) -> serde_json::Value {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("config/envoy-gateway-bootstrap-tls.yaml");
+    let text = std::fs::read_to_string(&path).expect("the TLS bootstrap example");
+    let text = text
+        .replace("axon.axon-system.svc:15012", &format!("localhost:{port}"))
+        .replace("/var/run/secrets/axon/ca.crt", ca.to_str().unwrap())
+        .replace(
+            "/var/run/secrets/tokens/istio-token",
+            token.to_str().unwrap(),
+        )
+        .replace("port_value: 15000", "port_value: 0");
+    let bootstrap: serde_json::Value = serde_norway::from_str(&text).expect("YAML");
+    assert_eq!(
+        bootstrap["dynamic_resources"]["ads_config"]["grpc_services"][0]["google_grpc"]["target_uri"],
+        format!("localhost:{port}"),
+        "the example no longer points at axon.axon-system.svc:15012"
+    );
+    bootstrap
+}
+
 fn token_options(node_id: &str, namespace: &str, pki: &Pki, token: &str) -> EnvoyOptions {
     let mut options = tls_options(pki, node_id, namespace, None);
     options.xds_tls.as_mut().unwrap().token = Some(token.to_string());
@@ -320,8 +343,16 @@ fn envoy_with_a_service_account_token_is_served_as_the_token_review_allows() {
     let tls_addr = axon.xds_tls_addr().expect("xds_tls_addr");
     let metric = |name: &str| axon.metric(name).unwrap_or(0.0);
 
-    // The gateway's token: reviewed once, served, routes.
-    let options = token_options(GATEWAY_NODE_ID, "istio-system", &pki, "gateway-token");
+    // The gateway, from the TLS bootstrap example (its token from a file, as a projected
+    // service-account token): reviewed once, served, routes.
+    let token_file = kube_dir.path().join("istio-token");
+    // No newline: Envoy sends the file as it is, and a header value cannot hold one.
+    std::fs::write(&token_file, "gateway-token").unwrap();
+    let example = example_bootstrap(tls_addr.port(), &pki.path("ca.crt"), &token_file);
+    let gateway_id = example["node"]["id"].as_str().unwrap().to_string();
+    let mut options =
+        EnvoyOptions::gateway(&gateway_id, &[("istio", "ingressgateway")], "istio-system");
+    options.bootstrap_override = Some(example);
     let (envoy, gw_port) = start_envoy_listening(
         &axon,
         gw_port,
@@ -394,7 +425,7 @@ fn envoy_with_a_service_account_token_is_served_as_the_token_review_allows() {
         .iter()
         .map(|c| c["proxy"].clone())
         .collect();
-    assert_eq!(connected, vec![serde_json::json!(GATEWAY_NODE_ID)]);
+    assert_eq!(connected, vec![serde_json::json!(gateway_id)]);
     assert_eq!(
         http_get(Envoy::local(gw_port), "/", &[]),
         (200, "backend-v1".to_string())

@@ -82,7 +82,7 @@ fn every_document_is_a_known_kind_in_axon_system() {
 }
 
 #[test]
-fn rbac_grants_get_list_watch_on_exactly_what_axon_reads() {
+fn rbac_grants_get_list_watch_on_exactly_what_axon_reads_and_token_reviews() {
     let docs = documents();
     let role: ClusterRole = one(&docs, "ClusterRole");
     let mut granted: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
@@ -112,6 +112,13 @@ fn rbac_grants_get_list_watch_on_exactly_what_axon_reads() {
     ]
     .into_iter()
     .map(|(g, r)| ((g.to_string(), r.to_string()), read.clone()))
+    .chain([(
+        (
+            "authentication.k8s.io".to_string(),
+            "tokenreviews".to_string(),
+        ),
+        BTreeSet::from(["create".to_string()]),
+    )])
     .collect();
     assert_eq!(granted, expected);
 
@@ -175,6 +182,7 @@ fn the_deployment_runs_axon_on_kubernetes_hardened_and_probed() {
         ports,
         BTreeMap::from([
             (15010, Some("grpc-xds".to_string())),
+            (15012, Some("tls-xds".to_string())),
             (15014, Some("http-monitoring".to_string()))
         ])
     );
@@ -269,6 +277,10 @@ fn the_service_exposes_xds_and_monitoring_to_the_pods() {
                 (Some("grpc-xds".to_string()), Some(IntOrString::Int(15010)))
             ),
             (
+                15012,
+                (Some("tls-xds".to_string()), Some(IntOrString::Int(15012)))
+            ),
+            (
                 15014,
                 (
                     Some("http-monitoring".to_string()),
@@ -306,7 +318,7 @@ fn the_dockerfile_builds_a_release_binary_into_a_non_root_image() {
         text.lines()
             .any(|l| l.starts_with("USER ") && !l.contains("root:root"))
     );
-    assert!(text.contains("EXPOSE 15010 15014"));
+    assert!(text.contains("EXPOSE 15010 15012 15014"));
     // Every path the build stage copies exists (Cargo.toml names the benches).
     for line in text
         .lines()
@@ -320,4 +332,96 @@ fn the_dockerfile_builds_a_release_binary_into_a_non_root_image() {
             );
         }
     }
+}
+
+/// The value after `flag` in `args`.
+fn arg<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
+    args.iter()
+        .position(|a| a == flag)
+        .and_then(|i| args.get(i + 1))
+        .map(String::as_str)
+}
+
+#[test]
+fn the_tls_port_serves_its_certificate_from_the_secret_with_token_auth_on() {
+    let docs = documents();
+    let deployment: Deployment = one(&docs, "Deployment");
+    let c = container(&deployment);
+    let args = c.args.clone().expect("args");
+    assert_eq!(arg(&args, "--xds-tls-addr"), Some("0.0.0.0:15012"));
+    assert_eq!(arg(&args, "--token-auth"), Some("kubernetes"));
+    let pod = deployment
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .expect("pod");
+    // Each TLS file is in a directory mounted whole (a subPath mount is never updated, so a
+    // renewed certificate would not reach axon) from the Secret axon-tls, under its key.
+    for (flag, key) in [
+        ("--tls-cert", "tls.crt"),
+        ("--tls-key", "tls.key"),
+        ("--client-ca", "ca.crt"),
+    ] {
+        let path = arg(&args, flag).unwrap_or_else(|| panic!("{flag}"));
+        let mount = c
+            .volume_mounts
+            .iter()
+            .flatten()
+            .find(|m| path.starts_with(&format!("{}/", m.mount_path)))
+            .unwrap_or_else(|| panic!("{flag} {path} is not in a mounted volume"));
+        assert_eq!(mount.sub_path, None, "{flag}: a subPath mount");
+        assert_eq!(path, format!("{}/{key}", mount.mount_path));
+        let volume = pod
+            .volumes
+            .iter()
+            .flatten()
+            .find(|v| v.name == mount.name)
+            .expect("the mounted volume");
+        let secret = volume.secret.as_ref().expect("a Secret volume");
+        assert_eq!(secret.secret_name.as_deref(), Some("axon-tls"));
+    }
+}
+
+#[test]
+fn the_cert_manager_example_makes_the_secret_for_the_services_name() {
+    let path = root().join("config/kubernetes/examples/cert-manager.yaml");
+    let text = std::fs::read_to_string(&path).expect("the cert-manager example");
+    let docs: Vec<serde_json::Value> = text
+        .split("\n---\n")
+        .map(|d| serde_norway::from_str(d).expect("YAML"))
+        .collect();
+    let serving = docs
+        .iter()
+        .find(|d| d["kind"] == "Certificate" && d["spec"]["isCA"] != true)
+        .expect("axon's Certificate");
+    assert_eq!(serving["spec"]["secretName"], "axon-tls");
+    assert_eq!(serving["metadata"]["namespace"], "axon-system");
+    let names: Vec<&str> = serving["spec"]["dnsNames"]
+        .as_array()
+        .expect("dnsNames")
+        .iter()
+        .filter_map(|n| n.as_str())
+        .collect();
+    let service: Service = one(&documents(), "Service");
+    let name = format!(
+        "{}.{}.svc",
+        service.metadata.name.as_deref().unwrap(),
+        service.metadata.namespace.as_deref().unwrap()
+    );
+    assert!(names.contains(&name.as_str()), "{names:?} lacks {name}");
+    // The issuer it names is in the example.
+    let issuer = serving["spec"]["issuerRef"]["name"].as_str().unwrap();
+    assert!(
+        docs.iter()
+            .any(|d| d["kind"] == "Issuer" && d["metadata"]["name"] == issuer)
+    );
+
+    // The TLS gateway bootstrap dials that name on the TLS port.
+    let bootstrap = std::fs::read_to_string(root().join("config/envoy-gateway-bootstrap-tls.yaml"))
+        .expect("the TLS gateway bootstrap");
+    let bootstrap: serde_json::Value = serde_norway::from_str(&bootstrap).expect("YAML");
+    assert_eq!(
+        bootstrap["dynamic_resources"]["ads_config"]["grpc_services"][0]["google_grpc"]["target_uri"],
+        format!("{name}:15012")
+    );
 }

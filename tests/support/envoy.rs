@@ -50,6 +50,9 @@ pub struct EnvoyOptions {
     pub more_xds: Vec<SocketAddr>,
     /// Connect to the control plane over TLS.
     pub xds_tls: Option<XdsTls>,
+    /// A whole bootstrap to run instead of the one the options make (e.g. one of
+    /// `config/`'s examples, its addresses and paths rewritten by the test).
+    pub bootstrap_override: Option<serde_json::Value>,
 }
 
 /// The TLS of the `xds-grpc` cluster: the CA to verify axon with, the SNI, and a client
@@ -85,6 +88,7 @@ impl EnvoyOptions {
             xds_retry_back_off: None,
             more_xds: Vec::new(),
             xds_tls: None,
+            bootstrap_override: None,
         }
     }
 
@@ -235,7 +239,10 @@ impl Envoy {
         let bootstrap_path = dir.path().join("bootstrap.yaml");
         let admin_path = dir.path().join("admin-address.txt");
         let log_path = dir.path().join("envoy.log");
-        let bootstrap = serde_json::to_string_pretty(&options.bootstrap(xds_addr)).unwrap();
+        let bootstrap = match &options.bootstrap_override {
+            Some(b) => serde_json::to_string_pretty(b).unwrap(),
+            None => serde_json::to_string_pretty(&options.bootstrap(xds_addr)).unwrap(),
+        };
         fs::write(&bootstrap_path, &bootstrap).expect("write bootstrap");
         let log_file = fs::File::create(&log_path).expect("create envoy log");
         let mut cmd = Command::new(&envoy_bin);
