@@ -71,6 +71,9 @@ pub enum Command {
     Validate {
         /// A file or a directory of Istio YAML.
         path: PathBuf,
+        /// Also fail (exit 1) on fields that axon accepts and does not apply.
+        #[arg(long)]
+        strict: bool,
     },
 }
 
@@ -146,13 +149,15 @@ pub fn main() -> std::process::ExitCode {
     init_tracing(cli.log_format, cli.log_level.as_deref());
     let result = match cli.command {
         Command::Serve(args) => serve(args).map(|()| std::process::ExitCode::SUCCESS),
-        Command::Validate { path } => validate(&path, &mut std::io::stdout()).map(|ok| {
-            if ok {
-                std::process::ExitCode::SUCCESS
-            } else {
-                std::process::ExitCode::from(1)
-            }
-        }),
+        Command::Validate { path, strict } => {
+            validate(&path, strict, &mut std::io::stdout()).map(|ok| {
+                if ok {
+                    std::process::ExitCode::SUCCESS
+                } else {
+                    std::process::ExitCode::from(1)
+                }
+            })
+        }
     };
     result.unwrap_or_else(|e| {
         eprintln!("axon: {}", one_line(&e));
@@ -193,10 +198,12 @@ fn init_tracing(format: LogFormat, level: Option<&str>) {
     }
 }
 
-/// Checks `path`, a file or every config file under a directory; writes each problem to
-/// `out`. Returns whether there was none.
-pub fn validate(path: &Path, out: &mut impl std::io::Write) -> anyhow::Result<bool> {
+/// Checks `path`, a file or every config file under a directory; writes each problem, and
+/// each field accepted but not applied, to `out`. Returns whether there was no problem (and,
+/// with `strict`, no such field either).
+pub fn validate(path: &Path, strict: bool, out: &mut impl std::io::Write) -> anyhow::Result<bool> {
     let mut errors_before = 0;
+    let mut not_applied = 0;
     let files = if path.is_file() {
         vec![path.to_path_buf()]
     } else {
@@ -236,6 +243,10 @@ pub fn validate(path: &Path, out: &mut impl std::io::Write) -> anyhow::Result<bo
             errors += 1;
             writeln!(out, "{error}")?;
         }
+        for note in &report.notes {
+            not_applied += 1;
+            writeln!(out, "{note}")?;
+        }
         for (api_version, kind) in report.unsupported {
             if unsupported.insert((api_version.clone(), kind.clone())) {
                 writeln!(
@@ -255,12 +266,18 @@ pub fn validate(path: &Path, out: &mut impl std::io::Write) -> anyhow::Result<bo
     }
     writeln!(
         out,
-        "{} files, {} configs, {} errors",
+        "{} files, {} configs, {} errors, {} fields accepted but not applied{}",
         files.len(),
         set.configs().len(),
-        errors
+        errors,
+        not_applied,
+        if strict && not_applied > 0 {
+            " (--strict: that fails)"
+        } else {
+            ""
+        }
     )?;
-    Ok(errors == 0)
+    Ok(errors == 0 && !(strict && not_applied > 0))
 }
 
 pub fn serve(args: ServeArgs) -> anyhow::Result<()> {

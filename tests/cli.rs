@@ -41,8 +41,11 @@ fn validate_reports_path_position_and_reason_and_exits_1() {
     assert_eq!(out.status.code(), Some(1), "{report}");
     let bad_path = dir.path().join("bad.yaml");
     let bad_path = bad_path.display();
+    // The line of the offending field (`ports`), not the document's first.
     assert!(
-        report.contains(&format!("{bad_path}: document 2 (line 8)")),
+        report.contains(&format!(
+            "{bad_path}: document 2 (line 13): spec.ports[0].number"
+        )),
         "{report}"
     );
     assert!(report.contains("65535"), "the reason is given: {report}");
@@ -102,4 +105,69 @@ fn serve_refuses_a_bad_limits_file_naming_the_key() {
         assert!(!out.status.success(), "{content}");
         assert!(text(&out).contains(key), "{content}: {}", text(&out));
     }
+}
+
+#[test]
+fn validate_names_unknown_fields_and_kinds_and_lists_what_is_not_applied() {
+    let dir = tempfile::tempdir().unwrap();
+    let typos = "apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: r, namespace: demo}
+spec:
+  hosts: [a.example.com]
+  http:
+  - match:
+    - gateway: [gw]
+    route:
+    - destination: {host: a.example.com}
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualSevice
+metadata: {name: s, namespace: demo}
+spec: {}
+";
+    let not_applied = "apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: t, namespace: demo}
+spec:
+  hosts: [a.example.com]
+  http:
+  - route:
+    - destination: {host: a.example.com}
+    retries:
+      attempts: 3
+";
+    std::fs::write(dir.path().join("typos.yaml"), typos).unwrap();
+    let out = axon(&["validate", dir.path().join("typos.yaml").to_str().unwrap()]);
+    let report = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{report}");
+    assert!(
+        report.contains("document 1 (line 8): spec.http[0].match[0].gateway: unknown field `gateway` of HTTPMatchRequest; did you mean `gateways`?"),
+        "{report}"
+    );
+    assert!(
+        report.contains("document 2 (line 12): kind VirtualSevice is not a kind of networking.istio.io; did you mean VirtualService?"),
+        "{report}"
+    );
+
+    let file = dir.path().join("not-applied.yaml");
+    std::fs::write(&file, not_applied).unwrap();
+    let out = axon(&["validate", file.to_str().unwrap()]);
+    let report = text(&out);
+    assert!(
+        out.status.success(),
+        "not applied is not an error: {report}"
+    );
+    assert!(
+        report.contains(
+            "document 1 (line 9): spec.http[0].retries: accepted but not applied by axon"
+        ),
+        "{report}"
+    );
+    assert!(
+        report.contains("1 fields accepted but not applied"),
+        "{report}"
+    );
+    let out = axon(&["validate", "--strict", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "--strict fails: {}", text(&out));
 }

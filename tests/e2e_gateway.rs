@@ -402,6 +402,51 @@ spec:
     );
 }
 
+/// A header match with no match type (`x-canary: {}`) requires the header to be present, as
+/// istiod translates it (`present_match`): a request with it reaches v2, one without stays
+/// on v1 (before, the match was dropped and caught everything).
+#[test]
+fn a_header_match_without_a_value_requires_presence() {
+    let routes = r#"apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata:
+  name: shop
+  namespace: demo
+spec:
+  hosts: ["*"]
+  gateways: [istio-system/ingress]
+  http:
+  - match:
+    - headers:
+        x-canary: {}
+    route:
+    - destination: {host: backend.demo.svc.cluster.local, subset: v2, port: {number: 80}}
+  - route:
+    - destination: {host: backend.demo.svc.cluster.local, subset: v1, port: {number: 80}}
+"#;
+    let s = Scenario::start(routes);
+    s.wait_route(
+        "*",
+        &[
+            &format!("outbound|80|v1|{BACKEND}"),
+            &format!("outbound|80|v2|{BACKEND}"),
+        ],
+    );
+    s.wait_for_body(
+        "x-canary present",
+        "/",
+        &[("x-canary", "yes")],
+        "backend-v2",
+    );
+    for _ in 0..10 {
+        assert_eq!(
+            s.get("/", &[]),
+            (200, "backend-v1".to_string()),
+            "a request without x-canary must not match"
+        );
+    }
+}
+
 /// A read failure is never a deletion: a VirtualService file that becomes unreadable (here
 /// a non-UTF-8 byte in a comment) is reported with its path and reason, counted, shown in
 /// `/debug/configz`, and its last good routes keep being served; nothing is pushed.

@@ -119,6 +119,10 @@ pub struct Config {
     pub key: ConfigKey,
     pub labels: Labels,
     pub spec: Spec,
+    /// The paths of the fields it sets that axon accepts but does not apply
+    /// (`spec.http[0].retries`), from [`super::istio::schema`].
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_applied: Vec<String>,
 }
 
 impl Config {

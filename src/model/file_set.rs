@@ -11,7 +11,7 @@ use std::sync::Arc;
 use super::config::{Config, ConfigKey};
 use super::config_set::ConfigSet;
 pub use super::config_set::{compare, diff};
-use super::parse::{DocError, DocOutcome, parse_documents_within};
+use super::parse::{DocError, DocOutcome, Note, parse_documents_within};
 use super::yaml_bounds::YamlBounds;
 
 /// Whether a path names a file that the registry reads: `*.yaml` or `*.yml`, not hidden.
@@ -49,10 +49,33 @@ impl std::fmt::Display for DocReport {
     }
 }
 
+/// A field of a config in a file that axon accepts and does not apply.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NoteReport {
+    pub path: PathBuf,
+    pub index: usize,
+    pub note: Note,
+}
+
+impl std::fmt::Display for NoteReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: document {} (line {}): {}",
+            self.path.display(),
+            self.index,
+            self.note.line,
+            self.note
+        )
+    }
+}
+
 /// What loading one file found.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct FileReport {
     pub errors: Vec<DocReport>,
+    /// Fields accepted and not applied, in the configs loaded.
+    pub notes: Vec<NoteReport>,
     /// `(apiVersion, kind)` of documents of kinds that axon does not read.
     pub unsupported: Vec<(String, String)>,
     /// The file had errors and its previous configs were kept.
@@ -122,7 +145,16 @@ impl FileSet {
                 DocOutcome::Unsupported { api_version, kind } => {
                     report.unsupported.push((api_version, kind))
                 }
-                DocOutcome::Config(config) => configs.push(Arc::new(*config)),
+                DocOutcome::Config(config) => {
+                    report
+                        .notes
+                        .extend(doc.notes.into_iter().map(|note| NoteReport {
+                            path: path.to_path_buf(),
+                            index: doc.index,
+                            note,
+                        }));
+                    configs.push(Arc::new(*config))
+                }
                 DocOutcome::Invalid(error) => report.errors.push(DocReport {
                     path: path.to_path_buf(),
                     index: doc.index,

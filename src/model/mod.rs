@@ -5,6 +5,7 @@
 //! the xDS generators read it for one [`proxy::Proxy`] at a time.
 
 pub mod address_index;
+pub mod applied;
 pub mod config;
 pub mod config_set;
 pub mod file_set;
@@ -28,3 +29,4 @@ pub mod token_review;
 pub mod validate;
 pub mod visibility;
 pub mod yaml_bounds;
+pub mod yaml_lines;

@@ -10,9 +10,10 @@ use thiserror::Error;
 use super::config::{
     Config, ConfigKey, ConfigKind, ISTIO_NETWORKING_GROUP, ISTIO_NETWORKING_VERSIONS, Spec,
 };
-use super::istio::Labels;
+use super::istio::{Labels, schema};
 use super::validate;
 use super::yaml_bounds::YamlBounds;
+use super::yaml_lines::FieldLines;
 
 /// Why one document was not accepted.
 #[derive(Debug, Clone, PartialEq, Error)]
@@ -25,6 +26,8 @@ pub enum DocError {
     NotAnObject,
     #[error("{kind}: apiVersion {api_version} is not served (want {group}/v1, v1beta1 or v1alpha3)", group = ISTIO_NETWORKING_GROUP)]
     ApiVersion { kind: String, api_version: String },
+    #[error("kind {kind} is not a kind of {group}{hint}", group = ISTIO_NETWORKING_GROUP)]
+    UnknownKind { kind: String, hint: String },
     #[error("metadata.name: Required value")]
     MissingName,
     #[error("spec: Required value")]
@@ -54,9 +57,50 @@ pub enum DocOutcome {
 pub struct ParsedDoc {
     /// 1-based index of the document in its file.
     pub index: usize,
-    /// 1-based line where the document's content starts.
+    /// 1-based line where the document's content starts; for an invalid document, the line
+    /// of the first offending field when it is known.
     pub line: usize,
     pub outcome: DocOutcome,
+    /// Fields of the config that axon accepts and does not apply, with their lines.
+    pub notes: Vec<Note>,
+}
+
+/// A field that is accepted and not applied, at its line of the file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Note {
+    pub line: usize,
+    /// The field's path, e.g. `spec.http[0].retries`.
+    pub path: String,
+    /// What is not applied, when it is some of the field's values only.
+    pub detail: Option<String>,
+}
+
+impl Note {
+    /// From an entry of [`Config::not_applied`]: `path` or `path: detail`.
+    fn new(line: usize, entry: &str) -> Note {
+        let (path, detail) = match entry.split_once(": ") {
+            Some((path, detail)) => (path, Some(detail.to_string())),
+            None => (entry, None),
+        };
+        Note {
+            line,
+            path: path.to_string(),
+            detail,
+        }
+    }
+}
+
+impl std::fmt::Display for Note {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.detail {
+            None => write!(f, "{}: accepted but not applied by axon", self.path),
+            Some(detail) => write!(
+                f,
+                "{}: accepted but not applied by axon: {detail}",
+                self.path
+            ),
+        }
+    }
 }
 
 /// Parses every document of a multi-document YAML text, within the default [`YamlBounds`].
@@ -75,17 +119,70 @@ pub fn parse_documents_within(
     split_documents(text)
         .into_iter()
         .enumerate()
-        .map(|(i, (line, body))| ParsedDoc {
-            index: i + 1,
-            line,
-            outcome: match bounds.check(&body) {
-                Ok(()) => parse_document(body, line, default_namespace),
+        .map(|(i, (line, body))| {
+            let outcome = match bounds.check(&body) {
+                Ok(()) => parse_document(&body, line, default_namespace),
                 Err(e) => {
                     DocOutcome::Invalid(DocError::OutOfBounds(file_lines(&e.to_string(), line)))
                 }
-            },
+            };
+            locate(
+                ParsedDoc {
+                    index: i + 1,
+                    line,
+                    outcome,
+                    notes: Vec::new(),
+                },
+                &body,
+            )
         })
         .collect()
+}
+
+/// Puts the lines of the fields a document's errors and notes are about on them (read from
+/// the document only when there is something to place).
+fn locate(mut doc: ParsedDoc, body: &str) -> ParsedDoc {
+    let first = doc.line;
+    let absolute = |rel: usize| first + rel.max(1) - 1;
+    match &mut doc.outcome {
+        DocOutcome::Invalid(DocError::Invalid(messages)) => {
+            let lines = FieldLines::read(body);
+            let found: Vec<Option<usize>> = messages
+                .iter()
+                .map(|m| lines.line_of_message(m).map(absolute))
+                .collect();
+            if let Some(line) = found.iter().flatten().next() {
+                doc.line = *line;
+            }
+            if found.iter().flatten().any(|l| *l != doc.line) {
+                for (message, line) in messages.iter_mut().zip(found) {
+                    if let Some(line) = line {
+                        message.push_str(&format!(" (line {line})"));
+                    }
+                }
+            }
+        }
+        DocOutcome::Invalid(DocError::Schema { path, .. }) => {
+            if let Some(line) = FieldLines::read(body).line_of(&format!("spec.{path}")) {
+                doc.line = absolute(line);
+            }
+        }
+        DocOutcome::Config(config) if !config.not_applied.is_empty() => {
+            let lines = FieldLines::read(body);
+            doc.notes = config
+                .not_applied
+                .iter()
+                .map(|entry| {
+                    let line = lines
+                        .line_of_message(entry)
+                        .or_else(|| lines.line_of(entry));
+                    Note::new(line.map_or(first, absolute), entry)
+                })
+                .collect();
+        }
+        _ => {}
+    }
+    doc
 }
 
 /// Splits at lines that are exactly a document marker (`---`, optionally followed by
@@ -198,10 +295,10 @@ struct Metadata {
     labels: Labels,
 }
 
-fn parse_document(body: String, first_line: usize, default_namespace: &str) -> DocOutcome {
-    let value: serde_json::Value = match serde_norway::from_str(&body) {
+fn parse_document(body: &str, first_line: usize, default_namespace: &str) -> DocOutcome {
+    let value: serde_json::Value = match serde_norway::from_str(body) {
         Ok(v) => v,
-        Err(e) => match go_yaml_flow_compat(&body).and_then(|b| serde_norway::from_str(&b).ok()) {
+        Err(e) => match go_yaml_flow_compat(body).and_then(|b| serde_norway::from_str(&b).ok()) {
             Some(v) => v,
             None => {
                 return DocOutcome::Invalid(DocError::Yaml(file_lines(&e.to_string(), first_line)));
@@ -229,7 +326,13 @@ pub fn parse_value(value: serde_json::Value, default_namespace: &str) -> DocOutc
         return DocOutcome::Unsupported { api_version, kind };
     }
     let Some(config_kind) = ConfigKind::from_kind(&kind) else {
-        return DocOutcome::Unsupported { api_version, kind };
+        if NOT_SERVED_KINDS.contains(&kind.as_str()) {
+            return DocOutcome::Unsupported { api_version, kind };
+        }
+        return DocOutcome::Invalid(DocError::UnknownKind {
+            hint: nearest_kind(&kind),
+            kind,
+        });
     };
     if !ISTIO_NETWORKING_VERSIONS.contains(&version) {
         return DocOutcome::Invalid(DocError::ApiVersion { kind, api_version });
@@ -263,14 +366,56 @@ fn build_config(
         None | Some(serde_json::Value::Null) => return Err(DocError::MissingSpec),
         Some(spec) => spec,
     };
+    let findings = schema::check(&spec, schema_of(kind));
+    if !findings.unknown.is_empty() {
+        return Err(DocError::Invalid(findings.unknown));
+    }
     let spec = typed_spec(kind, spec)?;
+    let mut not_applied = findings.not_applied;
+    not_applied.extend(super::applied::partial_notes(&spec));
     let config = Config {
         key: ConfigKey::new(kind, namespace, name),
         labels: metadata.labels,
         spec,
+        not_applied,
     };
     validate::validate(&config).map_err(DocError::Invalid)?;
     Ok(config)
+}
+
+/// Kinds of the group that axon knows and does not serve: reported as not served, skipped.
+const NOT_SERVED_KINDS: [&str; 2] = ["EnvoyFilter", "ProxyConfig"];
+
+/// `; did you mean ...?` for a kind close to one of the group's, or nothing.
+fn nearest_kind(kind: &str) -> String {
+    let known = ConfigKind::ALL
+        .iter()
+        .map(|k| k.as_str())
+        .chain(NOT_SERVED_KINDS);
+    match known
+        .map(|k| {
+            (
+                strsim::levenshtein(&kind.to_ascii_lowercase(), &k.to_ascii_lowercase()),
+                k,
+            )
+        })
+        .min()
+    {
+        Some((d, k)) if d <= 3 => format!("; did you mean {k}?"),
+        _ => String::new(),
+    }
+}
+
+fn schema_of(kind: ConfigKind) -> &'static schema::Message {
+    match kind {
+        ConfigKind::ServiceEntry => &schema::SERVICE_ENTRY,
+        ConfigKind::WorkloadEntry => &schema::WORKLOAD_ENTRY,
+        ConfigKind::WorkloadGroup => &schema::WORKLOAD_GROUP,
+        ConfigKind::VirtualService => &schema::VIRTUAL_SERVICE,
+        ConfigKind::DestinationRule => &schema::DESTINATION_RULE,
+        ConfigKind::Gateway => &schema::GATEWAY,
+        ConfigKind::Sidecar => &schema::SIDECAR,
+    }
 }
 
 fn typed_spec(kind: ConfigKind, spec: serde_json::Value) -> Result<Spec, DocError> {

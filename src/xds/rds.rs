@@ -311,17 +311,17 @@ fn route_match(m: Option<&HttpMatchRequest>) -> RouteMatch {
             PathSpecifier::Prefix("/".to_string())
         });
     }
+    // A header with no match type (`{}`) must be present, as istiod has it.
     out.headers = m
         .headers
         .iter()
-        .filter_map(|(name, sm)| {
-            Some(HeaderMatcher {
-                name: name.to_ascii_lowercase(),
-                header_match_specifier: Some(HeaderMatchSpecifier::StringMatch(string_matcher(
-                    sm,
-                )?)),
-                ..Default::default()
-            })
+        .map(|(name, sm)| HeaderMatcher {
+            name: name.to_ascii_lowercase(),
+            header_match_specifier: Some(match string_matcher(sm) {
+                Some(matcher) => HeaderMatchSpecifier::StringMatch(matcher),
+                None => HeaderMatchSpecifier::PresentMatch(true),
+            }),
+            ..Default::default()
         })
         .collect();
     out

@@ -6,6 +6,7 @@
 
 mod destination_rule;
 mod gateway;
+pub mod schema;
 mod service_entry;
 mod sidecar;
 mod virtual_service;

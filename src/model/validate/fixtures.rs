@@ -28,6 +28,7 @@ pub(super) fn check_named(kind: &str, name: &str, spec: &str) -> Result<(), Vec<
         key: ConfigKey::new(spec.kind(), "default", name),
         labels: Labels::new(),
         spec,
+        not_applied: Vec::new(),
     })
 }
 

@@ -257,6 +257,15 @@ impl FileRegistry {
                         "invalid config: {error}"
                     );
                 }
+                for note in &report.notes {
+                    tracing::warn!(
+                        path = %note.path.display(),
+                        document = note.index,
+                        line = note.note.line,
+                        field = %note.note.path,
+                        "field accepted but not applied by axon: {note}"
+                    );
+                }
                 for (api_version, kind) in new_kinds {
                     tracing::info!(path = %path.display(), %api_version, %kind, "kind not served by axon, skipped");
                 }

@@ -42,6 +42,8 @@ pub struct IstioObjectIndex {
     namespaces: NamespaceFilter,
     kinds: BTreeMap<ConfigKind, Store<Arc<Config>>>,
     rejected: BTreeMap<(ConfigKind, ObjKey), Rejected>,
+    /// Configs accepted whose fields not applied changed, to report ([`Self::take_notes`]).
+    notes: Vec<(ConfigKind, ObjKey, Vec<String>)>,
     changed: bool,
     configs: Arc<ConfigSet>,
 }
@@ -52,9 +54,16 @@ impl IstioObjectIndex {
             namespaces,
             kinds: BTreeMap::new(),
             rejected: BTreeMap::new(),
+            notes: Vec::new(),
             changed: false,
             configs: Arc::default(),
         }
+    }
+
+    /// The objects accepted since the last call whose fields accepted and not applied are
+    /// new or changed: `(kind, object, field paths)`, to log once.
+    pub fn take_notes(&mut self) -> Vec<(ConfigKind, ObjKey, Vec<String>)> {
+        std::mem::take(&mut self.notes)
     }
 
     /// The objects currently rejected.
@@ -174,6 +183,13 @@ impl IstioObjectIndex {
         let reason = match parse_value(object, &key.namespace) {
             DocOutcome::Config(config) => {
                 self.rejected.remove(&(kind, key.clone()));
+                let before = self.kinds.get(&kind).and_then(|s| s.get(&key));
+                if !config.not_applied.is_empty()
+                    && before.is_none_or(|b| b.not_applied != config.not_applied)
+                {
+                    self.notes
+                        .push((kind, key.clone(), config.not_applied.clone()));
+                }
                 return Some((key, Some(Arc::new(*config)), None));
             }
             DocOutcome::Invalid(e) => e.to_string(),

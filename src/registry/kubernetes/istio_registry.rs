@@ -144,6 +144,14 @@ impl Handler<WatchEvent<DynamicObject>> for IstioRegistry {
                 self.index.delete(kind, &ns, &name);
             }
         }
+        for (kind, object, fields) in self.index.take_notes() {
+            tracing::warn!(
+                %kind,
+                %object,
+                fields = %fields.join(", "),
+                "fields accepted but not applied by axon"
+            );
+        }
         super::publish(&mut self.out, self.index.configs(), started);
     }
 }

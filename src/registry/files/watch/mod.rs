@@ -140,6 +140,8 @@ pub struct WatchState {
     reported_kinds: BTreeSet<(String, String)>,
     /// The current problems of each file, as reported.
     errors: BTreeMap<PathBuf, Vec<String>>,
+    /// Per file, the fields of its configs accepted and not applied (`/debug/configz`).
+    notes: BTreeMap<PathBuf, Vec<String>>,
     /// Files and subdirectories that could not be read, with why (not a clean read).
     read_errors: BTreeMap<PathBuf, String>,
     duplicates: BTreeSet<ConfigKey>,
@@ -164,6 +166,7 @@ impl WatchState {
             texts: BTreeMap::new(),
             reported_kinds: BTreeSet::new(),
             errors: BTreeMap::new(),
+            notes: BTreeMap::new(),
             read_errors: BTreeMap::new(),
             duplicates: BTreeSet::new(),
             sent_initial: false,
@@ -308,6 +311,16 @@ impl WatchState {
             None => self.texts.remove(path),
         };
         let report = self.files.apply(path, text.as_deref());
+        // The notes of the configs served: a file whose previous configs were kept keeps
+        // its previous notes.
+        if !report.kept_previous {
+            let notes: Vec<String> = report.notes.iter().map(ToString::to_string).collect();
+            if notes.is_empty() {
+                self.notes.remove(path);
+            } else {
+                self.notes.insert(path.to_path_buf(), notes);
+            }
+        }
         let problems: Vec<String> = report.errors.iter().map(ToString::to_string).collect();
         if problems.is_empty() {
             self.errors.remove(path);
@@ -432,6 +445,7 @@ impl WatchState {
                     .map(|(p, why)| format!("{}: {why}", p.display()))
             ).collect::<Vec<_>>(),
             "held": self.held.keys().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+            "not_applied": self.notes.values().flatten().cloned().collect::<Vec<_>>(),
             "unsupported_kinds": self
                 .reported_kinds
                 .iter()

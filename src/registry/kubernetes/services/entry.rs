@@ -41,6 +41,7 @@ impl ServiceObjectIndex {
             ),
             labels: Labels::from([(SOURCE_LABEL.to_string(), KUBERNETES_SOURCE.to_string())]),
             spec: Spec::ServiceEntry(se),
+            not_applied: Vec::new(),
         })
     }
 

@@ -1,0 +1,102 @@
+//! What of a config axon applies that the field tables ([`super::istio::schema`]) cannot
+//! say: fields applied for some of their values only. Each case is a note
+//! `path: what is not applied`, reported beside the tables' fields.
+
+use super::config::Spec;
+
+/// Gateway server protocols axon serves (the others' servers are dropped).
+const GATEWAY_PROTOCOLS: [&str; 3] = ["HTTP", "HTTP2", "GRPC"];
+
+/// Service port protocols axon serves listeners for (the others get a cluster only).
+const LISTENER_PROTOCOLS: [&str; 5] = ["HTTP", "HTTP2", "GRPC", "GRPC-WEB", "HTTP_PROXY"];
+
+/// The notes of one typed spec.
+pub fn partial_notes(spec: &Spec) -> Vec<String> {
+    let mut notes = Vec::new();
+    match spec {
+        Spec::Gateway(gw) => {
+            for (i, server) in gw.servers.iter().enumerate() {
+                let Some(port) = &server.port else { continue };
+                let protocol = port.protocol.to_ascii_uppercase();
+                if !GATEWAY_PROTOCOLS.contains(&protocol.as_str()) {
+                    notes.push(format!(
+                        "spec.servers[{i}].port.protocol: a {protocol} server is not served \
+                         (axon serves HTTP, HTTP2 and GRPC servers only)"
+                    ));
+                }
+            }
+        }
+        Spec::ServiceEntry(se) => {
+            for (i, port) in se.ports.iter().enumerate() {
+                let protocol = port.protocol.to_ascii_uppercase();
+                if !LISTENER_PROTOCOLS.contains(&protocol.as_str()) {
+                    let shown = if protocol.is_empty() {
+                        "TCP (none given)"
+                    } else {
+                        &protocol
+                    };
+                    notes.push(format!(
+                        "spec.ports[{i}].protocol: {shown}: the port gets a cluster but no \
+                         outbound listener (axon serves HTTP listeners only)"
+                    ));
+                }
+            }
+        }
+        Spec::VirtualService(vs)
+            if !vs.export_to.is_empty() && !vs.export_to.iter().any(|e| e == "*") =>
+        {
+            notes.push(
+                "spec.exportTo: applied to sidecars only; gateways see the VirtualService \
+                 whatever it says"
+                    .to_string(),
+            );
+        }
+        _ => {}
+    }
+    notes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The typed spec of a one-document YAML (its `kind` and `spec`).
+    fn spec(yaml: &str) -> Spec {
+        let doc: serde_json::Value = serde_norway::from_str(yaml).unwrap();
+        let spec = doc["spec"].clone();
+        match doc["kind"].as_str().unwrap() {
+            "Gateway" => Spec::Gateway(serde_json::from_value(spec).unwrap()),
+            "ServiceEntry" => Spec::ServiceEntry(serde_json::from_value(spec).unwrap()),
+            "VirtualService" => Spec::VirtualService(serde_json::from_value(spec).unwrap()),
+            other => panic!("{other}"),
+        }
+    }
+
+    #[test]
+    fn values_applied_in_part_are_noted() {
+        let gw = spec(
+            "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: g}\nspec:\n  selector: {istio: ingressgateway}\n  servers:\n  - {port: {number: 80, name: http, protocol: HTTP}, hosts: ['*']}\n  - {port: {number: 443, name: https, protocol: HTTPS}, hosts: ['*'], tls: {mode: SIMPLE, credentialName: c}}\n",
+        );
+        let notes = partial_notes(&gw);
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(
+            notes[0].starts_with("spec.servers[1].port.protocol: a HTTPS server is not served")
+        );
+
+        let se = spec(
+            "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: s}\nspec:\n  hosts: [db.example.com]\n  ports: [{number: 80, name: http, protocol: HTTP}, {number: 5432, name: pg, protocol: TCP}]\n  resolution: DNS\n",
+        );
+        let notes = partial_notes(&se);
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].starts_with("spec.ports[1].protocol: TCP: the port gets a cluster"));
+
+        let vs = spec(
+            "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: v}\nspec:\n  hosts: [a]\n  exportTo: ['.']\n  http: [{route: [{destination: {host: a}}]}]\n",
+        );
+        assert_eq!(partial_notes(&vs).len(), 1);
+        let everywhere = spec(
+            "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: v}\nspec:\n  hosts: [a]\n  exportTo: ['*']\n  http: [{route: [{destination: {host: a}}]}]\n",
+        );
+        assert!(partial_notes(&everywhere).is_empty());
+    }
+}

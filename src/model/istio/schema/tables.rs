@@ -1,0 +1,2282 @@
+//! The tables of [`super`]: every message of the Istio networking API that the `spec` of the
+//! seven kinds axon reads can reach, each field by its JSON name, with its kind and whether
+//! axon applies it.
+//!
+//! Written from istio/api at commit b8f8791d9653b2edc77a071d48887e582cfe84bf
+//! (2026-07-21, "Add outlier detection failure matcher (#3741)"). Proto files covered:
+//!
+//! - `networking/v1alpha3/virtual_service.proto` (also `Destination`, `PortSelector`,
+//!   `Percent`, `StringMatch`, used by the other kinds)
+//! - `networking/v1alpha3/destination_rule.proto` (also `ConnectionPoolSettings`, used by
+//!   Sidecar)
+//! - `networking/v1alpha3/gateway.proto` (also `ServerTLSSettings`, used by Sidecar ingress)
+//! - `networking/v1alpha3/service_entry.proto` (`ServiceEntry`, `ServicePort`; not the status
+//!   messages `ServiceEntryStatus` and `ServiceEntryAddress`, which no spec reaches)
+//! - `networking/v1alpha3/workload_entry.proto`
+//! - `networking/v1alpha3/workload_group.proto` (`ReadinessProbe` and its HTTP, TCP, exec
+//!   and gRPC checks)
+//! - `networking/v1alpha3/sidecar.proto` (also `WorkloadSelector` with `labels`, used by
+//!   ServiceEntry)
+//! - `type/v1beta1/selector.proto`: `istio.type.v1beta1.WorkloadSelector` (`matchLabels`),
+//!   DestinationRule's selector. Its `PortSelector` and `PolicyTargetReference` are not
+//!   reached (the networking messages use the networking package's `PortSelector`).
+//!
+//! `v1beta1` and `v1` are generated from these same protos. Every message's field list was
+//! checked against the `v1alpha3`, `v1beta1` and `v1` schemas of
+//! `kubernetes/customresourcedefinitions.gen.yaml` at the same commit: they agree, including
+//! HTTPRoute's `mirror_percent`, the CRD's alternative name of `mirrorPercent`.
+//!
+//! Conventions:
+//! - A field's name is its proto `json_name` (lowerCamelCase of the proto name). Deprecated
+//!   fields are kept, and every member of every oneof is a field of the enclosing message
+//!   (oneofs have no JSON wrapper).
+//! - A nested message is named `Outer.Inner` (as istio.io's reference names it); one from
+//!   another package by its full name.
+//! - `Kind::Scalar`: strings, numbers, bools, bytes, enums, `Duration`, wrapper values, and
+//!   lists of those. `Kind::ScalarMap`: `map<string, string>` and `map<string, uint32>`
+//!   (`WorkloadEntry.ports`, `LocalityLoadBalancerSetting.Distribute.to`).
+//! - A message used from several places (`Destination`, `StringMatch`, `PortSelector`,
+//!   `WorkloadEntry`, `ConnectionPoolSettings`, `ServerTLSSettings`, ...) has one `applied` per
+//!   field; where its parent field is `No` it is reported as a whole there, so its own marks
+//!   matter only under the parents that are `Yes`.
+//!
+//! `Applied::Yes` marks exactly the fields that axon's generators (`xds::{cds, eds, lds, rds,
+//! grpc}` and the model they read: `push_context`, `sidecar_scope`, `gateway`, `service`,
+//! `visibility`) read so that they change what a proxy is sent, or which proxy gets it; each
+//! says where. A field only parsed or validated is `No`. When a generator starts reading a
+//! field, mark it here.
+
+use super::{Applied, Field, Kind, Message};
+
+// ---- networking/v1alpha3/virtual_service.proto ----
+
+pub static VIRTUAL_SERVICE: Message = Message {
+    name: "VirtualService",
+    fields: &[
+        // A list. Applied: `push_context::index_virtual_services` (by host),
+        // `EgressScope::virtual_services_for` (sidecar routes), `rds::gateway_virtual_hosts` (a
+        // virtual host per host).
+        Field {
+            name: "hosts",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        // A list. Applied: `push_context::index_virtual_services` (by gateway, `mesh` when empty),
+        // read by `sidecar_scope::sidecar_scope` and `rds::gateway_virtual_hosts`.
+        Field {
+            name: "gateways",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        // A list. Applied: `rds::translate_routes`.
+        Field {
+            name: "http",
+            kind: Kind::Message(&HTTP_ROUTE),
+            applied: Applied::Yes,
+        },
+        // A list.
+        Field {
+            name: "tls",
+            kind: Kind::Message(&TLS_ROUTE),
+            applied: Applied::No,
+        },
+        // A list.
+        Field {
+            name: "tcp",
+            kind: Kind::Message(&TCP_ROUTE),
+            applied: Applied::No,
+        },
+        // A list. Applied: `sidecar_scope::sidecar_scope` (which mesh VirtualServices a sidecar
+        // imports; gateways do not check it).
+        Field {
+            name: "exportTo",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+    ],
+};
+
+pub static DESTINATION: Message = Message {
+    name: "Destination",
+    fields: &[
+        // Applied: `rds::route_action` (the cluster name).
+        Field {
+            name: "host",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        // Applied: `rds::route_action` (the cluster name).
+        Field {
+            name: "subset",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        // Applied: `rds::route_action` (the cluster name).
+        Field {
+            name: "port",
+            kind: Kind::Message(&PORT_SELECTOR),
+            applied: Applied::Yes,
+        },
+    ],
+};
+
+pub static HTTP_ROUTE: Message = Message {
+    name: "HTTPRoute",
+    fields: &[
+        // Applied: `rds::translate_routes` (the Envoy route's name).
+        Field {
+            name: "name",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        // A list. Applied: `rds::translate_routes` (a route per match, `applies`, `route_match`).
+        Field {
+            name: "match",
+            kind: Kind::Message(&HTTP_MATCH_REQUEST),
+            applied: Applied::Yes,
+        },
+        // A list. Applied: `rds::route_action`.
+        Field {
+            name: "route",
+            kind: Kind::Message(&HTTP_ROUTE_DESTINATION),
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "redirect",
+            kind: Kind::Message(&HTTP_REDIRECT),
+            applied: Applied::No,
+        },
+        Field {
+            name: "directResponse",
+            kind: Kind::Message(&HTTP_DIRECT_RESPONSE),
+            applied: Applied::No,
+        },
+        Field {
+            name: "delegate",
+            kind: Kind::Message(&DELEGATE),
+            applied: Applied::No,
+        },
+        Field {
+            name: "rewrite",
+            kind: Kind::Message(&HTTP_REWRITE),
+            applied: Applied::No,
+        },
+        Field {
+            name: "timeout",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "retries",
+            kind: Kind::Message(&HTTP_RETRY),
+            applied: Applied::No,
+        },
+        Field {
+            name: "fault",
+            kind: Kind::Message(&HTTP_FAULT_INJECTION),
+            applied: Applied::No,
+        },
+        Field {
+            name: "mirror",
+            kind: Kind::Message(&DESTINATION),
+            applied: Applied::No,
+        },
+        // A list.
+        Field {
+            name: "mirrors",
+            kind: Kind::Message(&HTTP_MIRROR_POLICY),
+            applied: Applied::No,
+        },
+        // Deprecated.
+        Field {
+            name: "mirrorPercent",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        // The CRD's `+kubebuilder:altName` of `mirrorPercent`: the same field. Deprecated.
+        Field {
+            name: "mirror_percent",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "mirrorPercentage",
+            kind: Kind::Message(&PERCENT),
+            applied: Applied::No,
+        },
+        Field {
+            name: "corsPolicy",
+            kind: Kind::Message(&CORS_POLICY),
+            applied: Applied::No,
+        },
+        Field {
+            name: "headers",
+            kind: Kind::Message(&HEADERS),
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static DELEGATE: Message = Message {
+    name: "Delegate",
+    fields: &[
+        Field {
+            name: "name",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "namespace",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static HEADERS: Message = Message {
+    name: "Headers",
+    fields: &[
+        Field {
+            name: "request",
+            kind: Kind::Message(&HEADERS_HEADER_OPERATIONS),
+            applied: Applied::No,
+        },
+        Field {
+            name: "response",
+            kind: Kind::Message(&HEADERS_HEADER_OPERATIONS),
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static HEADERS_HEADER_OPERATIONS: Message = Message {
+    name: "Headers.HeaderOperations",
+    fields: &[
+        Field {
+            name: "set",
+            kind: Kind::ScalarMap,
+            applied: Applied::No,
+        },
+        Field {
+            name: "add",
+            kind: Kind::ScalarMap,
+            applied: Applied::No,
+        },
+        // A list.
+        Field {
+            name: "remove",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static TLS_ROUTE: Message = Message {
+    name: "TLSRoute",
+    fields: &[
+        // A list.
+        Field {
+            name: "match",
+            kind: Kind::Message(&TLS_MATCH_ATTRIBUTES),
+            applied: Applied::No,
+        },
+        // A list.
+        Field {
+            name: "route",
+            kind: Kind::Message(&ROUTE_DESTINATION),
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static TCP_ROUTE: Message = Message {
+    name: "TCPRoute",
+    fields: &[
+        // A list.
+        Field {
+            name: "match",
+            kind: Kind::Message(&L4_MATCH_ATTRIBUTES),
+            applied: Applied::No,
+        },
+        // A list.
+        Field {
+            name: "route",
+            kind: Kind::Message(&ROUTE_DESTINATION),
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static HTTP_MATCH_REQUEST: Message = Message {
+    name: "HTTPMatchRequest",
+    fields: &[
+        Field {
+            name: "name",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        // Applied: `rds::route_match` (path specifier).
+        Field {
+            name: "uri",
+            kind: Kind::Message(&STRING_MATCH),
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "scheme",
+            kind: Kind::Message(&STRING_MATCH),
+            applied: Applied::No,
+        },
+        Field {
+            name: "method",
+            kind: Kind::Message(&STRING_MATCH),
+            applied: Applied::No,
+        },
+        Field {
+            name: "authority",
+            kind: Kind::Message(&STRING_MATCH),
+            applied: Applied::No,
+        },
+        // Applied: `rds::route_match` (header matchers).
+        Field {
+            name: "headers",
+            kind: Kind::MapOf(&STRING_MATCH),
+            applied: Applied::Yes,
+        },
+        // Applied: `rds::applies`.
+        Field {
+            name: "port",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "sourceLabels",
+            kind: Kind::ScalarMap,
+            applied: Applied::No,
+        },
+        // A list. Applied: `rds::applies`.
+        Field {
+            name: "gateways",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "queryParams",
+            kind: Kind::MapOf(&STRING_MATCH),
+            applied: Applied::No,
+        },
+        Field {
+            name: "ignoreUriCase",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "withoutHeaders",
+            kind: Kind::MapOf(&STRING_MATCH),
+            applied: Applied::No,
+        },
+        Field {
+            name: "sourceNamespace",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "statPrefix",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static HTTP_ROUTE_DESTINATION: Message = Message {
+    name: "HTTPRouteDestination",
+    fields: &[
+        // Applied: `rds::route_action`.
+        Field {
+            name: "destination",
+            kind: Kind::Message(&DESTINATION),
+            applied: Applied::Yes,
+        },
+        // Applied: `rds::route_action` (weighted clusters).
+        Field {
+            name: "weight",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "headers",
+            kind: Kind::Message(&HEADERS),
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static ROUTE_DESTINATION: Message = Message {
+    name: "RouteDestination",
+    fields: &[
+        Field {
+            name: "destination",
+            kind: Kind::Message(&DESTINATION),
+            applied: Applied::No,
+        },
+        Field {
+            name: "weight",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static L4_MATCH_ATTRIBUTES: Message = Message {
+    name: "L4MatchAttributes",
+    fields: &[
+        // A list.
+        Field {
+            name: "destinationSubnets",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "port",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "sourceSubnet",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "sourceLabels",
+            kind: Kind::ScalarMap,
+            applied: Applied::No,
+        },
+        // A list.
+        Field {
+            name: "gateways",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "sourceNamespace",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static TLS_MATCH_ATTRIBUTES: Message = Message {
+    name: "TLSMatchAttributes",
+    fields: &[
+        // A list.
+        Field {
+            name: "sniHosts",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        // A list.
+        Field {
+            name: "destinationSubnets",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "port",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "sourceLabels",
+            kind: Kind::ScalarMap,
+            applied: Applied::No,
+        },
+        // A list.
+        Field {
+            name: "gateways",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "sourceNamespace",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static HTTP_REDIRECT: Message = Message {
+    name: "HTTPRedirect",
+    fields: &[
+        Field {
+            name: "uri",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "authority",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        // Oneof `redirect_port`.
+        Field {
+            name: "port",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        // Oneof `redirect_port`.
+        Field {
+            name: "derivePort",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "scheme",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "redirectCode",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "prefixRewrite",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static HTTP_DIRECT_RESPONSE: Message = Message {
+    name: "HTTPDirectResponse",
+    fields: &[
+        Field {
+            name: "status",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "body",
+            kind: Kind::Message(&HTTP_BODY),
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static HTTP_BODY: Message = Message {
+    name: "HTTPBody",
+    fields: &[
+        // Oneof `specifier`.
+        Field {
+            name: "string",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        // Oneof `specifier`.
+        Field {
+            name: "bytes",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static HTTP_REWRITE: Message = Message {
+    name: "HTTPRewrite",
+    fields: &[
+        Field {
+            name: "uri",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "authority",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "uriRegexRewrite",
+            kind: Kind::Message(&REGEX_REWRITE),
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static REGEX_REWRITE: Message = Message {
+    name: "RegexRewrite",
+    fields: &[
+        Field {
+            name: "match",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "rewrite",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static STRING_MATCH: Message = Message {
+    name: "StringMatch",
+    fields: &[
+        // Oneof `match_type`. Applied: `rds::route_match`, `rds::string_matcher`.
+        Field {
+            name: "exact",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        // Oneof `match_type`. Applied: `rds::route_match`, `rds::string_matcher`.
+        Field {
+            name: "prefix",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        // Oneof `match_type`. Applied: `rds::route_match`, `rds::string_matcher`.
+        Field {
+            name: "regex",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        // Oneof `match_type`: newer than the commit above (the corpus's istio/api fixtures
+        // use it). Applied: `rds::route_match`, `rds::string_matcher`.
+        Field {
+            name: "suffix",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+    ],
+};
+
+pub static HTTP_RETRY: Message = Message {
+    name: "HTTPRetry",
+    fields: &[
+        Field {
+            name: "attempts",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "perTryTimeout",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "retryOn",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "retryRemoteLocalities",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "retryIgnorePreviousHosts",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "backoff",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static CORS_POLICY: Message = Message {
+    name: "CorsPolicy",
+    fields: &[
+        // A list, deprecated.
+        Field {
+            name: "allowOrigin",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        // A list.
+        Field {
+            name: "allowOrigins",
+            kind: Kind::Message(&STRING_MATCH),
+            applied: Applied::No,
+        },
+        // A list.
+        Field {
+            name: "allowMethods",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        // A list.
+        Field {
+            name: "allowHeaders",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        // A list.
+        Field {
+            name: "exposeHeaders",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "maxAge",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "allowCredentials",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "unmatchedPreflights",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static HTTP_FAULT_INJECTION: Message = Message {
+    name: "HTTPFaultInjection",
+    fields: &[
+        Field {
+            name: "delay",
+            kind: Kind::Message(&HTTP_FAULT_INJECTION_DELAY),
+            applied: Applied::No,
+        },
+        Field {
+            name: "abort",
+            kind: Kind::Message(&HTTP_FAULT_INJECTION_ABORT),
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static HTTP_FAULT_INJECTION_DELAY: Message = Message {
+    name: "HTTPFaultInjection.Delay",
+    fields: &[
+        // Deprecated.
+        Field {
+            name: "percent",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        // Oneof `http_delay_type`.
+        Field {
+            name: "fixedDelay",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        // Oneof `http_delay_type`.
+        Field {
+            name: "exponentialDelay",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "percentage",
+            kind: Kind::Message(&PERCENT),
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static HTTP_FAULT_INJECTION_ABORT: Message = Message {
+    name: "HTTPFaultInjection.Abort",
+    fields: &[
+        // Oneof `error_type`.
+        Field {
+            name: "httpStatus",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        // Oneof `error_type`.
+        Field {
+            name: "grpcStatus",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        // Oneof `error_type`.
+        Field {
+            name: "http2Error",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "percentage",
+            kind: Kind::Message(&PERCENT),
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static HTTP_MIRROR_POLICY: Message = Message {
+    name: "HTTPMirrorPolicy",
+    fields: &[
+        Field {
+            name: "destination",
+            kind: Kind::Message(&DESTINATION),
+            applied: Applied::No,
+        },
+        Field {
+            name: "percentage",
+            kind: Kind::Message(&PERCENT),
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static PORT_SELECTOR: Message = Message {
+    name: "PortSelector",
+    fields: &[
+        // Applied: `rds::route_action`.
+        Field {
+            name: "number",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+    ],
+};
+
+pub static PERCENT: Message = Message {
+    name: "Percent",
+    fields: &[Field {
+        name: "value",
+        kind: Kind::Scalar,
+        applied: Applied::No,
+    }],
+};
+
+// ---- networking/v1alpha3/destination_rule.proto ----
+
+pub static DESTINATION_RULE: Message = Message {
+    name: "DestinationRule",
+    fields: &[
+        // Applied: `push_context::index_destination_rules`.
+        Field {
+            name: "host",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "trafficPolicy",
+            kind: Kind::Message(&TRAFFIC_POLICY),
+            applied: Applied::No,
+        },
+        // A list. Applied: `cds::generate` (a cluster per subset), `eds::load_assignment_for`,
+        // `PushContext::subset_endpoints`.
+        Field {
+            name: "subsets",
+            kind: Kind::Message(&SUBSET),
+            applied: Applied::Yes,
+        },
+        // A list. Applied: `PushContext::destination_rule_for` (read by `cds::generate`,
+        // `eds::load_assignment_for`, `sidecar_scope::finish`).
+        Field {
+            name: "exportTo",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "workloadSelector",
+            kind: Kind::Message(&TYPE_WORKLOAD_SELECTOR),
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static TRAFFIC_POLICY: Message = Message {
+    name: "TrafficPolicy",
+    fields: &[
+        Field {
+            name: "loadBalancer",
+            kind: Kind::Message(&LOAD_BALANCER_SETTINGS),
+            applied: Applied::No,
+        },
+        Field {
+            name: "connectionPool",
+            kind: Kind::Message(&CONNECTION_POOL_SETTINGS),
+            applied: Applied::No,
+        },
+        Field {
+            name: "outlierDetection",
+            kind: Kind::Message(&OUTLIER_DETECTION),
+            applied: Applied::No,
+        },
+        Field {
+            name: "tls",
+            kind: Kind::Message(&CLIENT_TLS_SETTINGS),
+            applied: Applied::No,
+        },
+        // A list.
+        Field {
+            name: "portLevelSettings",
+            kind: Kind::Message(&TRAFFIC_POLICY_PORT_TRAFFIC_POLICY),
+            applied: Applied::No,
+        },
+        Field {
+            name: "tunnel",
+            kind: Kind::Message(&TRAFFIC_POLICY_TUNNEL_SETTINGS),
+            applied: Applied::No,
+        },
+        Field {
+            name: "proxyProtocol",
+            kind: Kind::Message(&TRAFFIC_POLICY_PROXY_PROTOCOL),
+            applied: Applied::No,
+        },
+        Field {
+            name: "retryBudget",
+            kind: Kind::Message(&TRAFFIC_POLICY_RETRY_BUDGET),
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static TRAFFIC_POLICY_PORT_TRAFFIC_POLICY: Message = Message {
+    name: "TrafficPolicy.PortTrafficPolicy",
+    fields: &[
+        Field {
+            name: "port",
+            kind: Kind::Message(&PORT_SELECTOR),
+            applied: Applied::No,
+        },
+        Field {
+            name: "loadBalancer",
+            kind: Kind::Message(&LOAD_BALANCER_SETTINGS),
+            applied: Applied::No,
+        },
+        Field {
+            name: "connectionPool",
+            kind: Kind::Message(&CONNECTION_POOL_SETTINGS),
+            applied: Applied::No,
+        },
+        Field {
+            name: "outlierDetection",
+            kind: Kind::Message(&OUTLIER_DETECTION),
+            applied: Applied::No,
+        },
+        Field {
+            name: "tls",
+            kind: Kind::Message(&CLIENT_TLS_SETTINGS),
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static TRAFFIC_POLICY_TUNNEL_SETTINGS: Message = Message {
+    name: "TrafficPolicy.TunnelSettings",
+    fields: &[
+        Field {
+            name: "protocol",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "targetHost",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "targetPort",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static TRAFFIC_POLICY_PROXY_PROTOCOL: Message = Message {
+    name: "TrafficPolicy.ProxyProtocol",
+    fields: &[Field {
+        name: "version",
+        kind: Kind::Scalar,
+        applied: Applied::No,
+    }],
+};
+
+pub static TRAFFIC_POLICY_RETRY_BUDGET: Message = Message {
+    name: "TrafficPolicy.RetryBudget",
+    fields: &[
+        Field {
+            name: "percent",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "minRetryConcurrency",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "budgetInterval",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static SUBSET: Message = Message {
+    name: "Subset",
+    fields: &[
+        // Applied: `cds::generate` (`outbound|PORT|SUBSET|HOST`), `eds::load_assignment_for`.
+        Field {
+            name: "name",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        // Applied: `eds::load_assignment_for` (which endpoints a subset cluster has).
+        Field {
+            name: "labels",
+            kind: Kind::ScalarMap,
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "trafficPolicy",
+            kind: Kind::Message(&TRAFFIC_POLICY),
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static LOAD_BALANCER_SETTINGS: Message = Message {
+    name: "LoadBalancerSettings",
+    fields: &[
+        // Oneof `lb_policy`.
+        Field {
+            name: "simple",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        // Oneof `lb_policy`.
+        Field {
+            name: "consistentHash",
+            kind: Kind::Message(&LOAD_BALANCER_SETTINGS_CONSISTENT_HASH_LB),
+            applied: Applied::No,
+        },
+        Field {
+            name: "localityLbSetting",
+            kind: Kind::Message(&LOCALITY_LOAD_BALANCER_SETTING),
+            applied: Applied::No,
+        },
+        Field {
+            name: "zoneAwareLbSetting",
+            kind: Kind::Message(&ZONE_AWARE_LOAD_BALANCER_SETTING),
+            applied: Applied::No,
+        },
+        Field {
+            name: "warmupDurationSecs",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "warmup",
+            kind: Kind::Message(&WARMUP_CONFIGURATION),
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static LOAD_BALANCER_SETTINGS_CONSISTENT_HASH_LB: Message = Message {
+    name: "LoadBalancerSettings.ConsistentHashLB",
+    fields: &[
+        // Oneof `hash_key`.
+        Field {
+            name: "httpHeaderName",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        // Oneof `hash_key`.
+        Field {
+            name: "httpCookie",
+            kind: Kind::Message(&LOAD_BALANCER_SETTINGS_CONSISTENT_HASH_LB_HTTP_COOKIE),
+            applied: Applied::No,
+        },
+        // Oneof `hash_key`.
+        Field {
+            name: "useSourceIp",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        // Oneof `hash_key`.
+        Field {
+            name: "httpQueryParameterName",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        // Oneof `hash_algorithm`.
+        Field {
+            name: "ringHash",
+            kind: Kind::Message(&LOAD_BALANCER_SETTINGS_CONSISTENT_HASH_LB_RING_HASH),
+            applied: Applied::No,
+        },
+        // Oneof `hash_algorithm`.
+        Field {
+            name: "maglev",
+            kind: Kind::Message(&LOAD_BALANCER_SETTINGS_CONSISTENT_HASH_LB_MAG_LEV),
+            applied: Applied::No,
+        },
+        // Deprecated.
+        Field {
+            name: "minimumRingSize",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static LOAD_BALANCER_SETTINGS_CONSISTENT_HASH_LB_RING_HASH: Message = Message {
+    name: "LoadBalancerSettings.ConsistentHashLB.RingHash",
+    fields: &[Field {
+        name: "minimumRingSize",
+        kind: Kind::Scalar,
+        applied: Applied::No,
+    }],
+};
+
+pub static LOAD_BALANCER_SETTINGS_CONSISTENT_HASH_LB_MAG_LEV: Message = Message {
+    name: "LoadBalancerSettings.ConsistentHashLB.MagLev",
+    fields: &[Field {
+        name: "tableSize",
+        kind: Kind::Scalar,
+        applied: Applied::No,
+    }],
+};
+
+pub static LOAD_BALANCER_SETTINGS_CONSISTENT_HASH_LB_HTTP_COOKIE: Message = Message {
+    name: "LoadBalancerSettings.ConsistentHashLB.HTTPCookie",
+    fields: &[
+        Field {
+            name: "name",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "path",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "ttl",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        // A list.
+        Field {
+            name: "attributes",
+            kind: Kind::Message(&LOAD_BALANCER_SETTINGS_CONSISTENT_HASH_LB_HTTP_COOKIE_ATTRIBUTE),
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static LOAD_BALANCER_SETTINGS_CONSISTENT_HASH_LB_HTTP_COOKIE_ATTRIBUTE: Message = Message {
+    name: "LoadBalancerSettings.ConsistentHashLB.HTTPCookie.Attribute",
+    fields: &[
+        Field {
+            name: "name",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "value",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static WARMUP_CONFIGURATION: Message = Message {
+    name: "WarmupConfiguration",
+    fields: &[
+        Field {
+            name: "duration",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "minimumPercent",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "aggression",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static CONNECTION_POOL_SETTINGS: Message = Message {
+    name: "ConnectionPoolSettings",
+    fields: &[
+        Field {
+            name: "tcp",
+            kind: Kind::Message(&CONNECTION_POOL_SETTINGS_TCP_SETTINGS),
+            applied: Applied::No,
+        },
+        Field {
+            name: "http",
+            kind: Kind::Message(&CONNECTION_POOL_SETTINGS_HTTP_SETTINGS),
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static CONNECTION_POOL_SETTINGS_TCP_SETTINGS: Message = Message {
+    name: "ConnectionPoolSettings.TCPSettings",
+    fields: &[
+        Field {
+            name: "maxConnections",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "connectTimeout",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "tcpKeepalive",
+            kind: Kind::Message(&CONNECTION_POOL_SETTINGS_TCP_SETTINGS_TCP_KEEPALIVE),
+            applied: Applied::No,
+        },
+        Field {
+            name: "maxConnectionDuration",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "idleTimeout",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static CONNECTION_POOL_SETTINGS_TCP_SETTINGS_TCP_KEEPALIVE: Message = Message {
+    name: "ConnectionPoolSettings.TCPSettings.TcpKeepalive",
+    fields: &[
+        Field {
+            name: "probes",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "time",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "interval",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static CONNECTION_POOL_SETTINGS_HTTP_SETTINGS: Message = Message {
+    name: "ConnectionPoolSettings.HTTPSettings",
+    fields: &[
+        Field {
+            name: "http1MaxPendingRequests",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "http2MaxRequests",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "maxRequestsPerConnection",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "maxRetries",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "idleTimeout",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "h2UpgradePolicy",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "useClientProtocol",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "maxConcurrentStreams",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "http2KeepAlive",
+            kind: Kind::Message(&CONNECTION_POOL_SETTINGS_HTTP_SETTINGS_CONNECTION_KEEPALIVE),
+            applied: Applied::No,
+        },
+        // Newer than the commit above (the corpus's istio/api fixtures use it).
+        Field {
+            name: "http2ProtocolOptions",
+            kind: Kind::Message(&CONNECTION_POOL_SETTINGS_HTTP_SETTINGS_HTTP2_PROTOCOL_OPTIONS),
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static CONNECTION_POOL_SETTINGS_HTTP_SETTINGS_HTTP2_PROTOCOL_OPTIONS: Message = Message {
+    name: "ConnectionPoolSettings.HTTPSettings.HTTP2ProtocolOptions",
+    fields: &[Field {
+        name: "connectionKeepalive",
+        kind: Kind::Message(&CONNECTION_POOL_SETTINGS_HTTP_SETTINGS_CONNECTION_KEEPALIVE),
+        applied: Applied::No,
+    }],
+};
+
+pub static CONNECTION_POOL_SETTINGS_HTTP_SETTINGS_CONNECTION_KEEPALIVE: Message = Message {
+    name: "ConnectionPoolSettings.HTTPSettings.ConnectionKeepalive",
+    fields: &[
+        Field {
+            name: "interval",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "timeout",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static OUTLIER_DETECTION: Message = Message {
+    name: "OutlierDetection",
+    fields: &[
+        // Deprecated.
+        Field {
+            name: "consecutiveErrors",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "splitExternalLocalOriginErrors",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "consecutiveLocalOriginFailures",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "consecutiveGatewayErrors",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "consecutive5xxErrors",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "interval",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "baseEjectionTime",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "maxEjectionPercent",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "minHealthPercent",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        // A list.
+        Field {
+            name: "outlierDetectionHttpErrorCodes",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static CLIENT_TLS_SETTINGS: Message = Message {
+    name: "ClientTLSSettings",
+    fields: &[
+        Field {
+            name: "mode",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "clientCertificate",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "privateKey",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "caCertificates",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "credentialName",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        // A list.
+        Field {
+            name: "subjectAltNames",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "sni",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "insecureSkipVerify",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "caCrl",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static LOCALITY_LOAD_BALANCER_SETTING: Message = Message {
+    name: "LocalityLoadBalancerSetting",
+    fields: &[
+        // A list.
+        Field {
+            name: "distribute",
+            kind: Kind::Message(&LOCALITY_LOAD_BALANCER_SETTING_DISTRIBUTE),
+            applied: Applied::No,
+        },
+        // A list.
+        Field {
+            name: "failover",
+            kind: Kind::Message(&LOCALITY_LOAD_BALANCER_SETTING_FAILOVER),
+            applied: Applied::No,
+        },
+        // A list.
+        Field {
+            name: "failoverPriority",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "enabled",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static LOCALITY_LOAD_BALANCER_SETTING_DISTRIBUTE: Message = Message {
+    name: "LocalityLoadBalancerSetting.Distribute",
+    fields: &[
+        Field {
+            name: "from",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "to",
+            kind: Kind::ScalarMap,
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static LOCALITY_LOAD_BALANCER_SETTING_FAILOVER: Message = Message {
+    name: "LocalityLoadBalancerSetting.Failover",
+    fields: &[
+        Field {
+            name: "from",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "to",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static ZONE_AWARE_LOAD_BALANCER_SETTING: Message = Message {
+    name: "ZoneAwareLoadBalancerSetting",
+    fields: &[
+        Field {
+            name: "enabled",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        // A list.
+        Field {
+            name: "failover",
+            kind: Kind::Message(&ZONE_AWARE_LOAD_BALANCER_SETTING_FAILOVER),
+            applied: Applied::No,
+        },
+        // A list.
+        Field {
+            name: "failoverPriority",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "minClusterSize",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static ZONE_AWARE_LOAD_BALANCER_SETTING_FAILOVER: Message = Message {
+    name: "ZoneAwareLoadBalancerSetting.Failover",
+    fields: &[
+        Field {
+            name: "from",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "to",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+    ],
+};
+
+// ---- networking/v1alpha3/gateway.proto ----
+
+pub static GATEWAY: Message = Message {
+    name: "Gateway",
+    fields: &[
+        // A list. Applied: `gateway::merge`.
+        Field {
+            name: "servers",
+            kind: Kind::Message(&SERVER),
+            applied: Applied::Yes,
+        },
+        // Applied: `gateway::merge` (which gateway proxies), `sidecar_scope::scope_key`,
+        // `gateway_scope`.
+        Field {
+            name: "selector",
+            kind: Kind::ScalarMap,
+            applied: Applied::Yes,
+        },
+    ],
+};
+
+pub static SERVER: Message = Message {
+    name: "Server",
+    fields: &[
+        // Applied: `gateway::merge`.
+        Field {
+            name: "port",
+            kind: Kind::Message(&PORT),
+            applied: Applied::Yes,
+        },
+        // Applied: `gateway::merge` (the listener address in `lds::gateway_listeners`).
+        Field {
+            name: "bind",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        // A list. Applied: `GatewayServer::exposes` (read by `rds::gateway_virtual_hosts`).
+        Field {
+            name: "hosts",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "tls",
+            kind: Kind::Message(&SERVER_TLS_SETTINGS),
+            applied: Applied::No,
+        },
+        Field {
+            name: "defaultEndpoint",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        // Applied as istiod applies it to the HTTP servers axon serves: not at all (it names
+        // the route configurations of HTTPS servers only).
+        Field {
+            name: "name",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+    ],
+};
+
+pub static PORT: Message = Message {
+    name: "Port",
+    fields: &[
+        // Applied: `gateway::merge` (a listener and a route configuration per port).
+        Field {
+            name: "number",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        // Applied: `gateway::merge` (only HTTP, HTTP2 and GRPC servers are served; others are
+        // skipped).
+        Field {
+            name: "protocol",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        // Applied as istiod applies it to the HTTP servers axon serves: not at all (it names
+        // the route configurations of HTTPS servers only).
+        Field {
+            name: "name",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        // Deprecated.
+        Field {
+            name: "targetPort",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static SERVER_TLS_SETTINGS: Message = Message {
+    name: "ServerTLSSettings",
+    fields: &[
+        Field {
+            name: "httpsRedirect",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "mode",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "serverCertificate",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "privateKey",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "caCertificates",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "caCrl",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "credentialName",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        // A list.
+        Field {
+            name: "credentialNames",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "caCertCredentialName",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        // A list.
+        Field {
+            name: "tlsCertificates",
+            kind: Kind::Message(&SERVER_TLS_SETTINGS_TLS_CERTIFICATE),
+            applied: Applied::No,
+        },
+        // A list.
+        Field {
+            name: "subjectAltNames",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        // A list.
+        Field {
+            name: "verifyCertificateSpki",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        // A list.
+        Field {
+            name: "verifyCertificateHash",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "minProtocolVersion",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "maxProtocolVersion",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        // A list.
+        Field {
+            name: "cipherSuites",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "insecureSkipVerify",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static SERVER_TLS_SETTINGS_TLS_CERTIFICATE: Message = Message {
+    name: "ServerTLSSettings.TLSCertificate",
+    fields: &[
+        Field {
+            name: "serverCertificate",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "privateKey",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "caCertificates",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+    ],
+};
+
+// ---- networking/v1alpha3/service_entry.proto ----
+
+pub static SERVICE_ENTRY: Message = Message {
+    name: "ServiceEntry",
+    fields: &[
+        // A list. Applied: `service::services_of` (a service per host).
+        Field {
+            name: "hosts",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        // A list.
+        Field {
+            name: "addresses",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        // A list. Applied: `service::services_of`, `service::endpoints_of`.
+        Field {
+            name: "ports",
+            kind: Kind::Message(&SERVICE_PORT),
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "location",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        // Applied: `service::services_of` (the cluster type in `cds::to_cluster`),
+        // `push_context::endpoints::service_endpoints`.
+        Field {
+            name: "resolution",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        // A list. Applied: `service::endpoints_of`.
+        Field {
+            name: "endpoints",
+            kind: Kind::Message(&WORKLOAD_ENTRY),
+            applied: Applied::Yes,
+        },
+        // Applied: `service::endpoints_of` (the WorkloadEntries it selects).
+        Field {
+            name: "workloadSelector",
+            kind: Kind::Message(&WORKLOAD_SELECTOR),
+            applied: Applied::Yes,
+        },
+        // A list. Applied: `service::services_of` (`Service::export_to`, read by
+        // `sidecar_scope::sidecar_scope` and `gateway_scope`).
+        Field {
+            name: "exportTo",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        // A list.
+        Field {
+            name: "subjectAltNames",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static SERVICE_PORT: Message = Message {
+    name: "ServicePort",
+    fields: &[
+        // Applied: `service::services_of` (clusters, listeners, routes).
+        Field {
+            name: "number",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        // Applied: `service::services_of` (`is_http` in `lds::sidecar_listeners`,
+        // `rds::sidecar_virtual_hosts`, `lds::virtual_inbound`).
+        Field {
+            name: "protocol",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        // Applied: `service::endpoints_of` (a WorkloadEntry's port by name).
+        Field {
+            name: "name",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        // Applied: `service::endpoints_of`, `push_context::endpoints::service_endpoints`.
+        Field {
+            name: "targetPort",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+    ],
+};
+
+// ---- networking/v1alpha3/workload_entry.proto ----
+
+pub static WORKLOAD_ENTRY: Message = Message {
+    name: "WorkloadEntry",
+    fields: &[
+        // Applied: `service::endpoints_of` (`eds::to_lb_endpoint`, the address index).
+        Field {
+            name: "address",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        // Applied: `service::endpoints_of`.
+        Field {
+            name: "ports",
+            kind: Kind::ScalarMap,
+            applied: Applied::Yes,
+        },
+        // Applied: `service::endpoints_of` (selection by a ServiceEntry, subset labels in
+        // `eds::load_assignment_for`).
+        Field {
+            name: "labels",
+            kind: Kind::ScalarMap,
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "network",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        // Applied: `service::endpoints_of` (`eds::load_assignment_for` groups by it).
+        Field {
+            name: "locality",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        // Applied: `service::endpoints_of` (`eds::to_lb_endpoint`).
+        Field {
+            name: "weight",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "serviceAccount",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+    ],
+};
+
+// ---- networking/v1alpha3/workload_group.proto ----
+
+pub static WORKLOAD_GROUP: Message = Message {
+    name: "WorkloadGroup",
+    fields: &[
+        Field {
+            name: "metadata",
+            kind: Kind::Message(&WORKLOAD_GROUP_OBJECT_META),
+            applied: Applied::No,
+        },
+        Field {
+            name: "template",
+            kind: Kind::Message(&WORKLOAD_ENTRY),
+            applied: Applied::No,
+        },
+        Field {
+            name: "probe",
+            kind: Kind::Message(&READINESS_PROBE),
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static WORKLOAD_GROUP_OBJECT_META: Message = Message {
+    name: "WorkloadGroup.ObjectMeta",
+    fields: &[
+        Field {
+            name: "labels",
+            kind: Kind::ScalarMap,
+            applied: Applied::No,
+        },
+        Field {
+            name: "annotations",
+            kind: Kind::ScalarMap,
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static READINESS_PROBE: Message = Message {
+    name: "ReadinessProbe",
+    fields: &[
+        Field {
+            name: "initialDelaySeconds",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "timeoutSeconds",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "periodSeconds",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "successThreshold",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "failureThreshold",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        // Oneof `health_check_method`.
+        Field {
+            name: "httpGet",
+            kind: Kind::Message(&HTTP_HEALTH_CHECK_CONFIG),
+            applied: Applied::No,
+        },
+        // Oneof `health_check_method`.
+        Field {
+            name: "tcpSocket",
+            kind: Kind::Message(&TCP_HEALTH_CHECK_CONFIG),
+            applied: Applied::No,
+        },
+        // Oneof `health_check_method`.
+        Field {
+            name: "exec",
+            kind: Kind::Message(&EXEC_HEALTH_CHECK_CONFIG),
+            applied: Applied::No,
+        },
+        // Oneof `health_check_method`.
+        Field {
+            name: "grpc",
+            kind: Kind::Message(&GRPC_HEALTH_CHECK_CONFIG),
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static HTTP_HEALTH_CHECK_CONFIG: Message = Message {
+    name: "HTTPHealthCheckConfig",
+    fields: &[
+        Field {
+            name: "path",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "port",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "host",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "scheme",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        // A list.
+        Field {
+            name: "httpHeaders",
+            kind: Kind::Message(&HTTP_HEADER),
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static GRPC_HEALTH_CHECK_CONFIG: Message = Message {
+    name: "GrpcHealthCheckConfig",
+    fields: &[
+        Field {
+            name: "port",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "service",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static HTTP_HEADER: Message = Message {
+    name: "HTTPHeader",
+    fields: &[
+        Field {
+            name: "name",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "value",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static TCP_HEALTH_CHECK_CONFIG: Message = Message {
+    name: "TCPHealthCheckConfig",
+    fields: &[
+        Field {
+            name: "host",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "port",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static EXEC_HEALTH_CHECK_CONFIG: Message = Message {
+    name: "ExecHealthCheckConfig",
+    fields: &[
+        // A list.
+        Field {
+            name: "command",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+    ],
+};
+
+// ---- networking/v1alpha3/sidecar.proto ----
+
+pub static SIDECAR: Message = Message {
+    name: "Sidecar",
+    fields: &[
+        // Applied: `sidecar_scope::select_sidecar`.
+        Field {
+            name: "workloadSelector",
+            kind: Kind::Message(&WORKLOAD_SELECTOR),
+            applied: Applied::Yes,
+        },
+        // A list.
+        Field {
+            name: "ingress",
+            kind: Kind::Message(&ISTIO_INGRESS_LISTENER),
+            applied: Applied::No,
+        },
+        // A list. Applied: `sidecar_scope::sidecar_scope`.
+        Field {
+            name: "egress",
+            kind: Kind::Message(&ISTIO_EGRESS_LISTENER),
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "inboundConnectionPool",
+            kind: Kind::Message(&CONNECTION_POOL_SETTINGS),
+            applied: Applied::No,
+        },
+        Field {
+            name: "outboundTrafficPolicy",
+            kind: Kind::Message(&OUTBOUND_TRAFFIC_POLICY),
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static ISTIO_INGRESS_LISTENER: Message = Message {
+    name: "IstioIngressListener",
+    fields: &[
+        Field {
+            name: "port",
+            kind: Kind::Message(&SIDECAR_PORT),
+            applied: Applied::No,
+        },
+        Field {
+            name: "bind",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "captureMode",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "defaultEndpoint",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "tls",
+            kind: Kind::Message(&SERVER_TLS_SETTINGS),
+            applied: Applied::No,
+        },
+        Field {
+            name: "connectionPool",
+            kind: Kind::Message(&CONNECTION_POOL_SETTINGS),
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static ISTIO_EGRESS_LISTENER: Message = Message {
+    name: "IstioEgressListener",
+    fields: &[
+        // Applied: `sidecar_scope::sidecar_scope` (`lds::sidecar_listeners`,
+        // `rds::sidecar_virtual_hosts`).
+        Field {
+            name: "port",
+            kind: Kind::Message(&SIDECAR_PORT),
+            applied: Applied::Yes,
+        },
+        // Applied: `sidecar_scope::sidecar_scope` (`lds::sidecar_listeners`).
+        Field {
+            name: "bind",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        // Applied: `sidecar_scope::sidecar_scope` (`NONE`: a bound listener on 127.0.0.1 in
+        // `lds::sidecar_listeners`).
+        Field {
+            name: "captureMode",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        // A list. Applied: `sidecar_scope::sidecar_scope` (`HostImport`).
+        Field {
+            name: "hosts",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+    ],
+};
+
+pub static WORKLOAD_SELECTOR: Message = Message {
+    name: "WorkloadSelector",
+    fields: &[
+        // Applied: `sidecar_scope::select_sidecar`, `service::endpoints_of`.
+        Field {
+            name: "labels",
+            kind: Kind::ScalarMap,
+            applied: Applied::Yes,
+        },
+    ],
+};
+
+pub static OUTBOUND_TRAFFIC_POLICY: Message = Message {
+    name: "OutboundTrafficPolicy",
+    fields: &[
+        Field {
+            name: "mode",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "egressProxy",
+            kind: Kind::Message(&DESTINATION),
+            applied: Applied::No,
+        },
+    ],
+};
+
+pub static SIDECAR_PORT: Message = Message {
+    name: "SidecarPort",
+    fields: &[
+        // Applied: `sidecar_scope::sidecar_scope`.
+        Field {
+            name: "number",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "protocol",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        Field {
+            name: "name",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+        // Deprecated.
+        Field {
+            name: "targetPort",
+            kind: Kind::Scalar,
+            applied: Applied::No,
+        },
+    ],
+};
+
+// ---- type/v1beta1/selector.proto ----
+
+pub static TYPE_WORKLOAD_SELECTOR: Message = Message {
+    name: "istio.type.v1beta1.WorkloadSelector",
+    fields: &[Field {
+        name: "matchLabels",
+        kind: Kind::ScalarMap,
+        applied: Applied::No,
+    }],
+};
