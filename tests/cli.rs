@@ -134,8 +134,8 @@ spec:
   http:
   - route:
     - destination: {host: a.example.com}
-    retries:
-      attempts: 3
+    corsPolicy:
+      allowOrigins: [{exact: 'https://a.example'}]
 ";
     std::fs::write(dir.path().join("typos.yaml"), typos).unwrap();
     let out = axon(&["validate", dir.path().join("typos.yaml").to_str().unwrap()]);
@@ -160,7 +160,7 @@ spec:
     );
     assert!(
         report.contains(
-            "document 1 (line 9): spec.http[0].retries: accepted but not applied by axon"
+            "document 1 (line 9): spec.http[0].corsPolicy: accepted but not applied by axon"
         ),
         "{report}"
     );

@@ -39,7 +39,7 @@ spec:
   http:
   - route:
     - destination: {host: a.demo.svc.cluster.local}
-    timeout: 1s
+    mirror: {host: b.demo.svc.cluster.local}
 ";
 
 #[test]
@@ -53,11 +53,11 @@ fn a_running_axon_reports_fields_not_applied_and_rejects_unknown_ones() {
             "field accepted but not applied by axon",
             Duration::from_secs(30)
         ),
-        "no log line for the timeout"
+        "no log line for the mirror"
     );
     assert!(
         axon.logs().contains(&format!(
-            "{file}: document 1 (line 9): spec.http[0].timeout: accepted but not applied by axon"
+            "{file}: document 1 (line 9): spec.http[0].mirror: accepted but not applied by axon"
         )),
         "{}",
         axon.logs()
@@ -65,7 +65,7 @@ fn a_running_axon_reports_fields_not_applied_and_rejects_unknown_ones() {
     let configz = axon.debug_json("/debug/configz");
     assert_eq!(
         configz["configs"][0]["not_applied"],
-        serde_json::json!(["spec.http[0].timeout"]),
+        serde_json::json!(["spec.http[0].mirror"]),
         "{configz}"
     );
     assert_eq!(

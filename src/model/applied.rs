@@ -42,14 +42,23 @@ pub fn partial_notes(spec: &Spec) -> Vec<String> {
                 }
             }
         }
-        Spec::VirtualService(vs)
-            if !vs.export_to.is_empty() && !vs.export_to.iter().any(|e| e == "*") =>
-        {
-            notes.push(
-                "spec.exportTo: applied to sidecars only; gateways see the VirtualService \
-                 whatever it says"
-                    .to_string(),
-            );
+        Spec::VirtualService(vs) => {
+            if !vs.export_to.is_empty() && !vs.export_to.iter().any(|e| e == "*") {
+                notes.push(
+                    "spec.exportTo: applied to sidecars only; gateways see the VirtualService \
+                     whatever it says"
+                        .to_string(),
+                );
+            }
+            for (i, http) in vs.http.iter().enumerate() {
+                let code = http.redirect.as_ref().and_then(|r| r.redirect_code);
+                if let Some(code @ (300 | 304 | 305 | 306)) = code {
+                    notes.push(format!(
+                        "spec.http[{i}].redirect.redirectCode: {code} has no Envoy redirect \
+                         code; the route is not served (as istiod leaves it without an action)"
+                    ));
+                }
+            }
         }
         _ => {}
     }
@@ -94,6 +103,10 @@ mod tests {
             "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: v}\nspec:\n  hosts: [a]\n  exportTo: ['.']\n  http: [{route: [{destination: {host: a}}]}]\n",
         );
         assert_eq!(partial_notes(&vs).len(), 1);
+        let odd_code = spec(
+            "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: v}\nspec:\n  hosts: [a]\n  http: [{redirect: {uri: /b, redirectCode: 304}}]\n",
+        );
+        assert!(partial_notes(&odd_code)[0].starts_with("spec.http[0].redirect.redirectCode: 304"));
         let everywhere = spec(
             "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: v}\nspec:\n  hosts: [a]\n  exportTo: ['*']\n  http: [{route: [{destination: {host: a}}]}]\n",
         );

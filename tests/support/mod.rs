@@ -7,6 +7,7 @@
 //! | `tools.rs` | the project-local venv with the pinned Envoy and grpcio ([`ensure_envoy`], [`grpc_python`]) |
 //! | `http.rs` | the raw HTTP/1.1 client ([`http_get`], [`http_request`]) |
 //! | `upstream.rs` | [`Upstream`], an HTTP server that answers with its name |
+//! | `echo.rs` | [`EchoUpstream`], an HTTP server that answers with what it received and records it |
 //! | `config_dir.rs` | [`ConfigDir`], the watched config directory, written atomically |
 //! | `process.rs` | child processes: log capture, kill, temp dirs kept on panic |
 //! | `axon.rs` | [`Axon`], the `axon serve` process, its log and monitoring address |
@@ -29,6 +30,7 @@ mod axon;
 mod axon_debug;
 mod config_dir;
 mod config_dump;
+mod echo;
 mod envoy;
 mod http;
 mod listen_port;
@@ -46,6 +48,8 @@ pub use axon_debug::*;
 pub use config_dir::*;
 #[allow(unused_imports)]
 pub use config_dump::*;
+#[allow(unused_imports)]
+pub use echo::*;
 #[allow(unused_imports)]
 pub use envoy::*;
 #[allow(unused_imports)]

@@ -17,8 +17,9 @@ pub use gateway::{Gateway, GatewayPort, Server};
 pub use service_entry::{Location, Resolution, ServiceEntry, ServicePort, WorkloadSelector};
 pub use sidecar::{CaptureMode, IstioEgressListener, Sidecar, SidecarPort};
 pub use virtual_service::{
-    Destination, HttpMatchRequest, HttpRoute, HttpRouteDestination, PortSelector, StringMatch,
-    VirtualService,
+    Destination, HeaderOperations, Headers, HttpBody, HttpDirectResponse, HttpMatchRequest,
+    HttpRedirect, HttpRetry, HttpRewrite, HttpRoute, HttpRouteDestination, PortSelector,
+    RegexRewrite, StringMatch, VirtualService,
 };
 pub use workload_entry::{WorkloadEntry, WorkloadGroup};
 

@@ -31,6 +31,106 @@ pub struct HttpRoute {
     pub matches: Vec<HttpMatchRequest>,
     #[serde(default)]
     pub route: Vec<HttpRouteDestination>,
+    pub redirect: Option<HttpRedirect>,
+    pub direct_response: Option<HttpDirectResponse>,
+    pub rewrite: Option<HttpRewrite>,
+    /// A duration (`1s`, `250ms`); `None`: no timeout, as istiod.
+    pub timeout: Option<String>,
+    pub retries: Option<HttpRetry>,
+    pub headers: Option<Headers>,
+    /// Not applied yet (reported as such): kept for the validator's conflict rules.
+    pub delegate: Option<serde_json::Value>,
+    pub fault: Option<serde_json::Value>,
+    pub mirror: Option<serde_json::Value>,
+    #[serde(default)]
+    pub mirrors: Vec<serde_json::Value>,
+}
+
+/// `redirect`: answered by Envoy with a 3xx, never routed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpRedirect {
+    #[serde(default)]
+    pub uri: String,
+    #[serde(default)]
+    pub authority: String,
+    pub port: Option<u32>,
+    /// `FROM_PROTOCOL_DEFAULT` or `FROM_REQUEST_PORT`.
+    pub derive_port: Option<String>,
+    #[serde(default)]
+    pub scheme: String,
+    pub redirect_code: Option<u32>,
+    #[serde(default)]
+    pub prefix_rewrite: String,
+}
+
+/// `directResponse`: answered by Envoy itself.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpDirectResponse {
+    #[serde(default)]
+    pub status: u32,
+    pub body: Option<HttpBody>,
+}
+
+/// A body: `string`, or `bytes` (base64, as protobuf JSON has bytes).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpBody {
+    pub string: Option<String>,
+    pub bytes: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpRewrite {
+    #[serde(default)]
+    pub uri: String,
+    #[serde(default)]
+    pub authority: String,
+    pub uri_regex_rewrite: Option<RegexRewrite>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RegexRewrite {
+    #[serde(default, rename = "match")]
+    pub pattern: String,
+    #[serde(default)]
+    pub rewrite: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpRetry {
+    /// 0 (or absent, in a `retries` that is present) disables retries.
+    #[serde(default)]
+    pub attempts: i64,
+    pub per_try_timeout: Option<String>,
+    #[serde(default)]
+    pub retry_on: String,
+    pub retry_remote_localities: Option<bool>,
+    pub retry_ignore_previous_hosts: Option<bool>,
+    pub backoff: Option<String>,
+}
+
+/// Header operations on the request and the response.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Headers {
+    pub request: Option<HeaderOperations>,
+    pub response: Option<HeaderOperations>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HeaderOperations {
+    #[serde(default)]
+    pub set: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    pub add: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    pub remove: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -64,6 +164,7 @@ pub struct HttpRouteDestination {
     pub destination: Option<Destination>,
     #[serde(default)]
     pub weight: i32,
+    pub headers: Option<Headers>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

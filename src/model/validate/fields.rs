@@ -218,7 +218,7 @@ fn starts_repetition(s: &[char]) -> bool {
 
 /// Parses a Go-style duration (`300s`, `1m`, `1.5h`, `8ms`, `1h2m`) into nanoseconds, as the
 /// Kubernetes CEL `duration()` does. Protobuf JSON durations (`1.5s`) are a subset.
-pub(super) fn parse_duration(s: &str) -> Option<i128> {
+pub fn parse_duration(s: &str) -> Option<i128> {
     let (negative, mut rest) = match s.as_bytes().first() {
         Some(b'-') => (true, &s[1..]),
         Some(b'+') => (false, &s[1..]),

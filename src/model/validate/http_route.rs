@@ -20,6 +20,7 @@ pub(super) fn http_route(errs: &mut Errors, path: &str, route: &HttpRoute, bound
         .map(|d| (d.destination.as_ref(), i64::from(d.weight)))
         .collect();
     route_destinations(errs, &format!("{path}.route"), &destinations);
+    super::http_action::http_actions(errs, path, route);
 }
 
 fn http_match(errs: &mut Errors, path: &str, m: &HttpMatchRequest, bound_to_gateway: bool) {

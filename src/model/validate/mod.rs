@@ -33,6 +33,7 @@ mod fields;
 #[cfg(test)]
 mod fixtures;
 mod gateway;
+mod http_action;
 mod http_route;
 mod names;
 mod service_entry;
@@ -41,6 +42,8 @@ mod tls;
 mod traffic_policy;
 mod virtual_service;
 mod workload;
+
+pub use fields::parse_duration;
 
 use super::config::{Config, Spec};
 use fields::Errors;

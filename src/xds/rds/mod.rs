@@ -14,6 +14,7 @@ use envoy_types::pb::envoy::config::route::v3::{
 use envoy_types::pb::google::protobuf::Duration;
 
 mod action;
+mod headers;
 mod matching;
 mod route;
 
@@ -128,6 +129,7 @@ pub(super) fn sidecar_virtual_host(
         routes.push(Route {
             name: "default".to_string(),
             r#match: Some(route_match(None)),
+            // istiod's `BuildDefaultHTTPOutboundRoute`: no timeout, the default retries.
             action: Some(Action::Route(RouteAction {
                 cluster_specifier: Some(ClusterSpecifier::Cluster(outbound_cluster_name(
                     service_port,
@@ -138,6 +140,7 @@ pub(super) fn sidecar_virtual_host(
                     seconds: 0,
                     nanos: 0,
                 }),
+                retry_policy: action::retry_policy(None),
                 ..Default::default()
             })),
             ..Default::default()

@@ -2,9 +2,9 @@
 //! the gateway (or `mesh`) and port, in the VirtualService's order, each with its match
 //! ([`super::matching`]) and action ([`super::action`]).
 
-use envoy_types::pb::envoy::config::route::v3::{Route, route::Action};
+use envoy_types::pb::envoy::config::route::v3::Route;
 
-use super::action::route_action;
+use super::action;
 use super::matching::route_match;
 use crate::model::config::Config;
 use crate::model::istio::{HttpMatchRequest, VirtualService};
@@ -20,7 +20,7 @@ pub(super) fn translate_routes(
 ) -> Vec<Route> {
     let mut out = Vec::new();
     for http in &vs.http {
-        let Some(action) = route_action(ctx, config.namespace(), http) else {
+        let Some(template) = action::translate(ctx, config.namespace(), http, port) else {
             continue;
         };
         let matches: Vec<Option<&HttpMatchRequest>> = if http.matches.is_empty() {
@@ -36,8 +36,7 @@ pub(super) fn translate_routes(
             out.push(Route {
                 name: http.name.clone(),
                 r#match: Some(route_match(m)),
-                action: Some(Action::Route(action.clone())),
-                ..Default::default()
+                ..template.clone()
             });
         }
     }

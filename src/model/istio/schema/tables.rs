@@ -120,6 +120,8 @@ pub static DESTINATION: Message = Message {
     ],
 };
 
+// `redirect`, `directResponse`, `rewrite`, `timeout`, `retries`, `headers` applied:
+// `rds::action::translate` (istiod's `TranslateRoute`).
 pub static HTTP_ROUTE: Message = Message {
     name: "HTTPRoute",
     fields: &[
@@ -144,12 +146,12 @@ pub static HTTP_ROUTE: Message = Message {
         Field {
             name: "redirect",
             kind: Kind::Message(&HTTP_REDIRECT),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "directResponse",
             kind: Kind::Message(&HTTP_DIRECT_RESPONSE),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "delegate",
@@ -159,17 +161,17 @@ pub static HTTP_ROUTE: Message = Message {
         Field {
             name: "rewrite",
             kind: Kind::Message(&HTTP_REWRITE),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "timeout",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "retries",
             kind: Kind::Message(&HTTP_RETRY),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "fault",
@@ -212,7 +214,7 @@ pub static HTTP_ROUTE: Message = Message {
         Field {
             name: "headers",
             kind: Kind::Message(&HEADERS),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
@@ -233,40 +235,42 @@ pub static DELEGATE: Message = Message {
     ],
 };
 
+// Every field applied: `rds::headers::operations` (route and destination header operations).
 pub static HEADERS: Message = Message {
     name: "Headers",
     fields: &[
         Field {
             name: "request",
             kind: Kind::Message(&HEADERS_HEADER_OPERATIONS),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "response",
             kind: Kind::Message(&HEADERS_HEADER_OPERATIONS),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
 
+// Every field applied: `rds::headers::operations`.
 pub static HEADERS_HEADER_OPERATIONS: Message = Message {
     name: "Headers.HeaderOperations",
     fields: &[
         Field {
             name: "set",
             kind: Kind::ScalarMap,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "add",
             kind: Kind::ScalarMap,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // A list.
         Field {
             name: "remove",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
@@ -405,7 +409,7 @@ pub static HTTP_ROUTE_DESTINATION: Message = Message {
         Field {
             name: "headers",
             kind: Kind::Message(&HEADERS),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
@@ -503,65 +507,68 @@ pub static TLS_MATCH_ATTRIBUTES: Message = Message {
     ],
 };
 
+// Every field applied: `rds::action::redirect_action`.
 pub static HTTP_REDIRECT: Message = Message {
     name: "HTTPRedirect",
     fields: &[
         Field {
             name: "uri",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "authority",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // Oneof `redirect_port`.
         Field {
             name: "port",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // Oneof `redirect_port`.
         Field {
             name: "derivePort",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "scheme",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "redirectCode",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "prefixRewrite",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
 
+// Every field applied: `rds::action::direct_response`.
 pub static HTTP_DIRECT_RESPONSE: Message = Message {
     name: "HTTPDirectResponse",
     fields: &[
         Field {
             name: "status",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "body",
             kind: Kind::Message(&HTTP_BODY),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
 
+// Every field applied: `rds::action::direct_response`.
 pub static HTTP_BODY: Message = Message {
     name: "HTTPBody",
     fields: &[
@@ -569,50 +576,52 @@ pub static HTTP_BODY: Message = Message {
         Field {
             name: "string",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // Oneof `specifier`.
         Field {
             name: "bytes",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
 
+// Every field applied: `rds::action::route_action`.
 pub static HTTP_REWRITE: Message = Message {
     name: "HTTPRewrite",
     fields: &[
         Field {
             name: "uri",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "authority",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "uriRegexRewrite",
             kind: Kind::Message(&REGEX_REWRITE),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
 
+// Every field applied: `rds::action::route_action`.
 pub static REGEX_REWRITE: Message = Message {
     name: "RegexRewrite",
     fields: &[
         Field {
             name: "match",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "rewrite",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
@@ -648,38 +657,39 @@ pub static STRING_MATCH: Message = Message {
     ],
 };
 
+// Every field applied: `rds::action::retry_policy` (istiod's `retry.ConvertPolicy`).
 pub static HTTP_RETRY: Message = Message {
     name: "HTTPRetry",
     fields: &[
         Field {
             name: "attempts",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "perTryTimeout",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "retryOn",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "retryRemoteLocalities",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "retryIgnorePreviousHosts",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "backoff",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };

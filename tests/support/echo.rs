@@ -1,0 +1,179 @@
+//! [`EchoUpstream`]: an HTTP/1.1 server on 127.0.0.1 that answers with what it received
+//! (method, path, headers, as JSON) and records every request, so that a test sees what
+//! Envoy sent upstream: rewritten paths and authorities, added and removed headers, retried
+//! attempts. Requests steer it by header: `x-delay-ms: N` answers after N ms; `x-fail-first:
+//! K` with `x-request-key: KEY` answers 503 to the first K requests of KEY. Stopped on drop.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use super::http::find_subslice;
+
+/// One request as the upstream received it (header names lower-cased).
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    pub method: String,
+    pub path: String,
+    pub headers: BTreeMap<String, String>,
+}
+
+pub struct EchoUpstream {
+    name: String,
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    seen: Arc<Mutex<Vec<Recorded>>>,
+}
+
+impl EchoUpstream {
+    pub fn start(name: &str) -> EchoUpstream {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("echo bind");
+        let addr = listener.local_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let seen: Arc<Mutex<Vec<Recorded>>> = Arc::default();
+        let (stop2, seen2, name2) = (stop.clone(), seen.clone(), name.to_string());
+        thread::Builder::new()
+            .name(format!("echo-{name}"))
+            .spawn(move || {
+                for conn in listener.incoming() {
+                    if stop2.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let Ok(conn) = conn else { continue };
+                    let (seen, name) = (seen2.clone(), name2.clone());
+                    let _ = thread::Builder::new()
+                        .name(format!("echo-{name}-conn"))
+                        .spawn(move || serve(conn, &name, &seen));
+                }
+            })
+            .expect("spawn echo thread");
+        EchoUpstream {
+            name: name.to_string(),
+            addr,
+            stop,
+            seen,
+        }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Every request received so far.
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    /// The requests received with `x-request-key: key`.
+    pub fn requests_with_key(&self, key: &str) -> Vec<Recorded> {
+        self.requests()
+            .into_iter()
+            .filter(|r| r.headers.get("x-request-key").map(String::as_str) == Some(key))
+            .collect()
+    }
+}
+
+impl Drop for EchoUpstream {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = TcpStream::connect(self.addr);
+    }
+}
+
+/// Serves keep-alive requests on one connection until it closes.
+fn serve(mut conn: TcpStream, name: &str, seen: &Mutex<Vec<Recorded>>) {
+    let _ = conn.set_read_timeout(Some(Duration::from_secs(30)));
+    let mut buf: Vec<u8> = Vec::new();
+    loop {
+        let head_end = loop {
+            if let Some(i) = find_subslice(&buf, b"\r\n\r\n") {
+                break i;
+            }
+            let mut chunk = [0u8; 4096];
+            match conn.read(&mut chunk) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        };
+        let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+        buf.drain(..head_end + 4);
+        let mut lines = head.split("\r\n");
+        let mut first = lines.next().unwrap_or_default().split(' ');
+        let (method, path) = (
+            first.next().unwrap_or_default().to_string(),
+            first.next().unwrap_or_default().to_string(),
+        );
+        let headers: BTreeMap<String, String> = lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+            .collect();
+        // Bodies are not expected (GET, and Envoy's mirrors of them); skip a declared one.
+        let length: usize = headers
+            .get("content-length")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        while buf.len() < length {
+            let mut chunk = [0u8; 4096];
+            match conn.read(&mut chunk) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+        buf.drain(..length);
+        let recorded = Recorded {
+            method,
+            path,
+            headers,
+        };
+        let key = recorded.headers.get("x-request-key").cloned();
+        let fail_first: usize = recorded
+            .headers
+            .get("x-fail-first")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let delay: u64 = recorded
+            .headers
+            .get("x-delay-ms")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let attempt = {
+            let mut seen = seen.lock().unwrap();
+            seen.push(recorded.clone());
+            key.map_or(1, |k| {
+                seen.iter()
+                    .filter(|r| r.headers.get("x-request-key") == Some(&k))
+                    .count()
+            })
+        };
+        if delay > 0 {
+            thread::sleep(Duration::from_millis(delay));
+        }
+        let status = if attempt <= fail_first {
+            "503 Service Unavailable"
+        } else {
+            "200 OK"
+        };
+        let body = serde_json::json!({
+            "upstream": name,
+            "method": recorded.method,
+            "path": recorded.path,
+            "headers": recorded.headers,
+        })
+        .to_string();
+        let response = format!(
+            "HTTP/1.1 {status}\r\ncontent-type: application/json\r\nx-upstream: {name}\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        if conn.write_all(response.as_bytes()).is_err() {
+            return;
+        }
+    }
+}
