@@ -4,8 +4,10 @@
 //! passes), `retries` (two 503s then a 200: three attempts; `attempts: 0`: one), `redirect`
 //! (302 with its Location), `directResponse` (Envoy's own answer), `rewrite` (the path and
 //! the authority the upstream sees), and `headers` (set, add and remove, on the request and
-//! the response, at the route and at the destination). The default retry policy is in
-//! Envoy's config when a route sets none.
+//! the response, at the route and at the destination), `fault` (an abort, a delay),
+//! `mirror` (a copy reaches the shadow upstream) and `corsPolicy` (a preflight from an allowed
+//! origin is answered with the CORS headers, one from another origin is not). The default
+//! retry policy is in Envoy's config when a route sets none.
 
 #[path = "support/scenario.rs"]
 mod scenario;
@@ -19,8 +21,17 @@ use support::*;
 const CONVERGE: Duration = Duration::from_secs(30);
 const ECHO: &str = "echo.demo.svc.cluster.local";
 
-fn echo_yaml(port: u16) -> String {
-    service_entry_yaml("echo", "demo", ECHO, http_port(80), &[(port, None)])
+fn echo_yaml(port: u16, shadow_port: u16) -> String {
+    documents(&[
+        service_entry_yaml("echo", "demo", ECHO, http_port(80), &[(port, None)]),
+        service_entry_yaml(
+            "shadow",
+            "demo",
+            "shadow.demo.svc.cluster.local",
+            http_port(80),
+            &[(shadow_port, None)],
+        ),
+    ])
 }
 
 const ROUTES: &str = r#"apiVersion: networking.istio.io/v1
@@ -66,17 +77,48 @@ spec:
     - destination: {host: echo, port: {number: 80}}
       headers:
         request: {set: {x-destination: echo}}
+  - name: abort
+    match: [{uri: {prefix: /fault/abort}}]
+    fault: {abort: {httpStatus: 418, percentage: {value: 100}}}
+    route: [{destination: {host: echo, port: {number: 80}}}]
+  - name: delay
+    match: [{uri: {prefix: /fault/delay}}]
+    fault: {delay: {fixedDelay: 1s, percentage: {value: 100}}}
+    route: [{destination: {host: echo, port: {number: 80}}}]
+  - name: mirror
+    match: [{uri: {prefix: /mirror}}]
+    mirror: {host: shadow, port: {number: 80}}
+    mirrorPercentage: {value: 100}
+    route: [{destination: {host: echo, port: {number: 80}}}]
+  - name: cors
+    match: [{uri: {prefix: /cors}}]
+    corsPolicy:
+      allowOrigins: [{exact: "https://a.example"}]
+      allowMethods: [GET, POST]
+      allowHeaders: [x-custom]
+      maxAge: 24h
+    route: [{destination: {host: echo, port: {number: 80}}}]
   - name: default
     route: [{destination: {host: echo, port: {number: 80}}}]
 "#;
 
+fn get_with(
+    gw: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> HttpResponse {
+    http_request(gw, method, path, headers, Duration::from_secs(10))
+}
+
 #[test]
 fn route_actions_do_in_envoy_what_istiod_makes_them_do() {
     let echo = EchoUpstream::start("echo");
+    let shadow = EchoUpstream::start("shadow");
     let config = ConfigDir::new();
     let gw_port = free_port();
     config.write("gateway.yaml", &gateway_yaml(gw_port));
-    config.write("echo.yaml", &echo_yaml(echo.port()));
+    config.write("echo.yaml", &echo_yaml(echo.port(), shadow.port()));
     config.write("routes.yaml", ROUTES);
     let axon = Axon::start(config.path());
     let (envoy, gw_port) = start_gateway_listening(&axon, &config, gw_port, CONVERGE);
@@ -167,6 +209,70 @@ fn route_actions_do_in_envoy_what_istiod_makes_them_do() {
     assert_eq!(seen["headers"]["x-drop"], "1");
     assert_eq!(r.header("x-upstream"), Some("echo"));
     assert_eq!(r.header("x-from-route"), None);
+
+    // fault: an abort answered by Envoy (418), nothing upstream; a delay of 1 s.
+    let before = echo.requests().len();
+    let r = get("/fault/abort", &[]);
+    assert_eq!(r.status, 418, "{r:?}");
+    assert_eq!(
+        echo.requests().len(),
+        before,
+        "an aborted request reached the upstream"
+    );
+    let started = Instant::now();
+    assert_eq!(get("/fault/delay", &[]).status, 200);
+    let delayed = started.elapsed();
+    assert!(
+        delayed >= Duration::from_millis(950),
+        "not delayed: {delayed:?}"
+    );
+
+    // mirror: the shadow upstream gets a copy (Host with Envoy's `-shadow` suffix); the
+    // answer is the primary's. Other routes are not mirrored.
+    let r = get("/mirror/x", &[("x-request-key", "m1")]);
+    assert_eq!(r.header("x-upstream"), Some("echo"));
+    assert!(
+        wait_until(Duration::from_secs(10), || !shadow
+            .requests_with_key("m1")
+            .is_empty()),
+        "the shadow upstream saw no copy"
+    );
+    let copy = &shadow.requests_with_key("m1")[0];
+    assert_eq!(copy.path, "/mirror/x");
+    assert!(copy.headers["host"].ends_with("-shadow"), "{copy:?}");
+    get("/plain", &[("x-request-key", "m2")]);
+    assert!(
+        shadow.requests_with_key("m2").is_empty(),
+        "an unmirrored route was mirrored"
+    );
+
+    // corsPolicy: a preflight from the allowed origin gets the CORS headers; another
+    // origin's does not.
+    let preflight = |origin: &str| {
+        get_with(
+            gw,
+            "OPTIONS",
+            "/cors",
+            &[
+                ("Origin", origin),
+                ("Access-Control-Request-Method", "POST"),
+            ],
+        )
+    };
+    let ok = preflight("https://a.example");
+    assert_eq!(
+        ok.header("access-control-allow-origin"),
+        Some("https://a.example"),
+        "{ok:?}"
+    );
+    assert_eq!(ok.header("access-control-allow-methods"), Some("GET,POST"));
+    assert_eq!(ok.header("access-control-max-age"), Some("86400"));
+    let other = preflight("https://b.example");
+    assert_eq!(
+        other.header("access-control-allow-origin"),
+        None,
+        "{other:?}"
+    );
 
     // Envoy's config: istiod's default retry policy where no retries are set.
     let dump = envoy.config_dump();

@@ -11,18 +11,19 @@
 //! GRPC_TRACE=xds_client` and what gRPC's xDS client said (NACKs, resource errors) is put in
 //! the panic message.
 
+#[path = "support/grpc_echo.rs"]
+mod grpc_echo;
 #[path = "support/scenario.rs"]
 mod scenario;
 mod support;
 
 use std::fs;
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use grpc_echo::{EchoServer, echo_script, tail};
 use scenario::*;
 use support::*;
 
@@ -31,102 +32,6 @@ const ECHO_PORT: u16 = 7070;
 const CLIENT_NODE: &str = "sidecar~127.0.0.1~client-1.a~a.svc.cluster.local";
 /// The client's own deadline for getting a reply (it retries UNAVAILABLE until then).
 const CLIENT_DEADLINE_SECS: u64 = 20;
-
-// ---------------------------------------------------------------------------
-// Echo script
-// ---------------------------------------------------------------------------
-
-/// `tests/grpc/echo.py`.
-fn echo_script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/grpc/echo.py")
-}
-
-fn tail(text: &str, n: usize) -> String {
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(n)..].join("\n")
-}
-
-// ---------------------------------------------------------------------------
-// Echo servers
-// ---------------------------------------------------------------------------
-
-/// A running `echo.py server`; killed on drop.
-struct EchoServer {
-    child: Child,
-    port: u16,
-    prefix: String,
-    output: Arc<Mutex<String>>,
-}
-
-impl EchoServer {
-    /// Starts `echo.py server PORT PREFIX` on a free port and waits until it listens.
-    fn start(prefix: &str) -> EchoServer {
-        let python = grpc_python();
-        // A port could be taken between free_port() and the bind: try a few.
-        let mut last_failure = String::new();
-        for _ in 0..3 {
-            let port = free_port();
-            let mut child = Command::new(&python)
-                .arg("-u")
-                .arg(echo_script())
-                .args(["server", &port.to_string(), prefix])
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap_or_else(|e| panic!("spawn {} echo.py server: {e}", python.display()));
-            let output = Arc::new(Mutex::new(String::new()));
-            for src in [
-                Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
-                Box::new(child.stderr.take().unwrap()),
-            ] {
-                let output = output.clone();
-                thread::spawn(move || {
-                    for line in BufReader::new(src).lines() {
-                        let Ok(line) = line else { break };
-                        let mut o = output.lock().unwrap();
-                        o.push_str(&line);
-                        o.push('\n');
-                    }
-                });
-            }
-            let mut server = EchoServer {
-                child,
-                port,
-                prefix: prefix.to_string(),
-                output,
-            };
-            let ready = wait_until(Duration::from_secs(20), || {
-                server.output.lock().unwrap().contains("listening")
-                    || !matches!(server.child.try_wait(), Ok(None))
-            });
-            if ready && server.output.lock().unwrap().contains("listening") {
-                return server;
-            }
-            last_failure = format!(
-                "echo server {prefix:?} on port {port} not ready (ready={ready}):\n{}",
-                server.output.lock().unwrap()
-            );
-            // Dropping `server` kills it.
-        }
-        panic!("{last_failure}");
-    }
-}
-
-impl Drop for EchoServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if thread::panicking() {
-            eprintln!(
-                "===== echo server {:?} (port {}) output =====\n{}",
-                self.prefix,
-                self.port,
-                tail(&self.output.lock().unwrap(), 50)
-            );
-        }
-    }
-}
 
 // ---------------------------------------------------------------------------
 // Client

@@ -39,7 +39,8 @@ spec:
   http:
   - route:
     - destination: {host: a.demo.svc.cluster.local}
-    mirror: {host: b.demo.svc.cluster.local}
+  tcp:
+  - route: [{destination: {host: a.demo.svc.cluster.local}}]
 ";
 
 #[test]
@@ -53,11 +54,11 @@ fn a_running_axon_reports_fields_not_applied_and_rejects_unknown_ones() {
             "field accepted but not applied by axon",
             Duration::from_secs(30)
         ),
-        "no log line for the mirror"
+        "no log line for the TCP route"
     );
     assert!(
         axon.logs().contains(&format!(
-            "{file}: document 1 (line 9): spec.http[0].mirror: accepted but not applied by axon"
+            "{file}: document 1 (line 9): spec.tcp: accepted but not applied by axon"
         )),
         "{}",
         axon.logs()
@@ -65,7 +66,7 @@ fn a_running_axon_reports_fields_not_applied_and_rejects_unknown_ones() {
     let configz = axon.debug_json("/debug/configz");
     assert_eq!(
         configz["configs"][0]["not_applied"],
-        serde_json::json!(["spec.http[0].mirror"]),
+        serde_json::json!(["spec.tcp"]),
         "{configz}"
     );
     assert_eq!(
@@ -76,7 +77,10 @@ fn a_running_axon_reports_fields_not_applied_and_rejects_unknown_ones() {
 
     // A typo: the document is rejected, naming the line and the field meant; the good
     // version stays served.
-    dir.write("routes.yaml", &ROUTES.replace("  - route:", "  - rout:"));
+    dir.write(
+        "routes.yaml",
+        &ROUTES.replacen("  - route:", "  - rout:", 1),
+    );
     assert!(
         axon.wait_config_error("did you mean `route`?", Duration::from_secs(30)),
         "{:?}",

@@ -8,8 +8,13 @@ use envoy_types::pb::envoy::config::cluster::v3::{
     Cluster,
     cluster::{ClusterDiscoveryType, DiscoveryType, DnsLookupFamily, EdsClusterConfig, LbPolicy},
 };
+use envoy_types::pb::envoy::config::core::v3::Http2ProtocolOptions;
 use envoy_types::pb::envoy::config::core::v3::{
     AggregatedConfigSource, ApiVersion, ConfigSource, config_source::ConfigSourceSpecifier,
+};
+use envoy_types::pb::envoy::extensions::upstreams::http::v3::HttpProtocolOptions;
+use envoy_types::pb::envoy::extensions::upstreams::http::v3::http_protocol_options::{
+    ExplicitHttpConfig, UpstreamProtocolOptions, explicit_http_config::ProtocolConfig,
 };
 use envoy_types::pb::google::protobuf::Duration;
 
@@ -108,7 +113,43 @@ fn to_cluster(
         }
     };
     cluster.cluster_discovery_type = Some(ClusterDiscoveryType::Type(discovery as i32));
+    let protocol = service
+        .ports
+        .iter()
+        .find(|p| p.number == port)
+        .map(|p| p.protocol.as_str());
+    if protocol.is_some_and(is_http2) {
+        cluster.typed_extension_protocol_options.insert(
+            HTTP_PROTOCOL_OPTIONS.to_string(),
+            super::resource::any(&http2_options()),
+        );
+    }
     cluster
+}
+
+/// The key of a cluster's upstream HTTP options.
+const HTTP_PROTOCOL_OPTIONS: &str = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions";
+
+/// Protocols that get HTTP/2 to the upstream, as istiod's `Protocol.IsHTTP2`.
+fn is_http2(protocol: &str) -> bool {
+    matches!(
+        protocol.to_ascii_uppercase().as_str(),
+        "HTTP2" | "GRPC" | "GRPC-WEB"
+    )
+}
+
+/// istiod's `setH2Options`: HTTP/2 to the upstream, Envoy's default HTTP/2 settings.
+fn http2_options() -> HttpProtocolOptions {
+    HttpProtocolOptions {
+        upstream_protocol_options: Some(UpstreamProtocolOptions::ExplicitHttpConfig(
+            ExplicitHttpConfig {
+                protocol_config: Some(ProtocolConfig::Http2ProtocolOptions(
+                    Http2ProtocolOptions::default(),
+                )),
+            },
+        )),
+        ..Default::default()
+    }
 }
 
 /// istiod's cluster for traffic to no known service.

@@ -13,9 +13,10 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
 };
 
 use super::cds::ads_config_source;
-use super::lds::{any, hcm_config};
+use super::lds::{HcmKind, hcm_config};
 use super::rds::sidecar_virtual_host;
 use super::resource::Resource;
+use super::resource::any;
 use crate::model::proxy::Proxy;
 use crate::model::push_context::PushContext;
 use crate::model::service::Service;
@@ -63,6 +64,7 @@ pub fn listeners(scope: &SidecarScope, names: &BTreeSet<String>) -> Vec<Resource
                     config_source: Some(ads_config_source()),
                     route_config_name: name.clone(),
                 }),
+                HcmKind::Proxyless,
             );
             let listener = Listener {
                 name: name.clone(),

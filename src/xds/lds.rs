@@ -16,19 +16,22 @@ use envoy_types::pb::envoy::config::route::v3::{
     Route, RouteAction, RouteConfiguration, RouteMatch, VirtualHost, route::Action,
     route_action::ClusterSpecifier, route_match::PathSpecifier,
 };
+use envoy_types::pb::envoy::extensions::filters::http::cors::v3::Cors;
+use envoy_types::pb::envoy::extensions::filters::http::fault::v3::HttpFault as Fault;
 use envoy_types::pb::envoy::extensions::filters::http::router::v3::Router;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
-    HttpConnectionManager, HttpFilter, Rds, http_connection_manager::RouteSpecifier, http_filter,
+    HttpConnectionManager, HttpFilter, Rds,
+    http_connection_manager::{PathWithEscapedSlashesAction, RouteSpecifier, UpgradeConfig},
+    http_filter,
 };
 use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{
     TcpProxy, tcp_proxy::ClusterSpecifier as TcpCluster,
 };
-use envoy_types::pb::google::protobuf::{Any, BoolValue, UInt32Value};
-use prost::{Message, Name};
+use envoy_types::pb::google::protobuf::{Any, BoolValue, Duration, UInt32Value};
 
 use super::cds::{PASSTHROUGH, ads_config_source, inbound_cluster_name};
 use super::is_http;
-use super::resource::Resource;
+use super::resource::{Resource, any};
 use crate::model::gateway;
 use crate::model::proxy::{Proxy, ProxyType};
 use crate::model::push_context::PushContext;
@@ -54,7 +57,7 @@ fn gateway_listeners(ctx: &PushContext, proxy: &Proxy) -> Vec<Resource> {
         .map(|&port| {
             let bind = merged.bind.get(&port).copied().unwrap_or("0.0.0.0");
             let route = format!("http.{port}");
-            listener(bind, port, true, &route)
+            listener(bind, port, true, &route, HcmKind::Gateway)
         })
         .collect()
 }
@@ -68,7 +71,13 @@ fn sidecar_listeners(proxy: &Proxy, scope: &SidecarScope) -> Vec<Resource> {
         let default_bind = if capture_none { "127.0.0.1" } else { "0.0.0.0" };
         let bind = egress.bind.as_deref().unwrap_or(default_bind);
         ports.insert(port);
-        out.push(listener(bind, port, capture_none, &port.to_string()));
+        out.push(listener(
+            bind,
+            port,
+            capture_none,
+            &port.to_string(),
+            HcmKind::Sidecar,
+        ));
     }
     if let Some(egress) = scope.default_egress() {
         let service_ports: std::collections::BTreeSet<u32> = egress
@@ -80,7 +89,13 @@ fn sidecar_listeners(proxy: &Proxy, scope: &SidecarScope) -> Vec<Resource> {
             .filter(|p| !ports.contains(p))
             .collect();
         for port in service_ports {
-            out.push(listener("0.0.0.0", port, false, &port.to_string()));
+            out.push(listener(
+                "0.0.0.0",
+                port,
+                false,
+                &port.to_string(),
+                HcmKind::Sidecar,
+            ));
         }
     }
     if !proxy.interception_none {
@@ -91,7 +106,7 @@ fn sidecar_listeners(proxy: &Proxy, scope: &SidecarScope) -> Vec<Resource> {
 }
 
 /// An HTTP listener on `bind:port` whose routes come over RDS as `route`.
-fn listener(bind: &str, port: u32, bound: bool, route: &str) -> Resource {
+fn listener(bind: &str, port: u32, bound: bool, route: &str, kind: HcmKind) -> Resource {
     let name = format!("{bind}_{port}");
     let listener = Listener {
         name: name.clone(),
@@ -104,6 +119,7 @@ fn listener(bind: &str, port: u32, bound: bool, route: &str) -> Resource {
                     config_source: Some(ads_config_source()),
                     route_config_name: route.to_string(),
                 }),
+                kind,
             )],
             ..Default::default()
         }],
@@ -138,6 +154,7 @@ fn virtual_inbound(scope: &SidecarScope) -> Resource {
                 http_connection_manager(
                     &cluster,
                     RouteSpecifier::RouteConfig(inbound_route(&cluster, inbound.port)),
+                    HcmKind::Sidecar,
                 )
             } else {
                 tcp_proxy(&cluster, &cluster)
@@ -203,13 +220,6 @@ pub fn socket_address(ip: &str, port: u32) -> Address {
     }
 }
 
-pub(super) fn any<M: Message + Name>(msg: &M) -> Any {
-    Any {
-        type_url: M::type_url(),
-        value: msg.encode_to_vec(),
-    }
-}
-
 fn tcp_proxy(stat_prefix: &str, cluster: &str) -> Filter {
     let proxy = TcpProxy {
         stat_prefix: stat_prefix.to_string(),
@@ -223,19 +233,38 @@ fn tcp_proxy(stat_prefix: &str, cluster: &str) -> Filter {
 }
 
 /// An HTTP connection manager filter with the given route source.
-fn http_connection_manager(stat_prefix: &str, routes: RouteSpecifier) -> Filter {
+fn http_connection_manager(stat_prefix: &str, routes: RouteSpecifier, kind: HcmKind) -> Filter {
     Filter {
         name: "envoy.filters.network.http_connection_manager".to_string(),
         config_type: Some(filter::ConfigType::TypedConfig(any(&hcm_config(
             stat_prefix,
             routes,
+            kind,
         )))),
     }
 }
 
-/// An HTTP connection manager with the router filter and the given route source.
-pub(super) fn hcm_config(stat_prefix: &str, routes: RouteSpecifier) -> HttpConnectionManager {
-    HttpConnectionManager {
+/// Whose HTTP connection manager it is: istiod's settings differ by proxy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum HcmKind {
+    /// A gateway's listener: the client's address is the remote address.
+    Gateway,
+    /// A sidecar's outbound or inbound listener.
+    Sidecar,
+    /// A proxyless gRPC client's API listener (none of Envoy's connection settings apply).
+    Proxyless,
+}
+
+/// An HTTP connection manager with the router filter and the given route source, with
+/// istiod's settings (`buildHTTPConnectionManager` and the mesh defaults): WebSocket upgrades
+/// allowed, paths normalized (the default mesh config's `BASE`), escaped slashes kept, no
+/// stream idle timeout, and the remote address used on gateways only.
+pub(super) fn hcm_config(
+    stat_prefix: &str,
+    routes: RouteSpecifier,
+    kind: HcmKind,
+) -> HttpConnectionManager {
+    let mut hcm = HttpConnectionManager {
         stat_prefix: stat_prefix.to_string(),
         route_specifier: Some(routes),
         http_filters: vec![HttpFilter {
@@ -246,5 +275,34 @@ pub(super) fn hcm_config(stat_prefix: &str, routes: RouteSpecifier) -> HttpConne
             ..Default::default()
         }],
         ..Default::default()
+    };
+    if kind != HcmKind::Proxyless {
+        // The filters a route's fault and CORS policies configure, before the router.
+        let empty_filter = |name: &str, config: Any| HttpFilter {
+            name: name.to_string(),
+            config_type: Some(http_filter::ConfigType::TypedConfig(config)),
+            ..Default::default()
+        };
+        hcm.http_filters.splice(
+            0..0,
+            [
+                empty_filter("envoy.filters.http.fault", any(&Fault::default())),
+                empty_filter("envoy.filters.http.cors", any(&Cors::default())),
+            ],
+        );
+        hcm.upgrade_configs = vec![UpgradeConfig {
+            upgrade_type: "websocket".to_string(),
+            ..Default::default()
+        }];
+        hcm.normalize_path = Some(BoolValue { value: true });
+        hcm.path_with_escaped_slashes_action = PathWithEscapedSlashesAction::KeepUnchanged as i32;
+        hcm.stream_idle_timeout = Some(Duration {
+            seconds: 0,
+            nanos: 0,
+        });
+        hcm.use_remote_address = Some(BoolValue {
+            value: kind == HcmKind::Gateway,
+        });
     }
+    hcm
 }

@@ -289,3 +289,11 @@ impl Resource {
         format!("{:016x}", self.hash)
     }
 }
+
+/// A message as an `Any` (its type URL and encoding), for typed configs.
+pub(crate) fn any<M: Message + Name>(msg: &M) -> Any {
+    Any {
+        type_url: M::type_url(),
+        value: msg.encode_to_vec(),
+    }
+}

@@ -2,7 +2,9 @@
 //! (method, path, headers, as JSON) and records every request, so that a test sees what
 //! Envoy sent upstream: rewritten paths and authorities, added and removed headers, retried
 //! attempts. Requests steer it by header: `x-delay-ms: N` answers after N ms; `x-fail-first:
-//! K` with `x-request-key: KEY` answers 503 to the first K requests of KEY. Stopped on drop.
+//! K` with `x-request-key: KEY` answers 503 to the first K requests of KEY. A WebSocket
+//! upgrade (`upgrade: websocket`) is answered 101 and the connection then echoes its bytes.
+//! Stopped on drop.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -155,6 +157,23 @@ fn serve(mut conn: TcpStream, name: &str, seen: &Mutex<Vec<Recorded>>) {
         };
         if delay > 0 {
             thread::sleep(Duration::from_millis(delay));
+        }
+        if recorded
+            .headers
+            .get("upgrade")
+            .is_some_and(|u| u.eq_ignore_ascii_case("websocket"))
+        {
+            let _ = conn.write_all(
+                b"HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\n\r\n",
+            );
+            let _ = conn.write_all(&buf);
+            let mut chunk = [0u8; 4096];
+            while let Ok(n @ 1..) = conn.read(&mut chunk) {
+                if conn.write_all(&chunk[..n]).is_err() {
+                    return;
+                }
+            }
+            return;
         }
         let status = if attempt <= fail_first {
             "503 Service Unavailable"

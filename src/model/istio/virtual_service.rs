@@ -40,10 +40,78 @@ pub struct HttpRoute {
     pub headers: Option<Headers>,
     /// Not applied yet (reported as such): kept for the validator's conflict rules.
     pub delegate: Option<serde_json::Value>,
-    pub fault: Option<serde_json::Value>,
-    pub mirror: Option<serde_json::Value>,
+    pub fault: Option<HttpFault>,
+    pub mirror: Option<Destination>,
     #[serde(default)]
-    pub mirrors: Vec<serde_json::Value>,
+    pub mirrors: Vec<HttpMirrorPolicy>,
+    pub mirror_percentage: Option<Percent>,
+    /// Deprecated integer percent (`mirrorPercent`, or the CRD's `mirror_percent`).
+    #[serde(alias = "mirror_percent")]
+    pub mirror_percent: Option<u32>,
+    pub cors_policy: Option<CorsPolicy>,
+}
+
+/// A percentage, `0.0`–`100.0`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Percent {
+    #[serde(default)]
+    pub value: f64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpMirrorPolicy {
+    pub destination: Option<Destination>,
+    pub percentage: Option<Percent>,
+}
+
+/// `fault`: delays and aborts Envoy injects.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpFault {
+    pub delay: Option<FaultDelay>,
+    pub abort: Option<FaultAbort>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FaultDelay {
+    pub fixed_delay: Option<String>,
+    pub exponential_delay: Option<String>,
+    pub percentage: Option<Percent>,
+    /// Deprecated integer percent.
+    pub percent: Option<i32>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FaultAbort {
+    pub http_status: Option<i32>,
+    pub grpc_status: Option<String>,
+    pub http2_error: Option<String>,
+    pub percentage: Option<Percent>,
+}
+
+/// `corsPolicy`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CorsPolicy {
+    /// Deprecated exact origins.
+    #[serde(default)]
+    pub allow_origin: Vec<String>,
+    #[serde(default)]
+    pub allow_origins: Vec<StringMatch>,
+    #[serde(default)]
+    pub allow_methods: Vec<String>,
+    #[serde(default)]
+    pub allow_headers: Vec<String>,
+    #[serde(default)]
+    pub expose_headers: Vec<String>,
+    pub max_age: Option<String>,
+    pub allow_credentials: Option<bool>,
+    /// `FORWARD` (the default) or `IGNORE`.
+    pub unmatched_preflights: Option<String>,
 }
 
 /// `redirect`: answered by Envoy with a 3xx, never routed.

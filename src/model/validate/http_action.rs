@@ -1,13 +1,16 @@
 //! VirtualService HTTP route actions, as istiod's validation has them (istio
 //! `pkg/config/validation/virtualservice.go` `validateHTTPRoute`, `validateHTTPRouteConflict`,
 //! and `validation.go` `validateHTTPRedirect`, `validateHTTPDirectResponse`,
-//! `validateHTTPRewrite`, `agent.ValidateHTTPRetry`): which actions may go together, redirects,
-//! direct responses, rewrites, retries, timeouts and header operations.
+//! `validateHTTPRewrite`, `agent.ValidateHTTPRetry`, `validateHTTPFaultInjection`,
+//! `validateCORSPolicy`, `validateHTTPMirrors`): which actions may go together, redirects,
+//! direct responses, rewrites, retries, timeouts, header operations, faults, CORS and mirrors.
 
 use std::collections::BTreeMap;
 
 use super::fields::{Errors, duration, first_line, re, re2_compat};
-use crate::model::istio::{HeaderOperations, Headers, HttpMatchRequest, HttpRoute};
+use crate::model::istio::{
+    CorsPolicy, HeaderOperations, Headers, HttpFault, HttpMatchRequest, HttpRoute, Percent,
+};
 
 /// The `retryOn` policies Envoy knows (`x-envoy-retry-on` and `x-envoy-retry-grpc-on`).
 const RETRY_ON: [&str; 16] = [
@@ -186,6 +189,166 @@ pub(super) fn http_actions(errs: &mut Errors, path: &str, route: &HttpRoute) {
         }
     }
     authority_once(errs, path, route);
+    if let Some(fault) = &route.fault {
+        http_fault(errs, &format!("{path}.fault"), fault);
+    }
+    if let Some(cors) = &route.cors_policy {
+        cors_policy(errs, &format!("{path}.corsPolicy"), cors);
+    }
+    if let Some(p) = &route.mirror_percentage {
+        percentage(errs, &format!("{path}.mirrorPercentage"), p);
+    }
+    if let Some(p) = route.mirror_percent.filter(|p| *p > 100) {
+        errs.add(
+            format!("{path}.mirrorPercent"),
+            format!("mirror_percent must have a max value of 100 (it has {p})"),
+        );
+    }
+    for (i, m) in route.mirrors.iter().enumerate() {
+        let mp = format!("{path}.mirrors[{i}]");
+        if m.destination.is_none() {
+            errs.add(&mp, "destination is required for mirrors");
+        }
+        if let Some(p) = &m.percentage {
+            percentage(errs, &format!("{mp}.percentage"), p);
+        }
+    }
+}
+
+/// istiod's `validatePercentage`: 0, or 0.0001 to 100.
+fn percentage(errs: &mut Errors, path: &str, p: &Percent) {
+    if p.value < 0.0 || p.value > 100.0 || (p.value > 0.0 && p.value < 0.0001) {
+        errs.add(
+            path,
+            format!(
+                "percentage {} is neither 0.0, nor in range [0.0001, 100.0]",
+                p.value
+            ),
+        );
+    }
+}
+
+/// The gRPC status names istiod accepts.
+const GRPC_STATUS: [&str; 17] = [
+    "OK",
+    "CANCELLED",
+    "UNKNOWN",
+    "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED",
+    "NOT_FOUND",
+    "ALREADY_EXISTS",
+    "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION",
+    "ABORTED",
+    "OUT_OF_RANGE",
+    "UNIMPLEMENTED",
+    "INTERNAL",
+    "UNAVAILABLE",
+    "DATA_LOSS",
+    "UNAUTHENTICATED",
+];
+
+fn http_fault(errs: &mut Errors, path: &str, fault: &HttpFault) {
+    if fault.abort.is_none() && fault.delay.is_none() {
+        errs.add(
+            path,
+            "HTTP fault injection must have an abort and/or a delay",
+        );
+    }
+    if let Some(abort) = &fault.abort {
+        let p = format!("{path}.abort");
+        if let Some(pc) = &abort.percentage {
+            percentage(errs, &format!("{p}.percentage"), pc);
+        }
+        match (&abort.http_status, &abort.grpc_status, &abort.http2_error) {
+            (Some(status), _, _) if !(200..=599).contains(status) => errs.add(
+                format!("{p}.httpStatus"),
+                format!("HTTP status {status} is not in range 200-599"),
+            ),
+            (None, Some(name), _) if !GRPC_STATUS.contains(&name.as_str()) => errs.add(
+                format!("{p}.grpcStatus"),
+                format!("gRPC status {name:?} is not supported, for example 'NOT_FOUND'"),
+            ),
+            (None, None, Some(_)) => errs.add(
+                format!("{p}.http2Error"),
+                "HTTP/2 abort fault injection not supported yet",
+            ),
+            _ => {}
+        }
+    }
+    if let Some(delay) = &fault.delay {
+        let p = format!("{path}.delay");
+        if let Some(pc) = &delay.percentage {
+            percentage(errs, &format!("{p}.percentage"), pc);
+        }
+        if let Some(fixed) = &delay.fixed_delay {
+            duration(errs, &format!("{p}.fixedDelay"), fixed, true);
+        }
+        if let Some(exponential) = &delay.exponential_delay {
+            duration(errs, &format!("{p}.exponentialDelay"), exponential, true);
+            errs.add(
+                format!("{p}.exponentialDelay"),
+                "exponentialDelay not supported yet",
+            );
+        }
+    }
+}
+
+const CORS_METHODS: [&str; 9] = [
+    "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH",
+];
+
+fn cors_policy(errs: &mut Errors, path: &str, cors: &CorsPolicy) {
+    for (i, origin) in cors.allow_origins.iter().enumerate() {
+        let p = format!("{path}.allowOrigins[{i}]");
+        let value = origin
+            .exact
+            .as_ref()
+            .or(origin.prefix.as_ref())
+            .or(origin.regex.as_ref());
+        if value.is_none_or(|v| v.is_empty()) {
+            errs.add(&p, "'' is not a valid match type for CORS allow origins");
+        }
+        if let Some(regex) = &origin.regex
+            && let Err(e) = regex::Regex::new(&re2_compat(regex))
+        {
+            errs.add(
+                format!("{p}.regex"),
+                format!("invalid regex: {}", first_line(&e.to_string())),
+            );
+        }
+    }
+    for method in &cors.allow_methods {
+        if !CORS_METHODS.contains(&method.as_str()) {
+            errs.add(
+                format!("{path}.allowMethods"),
+                format!("{method:?} is not a supported HTTP method"),
+            );
+        }
+    }
+    static TOKEN: std::sync::LazyLock<regex::Regex> =
+        std::sync::LazyLock::new(|| re(r"^([-!#$%&'*+.^_`|~0-9A-Za-z]+|\*)$"));
+    for (field, names) in [
+        ("allowHeaders", &cors.allow_headers),
+        ("exposeHeaders", &cors.expose_headers),
+    ] {
+        for name in names.iter().filter(|n| !TOKEN.is_match(n)) {
+            errs.add(
+                format!("{path}.{field}"),
+                format!("header name {name:?} is not valid"),
+            );
+        }
+    }
+    if let Some(max_age) = &cors.max_age {
+        duration(errs, &format!("{path}.maxAge"), max_age, true);
+        if super::fields::parse_duration(max_age).is_some_and(|ns| ns % 1_000_000_000 != 0) {
+            errs.add(
+                format!("{path}.maxAge"),
+                "max_age duration is accurate only to seconds precision",
+            );
+        }
+    }
 }
 
 fn conflicts(errs: &mut Errors, path: &str, r: &HttpRoute) {
@@ -426,5 +589,66 @@ mod tests {
             ))
             .is_ok()
         );
+    }
+}
+
+#[cfg(test)]
+mod more_tests {
+    use super::super::fixtures::check;
+
+    fn route(http: &str) -> Result<(), Vec<String>> {
+        check(
+            "VirtualService",
+            &format!("hosts: [a.example.com]\nhttp:\n- {http}"),
+        )
+    }
+
+    #[test]
+    fn faults_cors_and_mirrors_are_checked() {
+        let dest = "route: [{destination: {host: a}}]";
+        let errs = route(&format!(
+            "{{fault: {{abort: {{httpStatus: 700, percentage: {{value: 150}}}}}}, {dest}}}"
+        ))
+        .unwrap_err();
+        assert_eq!(
+            errs,
+            [
+                "spec.http[0].fault.abort.percentage: percentage 150 is neither 0.0, nor in range [0.0001, 100.0]",
+                "spec.http[0].fault.abort.httpStatus: HTTP status 700 is not in range 200-599",
+            ]
+        );
+        let errs = route(&format!("{{fault: {{}}, {dest}}}")).unwrap_err();
+        assert_eq!(
+            errs,
+            ["spec.http[0].fault: HTTP fault injection must have an abort and/or a delay"]
+        );
+        let errs = route(&format!(
+            "{{fault: {{abort: {{grpcStatus: NOPE}}}}, {dest}}}"
+        ))
+        .unwrap_err();
+        assert!(
+            errs[0].starts_with("spec.http[0].fault.abort.grpcStatus: gRPC status \"NOPE\""),
+            "{errs:?}"
+        );
+        let errs = route(&format!(
+            "{{corsPolicy: {{allowMethods: [FETCH], maxAge: 1.5s}}, {dest}}}"
+        ))
+        .unwrap_err();
+        assert_eq!(
+            errs,
+            [
+                "spec.http[0].corsPolicy.allowMethods: \"FETCH\" is not a supported HTTP method",
+                "spec.http[0].corsPolicy.maxAge: max_age duration is accurate only to seconds precision",
+            ]
+        );
+        let errs = route(&format!(
+            "{{mirror: {{host: b}}, mirrors: [{{destination: {{host: c}}}}], {dest}}}"
+        ))
+        .unwrap_err();
+        assert_eq!(
+            errs,
+            ["spec.http[0]: HTTP route cannot contain both mirror and mirrors"]
+        );
+        assert!(route(&format!("{{mirror: {{host: b}}, mirrorPercentage: {{value: 50}}, fault: {{delay: {{fixedDelay: 1s, percentage: {{value: 10}}}}}}, {dest}}}")).is_ok());
     }
 }

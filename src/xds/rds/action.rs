@@ -1,8 +1,9 @@
 //! An `HTTPRoute`'s action, as istiod's `TranslateRoute` builds it (`pilot/pkg/networking/core/
 //! route/route.go`, `route/retry/retry.go`): a `redirect` or a `directResponse` answered by
 //! Envoy, or the destinations (one cluster, or weighted clusters) with the route's `timeout`
-//! (none by default), `retries` (istiod's default policy when absent), `rewrite`, and the
-//! header operations of the route and of each destination.
+//! (none by default), `retries` (istiod's default policy when absent), `rewrite`, mirrors,
+//! the header operations of the route and of each destination, and the route's fault and
+//! CORS configs ([`super::filters`]).
 
 use base64::Engine;
 use envoy_types::pb::envoy::config::core::v3::{DataSource, data_source::Specifier};
@@ -17,17 +18,17 @@ use envoy_types::pb::envoy::config::route::v3::{
 use envoy_types::pb::envoy::extensions::retry::host::previous_hosts::v3::PreviousHostsPredicate;
 use envoy_types::pb::envoy::extensions::retry::priority::previous_priorities::v3::PreviousPrioritiesConfig;
 use envoy_types::pb::envoy::r#type::matcher::v3::{RegexMatchAndSubstitute, RegexMatcher};
-use envoy_types::pb::google::protobuf::{Duration, UInt32Value};
+use envoy_types::pb::google::protobuf::UInt32Value;
 
 use super::headers::{self, Operations};
+use super::{duration, filters};
 use crate::model::host;
 use crate::model::istio::{
-    HttpDirectResponse, HttpRedirect, HttpRetry, HttpRoute, HttpRouteDestination,
+    Destination, HttpDirectResponse, HttpRedirect, HttpRetry, HttpRoute, HttpRouteDestination,
 };
 use crate::model::push_context::PushContext;
 use crate::model::service::outbound_cluster_name;
-use crate::model::validate::parse_duration;
-use crate::xds::lds::any;
+use crate::xds::resource::any;
 
 /// istiod's `retry_on` when a route sets no `retries`.
 pub(super) const DEFAULT_RETRY_ON: &str =
@@ -61,6 +62,7 @@ pub(super) fn translate(
     } else {
         Action::Route(route_action(ctx, namespace, http, ops.authority, &mut out)?)
     });
+    out.typed_per_filter_config = filters::per_filter_configs(http).into_iter().collect();
     Some(out)
 }
 
@@ -130,11 +132,17 @@ fn route_action(
         action.host_rewrite_specifier = Some(HostRewriteSpecifier::HostRewriteLiteral(authority));
     }
     action.retry_policy = retry_policy(http.retries.as_ref());
+    action.request_mirror_policies =
+        filters::mirror_policies(http, |d| cluster_name(ctx, namespace, d));
     Some(action)
 }
 
 fn cluster_of(ctx: &PushContext, namespace: &str, rd: &HttpRouteDestination) -> Option<String> {
-    let d = rd.destination.as_ref()?;
+    Some(cluster_name(ctx, namespace, rd.destination.as_ref()?))
+}
+
+/// A destination's cluster: its port, else the service's first, else 80.
+fn cluster_name(ctx: &PushContext, namespace: &str, d: &Destination) -> String {
     let hostname = host::resolve(&d.host, namespace);
     let port = d
         .port
@@ -147,7 +155,7 @@ fn cluster_of(ctx: &PushContext, namespace: &str, rd: &HttpRouteDestination) -> 
                 .map(|p| p.number)
         })
         .unwrap_or(80);
-    Some(outbound_cluster_name(port, &d.subset, &hostname))
+    outbound_cluster_name(port, &d.subset, &hostname)
 }
 
 fn weighted(rd: &HttpRouteDestination, cluster: &str, equal: bool) -> ClusterWeight {
@@ -183,16 +191,6 @@ fn add_operations(out: &mut Route, ops: &Operations) {
         .extend(ops.response_add.iter().cloned());
     out.response_headers_to_remove
         .extend(ops.response_remove.iter().cloned());
-}
-
-/// A duration as Envoy's; none (or one that does not parse: validation rejected it) is 0,
-/// which Envoy reads as no timeout.
-fn duration(text: Option<&str>) -> Duration {
-    let nanos = text.and_then(parse_duration).unwrap_or(0).max(0);
-    Duration {
-        seconds: i64::try_from(nanos / 1_000_000_000).unwrap_or(i64::MAX),
-        nanos: i32::try_from(nanos % 1_000_000_000).unwrap_or(0),
-    }
 }
 
 /// istiod's `retry.ConvertPolicy`: its default without `retries`, none with `attempts: 0`.

@@ -51,7 +51,7 @@ fn regex_matcher(regex: &str) -> RegexMatcher {
     }
 }
 
-fn string_matcher(sm: &StringMatch) -> Option<StringMatcher> {
+pub(super) fn string_matcher(sm: &StringMatch) -> Option<StringMatcher> {
     let pattern = if let Some(v) = &sm.exact {
         MatchPattern::Exact(v.clone())
     } else if let Some(v) = &sm.prefix {

@@ -14,6 +14,7 @@ use envoy_types::pb::envoy::config::route::v3::{
 use envoy_types::pb::google::protobuf::Duration;
 
 mod action;
+mod filters;
 mod headers;
 mod matching;
 mod route;
@@ -248,5 +249,18 @@ fn domains(vs_host: &str, port: u32) -> Vec<String> {
         vec!["*".to_string()]
     } else {
         vec![vs_host.to_string(), format!("{vs_host}:{port}")]
+    }
+}
+
+/// A duration as Envoy's; none (or one that does not parse: validation rejected it) is 0,
+/// which Envoy reads as no timeout.
+fn duration(text: Option<&str>) -> Duration {
+    let nanos = text
+        .and_then(crate::model::validate::parse_duration)
+        .unwrap_or(0)
+        .max(0);
+    Duration {
+        seconds: i64::try_from(nanos / 1_000_000_000).unwrap_or(i64::MAX),
+        nanos: i32::try_from(nanos % 1_000_000_000).unwrap_or(0),
     }
 }

@@ -334,3 +334,50 @@ fn a_virtual_service_change_reuses_the_other_indexes() {
 }
 
 mod sidecar;
+
+#[test]
+fn connection_managers_allow_websockets_and_gateways_use_the_remote_address() {
+    use envoy_types::pb::envoy::config::listener::v3::filter::ConfigType;
+    use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::HttpConnectionManager;
+    let ctx = context(MESH);
+    let listeners: Vec<Listener> = decode(&generate_for(
+        ResourceType::Listener,
+        &ctx,
+        &gateway_proxy(&[("istio", "ingressgateway")]),
+        &names(&[]),
+    ));
+    let filter = &listeners[0].filter_chains[0].filters[0];
+    let Some(ConfigType::TypedConfig(any)) = &filter.config_type else {
+        panic!("{filter:?}")
+    };
+    let hcm = HttpConnectionManager::decode(any.value.as_slice()).unwrap();
+    assert_eq!(hcm.upgrade_configs[0].upgrade_type, "websocket");
+    assert_eq!(hcm.use_remote_address.map(|b| b.value), Some(true));
+    assert_eq!(hcm.normalize_path.map(|b| b.value), Some(true));
+    assert_eq!(hcm.stream_idle_timeout.map(|d| d.seconds), Some(0));
+}
+
+#[test]
+fn grpc_and_http2_ports_get_http2_upstream_clusters() {
+    let mesh = format!(
+        "{MESH}---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: g, namespace: shop}}\nspec:\n  hosts: [g.shop.svc.cluster.local]\n  location: MESH_INTERNAL\n  resolution: STATIC\n  ports: [{{number: 7070, name: grpc, protocol: GRPC}}, {{number: 8080, name: h2, protocol: HTTP2}}, {{number: 80, name: http, protocol: HTTP}}]\n  endpoints: [{{address: 10.0.3.1}}]\n"
+    );
+    let ctx = context(&mesh);
+    let clusters: Vec<Cluster> = decode(&generate_for(
+        ResourceType::Cluster,
+        &ctx,
+        &gateway_proxy(&[("istio", "ingressgateway")]),
+        &names(&[]),
+    ));
+    let h2 = |name: &str| {
+        let c = clusters
+            .iter()
+            .find(|c| c.name == name)
+            .unwrap_or_else(|| panic!("no {name}"));
+        c.typed_extension_protocol_options
+            .contains_key("envoy.extensions.upstreams.http.v3.HttpProtocolOptions")
+    };
+    assert!(h2("outbound|7070||g.shop.svc.cluster.local"));
+    assert!(h2("outbound|8080||g.shop.svc.cluster.local"));
+    assert!(!h2("outbound|80||g.shop.svc.cluster.local"));
+}

@@ -120,8 +120,8 @@ pub static DESTINATION: Message = Message {
     ],
 };
 
-// `redirect`, `directResponse`, `rewrite`, `timeout`, `retries`, `headers` applied:
-// `rds::action::translate` (istiod's `TranslateRoute`).
+// `redirect`, `directResponse`, `rewrite`, `timeout`, `retries`, `headers`, `fault`, the
+// mirrors and `corsPolicy` applied: `rds::action::translate` (istiod's `TranslateRoute`).
 pub static HTTP_ROUTE: Message = Message {
     name: "HTTPRoute",
     fields: &[
@@ -176,40 +176,40 @@ pub static HTTP_ROUTE: Message = Message {
         Field {
             name: "fault",
             kind: Kind::Message(&HTTP_FAULT_INJECTION),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "mirror",
             kind: Kind::Message(&DESTINATION),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // A list.
         Field {
             name: "mirrors",
             kind: Kind::Message(&HTTP_MIRROR_POLICY),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // Deprecated.
         Field {
             name: "mirrorPercent",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // The CRD's `+kubebuilder:altName` of `mirrorPercent`: the same field. Deprecated.
         Field {
             name: "mirror_percent",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "mirrorPercentage",
             kind: Kind::Message(&PERCENT),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "corsPolicy",
             kind: Kind::Message(&CORS_POLICY),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "headers",
@@ -694,6 +694,7 @@ pub static HTTP_RETRY: Message = Message {
     ],
 };
 
+// Every field applied: `rds::filters::cors` (istiod's `TranslateCORSPolicy`).
 pub static CORS_POLICY: Message = Message {
     name: "CorsPolicy",
     fields: &[
@@ -701,66 +702,68 @@ pub static CORS_POLICY: Message = Message {
         Field {
             name: "allowOrigin",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // A list.
         Field {
             name: "allowOrigins",
             kind: Kind::Message(&STRING_MATCH),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // A list.
         Field {
             name: "allowMethods",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // A list.
         Field {
             name: "allowHeaders",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // A list.
         Field {
             name: "exposeHeaders",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "maxAge",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "allowCredentials",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "unmatchedPreflights",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
 
+// Every field applied: `rds::filters::fault` (istiod's `TranslateFault`; `exponentialDelay` and `http2Error` are rejected, as by istiod).
 pub static HTTP_FAULT_INJECTION: Message = Message {
     name: "HTTPFaultInjection",
     fields: &[
         Field {
             name: "delay",
             kind: Kind::Message(&HTTP_FAULT_INJECTION_DELAY),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "abort",
             kind: Kind::Message(&HTTP_FAULT_INJECTION_ABORT),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
 
+// Every field applied: `rds::filters::fault`.
 pub static HTTP_FAULT_INJECTION_DELAY: Message = Message {
     name: "HTTPFaultInjection.Delay",
     fields: &[
@@ -768,28 +771,29 @@ pub static HTTP_FAULT_INJECTION_DELAY: Message = Message {
         Field {
             name: "percent",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // Oneof `http_delay_type`.
         Field {
             name: "fixedDelay",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // Oneof `http_delay_type`.
         Field {
             name: "exponentialDelay",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "percentage",
             kind: Kind::Message(&PERCENT),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
 
+// Every field applied: `rds::filters::fault`.
 pub static HTTP_FAULT_INJECTION_ABORT: Message = Message {
     name: "HTTPFaultInjection.Abort",
     fields: &[
@@ -797,40 +801,41 @@ pub static HTTP_FAULT_INJECTION_ABORT: Message = Message {
         Field {
             name: "httpStatus",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // Oneof `error_type`.
         Field {
             name: "grpcStatus",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // Oneof `error_type`.
         Field {
             name: "http2Error",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "percentage",
             kind: Kind::Message(&PERCENT),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
 
+// Every field applied: `rds::filters::mirror_policies`.
 pub static HTTP_MIRROR_POLICY: Message = Message {
     name: "HTTPMirrorPolicy",
     fields: &[
         Field {
             name: "destination",
             kind: Kind::Message(&DESTINATION),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "percentage",
             kind: Kind::Message(&PERCENT),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
@@ -847,12 +852,13 @@ pub static PORT_SELECTOR: Message = Message {
     ],
 };
 
+// Every field applied: `rds::filters` (a fraction of a million).
 pub static PERCENT: Message = Message {
     name: "Percent",
     fields: &[Field {
         name: "value",
         kind: Kind::Scalar,
-        applied: Applied::No,
+        applied: Applied::Yes,
     }],
 };
 
