@@ -321,20 +321,23 @@ pub static HTTP_MATCH_REQUEST: Message = Message {
             kind: Kind::Message(&STRING_MATCH),
             applied: Applied::Yes,
         },
+        // Applied: `rds::route_match` (a `:scheme` header matcher).
         Field {
             name: "scheme",
             kind: Kind::Message(&STRING_MATCH),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
+        // Applied: `rds::route_match` (a `:method` header matcher).
         Field {
             name: "method",
             kind: Kind::Message(&STRING_MATCH),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
+        // Applied: `rds::route_match` (an `:authority` header matcher).
         Field {
             name: "authority",
             kind: Kind::Message(&STRING_MATCH),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // Applied: `rds::route_match` (header matchers).
         Field {
@@ -359,20 +362,23 @@ pub static HTTP_MATCH_REQUEST: Message = Message {
             kind: Kind::Scalar,
             applied: Applied::Yes,
         },
+        // Applied: `rds::route_match` (query parameter matchers).
         Field {
             name: "queryParams",
             kind: Kind::MapOf(&STRING_MATCH),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
+        // Applied: `rds::route_match` (`case_sensitive`).
         Field {
             name: "ignoreUriCase",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
+        // Applied: `rds::route_match` (inverted header matchers).
         Field {
             name: "withoutHeaders",
             kind: Kind::MapOf(&STRING_MATCH),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "sourceNamespace",
