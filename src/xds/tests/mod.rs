@@ -334,3 +334,4 @@ fn a_virtual_service_change_reuses_the_other_indexes() {
 }
 
 mod sidecar;
+mod source_match;

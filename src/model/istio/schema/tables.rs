@@ -351,10 +351,11 @@ pub static HTTP_MATCH_REQUEST: Message = Message {
             kind: Kind::Scalar,
             applied: Applied::Yes,
         },
+        // Applied: `rds::applies` (the proxy's labels, as istiod's `sourceMatchHTTP`).
         Field {
             name: "sourceLabels",
             kind: Kind::ScalarMap,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // A list. Applied: `rds::applies`.
         Field {
@@ -380,10 +381,11 @@ pub static HTTP_MATCH_REQUEST: Message = Message {
             kind: Kind::MapOf(&STRING_MATCH),
             applied: Applied::Yes,
         },
+        // Applied: `rds::applies` (the proxy's namespace).
         Field {
             name: "sourceNamespace",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "statPrefix",
