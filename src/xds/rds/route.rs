@@ -1,15 +1,15 @@
 //! One VirtualService's HTTP routes as Envoy routes, as istiod's `TranslateRoute` makes
 //! them: a route per match block that applies to the proxy, the gateway (or `mesh`) and the
 //! port (`sourceMatchHTTP`), in the VirtualService's order, each with its match
-//! ([`super::matching`]) and action ([`super::action`]). An HTTPRoute none of whose match
-//! blocks applies gives no route.
+//! ([`super::matching`]), its name (`ROUTE.MATCH`), its `stat_prefix` and its action
+//! ([`super::action`]). An HTTPRoute none of whose match blocks applies gives no route.
 
 use envoy_types::pb::envoy::config::route::v3::{Route, route::Action};
 
 use super::action::route_action;
 use super::matching::route_match;
 use crate::model::config::Config;
-use crate::model::istio::{HttpMatchRequest, VirtualService};
+use crate::model::istio::{HttpMatchRequest, HttpRoute, VirtualService};
 use crate::model::proxy::Proxy;
 use crate::model::push_context::PushContext;
 
@@ -45,14 +45,24 @@ pub(super) fn translate_routes(
         };
         for m in matches {
             out.push(Route {
-                name: http.name.clone(),
+                name: route_name(http, m),
                 r#match: Some(route_match(m)),
                 action: Some(Action::Route(action.clone())),
+                stat_prefix: m.map(|m| m.stat_prefix.clone()).unwrap_or_default(),
                 ..Default::default()
             });
         }
     }
     out
+}
+
+/// The HTTPRoute's name, and `.MATCH` when the match block has a name (as istiod, even
+/// when the HTTPRoute has none: `.MATCH`).
+fn route_name(http: &HttpRoute, m: Option<&HttpMatchRequest>) -> String {
+    match m {
+        Some(m) if !m.name.is_empty() => format!("{}.{}", http.name, m.name),
+        _ => http.name.clone(),
+    }
 }
 
 /// Whether a match block applies at `target` (istiod's port check and `sourceMatchHTTP`):

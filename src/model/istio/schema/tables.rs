@@ -310,10 +310,11 @@ pub static TCP_ROUTE: Message = Message {
 pub static HTTP_MATCH_REQUEST: Message = Message {
     name: "HTTPMatchRequest",
     fields: &[
+        // Applied: `rds::translate_routes` (the Envoy route's name, `ROUTE.MATCH`).
         Field {
             name: "name",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // Applied: `rds::route_match` (path specifier).
         Field {
@@ -387,10 +388,11 @@ pub static HTTP_MATCH_REQUEST: Message = Message {
             kind: Kind::Scalar,
             applied: Applied::Yes,
         },
+        // Applied: `rds::translate_routes` (the Envoy route's `stat_prefix`).
         Field {
             name: "statPrefix",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
