@@ -1,5 +1,7 @@
 //! `VirtualService`: HTTP routes for hosts, bound to gateways or the mesh.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use super::Labels;
@@ -201,19 +203,39 @@ pub struct HeaderOperations {
     pub remove: Vec<String>,
 }
 
+/// The conditions of one match block: what the request must carry (uri, scheme, method,
+/// authority, headers, query parameters; headers it must not carry), and which proxies the
+/// block applies to at all (listener port, gateways, source labels and namespace).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct HttpMatchRequest {
+    /// Appended to the HTTPRoute's name in the Envoy route's name (`ROUTE.MATCH`).
     #[serde(default)]
     pub name: String,
     pub uri: Option<StringMatch>,
+    pub scheme: Option<StringMatch>,
+    pub method: Option<StringMatch>,
+    pub authority: Option<StringMatch>,
     #[serde(default)]
-    pub headers: std::collections::BTreeMap<String, StringMatch>,
+    pub headers: BTreeMap<String, StringMatch>,
     pub port: Option<u32>,
     #[serde(default)]
     pub gateways: Vec<String>,
     #[serde(default)]
     pub source_labels: Labels,
+    #[serde(default)]
+    pub query_params: BTreeMap<String, StringMatch>,
+    /// Exact and prefix `uri` matches ignore case.
+    #[serde(default)]
+    pub ignore_uri_case: bool,
+    /// Headers whose match excludes the request (`{}`: the header's presence).
+    #[serde(default)]
+    pub without_headers: BTreeMap<String, StringMatch>,
+    #[serde(default)]
+    pub source_namespace: String,
+    /// The Envoy route's `stat_prefix`.
+    #[serde(default)]
+    pub stat_prefix: String,
 }
 
 /// One of `exact`, `prefix`, `regex` (and Istio's newer `suffix`).

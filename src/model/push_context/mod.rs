@@ -11,7 +11,7 @@ use super::address_index::AddressIndex;
 use super::config::{Config, ConfigKey, ConfigKind, Spec};
 use super::config_set::ConfigSet;
 use super::host;
-use super::istio::{DestinationRule, Gateway, Resolution, Sidecar, VirtualService};
+use super::istio::{DestinationRule, Gateway, Labels, Resolution, Sidecar, VirtualService};
 use super::mesh::MeshConfig;
 use super::push_request::PushRequest;
 use super::service::{Endpoint, Service, endpoints_of, services_of};
@@ -56,11 +56,15 @@ pub struct EndpointIndex {
 }
 
 /// VirtualServices by the gateway (`namespace/name`, or `mesh`) they bind, and by the
-/// resolved hosts they route, in key order.
+/// resolved hosts they route, in key order; and every `sourceLabels` of their HTTP matches.
 #[derive(Debug, Default)]
 pub struct VirtualServiceIndex {
     pub by_gateway: BTreeMap<String, Vec<Arc<Config>>>,
     pub by_host: BTreeMap<String, Vec<Arc<Config>>>,
+    /// The distinct non-empty `sourceLabels` of HTTP match blocks (those that name no
+    /// gateways: istiod ignores the labels of the others): which of them a proxy's labels
+    /// include decides which match blocks apply to it, so it is part of its scope key.
+    pub source_selectors: BTreeSet<Labels>,
 }
 
 /// DestinationRules by the resolved host they apply to, in key order.
@@ -318,10 +322,18 @@ pub type ServicePort = (String, u32);
 fn index_virtual_services(configs: &ConfigSet) -> VirtualServiceIndex {
     let mut by_gateway: BTreeMap<String, Vec<Arc<Config>>> = BTreeMap::new();
     let mut by_host: BTreeMap<String, Vec<Arc<Config>>> = BTreeMap::new();
+    let mut source_selectors = BTreeSet::new();
     for config in of_kind(configs, ConfigKind::VirtualService) {
         let Spec::VirtualService(vs) = &config.spec else {
             continue;
         };
+        source_selectors.extend(
+            vs.http
+                .iter()
+                .flat_map(|http| &http.matches)
+                .filter(|m| m.gateways.is_empty() && !m.source_labels.is_empty())
+                .map(|m| m.source_labels.clone()),
+        );
         let hosts: BTreeSet<String> = vs
             .hosts
             .iter()
@@ -345,6 +357,7 @@ fn index_virtual_services(configs: &ConfigSet) -> VirtualServiceIndex {
     VirtualServiceIndex {
         by_gateway,
         by_host,
+        source_selectors,
     }
 }
 

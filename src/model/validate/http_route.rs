@@ -1,5 +1,8 @@
-//! VirtualService HTTP routes: the matches (URI, headers, port, source labels, gateways) and
-//! their string matches, whose regexes are RE2 (read through `fields::re2_compat`).
+//! VirtualService HTTP routes: the matches (URI, scheme, method, authority, headers and
+//! headers excluded, query parameters, port, source labels and namespace, gateways) and their
+//! string matches, as istiod's `validateHTTPRouteMatchRequest`. Regexes are RE2 (Envoy's
+//! `safe_regex`), compiled here with the `regex` crate after `fields::re2_compat`: close to
+//! RE2, not the same engine.
 
 use std::sync::LazyLock;
 
@@ -7,7 +10,7 @@ use regex::Regex;
 
 use super::destination::{gateway_name, route_destinations};
 use super::fields::{Errors, PORT_RANGE, first_line, port_in_range, re, re2_compat};
-use super::names::labels;
+use super::names::{dns1123_label, labels};
 use crate::model::istio::{Destination, HttpMatchRequest, HttpRoute, StringMatch};
 
 pub(super) fn http_route(errs: &mut Errors, path: &str, route: &HttpRoute, bound_to_gateway: bool) {
@@ -27,27 +30,31 @@ fn http_match(errs: &mut Errors, path: &str, m: &HttpMatchRequest, bound_to_gate
     if let Some(uri) = &m.uri {
         string_match(errs, &format!("{path}.uri"), uri, true);
     }
+    // Unlike `uri`, these may not be an empty prefix: Envoy's StringMatcher refuses one.
+    for (field, sm) in [
+        ("scheme", &m.scheme),
+        ("method", &m.method),
+        ("authority", &m.authority),
+    ] {
+        if let Some(sm) = sm {
+            string_match(errs, &format!("{path}.{field}"), sm, false);
+        }
+    }
     for (name, sm) in &m.headers {
         let p = format!("{path}.headers[{name}]");
-        if name.is_empty() {
-            errs.add(&p, "header name cannot be empty");
-        } else if let Some(claim) = name.strip_prefix(JWT_CLAIM_PREFIX) {
-            if claim.is_empty() {
-                errs.add(&p, "JWT claim name cannot be empty");
-            }
-            if !bound_to_gateway {
-                errs.add(
-                    &p,
-                    "JWT claim based routing is only supported for virtual services bound to gateways (not mesh)",
-                );
-            }
-        } else if !PSEUDO_HEADERS.contains(&name.as_str()) && !HEADER_NAME.is_match(name) {
-            errs.add(
-                &p,
-                format!("header name {name:?} is not a valid header name"),
-            );
-        }
+        header_name(errs, &p, name, bound_to_gateway);
         string_match(errs, &p, sm, false);
+    }
+    for (name, sm) in &m.without_headers {
+        let p = format!("{path}.withoutHeaders[{name}]");
+        header_name(errs, &p, name, bound_to_gateway);
+        // `*` is no RE2 regex: Istio takes it for the header's presence.
+        if sm.regex.as_deref() != Some("*") {
+            string_match(errs, &p, sm, false);
+        }
+    }
+    for (name, sm) in &m.query_params {
+        string_match(errs, &format!("{path}.queryParams[{name}]"), sm, false);
     }
     if let Some(port) = m.port {
         if port != 0 && !port_in_range(port.into()) {
@@ -57,6 +64,36 @@ fn http_match(errs: &mut Errors, path: &str, m: &HttpMatchRequest, bound_to_gate
     labels(errs, &format!("{path}.sourceLabels"), &m.source_labels);
     for (k, g) in m.gateways.iter().enumerate() {
         gateway_name(errs, &format!("{path}.gateways[{k}]"), g);
+    }
+    if !m.source_namespace.is_empty() && !dns1123_label(&m.source_namespace) {
+        errs.add(
+            format!("{path}.sourceNamespace"),
+            format!("sourceNamespace match {} is invalid", m.source_namespace),
+        );
+    }
+}
+
+/// A header name of `headers` or `withoutHeaders` (istiod's
+/// `ValidateHTTPHeaderNameOrJwtClaimRoute`): an HTTP token, a pseudo-header, or a JWT claim
+/// (on a VirtualService bound to gateways only).
+fn header_name(errs: &mut Errors, path: &str, name: &str, bound_to_gateway: bool) {
+    if name.is_empty() {
+        errs.add(path, "header name cannot be empty");
+    } else if let Some(claim) = name.strip_prefix(JWT_CLAIM_PREFIX) {
+        if claim.is_empty() {
+            errs.add(path, "JWT claim name cannot be empty");
+        }
+        if !bound_to_gateway {
+            errs.add(
+                path,
+                "JWT claim based routing is only supported for virtual services bound to gateways (not mesh)",
+            );
+        }
+    } else if !PSEUDO_HEADERS.contains(&name) && !HEADER_NAME.is_match(name) {
+        errs.add(
+            path,
+            format!("header name {name:?} is not a valid header name"),
+        );
     }
 }
 
@@ -168,6 +205,123 @@ mod tests {
             "VirtualService",
             &vs("{headers: {'@request.auth.claims.group': {exact: admin}}}"),
             "JWT claim based routing is only supported for virtual services bound to gateways",
+        );
+    }
+
+    fn vs(m: &str) -> String {
+        format!(
+            "hosts: [reviews]\nhttp: [{{match: [{m}], route: [{{destination: {{host: reviews}}}}]}}]"
+        )
+    }
+
+    #[test]
+    fn scheme_method_and_authority_are_string_matches() {
+        valid(
+            "VirtualService",
+            &vs("{method: {exact: POST}, authority: {prefix: shop.}, scheme: {regex: '^https?$'}}"),
+        );
+        // `{}` asks for the pseudo-header's presence.
+        valid("VirtualService", &vs("{method: {}}"));
+        invalid(
+            "VirtualService",
+            &vs("{method: {prefix: ''}}"),
+            "spec.http[0].match[0].method.prefix: prefix string match should not be empty",
+        );
+        invalid(
+            "VirtualService",
+            &vs("{authority: {regex: '(shop'}}"),
+            "spec.http[0].match[0].authority.regex: invalid regex \"(shop\"",
+        );
+        invalid(
+            "VirtualService",
+            &vs("{scheme: {regex: ''}}"),
+            "spec.http[0].match[0].scheme.regex: regex string match should not be empty",
+        );
+        invalid(
+            "VirtualService",
+            &vs("{method: {exact: GET, prefix: P}}"),
+            "spec.http[0].match[0].method: only one of exact, prefix, regex or suffix can be set",
+        );
+    }
+
+    #[test]
+    fn query_params_are_string_matches() {
+        valid(
+            "VirtualService",
+            &vs("{queryParams: {a: {exact: b}, flag: {}, id: {regex: '\\d+$'}, e: {exact: ''}}}"),
+        );
+        invalid(
+            "VirtualService",
+            &vs("{queryParams: {a: {prefix: ''}}}"),
+            "spec.http[0].match[0].queryParams[a].prefix: prefix string match should not be empty",
+        );
+        invalid(
+            "VirtualService",
+            &vs("{queryParams: {a: {regex: '[b'}}}"),
+            "spec.http[0].match[0].queryParams[a].regex: invalid regex \"[b\"",
+        );
+    }
+
+    #[test]
+    fn without_headers_are_checked_as_headers() {
+        valid(
+            "VirtualService",
+            &vs("{withoutHeaders: {x-skip: {}, x-debug: {exact: '1'}}}"),
+        );
+        // `*` is no RE2 regex, but Istio takes it for presence here.
+        valid(
+            "VirtualService",
+            &vs("{withoutHeaders: {x-skip: {regex: '*'}}}"),
+        );
+        invalid(
+            "VirtualService",
+            &vs("{headers: {x-skip: {regex: '*'}}}"),
+            "spec.http[0].match[0].headers[x-skip].regex: invalid regex \"*\"",
+        );
+        invalid(
+            "VirtualService",
+            &vs("{withoutHeaders: {'bad header': {}}}"),
+            "spec.http[0].match[0].withoutHeaders[bad header]: header name \"bad header\" is not a valid header name",
+        );
+        invalid(
+            "VirtualService",
+            &vs("{withoutHeaders: {'': {}}}"),
+            "spec.http[0].match[0].withoutHeaders[]: header name cannot be empty",
+        );
+        invalid(
+            "VirtualService",
+            &vs("{withoutHeaders: {x-a: {prefix: ''}}}"),
+            "spec.http[0].match[0].withoutHeaders[x-a].prefix: prefix string match should not be empty",
+        );
+        invalid(
+            "VirtualService",
+            &vs("{withoutHeaders: {x-a: {regex: 'a)'}}}"),
+            "spec.http[0].match[0].withoutHeaders[x-a].regex: invalid regex \"a)\"",
+        );
+        invalid(
+            "VirtualService",
+            &vs("{withoutHeaders: {'@request.auth.claims.group': {exact: admin}}}"),
+            "spec.http[0].match[0].withoutHeaders[@request.auth.claims.group]: JWT claim based routing is only supported",
+        );
+    }
+
+    #[test]
+    fn source_namespace_is_a_dns_label() {
+        valid(
+            "VirtualService",
+            &vs(
+                "{sourceNamespace: prod, sourceLabels: {app: web}, ignoreUriCase: true, statPrefix: reviews, name: m}",
+            ),
+        );
+        invalid(
+            "VirtualService",
+            &vs("{sourceNamespace: prod.eu}"),
+            "spec.http[0].match[0].sourceNamespace: sourceNamespace match prod.eu is invalid",
+        );
+        invalid(
+            "VirtualService",
+            &vs("{sourceNamespace: '-prod'}"),
+            "spec.http[0].match[0].sourceNamespace: sourceNamespace match -prod is invalid",
         );
     }
 }

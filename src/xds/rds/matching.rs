@@ -1,11 +1,19 @@
-//! An `HTTPMatchRequest` as an Envoy `RouteMatch`: the path, the headers.
+//! An `HTTPMatchRequest` as an Envoy `RouteMatch`, as istiod's `TranslateRouteMatch` makes it:
+//! the path (case-insensitive with `ignoreUriCase`), the header matchers (`headers`, then
+//! `withoutHeaders` inverted, sorted by name), the `:method`, `:authority` and `:scheme`
+//! pseudo-header matchers, and the query parameter matchers. Which match blocks apply to a
+//! proxy at all is [`super::route`]'s business.
+
+use std::collections::BTreeMap;
 
 use envoy_types::pb::envoy::config::route::v3::{
-    HeaderMatcher, RouteMatch, header_matcher::HeaderMatchSpecifier, route_match::PathSpecifier,
+    HeaderMatcher, QueryParameterMatcher, RouteMatch, header_matcher::HeaderMatchSpecifier,
+    query_parameter_matcher::QueryParameterMatchSpecifier, route_match::PathSpecifier,
 };
 use envoy_types::pb::envoy::r#type::matcher::v3::{
     RegexMatcher, StringMatcher, string_matcher::MatchPattern,
 };
+use envoy_types::pb::google::protobuf::BoolValue;
 
 use crate::model::istio::{HttpMatchRequest, StringMatch};
 
@@ -15,6 +23,7 @@ pub(super) fn route_match(m: Option<&HttpMatchRequest>) -> RouteMatch {
         ..Default::default()
     };
     let Some(m) = m else { return out };
+    out.headers = header_matchers(&m.headers, &m.without_headers);
     if let Some(uri) = &m.uri {
         out.path_specifier = Some(if let Some(exact) = &uri.exact {
             PathSpecifier::Path(exact.clone())
@@ -28,35 +37,79 @@ pub(super) fn route_match(m: Option<&HttpMatchRequest>) -> RouteMatch {
             PathSpecifier::Prefix("/".to_string())
         });
     }
-    // A header with no match type (`{}`) must be present, as istiod has it.
-    out.headers = m
-        .headers
+    // istiod says it whatever the flag; Envoy applies it to `path` and `prefix` only.
+    out.case_sensitive = Some(BoolValue {
+        value: !m.ignore_uri_case,
+    });
+    for (name, sm) in [
+        (":method", &m.method),
+        (":authority", &m.authority),
+        (":scheme", &m.scheme),
+    ] {
+        if let Some(sm) = sm {
+            out.headers.push(header_matcher(name, sm));
+        }
+    }
+    out.query_parameters = m
+        .query_params
         .iter()
-        .map(|(name, sm)| HeaderMatcher {
-            name: name.to_ascii_lowercase(),
-            header_match_specifier: Some(match string_matcher(sm) {
-                Some(matcher) => HeaderMatchSpecifier::StringMatch(matcher),
-                None => HeaderMatchSpecifier::PresentMatch(true),
+        .map(|(name, sm)| QueryParameterMatcher {
+            name: name.clone(),
+            query_parameter_match_specifier: Some(match string_matcher(sm) {
+                Some(matcher) => QueryParameterMatchSpecifier::StringMatch(matcher),
+                None => QueryParameterMatchSpecifier::PresentMatch(true),
             }),
-            ..Default::default()
         })
         .collect();
     out
 }
 
-fn regex_matcher(regex: &str) -> RegexMatcher {
-    RegexMatcher {
-        regex: regex.to_string(),
+/// `headers`, then `withoutHeaders` inverted, sorted by name (a stable sort: for a name in
+/// both, the `headers` one first). An inverted matcher that is not a presence match treats a
+/// missing header as empty, so that a request without the header is not excluded.
+fn header_matchers(
+    headers: &BTreeMap<String, StringMatch>,
+    without: &BTreeMap<String, StringMatch>,
+) -> Vec<HeaderMatcher> {
+    let mut out: Vec<HeaderMatcher> = headers
+        .iter()
+        .map(|(name, sm)| header_matcher(name, sm))
+        .collect();
+    out.extend(without.iter().map(|(name, sm)| HeaderMatcher {
+        invert_match: true,
+        // Envoy refuses it beside `present_match`.
+        treat_missing_header_as_empty: !is_presence(sm),
+        ..header_matcher(name, sm)
+    }));
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+/// A header matcher (names lower-cased), `present_match` for a presence match, as istiod's
+/// `translateHeaderMatch`.
+fn header_matcher(name: &str, sm: &StringMatch) -> HeaderMatcher {
+    HeaderMatcher {
+        name: name.to_ascii_lowercase(),
+        header_match_specifier: Some(match string_matcher(sm) {
+            Some(matcher) => HeaderMatchSpecifier::StringMatch(matcher),
+            None => HeaderMatchSpecifier::PresentMatch(true),
+        }),
         ..Default::default()
     }
 }
 
+fn is_presence(sm: &StringMatch) -> bool {
+    string_matcher(sm).is_none()
+}
+
+/// Envoy's string matcher for `sm`; `None` for a presence match: no match type (`{}`), or
+/// the regex `*`, which is no RE2 regex (istiod's `canBeConvertedToPresentMatch`).
 pub(super) fn string_matcher(sm: &StringMatch) -> Option<StringMatcher> {
     let pattern = if let Some(v) = &sm.exact {
         MatchPattern::Exact(v.clone())
     } else if let Some(v) = &sm.prefix {
         MatchPattern::Prefix(v.clone())
-    } else if let Some(v) = &sm.regex {
+    } else if let Some(v) = sm.regex.as_ref().filter(|r| *r != "*") {
         MatchPattern::SafeRegex(regex_matcher(v))
     } else if let Some(v) = &sm.suffix {
         MatchPattern::Suffix(v.clone())
@@ -68,3 +121,13 @@ pub(super) fn string_matcher(sm: &StringMatch) -> Option<StringMatcher> {
         ..Default::default()
     })
 }
+
+fn regex_matcher(regex: &str) -> RegexMatcher {
+    RegexMatcher {
+        regex: regex.to_string(),
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -28,7 +28,7 @@ use crate::model::push_context::PushContext;
 use crate::model::service::{Service, outbound_cluster_name};
 use crate::model::sidecar_scope::{EgressScope, SidecarScope};
 use matching::route_match;
-use route::translate_routes;
+use route::{RouteTarget, translate_routes};
 
 pub fn generate(
     ctx: &PushContext,
@@ -124,7 +124,14 @@ pub(super) fn sidecar_virtual_host(
     let mut routes: Vec<Route> = egress
         .virtual_services_for(&service.hostname)
         .take(1)
-        .flat_map(|(config, vs)| translate_routes(ctx, config, vs, "mesh", service_port))
+        .flat_map(|(config, vs)| {
+            let target = RouteTarget {
+                proxy,
+                gateway: "mesh",
+                port: service_port,
+            };
+            translate_routes(ctx, config, vs, target)
+        })
         .collect();
     if routes.is_empty() {
         routes.push(Route {
@@ -193,7 +200,7 @@ fn gateway_routes(ctx: &PushContext, proxy: &Proxy, names: &BTreeSet<String>) ->
             let servers = merged.ports.get(&port).map(Vec::as_slice).unwrap_or(&[]);
             let config = RouteConfiguration {
                 name: name.clone(),
-                virtual_hosts: gateway_virtual_hosts(ctx, port, servers),
+                virtual_hosts: gateway_virtual_hosts(ctx, proxy, port, servers),
                 validate_clusters: Some(Default::default()),
                 ..Default::default()
             };
@@ -204,6 +211,7 @@ fn gateway_routes(ctx: &PushContext, proxy: &Proxy, names: &BTreeSet<String>) ->
 
 fn gateway_virtual_hosts(
     ctx: &PushContext,
+    proxy: &Proxy,
     port: u32,
     servers: &[GatewayServer],
 ) -> Vec<VirtualHost> {
@@ -214,7 +222,17 @@ fn gateway_virtual_hosts(
             if !seen.insert((server.gateway.clone(), config.key.clone())) {
                 continue;
             }
-            let routes = translate_routes(ctx, config, vs, &server.gateway, port);
+            let target = RouteTarget {
+                proxy,
+                gateway: &server.gateway,
+                port,
+            };
+            let routes = translate_routes(ctx, config, vs, target);
+            // As istiod: a VirtualService with no route here (no HTTP route, or no match
+            // block that applies to this gateway) makes no virtual host.
+            if routes.is_empty() {
+                continue;
+            }
             for vs_host in &vs.hosts {
                 if !server.exposes(vs_host, config.namespace()) {
                     continue;

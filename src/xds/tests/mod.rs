@@ -333,7 +333,58 @@ fn a_virtual_service_change_reuses_the_other_indexes() {
     ));
 }
 
+/// istiod's route names (`ROUTE`, `ROUTE.MATCH`, `.MATCH` when only the match is named) and
+/// the match block's `stat_prefix`.
+#[test]
+fn routes_are_named_route_dot_match_and_carry_the_stat_prefix() {
+    let named = r#"
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: shop, namespace: shop}
+spec:
+  hosts: ["*"]
+  gateways: [istio-system/ingress]
+  http:
+  - name: api
+    match: [{name: v2, uri: {prefix: /v2}, statPrefix: shop_api_v2}, {uri: {prefix: /api}}]
+    route: [{destination: {host: reviews, subset: v2}}]
+  - match: [{name: beta, headers: {x-beta: {}}}]
+    route: [{destination: {host: reviews, subset: v2}}]
+  - name: default
+    route: [{destination: {host: reviews, subset: v1}}]
+"#;
+    let yaml = MESH
+        .split("---")
+        .filter(|d| !d.contains("kind: VirtualService"))
+        .chain([named])
+        .collect::<Vec<_>>()
+        .join("---");
+    let ctx = context(&yaml);
+    let proxy = gateway_proxy(&[("istio", "ingressgateway")]);
+    let routes: Vec<RouteConfiguration> = decode(&generate_for(
+        ResourceType::Route,
+        &ctx,
+        &proxy,
+        &names(&["http.8080"]),
+    ));
+    let got: Vec<(&str, &str)> = routes[0].virtual_hosts[0]
+        .routes
+        .iter()
+        .map(|r| (r.name.as_str(), r.stat_prefix.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("api.v2", "shop_api_v2"),
+            ("api", ""),
+            (".beta", ""),
+            ("default", "")
+        ]
+    );
+}
+
 mod sidecar;
+mod source_match;
 
 #[test]
 fn connection_managers_allow_websockets_and_gateways_use_the_remote_address() {

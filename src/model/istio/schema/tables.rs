@@ -314,10 +314,11 @@ pub static TCP_ROUTE: Message = Message {
 pub static HTTP_MATCH_REQUEST: Message = Message {
     name: "HTTPMatchRequest",
     fields: &[
+        // Applied: `rds::translate_routes` (the Envoy route's name, `ROUTE.MATCH`).
         Field {
             name: "name",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // Applied: `rds::route_match` (path specifier).
         Field {
@@ -325,20 +326,23 @@ pub static HTTP_MATCH_REQUEST: Message = Message {
             kind: Kind::Message(&STRING_MATCH),
             applied: Applied::Yes,
         },
+        // Applied: `rds::route_match` (a `:scheme` header matcher).
         Field {
             name: "scheme",
             kind: Kind::Message(&STRING_MATCH),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
+        // Applied: `rds::route_match` (a `:method` header matcher).
         Field {
             name: "method",
             kind: Kind::Message(&STRING_MATCH),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
+        // Applied: `rds::route_match` (an `:authority` header matcher).
         Field {
             name: "authority",
             kind: Kind::Message(&STRING_MATCH),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // Applied: `rds::route_match` (header matchers).
         Field {
@@ -352,10 +356,11 @@ pub static HTTP_MATCH_REQUEST: Message = Message {
             kind: Kind::Scalar,
             applied: Applied::Yes,
         },
+        // Applied: `rds::applies` (the proxy's labels, as istiod's `sourceMatchHTTP`).
         Field {
             name: "sourceLabels",
             kind: Kind::ScalarMap,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // A list. Applied: `rds::applies`.
         Field {
@@ -363,30 +368,35 @@ pub static HTTP_MATCH_REQUEST: Message = Message {
             kind: Kind::Scalar,
             applied: Applied::Yes,
         },
+        // Applied: `rds::route_match` (query parameter matchers).
         Field {
             name: "queryParams",
             kind: Kind::MapOf(&STRING_MATCH),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
+        // Applied: `rds::route_match` (`case_sensitive`).
         Field {
             name: "ignoreUriCase",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
+        // Applied: `rds::route_match` (inverted header matchers).
         Field {
             name: "withoutHeaders",
             kind: Kind::MapOf(&STRING_MATCH),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
+        // Applied: `rds::applies` (the proxy's namespace).
         Field {
             name: "sourceNamespace",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
+        // Applied: `rds::translate_routes` (the Envoy route's `stat_prefix`).
         Field {
             name: "statPrefix",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
