@@ -263,7 +263,7 @@ impl FileRegistry {
                         document = note.index,
                         line = note.note.line,
                         field = %note.note.path,
-                        "field accepted but not applied by axon: {note}"
+                        "{note}"
                     );
                 }
                 for (api_version, kind) in new_kinds {
