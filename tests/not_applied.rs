@@ -50,10 +50,7 @@ fn a_running_axon_reports_fields_not_applied_and_rejects_unknown_ones() {
     let axon = Axon::start(dir.path());
     let file = dir.file("routes.yaml").display().to_string();
     assert!(
-        axon.wait_for_log(
-            "field accepted but not applied by axon",
-            Duration::from_secs(30)
-        ),
+        axon.wait_for_log("accepted but not applied by axon", Duration::from_secs(30)),
         "no log line for the TCP route"
     );
     assert!(
