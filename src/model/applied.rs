@@ -43,13 +43,6 @@ pub fn partial_notes(spec: &Spec) -> Vec<String> {
             }
         }
         Spec::VirtualService(vs) => {
-            if !vs.export_to.is_empty() && !vs.export_to.iter().any(|e| e == "*") {
-                notes.push(
-                    "spec.exportTo: applied to sidecars only; gateways see the VirtualService \
-                     whatever it says"
-                        .to_string(),
-                );
-            }
             for (i, http) in vs.http.iter().enumerate() {
                 let code = http.redirect.as_ref().and_then(|r| r.redirect_code);
                 if let Some(code @ (300 | 304 | 305 | 306)) = code {
@@ -102,7 +95,10 @@ mod tests {
         let vs = spec(
             "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: v}\nspec:\n  hosts: [a]\n  exportTo: ['.']\n  http: [{route: [{destination: {host: a}}]}]\n",
         );
-        assert_eq!(partial_notes(&vs).len(), 1);
+        assert!(
+            partial_notes(&vs).is_empty(),
+            "exportTo is applied everywhere"
+        );
         let odd_code = spec(
             "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: v}\nspec:\n  hosts: [a]\n  http: [{redirect: {uri: /b, redirectCode: 304}}]\n",
         );

@@ -24,17 +24,40 @@ pub struct GatewayServer<'a> {
 }
 
 impl GatewayServer<'_> {
-    /// Whether this server exposes `vs_host` of a VirtualService in `vs_namespace`.
-    pub fn exposes(&self, vs_host: &str, vs_namespace: &str) -> bool {
-        self.server.hosts.iter().any(|h| {
-            let (ns, pattern) = host::split_namespaced(h);
+    /// The hosts this server serves of a VirtualService in `vs_namespace` routing
+    /// `vs_hosts` (resolved), as istiod's `NamesForNamespace` then `Intersection`: the server
+    /// hosts whose namespace part admits the VirtualService's (`./` is the Gateway's own
+    /// namespace, `*/` or none any), intersected with the VirtualService's hosts, each pair
+    /// giving the more specific of the two (`*.example.com` on a server for `a.example.com`
+    /// is `a.example.com`), lowercased, without repeats, in the server's order.
+    pub fn hosts_for(&self, vs_hosts: &[String], vs_namespace: &str) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for h in &self.server.hosts {
+            let (ns, server_host) = host::split_namespaced(h);
             let ns_ok = match ns {
                 "*" => true,
                 "." => vs_namespace == self.namespace,
                 ns => ns == vs_namespace,
             };
-            ns_ok && host::intersects(pattern, vs_host)
-        })
+            if !ns_ok {
+                continue;
+            }
+            for vs_host in vs_hosts {
+                // `a` is a subset of `b` when `b` matches it.
+                let picked = if host::matches(vs_host, server_host) {
+                    server_host
+                } else if host::matches(server_host, vs_host) {
+                    vs_host.as_str()
+                } else {
+                    continue;
+                };
+                let picked = picked.to_ascii_lowercase();
+                if !out.contains(&picked) {
+                    out.push(picked);
+                }
+            }
+        }
+        out
     }
 }
 

@@ -282,6 +282,36 @@ impl PushContext {
             })
     }
 
+    /// The VirtualServices a gateway proxy in `proxy_namespace` serves for the gateway named
+    /// `namespace/name`, in istiod's order (`VirtualServicesForGateway`): those exported to
+    /// their own namespace only when it is the proxy's, then those of other namespaces
+    /// exported to the proxy's, then those exported everywhere; each group in istiod's
+    /// creation-time order, which axon has no timestamps for (files have none): it uses
+    /// istiod's tie-break, name then namespace. `exportTo` is read against the namespace of
+    /// the gateway's Envoy, not the Gateway resource's, as istiod.
+    pub fn virtual_services_for_gateway_proxy(
+        &self,
+        gateway: &str,
+        proxy_namespace: &str,
+    ) -> Vec<(&Config, &VirtualService)> {
+        let mut out: Vec<(u8, &Config, &VirtualService)> = self
+            .virtual_services_for_gateway(gateway)
+            .filter_map(|(c, vs)| {
+                let group = match self.export_to(&vs.export_to, c.namespace()) {
+                    ExportTo::All => 2,
+                    e if !e.visible_from(proxy_namespace) => return None,
+                    _ if c.namespace() == proxy_namespace => 0,
+                    _ => 1,
+                };
+                Some((group, c, vs))
+            })
+            .collect();
+        out.sort_by(|(ga, a, _), (gb, b, _)| {
+            (ga, a.name(), a.namespace()).cmp(&(gb, b.name(), b.namespace()))
+        });
+        out.into_iter().map(|(_, c, vs)| (c, vs)).collect()
+    }
+
     pub fn gateways(&self) -> impl Iterator<Item = (&Config, &Gateway)> {
         self.gateways.all.iter().filter_map(|c| match &c.spec {
             Spec::Gateway(gw) => Some((c.as_ref(), gw)),

@@ -1,9 +1,12 @@
-//! RDS. For a gateway, the route configuration `http.PORT` of each server port: a virtual host
-//! per VirtualService host bound to a gateway on that port, routes in the VirtualService's
-//! order; a request that no host or route matches gets Envoy's 404, as from istiod. For a
-//! sidecar, the route configuration named by port: a virtual host per service it sees on that
-//! port (full host, short names, `host:port`), routed by the mesh VirtualServices it imports or
-//! straight to the service's cluster, and `allow_any` to the original destination.
+//! RDS. For a gateway, the route configuration `http.PORT` of each server port: one virtual
+//! host per host the port's servers serve of the VirtualServices bound to their gateways
+//! (the more specific of server host and VirtualService host, its domain alone, the port
+//! ignored in host matching), holding the routes of every such VirtualService in istiod's
+//! order with the catch-all routes last; a request that no host or route matches gets
+//! Envoy's 404, as from istiod. For a sidecar, the route configuration named by port: a
+//! virtual host per service it sees on that port (full host, short names, `host:port`),
+//! routed by the mesh VirtualServices it imports or straight to the service's cluster, and
+//! `allow_any` to the original destination.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -22,7 +25,9 @@ mod route;
 use super::cds::PASSTHROUGH;
 use super::is_http;
 use super::resource::Resource;
+use crate::model::config::ConfigKey;
 use crate::model::gateway::{self, GatewayServer};
+use crate::model::host;
 use crate::model::proxy::{Proxy, ProxyType};
 use crate::model::push_context::PushContext;
 use crate::model::service::{Service, outbound_cluster_name};
@@ -202,6 +207,9 @@ fn gateway_routes(ctx: &PushContext, proxy: &Proxy, names: &BTreeSet<String>) ->
                 name: name.clone(),
                 virtual_hosts: gateway_virtual_hosts(ctx, proxy, port, servers),
                 validate_clusters: Some(Default::default()),
+                // As istiod for every proxy but proxyless gRPC: a virtual host's domain
+                // matches `Host: a.example.com` and `Host: a.example.com:ANY`.
+                ignore_port_in_host_matching: true,
                 ..Default::default()
             };
             Some(Resource::new(name.clone(), &config))
@@ -209,6 +217,12 @@ fn gateway_routes(ctx: &PushContext, proxy: &Proxy, names: &BTreeSet<String>) ->
         .collect()
 }
 
+/// istiod's `buildGatewayHTTPRouteConfig`: for each server on the port, each VirtualService
+/// the proxy serves for its gateway ([`PushContext::virtual_services_for_gateway_proxy`]),
+/// each host the server serves of it ([`GatewayServer::hosts_for`]): the VirtualService's
+/// routes go into that host's one virtual host, after those of the VirtualServices before
+/// it. Then each virtual host's catch-all routes move last ([`route::sort_vhost_routes`]),
+/// and the virtual hosts are sorted by name.
 fn gateway_virtual_hosts(
     ctx: &PushContext,
     proxy: &Proxy,
@@ -216,32 +230,48 @@ fn gateway_virtual_hosts(
     servers: &[GatewayServer],
 ) -> Vec<VirtualHost> {
     let mut vhosts: BTreeMap<String, VirtualHost> = BTreeMap::new();
-    let mut seen = BTreeSet::new();
+    // Routes per (gateway, VirtualService), made once, as istiod's `gatewayRoutes`.
+    let mut translated: BTreeMap<(&str, &ConfigKey), Vec<Route>> = BTreeMap::new();
+    // A host served by two servers of one gateway takes a VirtualService's routes once
+    // (istiod appends them twice; the second copy could never be reached).
+    let mut added = BTreeSet::new();
     for server in servers {
-        for (config, vs) in ctx.virtual_services_for_gateway(&server.gateway) {
-            if !seen.insert((server.gateway.clone(), config.key.clone())) {
+        for (config, vs) in
+            ctx.virtual_services_for_gateway_proxy(&server.gateway, &proxy.namespace)
+        {
+            let vs_hosts: Vec<String> = vs
+                .hosts
+                .iter()
+                .map(|h| host::resolve(h, config.namespace()))
+                .collect();
+            let hosts = server.hosts_for(&vs_hosts, config.namespace());
+            if hosts.is_empty() {
                 continue;
             }
-            let target = RouteTarget {
-                proxy,
-                gateway: &server.gateway,
-                port,
-            };
-            let routes = translate_routes(ctx, config, vs, target);
+            let routes = translated
+                .entry((&server.gateway, &config.key))
+                .or_insert_with(|| {
+                    let target = RouteTarget {
+                        proxy,
+                        gateway: &server.gateway,
+                        port,
+                    };
+                    translate_routes(ctx, config, vs, target)
+                });
             // As istiod: a VirtualService with no route here (no HTTP route, or no match
             // block that applies to this gateway) makes no virtual host.
             if routes.is_empty() {
                 continue;
             }
-            for vs_host in &vs.hosts {
-                if !server.exposes(vs_host, config.namespace()) {
+            for hostname in hosts {
+                if !added.insert((hostname.clone(), &server.gateway, &config.key)) {
                     continue;
                 }
                 let vhost = vhosts
-                    .entry(vs_host.clone())
+                    .entry(hostname.clone())
                     .or_insert_with(|| VirtualHost {
-                        name: format!("{vs_host}:{port}"),
-                        domains: domains(vs_host, port),
+                        name: format!("{hostname}:{port}"),
+                        domains: vec![hostname],
                         ..Default::default()
                     });
                 vhost.routes.extend(routes.iter().cloned());
@@ -250,24 +280,21 @@ fn gateway_virtual_hosts(
     }
     if vhosts.is_empty() {
         // istiod's blackhole host: every request gets 404.
-        vhosts.insert(
-            String::new(),
-            VirtualHost {
-                name: format!("blackhole:{port}"),
-                domains: vec!["*".to_string()],
-                ..Default::default()
-            },
-        );
+        return vec![VirtualHost {
+            name: format!("blackhole:{port}"),
+            domains: vec!["*".to_string()],
+            ..Default::default()
+        }];
     }
-    vhosts.into_values().collect()
-}
-
-fn domains(vs_host: &str, port: u32) -> Vec<String> {
-    if vs_host == "*" {
-        vec!["*".to_string()]
-    } else {
-        vec![vs_host.to_string(), format!("{vs_host}:{port}")]
-    }
+    let mut out: Vec<VirtualHost> = vhosts
+        .into_values()
+        .map(|mut v| {
+            v.routes = route::sort_vhost_routes(std::mem::take(&mut v.routes));
+            v
+        })
+        .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
 }
 
 /// A duration as Envoy's; none (or one that does not parse: validation rejected it) is 0,

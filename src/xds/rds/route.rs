@@ -1,10 +1,14 @@
-//! One VirtualService's HTTP routes as Envoy routes, as istiod's `TranslateRoute` makes
-//! them: a route per match block that applies to the proxy, the gateway (or `mesh`) and the
-//! port (`sourceMatchHTTP`), in the VirtualService's order, each with its match
-//! ([`super::matching`]), its name (`ROUTE.MATCH`), its `stat_prefix` and its action
-//! ([`super::action`]). An HTTPRoute none of whose match blocks applies gives no route.
+//! One VirtualService's HTTP routes as Envoy routes, as istiod's
+//! `BuildHTTPRoutesForVirtualService` and `TranslateRoute` make them: a route per match
+//! block that applies to the proxy, the gateway (or `mesh`) and the port (`sourceMatchHTTP`),
+//! in the VirtualService's order, each with its match ([`super::matching`]), its name
+//! (`ROUTE.MATCH`), its `stat_prefix` and its action ([`super::action`]). An HTTPRoute none of
+//! whose match blocks applies gives no route. Nothing after a catch-all is kept: not the
+//! HTTPRoutes after one with no match block, nor anything after a match block whose route
+//! is a catch-all ([`is_catch_all`]). On a gateway, the routes of several VirtualServices
+//! share a virtual host, their catch-alls moved last ([`sort_vhost_routes`]).
 
-use envoy_types::pb::envoy::config::route::v3::Route;
+use envoy_types::pb::envoy::config::route::v3::{Route, route_match::PathSpecifier};
 
 use super::action;
 use super::matching::route_match;
@@ -32,6 +36,10 @@ pub(super) fn translate_routes(
     let mut out = Vec::new();
     for http in &vs.http {
         let Some(template) = action::translate(ctx, config.namespace(), http, target.port) else {
+            // As istiod: an HTTPRoute without match blocks ends the list, routed or not.
+            if http.matches.is_empty() {
+                break;
+            }
             continue;
         };
         let matches: Vec<Option<&HttpMatchRequest>> = if http.matches.is_empty() {
@@ -43,15 +51,50 @@ pub(super) fn translate_routes(
                 .map(Some)
                 .collect()
         };
-        for m in matches {
-            out.push(Route {
-                name: route_name(http, m),
-                r#match: Some(route_match(m)),
+        for m in &matches {
+            let route = Route {
+                name: route_name(http, *m),
+                r#match: Some(route_match(*m)),
                 stat_prefix: m.map(|m| m.stat_prefix.clone()).unwrap_or_default(),
                 ..template.clone()
-            });
+            };
+            let catch_all = is_catch_all(&route);
+            out.push(route);
+            // Routes are matched in order: nothing after a catch-all is ever reached.
+            if catch_all {
+                return out;
+            }
+        }
+        if http.matches.is_empty() {
+            break;
         }
     }
+    out
+}
+
+/// istiod's `IsCatchAllRoute`: the route matches every path (prefix `/`, path-separated
+/// prefix `/` or regex `.*`) and no header, query parameter or metadata.
+pub(super) fn is_catch_all(route: &Route) -> bool {
+    let Some(m) = &route.r#match else {
+        return false;
+    };
+    let every_path = match &m.path_specifier {
+        Some(PathSpecifier::Prefix(p)) | Some(PathSpecifier::PathSeparatedPrefix(p)) => p == "/",
+        Some(PathSpecifier::SafeRegex(r)) => r.regex == ".*",
+        _ => false,
+    };
+    every_path
+        && m.headers.is_empty()
+        && m.query_parameters.is_empty()
+        && m.dynamic_metadata.is_empty()
+}
+
+/// istiod's `SortVHostRoutes`: the catch-all routes moved last, the others keeping their
+/// order.
+pub(super) fn sort_vhost_routes(routes: Vec<Route>) -> Vec<Route> {
+    let (mut out, catch_alls): (Vec<Route>, Vec<Route>) =
+        routes.into_iter().partition(|r| !is_catch_all(r));
+    out.extend(catch_alls);
     out
 }
 

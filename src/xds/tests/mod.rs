@@ -300,7 +300,9 @@ fn virtual_service_hosts_must_be_exposed_by_the_server() {
     ));
     let vh = &routes[0].virtual_hosts[0];
     assert_eq!(vh.name, "shop.example.com:8080");
-    assert_eq!(vh.domains, ["shop.example.com", "shop.example.com:8080"]);
+    // As istiod: the host alone, the port ignored in host matching.
+    assert_eq!(vh.domains, ["shop.example.com"]);
+    assert!(routes[0].ignore_port_in_host_matching);
 }
 
 #[test]
@@ -383,6 +385,7 @@ spec:
     );
 }
 
+mod gateway_hosts;
 mod sidecar;
 mod source_match;
 
