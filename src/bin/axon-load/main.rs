@@ -6,6 +6,8 @@
 //!   the figures ([`mod@bench`]).
 //! - `files`: a large config directory: load time, peak RSS, `debounce_max` under a burst of
 //!   file events ([`bench::files`]).
+//! - `hostile`: healthy proxies beside 1,000 hostile connections: sync, push convergence,
+//!   axon's RSS and buffered bytes ([`bench::hostile`]).
 //! - `replay`: the floor's replay server ([`floor`]), started by `bench`.
 
 mod bench;
@@ -67,6 +69,8 @@ enum Cmd {
     Bench(bench::BenchArgs),
     /// Start axon on a directory of N files, time the load and a burst of file events.
     Files(bench::files::FilesArgs),
+    /// Start axon, sync healthy proxies, then open hostile connections beside them and compare.
+    Hostile(bench::hostile::HostileArgs),
     /// The floor's replay server (started by `bench`).
     Replay {
         #[arg(long)]
@@ -110,6 +114,12 @@ fn main() -> anyhow::Result<ExitCode> {
             ExitCode::from(1)
         }),
         Cmd::Files(args) => Ok(if bench::files::run(args)? {
+            ExitCode::SUCCESS
+        } else {
+            println!("a target was not met");
+            ExitCode::from(1)
+        }),
+        Cmd::Hostile(args) => Ok(if bench::hostile::run(args)? {
             ExitCode::SUCCESS
         } else {
             println!("a target was not met");

@@ -17,6 +17,7 @@ use crate::proc;
 
 pub mod files;
 mod harness;
+pub mod hostile;
 use harness::*;
 
 #[derive(Args, Debug, Clone)]
