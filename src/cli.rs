@@ -688,6 +688,7 @@ fn serve_xds(
         max_connection_age: Some(limits.max_connection_age).filter(|age| !age.is_zero()),
         close_grace: limits.close_grace,
         idle_timeout: limits.idle_connection_timeout,
+        max_streams_per_connection: limits.max_streams_per_connection,
     };
     for arbiter in arbiters {
         let listener = listener.try_clone()?;

@@ -107,6 +107,10 @@ pub struct Limits {
     /// A connection with no open stream for this long is closed.
     #[serde(deserialize_with = "duration")]
     pub idle_connection_timeout: Duration,
+    /// Streams open at once on one xDS connection (HTTP/2 `SETTINGS_MAX_CONCURRENT_STREAMS`;
+    /// an Envoy or a gRPC client needs one ADS stream per connection). It bounds what
+    /// streams that never send a request can hold on one connection.
+    pub max_streams_per_connection: u32,
     /// xDS connections open at once over both ports; past it a new one is closed at once.
     /// 0: the file-descriptor limit (raised to its hard limit at start-up) less a reserve
     /// for the monitoring and debug ports, the registries and the config files (a quarter of
@@ -158,6 +162,7 @@ impl Default for Limits {
             max_message_size: 4 << 20,
             max_request_buffer_bytes: 64 << 20,
             idle_connection_timeout: Duration::from_secs(60),
+            max_streams_per_connection: 16,
             max_connections: 0,
             token_cache_entries: 10_000,
             token_cache_ttl: Duration::from_secs(5 * 60),
@@ -216,6 +221,10 @@ impl Limits {
             ("max_message_size", self.max_message_size),
             ("max_request_buffer_bytes", self.max_request_buffer_bytes),
             ("max_token_reviews", self.max_token_reviews),
+            (
+                "max_streams_per_connection",
+                self.max_streams_per_connection as usize,
+            ),
         ] {
             if value == 0 {
                 return Err(invalid(key, "must be at least 1"));

@@ -388,3 +388,42 @@ fn at_the_descriptor_limit_connections_are_refused_and_monitoring_answers() {
         "no proxy got in after the connections went"
     );
 }
+
+#[test]
+fn a_connection_may_open_max_streams_per_connection_at_once() {
+    let (_d, _l, axon) = start("max_streams_per_connection = 3\n");
+    runtime().block_on(async {
+        let mut send = h2_connect(axon.xds_addr()).await;
+        // The server's SETTINGS say 3; the client then holds a fourth stream back.
+        let started = Instant::now();
+        while send.current_max_send_streams() != 3 {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "SETTINGS_MAX_CONCURRENT_STREAMS is {}",
+                send.current_max_send_streams()
+            );
+            send = send.ready().await.expect("h2 ready");
+            tokio::task::yield_now().await;
+        }
+        let mut streams = Vec::new();
+        for _ in 0..3 {
+            streams.push(open(&mut send).await);
+        }
+        // A fourth waits (axon's response headers go out as soon as a stream opens).
+        let (_body, fourth) = open(&mut send).await;
+        tokio::pin!(fourth);
+        assert!(
+            tokio::time::timeout(Duration::from_millis(500), &mut fourth)
+                .await
+                .is_err(),
+            "a fourth stream was opened"
+        );
+        // One ends: the fourth opens.
+        drop(streams.pop());
+        let headers = tokio::time::timeout(Duration::from_secs(10), &mut fourth).await;
+        assert!(
+            matches!(headers, Ok(Ok(_))),
+            "the fourth stream did not open after one ended: {headers:?}"
+        );
+    });
+}

@@ -36,6 +36,8 @@ pub struct ConnSettings {
     pub close_grace: Duration,
     /// A connection with no open stream for this long is closed.
     pub idle_timeout: Duration,
+    /// Streams open at once on one connection (HTTP/2 `SETTINGS_MAX_CONCURRENT_STREAMS`).
+    pub max_streams_per_connection: u32,
 }
 
 /// Put in each request's extensions on the TLS port: who the client proved to be, if its
@@ -333,7 +335,8 @@ async fn connection<IO>(
     builder
         .timer(TokioTimer::new())
         .keep_alive_interval(settings.keepalive_interval)
-        .keep_alive_timeout(settings.keepalive_timeout);
+        .keep_alive_timeout(settings.keepalive_timeout)
+        .max_concurrent_streams(settings.max_streams_per_connection);
     let (open, mut open_rx) = watch::channel(0usize);
     let service = ConnService {
         ads,
