@@ -3,12 +3,8 @@
 //! `path: what is not applied`, reported beside the tables' fields.
 
 use super::config::Spec;
-
-/// Gateway server protocols axon serves (the others' servers are dropped).
-const GATEWAY_PROTOCOLS: [&str; 3] = ["HTTP", "HTTP2", "GRPC"];
-
-/// Service port protocols axon serves listeners for (the others get a cluster only).
-const LISTENER_PROTOCOLS: [&str; 5] = ["HTTP", "HTTP2", "GRPC", "GRPC-WEB", "HTTP_PROXY"];
+use super::gateway::HTTP_PROTOCOLS as GATEWAY_PROTOCOLS;
+use super::service::is_http_protocol;
 
 /// The notes of one typed spec.
 pub fn partial_notes(spec: &Spec) -> Vec<String> {
@@ -29,7 +25,7 @@ pub fn partial_notes(spec: &Spec) -> Vec<String> {
         Spec::ServiceEntry(se) => {
             for (i, port) in se.ports.iter().enumerate() {
                 let protocol = port.protocol.to_ascii_uppercase();
-                if !LISTENER_PROTOCOLS.contains(&protocol.as_str()) {
+                if !is_http_protocol(&protocol) {
                     let shown = if protocol.is_empty() {
                         "TCP (none given)"
                     } else {

@@ -12,7 +12,7 @@ use super::proxy::Proxy;
 use super::push_context::PushContext;
 
 /// Protocols served through an HTTP connection manager. Others are skipped for now.
-const HTTP_PROTOCOLS: [&str; 3] = ["HTTP", "HTTP2", "GRPC"];
+pub(super) const HTTP_PROTOCOLS: [&str; 3] = ["HTTP", "HTTP2", "GRPC"];
 
 /// One server of one Gateway.
 #[derive(Debug, Clone)]

@@ -48,6 +48,14 @@ pub struct Endpoint {
 }
 
 /// Whether every label of `selector` is in `labels`.
+/// Protocols served through an HTTP connection manager (the others get a cluster only).
+pub fn is_http_protocol(protocol: &str) -> bool {
+    matches!(
+        protocol.to_ascii_uppercase().as_str(),
+        "HTTP" | "HTTP2" | "GRPC" | "GRPC-WEB" | "HTTP_PROXY"
+    )
+}
+
 pub fn labels_match(selector: &Labels, labels: &Labels) -> bool {
     selector.iter().all(|(k, v)| labels.get(k) == Some(v))
 }

@@ -102,10 +102,7 @@ fn names_digest(names: &std::collections::BTreeSet<String>) -> String {
 
 /// Protocols served through an HTTP connection manager.
 pub fn is_http(protocol: &str) -> bool {
-    matches!(
-        protocol.to_ascii_uppercase().as_str(),
-        "HTTP" | "HTTP2" | "GRPC" | "GRPC-WEB" | "HTTP_PROXY"
-    )
+    crate::model::service::is_http_protocol(protocol)
 }
 
 /// A readable rendering of an encoded resource (its decoded protobuf, debug-formatted).

@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 
 use super::fields::{Errors, duration, first_line, re, re2_compat};
 use crate::model::istio::{
-    CorsPolicy, HeaderOperations, Headers, HttpFault, HttpMatchRequest, HttpRoute, Percent,
+    CorsPolicy, GRPC_STATUS_CODES, HeaderOperations, Headers, HttpFault, HttpMatchRequest,
+    HttpRoute, Percent,
 };
 
 /// The `retryOn` policies Envoy knows (`x-envoy-retry-on` and `x-envoy-retry-grpc-on`).
@@ -228,27 +229,6 @@ fn percentage(errs: &mut Errors, path: &str, p: &Percent) {
     }
 }
 
-/// The gRPC status names istiod accepts.
-const GRPC_STATUS: [&str; 17] = [
-    "OK",
-    "CANCELLED",
-    "UNKNOWN",
-    "INVALID_ARGUMENT",
-    "DEADLINE_EXCEEDED",
-    "NOT_FOUND",
-    "ALREADY_EXISTS",
-    "PERMISSION_DENIED",
-    "RESOURCE_EXHAUSTED",
-    "FAILED_PRECONDITION",
-    "ABORTED",
-    "OUT_OF_RANGE",
-    "UNIMPLEMENTED",
-    "INTERNAL",
-    "UNAVAILABLE",
-    "DATA_LOSS",
-    "UNAUTHENTICATED",
-];
-
 fn http_fault(errs: &mut Errors, path: &str, fault: &HttpFault) {
     if fault.abort.is_none() && fault.delay.is_none() {
         errs.add(
@@ -266,7 +246,7 @@ fn http_fault(errs: &mut Errors, path: &str, fault: &HttpFault) {
                 format!("{p}.httpStatus"),
                 format!("HTTP status {status} is not in range 200-599"),
             ),
-            (None, Some(name), _) if !GRPC_STATUS.contains(&name.as_str()) => errs.add(
+            (None, Some(name), _) if !GRPC_STATUS_CODES.contains(&name.as_str()) => errs.add(
                 format!("{p}.grpcStatus"),
                 format!("gRPC status {name:?} is not supported, for example 'NOT_FOUND'"),
             ),

@@ -17,7 +17,7 @@ use envoy_types::pb::envoy::r#type::v3::{FractionalPercent, fractional_percent::
 use envoy_types::pb::google::protobuf::{Any, BoolValue};
 
 use super::matching::string_matcher;
-use crate::model::istio::{CorsPolicy, HttpFault, HttpRoute, Percent};
+use crate::model::istio::{CorsPolicy, GRPC_STATUS_CODES, HttpFault, HttpRoute, Percent};
 use crate::xds::resource::any;
 
 /// The filter names the per-route configs are keyed by.
@@ -82,29 +82,8 @@ fn fault(f: &HttpFault) -> Option<EnvoyFault> {
     })
 }
 
-/// The gRPC status codes by name (grpc's `doc/statuscodes.md`).
-pub(crate) const GRPC_CODES: [&str; 17] = [
-    "OK",
-    "CANCELLED",
-    "UNKNOWN",
-    "INVALID_ARGUMENT",
-    "DEADLINE_EXCEEDED",
-    "NOT_FOUND",
-    "ALREADY_EXISTS",
-    "PERMISSION_DENIED",
-    "RESOURCE_EXHAUSTED",
-    "FAILED_PRECONDITION",
-    "ABORTED",
-    "OUT_OF_RANGE",
-    "UNIMPLEMENTED",
-    "INTERNAL",
-    "UNAVAILABLE",
-    "DATA_LOSS",
-    "UNAUTHENTICATED",
-];
-
 fn grpc_code(name: &str) -> Option<u32> {
-    GRPC_CODES
+    GRPC_STATUS_CODES
         .iter()
         .position(|c| *c == name)
         .and_then(|i| u32::try_from(i).ok())
