@@ -104,6 +104,16 @@ pub struct Limits {
     pub max_message_size: usize,
     /// The bytes of partial requests buffered over every stream.
     pub max_request_buffer_bytes: usize,
+    /// The bytes of partial requests buffered over one connection's streams. 0: twice
+    /// `max_message_size`.
+    pub max_connection_request_buffer_bytes: usize,
+    /// The bytes of partial requests buffered over the streams not yet admitted (no first
+    /// request read yet); the rest of `max_request_buffer_bytes` is kept for admitted
+    /// streams. 0: a quarter of `max_request_buffer_bytes`.
+    pub max_pending_request_buffer_bytes: usize,
+    /// Streams open and waiting for their first request, over every connection; past it
+    /// the oldest of them is closed (RESOURCE_EXHAUSTED) to make room.
+    pub max_pending_streams: usize,
     /// A connection with no open stream for this long is closed.
     #[serde(deserialize_with = "duration")]
     pub idle_connection_timeout: Duration,
@@ -161,6 +171,9 @@ impl Default for Limits {
             message_timeout: Duration::from_secs(10),
             max_message_size: 4 << 20,
             max_request_buffer_bytes: 64 << 20,
+            max_connection_request_buffer_bytes: 0,
+            max_pending_request_buffer_bytes: 0,
+            max_pending_streams: 1024,
             idle_connection_timeout: Duration::from_secs(60),
             max_streams_per_connection: 16,
             max_connections: 0,
@@ -182,6 +195,22 @@ fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
 }
 
 impl Limits {
+    /// `max_connection_request_buffer_bytes`, its default (0) resolved.
+    pub fn connection_request_buffer_bytes(&self) -> usize {
+        match self.max_connection_request_buffer_bytes {
+            0 => self.max_message_size.saturating_mul(2),
+            n => n,
+        }
+    }
+
+    /// `max_pending_request_buffer_bytes`, its default (0) resolved.
+    pub fn pending_request_buffer_bytes(&self) -> usize {
+        match self.max_pending_request_buffer_bytes {
+            0 => (self.max_request_buffer_bytes / 4).max(1),
+            n => n,
+        }
+    }
+
     pub fn load(path: &Path) -> Result<Limits, LimitsError> {
         let text = std::fs::read_to_string(path).map_err(|source| LimitsError::Read {
             path: path.display().to_string(),
@@ -221,6 +250,7 @@ impl Limits {
             ("max_message_size", self.max_message_size),
             ("max_request_buffer_bytes", self.max_request_buffer_bytes),
             ("max_token_reviews", self.max_token_reviews),
+            ("max_pending_streams", self.max_pending_streams),
             (
                 "max_streams_per_connection",
                 self.max_streams_per_connection as usize,
@@ -229,6 +259,12 @@ impl Limits {
             if value == 0 {
                 return Err(invalid(key, "must be at least 1"));
             }
+        }
+        if self.max_pending_request_buffer_bytes > self.max_request_buffer_bytes {
+            return Err(invalid(
+                "max_pending_request_buffer_bytes",
+                "must not be more than max_request_buffer_bytes",
+            ));
         }
         if self.max_requests_per_second == 0 {
             return Err(invalid("max_requests_per_second", "must be at least 1"));
@@ -302,5 +338,25 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("debounce_max"), "{e}");
+    }
+
+    #[test]
+    fn the_buffer_shares_default_from_the_other_bounds() {
+        let limits = Limits::parse("max_request_buffer_bytes = 8388608", "f").unwrap();
+        assert_eq!(limits.pending_request_buffer_bytes(), 2 << 20, "a quarter");
+        assert_eq!(limits.connection_request_buffer_bytes(), 8 << 20, "2 × 4 MiB");
+        let limits = Limits::parse("max_pending_request_buffer_bytes = 1000", "f").unwrap();
+        assert_eq!(limits.pending_request_buffer_bytes(), 1000);
+        let e = Limits::parse(
+            "max_request_buffer_bytes = 1000\nmax_pending_request_buffer_bytes = 2000",
+            "f",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("max_pending_request_buffer_bytes"), "{e}");
+        let e = Limits::parse("max_pending_streams = 0", "f")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("max_pending_streams"), "{e}");
     }
 }

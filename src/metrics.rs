@@ -43,9 +43,20 @@ pub struct Metrics {
     pub config_read_errors: prometheus::IntCounter,
     /// `pilot_xds_write_timeout`: streams closed because the proxy did not read in time.
     pub write_timeout: prometheus::IntCounter,
-    /// `axon_rejected_streams`: new streams refused by `max_streams` or the rate limit, or
-    /// closed for sending no first request within `first_request_timeout`.
-    pub rejected_streams: prometheus::IntCounter,
+    /// `axon_rejected_streams{reason}`: new streams refused or closed before admission, by
+    /// the limit's key: `max_requests_per_second`, `max_streams`, `first_request_timeout`
+    /// (no first request in time), `max_pending_streams` (closed, the oldest waiting for its
+    /// first request, to make room for a newer one).
+    pub rejected_streams: IntCounterVec,
+    /// `axon_request_errors{reason}`: streams ended for a request they sent: `malformed`,
+    /// `max_message_size`, `message_timeout` (not whole in time, waiting for room in a
+    /// buffer budget included), `transport` (the HTTP/2 stream failed).
+    pub request_errors: IntCounterVec,
+    /// `axon_pending_streams`: streams open and waiting for their first request.
+    pub pending_streams: IntGauge,
+    /// `axon_pending_request_buffer_bytes`: bytes of partial requests buffered over the
+    /// streams not yet admitted.
+    pub pending_request_buffer_bytes: IntGauge,
     /// `pilot_xds_auth_failures{type}`: streams refused on the TLS port, by reason
     /// (`unauthenticated`, `namespace`, `service_account`, `trust_domain`).
     pub xds_auth_failures: IntCounterVec,
@@ -100,6 +111,13 @@ impl Metrics {
         };
         let counter = |name: &str, help: &str| {
             let c = IntCounterVec::new(Opts::new(name, help), &["type"]).expect("valid metric");
+            registry
+                .register(Box::new(c.clone()))
+                .expect("unique metric");
+            c
+        };
+        let by_reason = |name: &str, help: &str| {
+            let c = IntCounterVec::new(Opts::new(name, help), &["reason"]).expect("valid metric");
             registry
                 .register(Box::new(c.clone()))
                 .expect("unique metric");
@@ -182,9 +200,21 @@ impl Metrics {
                 "pilot_xds_write_timeout",
                 "Pilot XDS response write timeouts.",
             ),
-            rejected_streams: plain_counter(
+            rejected_streams: by_reason(
                 "axon_rejected_streams",
-                "New ADS streams refused by max_streams or max_requests_per_second, or closed without a first request.",
+                "ADS streams refused or closed before admission, by the limit (max_requests_per_second, max_streams, first_request_timeout, max_pending_streams).",
+            ),
+            request_errors: by_reason(
+                "axon_request_errors",
+                "ADS streams ended for a request they sent (malformed, max_message_size, message_timeout, transport).",
+            ),
+            pending_streams: gauge(
+                "axon_pending_streams",
+                "ADS streams open and waiting for their first request (bounded by max_pending_streams).",
+            ),
+            pending_request_buffer_bytes: gauge(
+                "axon_pending_request_buffer_bytes",
+                "Bytes of partial ADS requests buffered over the streams not yet admitted (bounded by max_pending_request_buffer_bytes).",
             ),
             xds_auth_failures: counter(
                 "pilot_xds_auth_failures",
@@ -275,6 +305,22 @@ impl Metrics {
         }
         for kind in ["config", "eds"] {
             m.inbound_updates.with_label_values(&[kind]);
+        }
+        for reason in [
+            "max_requests_per_second",
+            "max_streams",
+            "first_request_timeout",
+            "max_pending_streams",
+        ] {
+            m.rejected_streams.with_label_values(&[reason]);
+        }
+        for reason in [
+            "malformed",
+            "max_message_size",
+            "message_timeout",
+            "transport",
+        ] {
+            m.request_errors.with_label_values(&[reason]);
         }
         for t in XDS_TYPES {
             m.xds_push_time.with_label_values(&[t]);

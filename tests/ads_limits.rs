@@ -634,7 +634,11 @@ fn max_streams_refuses_the_stream_beyond_it() {
         };
         assert_eq!(status.code(), tonic::Code::ResourceExhausted);
     });
-    let rejected = metric(&axon.metrics(), "axon_rejected_streams").unwrap_or(0.0);
+    let rejected = metric(
+        &axon.metrics(),
+        "axon_rejected_streams{reason=\"max_streams\"}",
+    )
+    .unwrap_or(0.0);
     eprintln!("[limits] axon_rejected_streams = {rejected}");
     assert!(rejected >= 2.0, "axon_rejected_streams = {rejected}");
 }
@@ -690,12 +694,18 @@ fn max_requests_per_second_refuses_a_burst_beyond_it() {
     let mut metrics = String::new();
     let counted = support::wait_until(Duration::from_secs(5), || {
         metrics = axon.metrics();
-        metric(&metrics, "axon_rejected_streams") == Some(refused as f64)
+        metric(
+            &metrics,
+            "axon_rejected_streams{reason=\"max_requests_per_second\"}",
+        ) == Some(refused as f64)
     });
     assert!(
         counted,
         "axon_rejected_streams must be {refused}: {:?}",
-        metric(&metrics, "axon_rejected_streams")
+        metric(
+            &metrics,
+            "axon_rejected_streams{reason=\"max_requests_per_second\"}"
+        )
     );
     assert_eq!(
         metric(&metrics, "pilot_xds"),

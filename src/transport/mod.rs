@@ -1,7 +1,9 @@
 //! The ADS transport: the gRPC service tonic's server routes `StreamAggregatedResources`
 //! (SotW) and `DeltaAggregatedResources` to, with no codec of tonic's in the way.
 //!
-//! For each stream it admits the stream ([`admission`]: token bucket, `max_streams`), makes
+//! For each stream it admits the stream ([`admission`]: token bucket, `max_streams`; until
+//! its first request it is one of the [`pending`] streams, whose partial requests draw from
+//! their own share of the [`buffers`]), makes
 //! its bounded response queue ([`sink`]), and hands the stream, as decoded [`Request`]s and
 //! a [`ResponseSink`], to a [`StreamStarter`]: the connection actor's side implements it, so
 //! this module never names an actor. Requests are decoded by [`RequestReader`]; responses
@@ -9,6 +11,8 @@
 //! per view, shared by reference. Mapping to `tonic::Status` happens here and nowhere else.
 
 pub mod admission;
+mod buffers;
+mod pending;
 mod requests;
 pub mod server;
 pub mod sink;
@@ -39,8 +43,8 @@ const SOTW_PATH: &str =
 const DELTA_PATH: &str =
     "/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources";
 
-/// A stream's requests, decoded as they arrive; an error ends the stream.
-pub type RequestStream = Pin<Box<dyn Stream<Item = Result<Request, String>> + Send>>;
+/// A stream's requests, decoded as they arrive; an error ends the stream, as it says.
+pub type RequestStream = Pin<Box<dyn Stream<Item = Result<Request, CloseReason>> + Send>>;
 
 /// A newly admitted ADS stream.
 pub struct AdsStream {
@@ -51,6 +55,12 @@ pub struct AdsStream {
     pub responses: ResponseSink,
     /// Held for as long as the stream is served.
     pub slot: StreamSlot,
+}
+
+/// A stream's place among the pending ones, and what tells it to close for a newer one.
+struct Waiting {
+    place: pending::Place,
+    evicted: tokio::sync::oneshot::Receiver<()>,
 }
 
 /// Takes over the streams the transport admits (implemented by the connection actors).
@@ -75,10 +85,22 @@ pub struct AdsLimits {
     pub max_message_size: usize,
     /// The bytes of partial requests buffered over every stream.
     pub max_request_buffer_bytes: usize,
+    /// The bytes of partial requests buffered over one connection's streams.
+    pub max_connection_request_buffer_bytes: usize,
+    /// The bytes of partial requests buffered over the streams not yet admitted (the rest of
+    /// `max_request_buffer_bytes` is kept for admitted streams).
+    pub max_pending_request_buffer_bytes: usize,
+    /// Streams waiting for their first request, over every connection; past it the oldest
+    /// is closed.
+    pub max_pending_streams: usize,
     /// xDS connections open at once, over both ports; a connection past it is closed as soon
     /// as accepted, so that descriptors stay for the monitoring port and the registries.
     pub max_connections: usize,
 }
+
+/// Put in each request's extensions: the budget of its connection's partial requests.
+#[derive(Clone)]
+pub struct ConnectionBuffer(buffers::Budget);
 
 /// The ADS service, as tonic's server routes it.
 #[derive(Clone)]
@@ -97,7 +119,9 @@ struct Inner {
     next_id: AtomicU64,
     streams: Arc<AtomicUsize>,
     connections: Arc<AtomicUsize>,
-    buffers: requests::Budget,
+    buffers: buffers::Budget,
+    pending_buffers: buffers::Budget,
+    pending: Arc<pending::Pending>,
     limits: AdsLimits,
     admission: TokenBucket,
     metrics: Metrics,
@@ -118,9 +142,19 @@ impl AdsService {
                 next_id: AtomicU64::new(1),
                 streams: Arc::default(),
                 connections: Arc::default(),
-                buffers: requests::Budget::new(
+                buffers: buffers::Budget::new(
+                    "max_request_buffer_bytes",
                     limits.max_request_buffer_bytes,
-                    metrics.request_buffer_bytes.clone(),
+                    Some(metrics.request_buffer_bytes.clone()),
+                ),
+                pending_buffers: buffers::Budget::new(
+                    "max_pending_request_buffer_bytes",
+                    limits.max_pending_request_buffer_bytes,
+                    Some(metrics.pending_request_buffer_bytes.clone()),
+                ),
+                pending: pending::Pending::new(
+                    limits.max_pending_streams,
+                    metrics.pending_streams.clone(),
                 ),
                 admission: TokenBucket::new(limits.max_requests_per_second),
                 limits,
@@ -138,6 +172,17 @@ impl AdsService {
     /// A place for a newly accepted connection among `max_connections`, held for its life.
     pub fn take_connection(&self) -> Option<StreamSlot> {
         StreamSlot::take(&self.inner.connections, self.inner.limits.max_connections)
+    }
+
+    /// The budget of a newly accepted connection's partial requests
+    /// (`max_connection_request_buffer_bytes`); the server puts it in each of the
+    /// connection's requests.
+    pub fn connection_buffer(&self) -> ConnectionBuffer {
+        ConnectionBuffer(buffers::Budget::new(
+            "max_connection_request_buffer_bytes",
+            self.inner.limits.max_connection_request_buffer_bytes,
+            None,
+        ))
     }
 
     /// `max_connections`.
@@ -201,22 +246,41 @@ impl Inner {
             .get::<server::Authn>()
             .cloned()
             .map(|authn| server::Authn { token, ..authn });
+        let connection = match request.extensions().get::<ConnectionBuffer>() {
+            Some(ConnectionBuffer(budget)) => budget.share(),
+            None => buffers::Budget::new(
+                "max_connection_request_buffer_bytes",
+                self.limits.max_connection_request_buffer_bytes,
+                None,
+            )
+            .share(),
+        };
+        let (place, evicted, made_room) = self.pending.enter();
+        if made_room > 0 {
+            self.reject("max_pending_streams", made_room as u64);
+        }
         let requests = requests::stream(
             request.into_body(),
             requests::Bounds {
                 delta,
                 max_message_size: self.limits.max_message_size,
                 message_timeout: self.limits.message_timeout,
-                budget: self.buffers.clone(),
+                shares: buffers::Shares {
+                    connection,
+                    pending: Some(self.pending_buffers.share()),
+                    total: self.buffers.share(),
+                },
+                errors: self.metrics.request_errors.clone(),
             },
         );
         let away = away.map(|away| Box::pin(away.wait()) as sink::GoingAwayFuture);
         let (responses, body) = sink::channel(self.limits.queue_capacity, away);
         // The response headers go out at once (gRPC clients wait for them before their first
         // request); the stream is admitted once its first request is in.
+        let pending = Waiting { place, evicted };
         tokio::spawn(
             self.clone()
-                .admit_and_start(delta, requests, responses, authn),
+                .admit_and_start(delta, requests, responses, authn, pending),
         );
         let mut response = http::Response::new(Body::new(body));
         response.headers_mut().insert(
@@ -226,24 +290,36 @@ impl Inner {
         response
     }
 
-    /// Waits for the stream's first request (within `first_request_timeout`: a stream that
-    /// never speaks holds no slot and is then closed), admits it, and hands it over.
+    /// Waits for the stream's first request (within `first_request_timeout`, and while it
+    /// is not made to close for a newer pending stream: a stream that never speaks holds no
+    /// slot and is then closed), admits it, and hands it over.
     async fn admit_and_start(
         self: Arc<Self>,
         delta: bool,
         mut requests: RequestStream,
         responses: ResponseSink,
         authn: Option<server::Authn>,
+        pending: Waiting,
     ) {
         let wait = self.limits.first_request_timeout;
-        let first = match tokio::time::timeout(wait, requests.next()).await {
-            Ok(Some(Ok(first))) => first,
-            Ok(Some(Err(e))) => {
-                return responses.close(CloseReason::InvalidArgument(format!("bad request: {e}")));
+        let Waiting { place, evicted } = pending;
+        let first = tokio::select! {
+            first = tokio::time::timeout(wait, requests.next()) => first,
+            Ok(()) = evicted => {
+                return responses.close(CloseReason::ResourceExhausted(format!(
+                    "no request yet, and {} newer streams wait for theirs \
+                     (max_pending_streams); the oldest is closed",
+                    self.pending.max()
+                )));
             }
+        };
+        drop(place);
+        let first = match first {
+            Ok(Some(Ok(first))) => first,
+            Ok(Some(Err(reason))) => return responses.close(reason),
             Ok(None) => return,
             Err(_) => {
-                self.metrics.rejected_streams.inc();
+                self.reject("first_request_timeout", 1);
                 return responses.close(CloseReason::DeadlineExceeded(format!(
                     "no request within {wait:?} (first_request_timeout)"
                 )));
@@ -353,6 +429,14 @@ impl Inner {
         }
     }
 
+    /// Counts `n` streams refused or closed before admission, by the limit's key.
+    fn reject(&self, reason: &str, n: u64) {
+        self.metrics
+            .rejected_streams
+            .with_label_values(&[reason])
+            .inc_by(n);
+    }
+
     fn count_failure(&self, reason: &str) {
         self.metrics
             .xds_auth_failures
@@ -369,14 +453,14 @@ impl Inner {
     /// Admits a new stream: a token within `max_stream_wait`, and a slot of `max_streams`.
     async fn admit(&self) -> Result<StreamSlot, Status> {
         if !self.admission.acquire(self.limits.max_stream_wait).await {
-            self.metrics.rejected_streams.inc();
+            self.reject("max_requests_per_second", 1);
             return Err(Status::resource_exhausted(format!(
                 "axon admits {} new streams per second (max_requests_per_second); retry later",
                 self.limits.max_requests_per_second
             )));
         }
         StreamSlot::take(&self.streams, self.limits.max_streams).ok_or_else(|| {
-            self.metrics.rejected_streams.inc();
+            self.reject("max_streams", 1);
             Status::resource_exhausted(format!(
                 "axon serves at most {} ADS streams (max_streams)",
                 self.limits.max_streams

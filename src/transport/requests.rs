@@ -1,81 +1,48 @@
 //! A stream's requests, decoded from its HTTP/2 body as they arrive, within bounds: a request
 //! of at most `max_message_size`, arriving whole within `message_timeout` of its first bytes,
-//! and the bytes of partial requests buffered over all streams at most
-//! `max_request_buffer_bytes` (the [`Budget`], shown in `axon_request_buffer_bytes`). A
-//! request out of bounds ends the stream with an error.
+//! and the bytes of partial requests held within the [`buffers`](super::buffers) budgets
+//! (over every stream, over the connection's, and, until the stream's first request, over
+//! the streams not yet admitted). Only what stays buffered counts: a frame that completes a
+//! request needs no room. A stream whose partial request has no room waits for room without
+//! reading further (its client is held back by HTTP/2 flow control; what HTTP/2 holds unread
+//! is bounded by the connection's window, 1 MiB), until `message_timeout`; it holds at most
+//! the frame it read last (16 KiB, axon's HTTP/2 frame size) past the budgets meanwhile.
+//!
+//! A request out of bounds ends the stream with the [`CloseReason`] gRPC gives it
+//! (INVALID_ARGUMENT for a malformed one, RESOURCE_EXHAUSTED for one over
+//! `max_message_size`, DEADLINE_EXCEEDED for one not whole in time), counted in
+//! `axon_request_errors{reason}`.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use http_body_util::BodyExt;
 use tonic::body::Body;
 
 use super::RequestStream;
+use super::buffers::Shares;
+use crate::xds::Request;
 use crate::xds::decode::RequestReader;
-
-/// The bytes of partial requests buffered over every stream, and their bound.
-#[derive(Clone)]
-pub struct Budget {
-    used: Arc<AtomicUsize>,
-    max: usize,
-    gauge: prometheus::IntGauge,
-}
-
-impl Budget {
-    pub fn new(max: usize, gauge: prometheus::IntGauge) -> Budget {
-        Budget {
-            used: Arc::default(),
-            max,
-            gauge,
-        }
-    }
-
-    /// Moves a stream's share from `from` to `to` bytes; `false` if that goes over the bound
-    /// (the share is then given back whole).
-    fn resize(&self, from: usize, to: usize) -> bool {
-        let used = if to >= from {
-            self.used.fetch_add(to - from, Ordering::SeqCst) + (to - from)
-        } else {
-            self.used.fetch_sub(from - to, Ordering::SeqCst) - (from - to)
-        };
-        self.gauge.set(used as i64);
-        if used > self.max && to > from {
-            self.used.fetch_sub(to, Ordering::SeqCst);
-            self.gauge.set(self.used.load(Ordering::SeqCst) as i64);
-            return false;
-        }
-        true
-    }
-}
-
-/// A stream's share of the [`Budget`], given back when the stream ends.
-struct Share {
-    budget: Budget,
-    held: usize,
-}
-
-impl Drop for Share {
-    fn drop(&mut self) {
-        self.budget.resize(self.held, 0);
-    }
-}
+use crate::xds::stream::CloseReason;
+use crate::xds::wire::FrameError;
 
 /// What bounds a stream's requests.
 pub struct Bounds {
     pub delta: bool,
     pub max_message_size: usize,
     pub message_timeout: Duration,
-    pub budget: Budget,
+    pub shares: Shares,
+    /// `axon_request_errors{reason}`.
+    pub errors: prometheus::IntCounterVec,
 }
 
 struct State {
     body: Body,
     reader: RequestReader,
-    share: Share,
+    shares: Shares,
     /// When the partial request buffered began to arrive.
     partial_since: Option<tokio::time::Instant>,
     message_timeout: Duration,
+    errors: prometheus::IntCounterVec,
     ended: bool,
 }
 
@@ -84,12 +51,10 @@ pub fn stream(body: Body, bounds: Bounds) -> RequestStream {
     let state = State {
         body,
         reader: RequestReader::with_limit(bounds.delta, bounds.max_message_size),
-        share: Share {
-            budget: bounds.budget,
-            held: 0,
-        },
+        shares: bounds.shares,
         partial_since: None,
         message_timeout: bounds.message_timeout,
+        errors: bounds.errors,
         ended: false,
     };
     Box::pin(futures::stream::unfold(state, |mut s| async move {
@@ -98,45 +63,45 @@ pub fn stream(body: Body, bounds: Bounds) -> RequestStream {
         }
         match next(&mut s).await {
             Some(Ok(request)) => Some((Ok(request), s)),
-            Some(Err(e)) => {
+            Some(Err((reason, close))) => {
                 s.ended = true;
-                Some((Err(e), s))
+                s.errors.with_label_values(&[reason]).inc();
+                Some((Err(close), s))
             }
             None => None,
         }
     }))
 }
 
-async fn next(s: &mut State) -> Option<Result<crate::xds::Request, String>> {
+/// Why a stream's requests end: the `reason` label, and how the stream is closed.
+type Failure = (&'static str, CloseReason);
+
+async fn next(s: &mut State) -> Option<Result<Request, Failure>> {
     loop {
         match s.reader.next_request() {
             Ok(Some(request)) => {
-                account(s);
+                // The first request admits the stream: its pending share is given back.
+                s.shares.admitted();
+                s.partial_since = None;
                 return Some(Ok(request));
             }
-            Err(e) => return Some(Err(e.to_string())),
+            Err(e) => return Some(Err(frame_failure(e))),
             Ok(None) => {}
         }
-        if !account(s) {
-            return Some(Err(format!(
-                "the buffered parts of requests over every stream passed {} bytes \
-                 (max_request_buffer_bytes)",
-                s.share.budget.max
-            )));
+        // What is buffered now is part of a request: it needs room in the budgets.
+        if s.reader.buffered() == 0 {
+            s.partial_since = None;
+        } else if s.partial_since.is_none() {
+            s.partial_since = Some(tokio::time::Instant::now());
+        }
+        if let Err(failure) = hold(s).await {
+            return Some(Err(failure));
         }
         let frame = match s.partial_since {
             Some(since) => {
-                let deadline = since + s.message_timeout;
-                match tokio::time::timeout_at(deadline, s.body.frame()).await {
+                match tokio::time::timeout_at(since + s.message_timeout, s.body.frame()).await {
                     Ok(frame) => frame,
-                    Err(_) => {
-                        return Some(Err(format!(
-                            "a request of which {} bytes came did not arrive whole within {:?} \
-                             (message_timeout)",
-                            s.reader.buffered(),
-                            s.message_timeout
-                        )));
-                    }
+                    Err(_) => return Some(Err(late(s, None))),
                 }
             }
             None => s.body.frame().await,
@@ -147,46 +112,68 @@ async fn next(s: &mut State) -> Option<Result<crate::xds::Request, String>> {
                     s.reader.push(data);
                 }
             }
-            Some(Err(e)) => return Some(Err(e.to_string())),
+            Some(Err(e)) => {
+                return Some(Err((
+                    "transport",
+                    CloseReason::InvalidArgument(format!("the request stream failed: {e}")),
+                )));
+            }
             None => return None,
         }
     }
 }
 
-/// Brings the stream's share of the budget and its partial-request clock up to date; `false`
-/// when the budget is exhausted.
-fn account(s: &mut State) -> bool {
-    let now = s.reader.buffered();
-    if now == 0 {
-        s.partial_since = None;
-    } else if s.partial_since.is_none() {
-        s.partial_since = Some(tokio::time::Instant::now());
+/// Makes the stream's shares what it buffers; without room, waits for room (reading
+/// nothing more) until the partial request's `message_timeout`.
+async fn hold(s: &mut State) -> Result<(), Failure> {
+    let want = s.reader.buffered();
+    loop {
+        let room = s.shares.room();
+        let full = match s.shares.resize(want) {
+            Ok(()) => return Ok(()),
+            Err(full) => full,
+        };
+        let since = *s
+            .partial_since
+            .get_or_insert_with(tokio::time::Instant::now);
+        let deadline = since + s.message_timeout;
+        let in_time = tokio::time::Instant::now() < deadline
+            && tokio::time::timeout_at(deadline, room).await.is_ok();
+        if !in_time {
+            return Err(late(s, Some((full.key(), full.max()))));
+        }
     }
-    let ok = s.share.budget.resize(s.share.held, now);
-    s.share.held = if ok { now } else { 0 };
-    ok
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_budget_refuses_past_its_bound_and_gives_shares_back() {
-        let gauge = prometheus::IntGauge::new("g", "g").unwrap();
-        let budget = Budget::new(100, gauge.clone());
-        assert!(budget.resize(0, 60));
-        assert!(!budget.resize(0, 50), "60 + 50 > 100");
-        assert_eq!(gauge.get(), 60);
-        assert!(budget.resize(60, 10));
-        assert!(budget.resize(0, 90));
-        assert_eq!(gauge.get(), 100);
-        {
-            let _share = Share {
-                budget: budget.clone(),
-                held: 90,
-            };
+/// The partial request did not arrive whole in time (`full`: because it waited for room in
+/// that budget).
+fn late(s: &State, full: Option<(&'static str, usize)>) -> Failure {
+    let came = s.reader.buffered();
+    let why = match full {
+        Some((key, max)) => {
+            format!("; it waited for room among the partial requests buffered, {max} bytes ({key})")
         }
-        assert_eq!(gauge.get(), 10, "a dropped share is given back");
+        None => String::new(),
+    };
+    (
+        "message_timeout",
+        CloseReason::DeadlineExceeded(format!(
+            "a request of which {came} bytes came did not arrive whole within {:?} \
+             (message_timeout){why}",
+            s.message_timeout
+        )),
+    )
+}
+
+fn frame_failure(e: FrameError) -> Failure {
+    match e {
+        FrameError::TooLarge(..) => (
+            "max_message_size",
+            CloseReason::ResourceExhausted(e.to_string()),
+        ),
+        FrameError::Compressed | FrameError::Decode(_) => (
+            "malformed",
+            CloseReason::InvalidArgument(format!("bad request: {e}")),
+        ),
     }
 }

@@ -245,6 +245,8 @@ struct ConnService {
     away: watch::Receiver<bool>,
     open: Arc<watch::Sender<usize>>,
     authn: Option<Authn>,
+    /// The budget of this connection's partial requests.
+    buffer: super::ConnectionBuffer,
 }
 
 /// One open stream of a connection, for as long as its response body lives.
@@ -299,6 +301,7 @@ impl hyper::service::Service<http::Request<Incoming>> for ConnService {
         request
             .extensions_mut()
             .insert(GoingAway(self.away.clone()));
+        request.extensions_mut().insert(self.buffer.clone());
         if let Some(authn) = &self.authn {
             request.extensions_mut().insert(authn.clone());
         }
@@ -339,6 +342,7 @@ async fn connection<IO>(
         .max_concurrent_streams(settings.max_streams_per_connection);
     let (open, mut open_rx) = watch::channel(0usize);
     let service = ConnService {
+        buffer: ads.connection_buffer(),
         ads,
         away,
         open: Arc::new(open),

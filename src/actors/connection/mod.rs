@@ -331,16 +331,15 @@ impl Actor for ConnectionActor {
     }
 }
 
-impl StreamHandler<Result<Request, String>> for ConnectionActor {
-    fn handle(&mut self, item: Result<Request, String>, ctx: &mut Context<Self>) {
+impl StreamHandler<Result<Request, CloseReason>> for ConnectionActor {
+    fn handle(&mut self, item: Result<Request, CloseReason>, ctx: &mut Context<Self>) {
         match item {
             Ok(req) => self.on_request(req, ctx),
-            Err(error) => {
-                tracing::debug!(proxy = %self.proxy_log(), error = %Escaped(&error), "ADS: stream error");
+            Err(reason) => {
                 // A request that cannot be read is the client's fault: say so, not OK.
-                self.sink.close(CloseReason::InvalidArgument(format!(
-                    "bad request: {error}"
-                )));
+                let error = format!("{reason:?}");
+                tracing::debug!(proxy = %self.proxy_log(), error = %Escaped(&error), "ADS: stream error");
+                self.sink.close(reason);
                 self.close_reason = Some(format!("stream error: {error}"));
                 ctx.stop();
             }

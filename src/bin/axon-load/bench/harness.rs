@@ -172,6 +172,19 @@ impl Metrics {
             .unwrap_or(0.0)
     }
 
+    /// Every `name{labels} value` of a family: the labels (as written) and the value.
+    pub(super) fn labels(&self, name: &str) -> Vec<(String, f64)> {
+        let prefix = format!("{name}{{");
+        self.0
+            .lines()
+            .filter_map(|l| l.strip_prefix(&prefix))
+            .filter_map(|rest| {
+                let (labels, value) = rest.split_once("} ")?;
+                Some((labels.to_string(), value.trim().parse().ok()?))
+            })
+            .collect()
+    }
+
     pub(super) fn pushes(&self) -> [f64; 4] {
         ["cds", "eds", "lds", "rds"].map(|t| self.get("pilot_xds_pushes", &format!("type=\"{t}\"")))
     }

@@ -112,7 +112,10 @@ struct Figures {
     hwm: u64,
     log: report::LogTail,
     refused_metric: f64,
-    rejected_metric: f64,
+    /// `axon_rejected_streams` by reason, at the end.
+    rejected_metric: String,
+    /// `axon_request_errors` by reason, at the end.
+    request_errors_metric: String,
     /// After the hostile connections closed: axon's RSS, and a push to the same 2N proxies.
     after_rss: u64,
     control_push: Push,
@@ -307,7 +310,8 @@ pub fn run(args: HostileArgs) -> anyhow::Result<bool> {
         hwm: proc::hwm_kib(axon.pid()),
         log: report::LogTail::read(&log_path, log_mark),
         refused_metric: metrics.get("axon_xds_refused_connections", ""),
-        rejected_metric: metrics.get("axon_rejected_streams", ""),
+        rejected_metric: by_reason(&metrics, "axon_rejected_streams"),
+        request_errors_metric: by_reason(&metrics, "axon_request_errors"),
         after_rss: 0,
         control_push: Push {
             all: Vec::new(),
@@ -449,5 +453,20 @@ fn default_limit(key: &str) -> &'static str {
         "first_request_timeout" | "message_timeout" => "10s",
         "idle_connection_timeout" => "60s",
         _ => "?",
+    }
+}
+
+/// A `{reason}` family's non-zero counts, `reason N, ...`.
+fn by_reason(metrics: &super::harness::Metrics, family: &str) -> String {
+    let counts: Vec<String> = metrics
+        .labels(family)
+        .into_iter()
+        .filter(|(_, n)| *n > 0.0)
+        .map(|(labels, n)| format!("{labels} {n:.0}"))
+        .collect();
+    if counts.is_empty() {
+        "0".to_string()
+    } else {
+        counts.join(", ")
     }
 }

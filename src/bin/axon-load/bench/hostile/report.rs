@@ -284,9 +284,11 @@ pub(super) fn fill(r: &mut Report, f: &Figures, plan: &Plan, h: &Hostile, buffer
         .collect();
     r.add("closings by axon, by reason", reasons.join("; "));
     r.add(
-        "axon_xds_refused_connections / axon_rejected_streams (end)",
-        format!("{} / {}", f.refused_metric, f.rejected_metric),
+        "axon_xds_refused_connections (end)",
+        format!("{}", f.refused_metric),
     );
+    r.add("axon_rejected_streams (end)", f.rejected_metric.clone());
+    r.add("axon_request_errors (end)", f.request_errors_metric.clone());
     r.add(
         format!(
             "axon CPU over the hostile window ({:.0} s)",
