@@ -692,6 +692,7 @@ fn serve_xds(
         close_grace: limits.close_grace,
         idle_timeout: limits.idle_connection_timeout,
         max_streams_per_connection: limits.max_streams_per_connection,
+        receive_window: limits.http2_receive_window,
     };
     for arbiter in arbiters {
         let listener = listener.try_clone()?;

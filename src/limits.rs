@@ -121,6 +121,11 @@ pub struct Limits {
     /// an Envoy or a gRPC client needs one ADS stream per connection). It bounds what
     /// streams that never send a request can hold on one connection.
     pub max_streams_per_connection: u32,
+    /// The HTTP/2 receive window of an xDS connection and of each of its streams, bytes:
+    /// what a client may send that axon has not read yet. It bounds what a stream waiting
+    /// for room in the request buffers (or a connection axon is not reading) leaves in
+    /// memory. 65,535 is HTTP/2's default and the least allowed.
+    pub http2_receive_window: u32,
     /// xDS connections open at once over both ports; past it a new one is closed at once.
     /// 0: the file-descriptor limit (raised to its hard limit at start-up) less a reserve
     /// for the monitoring and debug ports, the registries and the config files (a quarter of
@@ -176,6 +181,7 @@ impl Default for Limits {
             max_pending_streams: 1024,
             idle_connection_timeout: Duration::from_secs(60),
             max_streams_per_connection: 16,
+            http2_receive_window: 65_535,
             max_connections: 0,
             token_cache_entries: 10_000,
             token_cache_ttl: Duration::from_secs(5 * 60),
@@ -266,6 +272,12 @@ impl Limits {
                 "must not be more than max_request_buffer_bytes",
             ));
         }
+        if !(65_535..=(1 << 31) - 1).contains(&self.http2_receive_window) {
+            return Err(invalid(
+                "http2_receive_window",
+                "must be between 65535 (HTTP/2's default) and 2147483647",
+            ));
+        }
         if self.max_requests_per_second == 0 {
             return Err(invalid("max_requests_per_second", "must be at least 1"));
         }
@@ -344,7 +356,11 @@ mod tests {
     fn the_buffer_shares_default_from_the_other_bounds() {
         let limits = Limits::parse("max_request_buffer_bytes = 8388608", "f").unwrap();
         assert_eq!(limits.pending_request_buffer_bytes(), 2 << 20, "a quarter");
-        assert_eq!(limits.connection_request_buffer_bytes(), 8 << 20, "2 × 4 MiB");
+        assert_eq!(
+            limits.connection_request_buffer_bytes(),
+            8 << 20,
+            "2 × 4 MiB"
+        );
         let limits = Limits::parse("max_pending_request_buffer_bytes = 1000", "f").unwrap();
         assert_eq!(limits.pending_request_buffer_bytes(), 1000);
         let e = Limits::parse(

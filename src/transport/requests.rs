@@ -5,7 +5,7 @@
 //! the streams not yet admitted). Only what stays buffered counts: a frame that completes a
 //! request needs no room. A stream whose partial request has no room waits for room without
 //! reading further (its client is held back by HTTP/2 flow control; what HTTP/2 holds unread
-//! is bounded by the connection's window, 1 MiB), until `message_timeout`; it holds at most
+//! is bounded by the connection's window, `http2_receive_window`), until `message_timeout`; it holds at most
 //! the frame it read last (16 KiB, axon's HTTP/2 frame size) past the budgets meanwhile.
 //!
 //! A request out of bounds ends the stream with the [`CloseReason`] gRPC gives it

@@ -38,6 +38,8 @@ pub struct ConnSettings {
     pub idle_timeout: Duration,
     /// Streams open at once on one connection (HTTP/2 `SETTINGS_MAX_CONCURRENT_STREAMS`).
     pub max_streams_per_connection: u32,
+    /// The HTTP/2 receive window of the connection and of each stream.
+    pub receive_window: u32,
 }
 
 /// Put in each request's extensions on the TLS port: who the client proved to be, if its
@@ -339,7 +341,9 @@ async fn connection<IO>(
         .timer(TokioTimer::new())
         .keep_alive_interval(settings.keepalive_interval)
         .keep_alive_timeout(settings.keepalive_timeout)
-        .max_concurrent_streams(settings.max_streams_per_connection);
+        .max_concurrent_streams(settings.max_streams_per_connection)
+        .initial_stream_window_size(settings.receive_window)
+        .initial_connection_window_size(settings.receive_window);
     let (open, mut open_rx) = watch::channel(0usize);
     let service = ConnService {
         buffer: ads.connection_buffer(),
