@@ -515,6 +515,7 @@ async fn run(
             max_connection_request_buffer_bytes: limits.connection_request_buffer_bytes(),
             max_pending_request_buffer_bytes: limits.pending_request_buffer_bytes(),
             max_pending_streams: limits.max_pending_streams,
+            pending_stream_grace: limits.pending_stream_grace,
             max_connections: limits.max_connections,
         },
         metrics.clone(),

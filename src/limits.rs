@@ -112,8 +112,13 @@ pub struct Limits {
     /// streams. 0: a quarter of `max_request_buffer_bytes`.
     pub max_pending_request_buffer_bytes: usize,
     /// Streams open and waiting for their first request, over every connection; past it
-    /// the oldest of them is closed (RESOURCE_EXHAUSTED) to make room.
+    /// the oldest of them is closed (RESOURCE_EXHAUSTED) to make room, if it has waited
+    /// `pending_stream_grace`; else the new stream is refused (RESOURCE_EXHAUSTED).
     pub max_pending_streams: usize,
+    /// How long a stream waiting for its first request is safe from being closed to make
+    /// room: a client that reopens what is closed recycles each place at most this often.
+    #[serde(deserialize_with = "duration")]
+    pub pending_stream_grace: Duration,
     /// A connection with no open stream for this long is closed.
     #[serde(deserialize_with = "duration")]
     pub idle_connection_timeout: Duration,
@@ -178,7 +183,8 @@ impl Default for Limits {
             max_request_buffer_bytes: 64 << 20,
             max_connection_request_buffer_bytes: 0,
             max_pending_request_buffer_bytes: 0,
-            max_pending_streams: 1024,
+            max_pending_streams: 4096,
+            pending_stream_grace: Duration::from_secs(1),
             idle_connection_timeout: Duration::from_secs(60),
             max_streams_per_connection: 16,
             http2_receive_window: 65_535,

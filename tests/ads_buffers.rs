@@ -3,8 +3,9 @@
 //! cut at `message_timeout` (read from `axon_request_buffer_bytes` and
 //! `axon_pending_request_buffer_bytes`); hostile partial messages of streams not yet
 //! admitted leave room for an admitted proxy's large request; one connection holds at most
-//! `max_connection_request_buffer_bytes`; past `max_pending_streams` the oldest silent
-//! stream is closed, and a real proxy still gets in.
+//! `max_connection_request_buffer_bytes`; past `max_pending_streams` a new stream is
+//! refused while every waiting one is within `pending_stream_grace`, and after it the oldest
+//! silent stream is closed, so a real proxy still gets in.
 
 #[path = "support/ads_client.rs"]
 mod ads_client;
@@ -230,21 +231,29 @@ fn one_connection_holds_at_most_its_share() {
 
 #[test]
 fn past_max_pending_streams_the_oldest_silent_stream_is_closed() {
-    let (_d, _l, axon) = start("max_pending_streams = 5\nfirst_request_timeout = \"30s\"\n");
+    let (_d, _l, axon) = start(
+        "max_pending_streams = 5\npending_stream_grace = \"500ms\"\nfirst_request_timeout = \"30s\"\n",
+    );
     runtime().block_on(async {
         let mut send = h2_connect(axon.xds_addr()).await;
-        // Eight streams that never send a request, on one connection (in order).
+        // Five streams that never send a request, on one connection (in order).
         let mut silent = Vec::new();
-        for _ in 0..8 {
+        for _ in 0..5 {
             silent.push(open(&mut send).await);
-            tokio::task::yield_now().await;
         }
         assert!(
-            reaches(&axon, "axon_rejected_streams{reason=\"max_pending_streams\"}", 3.0, Duration::from_secs(10)).await,
-            "no stream closed for max_pending_streams"
+            reaches(&axon, "axon_pending_streams", 5.0, Duration::from_secs(10)).await,
+            "5 streams wait"
         );
-        assert_eq!(metric(&axon, "axon_pending_streams"), 5.0);
-        // A real proxy gets in: its stream makes room by closing the oldest silent one.
+        // Three more at once: every waiting stream is younger than the grace, they are refused.
+        for _ in 0..3 {
+            let (_body, response) = open(&mut send).await;
+            let (code, message) = grpc_status(response, Duration::from_secs(10)).await;
+            assert_eq!(code, "8", "RESOURCE_EXHAUSTED: {message}");
+            assert!(message.contains("pending_stream_grace"), "{message}");
+        }
+        // Past the grace, a real proxy gets in: its stream closes the oldest silent one.
+        tokio::time::sleep(Duration::from_millis(600)).await;
         let mut proxy = h2_connect(axon.xds_addr()).await;
         let (mut body, response) = open(&mut proxy).await;
         body.send_data(cds_request("gw-real"), false).unwrap();
@@ -254,15 +263,10 @@ fn past_max_pending_streams_the_oldest_silent_stream_is_closed() {
             responses.next_of(CDS, Duration::from_secs(10)).await.is_some(),
             "the real proxy got no CDS answer"
         );
-        // The four oldest silent streams were closed, with RESOURCE_EXHAUSTED; the others wait.
-        let mut closed = 0;
-        for (_body, response) in silent.drain(..4) {
-            let (code, message) = grpc_status(response, Duration::from_secs(10)).await;
-            assert_eq!(code, "8", "RESOURCE_EXHAUSTED: {message}");
-            assert!(message.contains("max_pending_streams"), "{message}");
-            closed += 1;
-        }
-        eprintln!("[buffers] max_pending_streams = 5, 8 silent streams and a proxy: {closed} oldest closed");
+        let (_body, oldest) = silent.remove(0);
+        let (code, message) = grpc_status(oldest, Duration::from_secs(10)).await;
+        assert_eq!(code, "8", "RESOURCE_EXHAUSTED: {message}");
+        assert!(message.contains("max_pending_streams"), "{message}");
         assert!(
             wait_until(Duration::from_secs(5), || metric(&axon, "axon_pending_streams") == 4.0),
             "4 silent streams still wait: {}",
@@ -270,8 +274,10 @@ fn past_max_pending_streams_the_oldest_silent_stream_is_closed() {
         );
         assert_eq!(
             metric(&axon, "axon_rejected_streams{reason=\"max_pending_streams\"}"),
-            4.0
+            4.0,
+            "3 refused, 1 closed"
         );
+        eprintln!("[buffers] max_pending_streams = 5: 3 refused within the grace, then the oldest closed for a real proxy");
         drop(silent);
     });
 }

@@ -91,8 +91,9 @@ pub struct AdsLimits {
     /// `max_request_buffer_bytes` is kept for admitted streams).
     pub max_pending_request_buffer_bytes: usize,
     /// Streams waiting for their first request, over every connection; past it the oldest
-    /// is closed.
+    /// is closed, if it has waited `pending_stream_grace`, else the new one is refused.
     pub max_pending_streams: usize,
+    pub pending_stream_grace: Duration,
     /// xDS connections open at once, over both ports; a connection past it is closed as soon
     /// as accepted, so that descriptors stay for the monitoring port and the registries.
     pub max_connections: usize,
@@ -154,6 +155,7 @@ impl AdsService {
                 ),
                 pending: pending::Pending::new(
                     limits.max_pending_streams,
+                    limits.pending_stream_grace,
                     metrics.pending_streams.clone(),
                 ),
                 admission: TokenBucket::new(limits.max_requests_per_second),
@@ -255,7 +257,16 @@ impl Inner {
             )
             .share(),
         };
-        let (place, evicted, made_room) = self.pending.enter();
+        let Ok((place, evicted, made_room)) = self.pending.enter() else {
+            self.reject("max_pending_streams", 1);
+            return Status::resource_exhausted(format!(
+                "{} streams wait for their first request, none for {:?} yet \
+                 (max_pending_streams, pending_stream_grace); retry later",
+                self.pending.max(),
+                self.pending.grace()
+            ))
+            .into_http();
+        };
         if made_room > 0 {
             self.reject("max_pending_streams", made_room as u64);
         }
