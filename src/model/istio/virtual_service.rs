@@ -40,8 +40,9 @@ pub struct HttpRoute {
     pub timeout: Option<String>,
     pub retries: Option<HttpRetry>,
     pub headers: Option<Headers>,
-    /// Not applied yet (reported as such): kept for the validator's conflict rules.
-    pub delegate: Option<serde_json::Value>,
+    /// The child VirtualService whose routes replace this one, merged with it
+    /// (`push_context::delegate`).
+    pub delegate: Option<Delegate>,
     pub fault: Option<HttpFault>,
     pub mirror: Option<Destination>,
     #[serde(default)]
@@ -51,6 +52,17 @@ pub struct HttpRoute {
     #[serde(alias = "mirror_percent")]
     pub mirror_percent: Option<u32>,
     pub cors_policy: Option<CorsPolicy>,
+}
+
+/// `delegate`: a VirtualService without hosts, by name (and namespace: the root's when
+/// empty).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Delegate {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub namespace: String,
 }
 
 /// A percentage, `0.0`–`100.0`.

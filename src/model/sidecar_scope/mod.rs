@@ -346,7 +346,8 @@ fn gateway_scope(ctx: &PushContext, proxy: &Proxy) -> SidecarScope {
     }
     for server in merged.ports.values().flatten() {
         for (vs, _) in ctx.virtual_services_for_gateway(&server.gateway) {
-            scope.deps.insert(vs.key.clone());
+            let keys = ctx.virtual_services.with_delegates(&vs.key);
+            scope.deps.extend(keys.cloned());
         }
     }
     scope.egress.push(EgressScope {
@@ -378,9 +379,10 @@ fn finish(ctx: &PushContext, proxy: &Proxy, mut scope: SidecarScope) -> SidecarS
                 scope.services.push(s.clone());
             }
         }
-        scope
-            .deps
-            .extend(egress.virtual_services.iter().map(|c| c.key.clone()));
+        for vs in &egress.virtual_services {
+            let keys = ctx.virtual_services.with_delegates(&vs.key);
+            scope.deps.extend(keys.cloned());
+        }
     }
     scope.services.sort_by(|a, b| a.hostname.cmp(&b.hostname));
     for service in &scope.services {

@@ -385,6 +385,7 @@ spec:
     );
 }
 
+mod delegate;
 mod gateway_hosts;
 mod sidecar;
 mod source_match;

@@ -1,0 +1,164 @@
+//! The VirtualService index of a `PushContext`, as istiod's `initVirtualServices` over its
+//! merged VirtualServices: root VirtualServices with their delegates merged in
+//! ([`super::delegate`]), by the gateway (`namespace/name`, or `mesh`) they bind and by the
+//! hosts they route; delegates (no hosts) are not indexed, so never served on their own.
+//! Also the order in which a proxy sees them ([`PushContext::virtual_services_for_gateway_proxy`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use super::{PushContext, of_kind};
+use crate::model::config::{Config, ConfigKey, ConfigKind, Spec};
+use crate::model::config_set::ConfigSet;
+use crate::model::host;
+use crate::model::istio::{Labels, VirtualService};
+use crate::model::visibility::ExportTo;
+
+/// VirtualServices by the gateway (`namespace/name`, or `mesh`) they bind, and by the
+/// resolved hosts they route, in key order; and every `sourceLabels` of their HTTP matches.
+#[derive(Debug, Default)]
+pub struct VirtualServiceIndex {
+    pub by_gateway: BTreeMap<String, Vec<Arc<Config>>>,
+    pub by_host: BTreeMap<String, Vec<Arc<Config>>>,
+    /// The distinct non-empty `sourceLabels` of HTTP match blocks (those that name no
+    /// gateways: istiod ignores the labels of the others): which of them a proxy's labels
+    /// include decides which match blocks apply to it, so it is part of its scope key.
+    pub source_selectors: BTreeSet<Labels>,
+    /// The delegates each root VirtualService names (found or not): a proxy that reads the
+    /// root depends on them.
+    pub delegates: BTreeMap<ConfigKey, BTreeSet<ConfigKey>>,
+    /// What the merge dropped, and why, one line each (logged when the index is built,
+    /// shown in `/debug/push_status`).
+    pub problems: Vec<String>,
+}
+
+impl VirtualServiceIndex {
+    /// The keys a proxy that reads `key` depends on: it, and its delegates.
+    pub fn with_delegates<'a>(&'a self, key: &'a ConfigKey) -> impl Iterator<Item = &'a ConfigKey> {
+        std::iter::once(key).chain(self.delegates.get(key).into_iter().flatten())
+    }
+}
+
+pub(super) fn index_virtual_services(
+    configs: &ConfigSet,
+    default_export_to: &[String],
+) -> VirtualServiceIndex {
+    let mut index = VirtualServiceIndex::default();
+    for config in of_kind(configs, ConfigKind::VirtualService) {
+        let Spec::VirtualService(vs) = &config.spec else {
+            continue;
+        };
+        // A delegate is served only through its roots.
+        if vs.hosts.is_empty() {
+            continue;
+        }
+        let config = if super::delegate::is_root(vs) {
+            let merged = super::delegate::merge_root(
+                config,
+                vs,
+                |ns, name| configs.get(&ConfigKey::new(ConfigKind::VirtualService, ns, name)),
+                default_export_to,
+            );
+            index.problems.extend(merged.problems);
+            index.delegates.insert(config.key.clone(), merged.children);
+            Arc::new(Config {
+                spec: Spec::VirtualService(merged.spec),
+                ..Config::clone(config)
+            })
+        } else {
+            config.clone()
+        };
+        let Spec::VirtualService(vs) = &config.spec else {
+            continue;
+        };
+        index.source_selectors.extend(
+            vs.http
+                .iter()
+                .flat_map(|http| &http.matches)
+                .filter(|m| m.gateways.is_empty() && !m.source_labels.is_empty())
+                .map(|m| m.source_labels.clone()),
+        );
+        let hosts: BTreeSet<String> = vs
+            .hosts
+            .iter()
+            .map(|h| host::resolve(h, config.namespace()))
+            .collect();
+        for h in hosts {
+            index.by_host.entry(h).or_default().push(config.clone());
+        }
+        let gateways: BTreeSet<String> = if vs.gateways.is_empty() {
+            BTreeSet::from(["mesh".to_string()])
+        } else {
+            vs.gateways
+                .iter()
+                .map(|g| gateway_ref(g, config.namespace()))
+                .collect()
+        };
+        for gateway in gateways {
+            index
+                .by_gateway
+                .entry(gateway)
+                .or_default()
+                .push(config.clone());
+        }
+    }
+    index
+}
+
+/// A VirtualService's gateway reference as `namespace/name` (or `mesh`).
+pub fn gateway_ref(reference: &str, namespace: &str) -> String {
+    if reference == "mesh" || reference.contains('/') {
+        reference.to_string()
+    } else {
+        format!("{namespace}/{reference}")
+    }
+}
+
+impl PushContext {
+    /// VirtualServices bound to a gateway named `namespace/name` (or `mesh`), in key order.
+    pub fn virtual_services_for_gateway(
+        &self,
+        gateway: &str,
+    ) -> impl Iterator<Item = (&Config, &VirtualService)> {
+        self.virtual_services
+            .by_gateway
+            .get(gateway)
+            .into_iter()
+            .flatten()
+            .filter_map(|c| match &c.spec {
+                Spec::VirtualService(vs) => Some((c.as_ref(), vs)),
+                _ => None,
+            })
+    }
+
+    /// The VirtualServices a proxy in `proxy_namespace` sees for the gateway named
+    /// `namespace/name` (or `mesh`), in istiod's order (`VirtualServicesForGateway`): those
+    /// exported to their own namespace only when it is the proxy's, then those of other
+    /// namespaces exported to the proxy's, then those exported everywhere; each group in
+    /// istiod's creation-time order, which axon has no timestamps for (files have none): it
+    /// uses istiod's tie-break, name then namespace. `exportTo` is read against the
+    /// namespace of the proxy (for a gateway, its Envoy's, not the Gateway resource's), as
+    /// istiod.
+    pub fn virtual_services_for_gateway_proxy(
+        &self,
+        gateway: &str,
+        proxy_namespace: &str,
+    ) -> Vec<(&Config, &VirtualService)> {
+        let mut out: Vec<(u8, &Config, &VirtualService)> = self
+            .virtual_services_for_gateway(gateway)
+            .filter_map(|(c, vs)| {
+                let group = match self.export_to(&vs.export_to, c.namespace()) {
+                    ExportTo::All => 2,
+                    e if !e.visible_from(proxy_namespace) => return None,
+                    _ if c.namespace() == proxy_namespace => 0,
+                    _ => 1,
+                };
+                Some((group, c, vs))
+            })
+            .collect();
+        out.sort_by(|(ga, a, _), (gb, b, _)| {
+            (ga, a.name(), a.namespace()).cmp(&(gb, b.name(), b.namespace()))
+        });
+        out.into_iter().map(|(_, c, vs)| (c, vs)).collect()
+    }
+}
