@@ -102,7 +102,38 @@ pub(super) fn index_virtual_services(
                 .push(config.clone());
         }
     }
+    index.problems.extend(mesh_host_conflicts(&index));
     index
+}
+
+/// istiod gives a sidecar one VirtualService per host (the first it sees, in
+/// [`PushContext::in_proxy_order`]; the others' virtual hosts are duplicates, which istiod
+/// counts in `pilot_vservice_dup_domain`): hosts that several mesh VirtualServices name.
+fn mesh_host_conflicts(index: &VirtualServiceIndex) -> Vec<String> {
+    let mesh: BTreeSet<&ConfigKey> = index
+        .by_gateway
+        .get("mesh")
+        .into_iter()
+        .flatten()
+        .map(|c| &c.key)
+        .collect();
+    index
+        .by_host
+        .iter()
+        .filter_map(|(host, configs)| {
+            let mut on_mesh: Vec<&Arc<Config>> =
+                configs.iter().filter(|c| mesh.contains(&c.key)).collect();
+            if on_mesh.len() < 2 {
+                return None;
+            }
+            on_mesh.sort_by(|a, b| a.creation_order(b));
+            let names: Vec<String> = on_mesh.iter().map(|c| c.key.to_string()).collect();
+            Some(format!(
+                "host {host} is routed by {} for sidecars: a sidecar takes the first it sees (exported to its namespace only, then to it, then everywhere; each by creation time, name, namespace) and not the others",
+                names.join(", ")
+            ))
+        })
+        .collect()
 }
 
 /// A VirtualService's gateway reference as `namespace/name` (or `mesh`).
@@ -134,31 +165,48 @@ impl PushContext {
     /// The VirtualServices a proxy in `proxy_namespace` sees for the gateway named
     /// `namespace/name` (or `mesh`), in istiod's order (`VirtualServicesForGateway`): those
     /// exported to their own namespace only when it is the proxy's, then those of other
-    /// namespaces exported to the proxy's, then those exported everywhere; each group in
-    /// istiod's creation-time order, which axon has no timestamps for (files have none): it
-    /// uses istiod's tie-break, name then namespace. `exportTo` is read against the
-    /// namespace of the proxy (for a gateway, its Envoy's, not the Gateway resource's), as
-    /// istiod.
+    /// namespaces exported to the proxy's, then those exported everywhere; each group by
+    /// creation time, then name, then namespace ([`Config::creation_order`]). `exportTo` is
+    /// read against the namespace of the proxy (for a gateway, its Envoy's, not the Gateway
+    /// resource's), as istiod.
     pub fn virtual_services_for_gateway_proxy(
         &self,
         gateway: &str,
         proxy_namespace: &str,
     ) -> Vec<(&Config, &VirtualService)> {
-        let mut out: Vec<(u8, &Config, &VirtualService)> = self
-            .virtual_services_for_gateway(gateway)
-            .filter_map(|(c, vs)| {
+        let configs = self.virtual_services.by_gateway.get(gateway);
+        self.in_proxy_order(configs.into_iter().flatten(), proxy_namespace)
+            .into_iter()
+            .filter_map(|c| match &c.spec {
+                Spec::VirtualService(vs) => Some((c.as_ref(), vs)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// `configs` (VirtualServices) that a proxy in `proxy_namespace` sees, in istiod's order
+    /// (see [`Self::virtual_services_for_gateway_proxy`]).
+    pub fn in_proxy_order<'a>(
+        &self,
+        configs: impl IntoIterator<Item = &'a Arc<Config>>,
+        proxy_namespace: &str,
+    ) -> Vec<&'a Arc<Config>> {
+        let mut out: Vec<(u8, &Arc<Config>)> = configs
+            .into_iter()
+            .filter_map(|c| {
+                let Spec::VirtualService(vs) = &c.spec else {
+                    return None;
+                };
                 let group = match self.export_to(&vs.export_to, c.namespace()) {
                     ExportTo::All => 2,
                     e if !e.visible_from(proxy_namespace) => return None,
                     _ if c.namespace() == proxy_namespace => 0,
                     _ => 1,
                 };
-                Some((group, c, vs))
+                Some((group, c))
             })
             .collect();
-        out.sort_by(|(ga, a, _), (gb, b, _)| {
-            (ga, a.name(), a.namespace()).cmp(&(gb, b.name(), b.namespace()))
-        });
-        out.into_iter().map(|(_, c, vs)| (c, vs)).collect()
+        out.sort_by(|(ga, a), (gb, b)| ga.cmp(gb).then_with(|| a.creation_order(b)));
+        out.into_iter().map(|(_, c)| c).collect()
     }
 }

@@ -59,7 +59,7 @@ pub struct EgressScope {
     pub capture_none: bool,
     pub imports: Vec<HostImport>,
     pub services: Vec<Arc<Service>>,
-    /// Mesh VirtualServices imported by this listener.
+    /// Mesh VirtualServices imported by this listener, in istiod's order for the proxy.
     pub virtual_services: Vec<Arc<Config>>,
 }
 
@@ -68,23 +68,31 @@ impl EgressScope {
         self.imports.iter().any(|i| i.imports(namespace, host))
     }
 
-    /// The imported VirtualServices that route `hostname`, with their specs.
-    pub fn virtual_services_for<'a>(
-        &'a self,
-        hostname: &'a str,
-    ) -> impl Iterator<Item = (&'a Config, &'a VirtualService)> {
-        self.virtual_services
-            .iter()
-            .filter_map(move |c| match &c.spec {
-                super::config::Spec::VirtualService(vs)
-                    if vs.hosts.iter().any(|h| {
-                        host::resolve(h, c.namespace()) == hostname || host::matches(h, hostname)
-                    }) =>
-                {
-                    Some((c.as_ref(), vs))
+    /// The imported VirtualService that routes `hostname` for this sidecar, as istiod picks
+    /// it (`MostSpecificHostMatch` over the VirtualServices in the proxy's order): the first
+    /// that names it exactly, else the first with the most specific wildcard matching it.
+    /// The others are not served for it (istiod's duplicate virtual hosts).
+    pub fn virtual_service_for(&self, hostname: &str) -> Option<(&Config, &VirtualService)> {
+        let mut best: Option<(usize, &Config, &VirtualService)> = None;
+        for c in &self.virtual_services {
+            let super::config::Spec::VirtualService(vs) = &c.spec else {
+                continue;
+            };
+            for h in &vs.hosts {
+                let h = host::resolve(h, c.namespace());
+                if h == hostname {
+                    return Some((c.as_ref(), vs));
                 }
-                _ => None,
-            })
+                // A longer wildcard is more specific; the first of equals wins.
+                if h.starts_with('*')
+                    && host::matches(&h, hostname)
+                    && best.is_none_or(|(len, _, _)| h.len() > len)
+                {
+                    best = Some((h.len(), c.as_ref(), vs));
+                }
+            }
+        }
+        best.map(|(_, c, vs)| (c, vs))
     }
 }
 
@@ -295,20 +303,17 @@ fn sidecar_scope(ctx: &PushContext, proxy: &Proxy) -> SidecarScope {
             .collect();
         egress.services.sort_by(|a, b| a.hostname.cmp(&b.hostname));
         egress.services.dedup_by(|a, b| a.hostname == b.hostname);
+        // In istiod's order (exportTo group, creation time, name, namespace): for a host
+        // several of them name, the sidecar takes the first.
+        let mesh = ctx.virtual_services.by_gateway.get("mesh");
         egress.virtual_services = ctx
-            .virtual_services
-            .by_gateway
-            .get("mesh")
+            .in_proxy_order(mesh.into_iter().flatten(), &proxy.namespace)
             .into_iter()
-            .flatten()
             .filter(|c| match &c.spec {
-                super::config::Spec::VirtualService(vs) => {
-                    ctx.export_to(&vs.export_to, c.namespace())
-                        .visible_from(&proxy.namespace)
-                        && vs.hosts.iter().any(|h| {
-                            egress.imports(c.namespace(), &host::resolve(h, c.namespace()))
-                        })
-                }
+                super::config::Spec::VirtualService(vs) => vs
+                    .hosts
+                    .iter()
+                    .any(|h| egress.imports(c.namespace(), &host::resolve(h, c.namespace()))),
                 _ => false,
             })
             .cloned()

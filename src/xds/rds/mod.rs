@@ -127,8 +127,8 @@ pub(super) fn sidecar_virtual_host(
     listener_port: u32,
 ) -> VirtualHost {
     let mut routes: Vec<Route> = egress
-        .virtual_services_for(&service.hostname)
-        .take(1)
+        .virtual_service_for(&service.hostname)
+        .into_iter()
         .flat_map(|(config, vs)| {
             let target = RouteTarget {
                 proxy,

@@ -20,6 +20,7 @@ fn vs_config(ns: &str, name: &str, v: serde_json::Value) -> Arc<Config> {
     Arc::new(Config {
         key: ConfigKey::new(ConfigKind::VirtualService, ns, name),
         labels: Default::default(),
+        created: None,
         spec: Spec::VirtualService(vs),
         not_applied: Vec::new(),
     })
