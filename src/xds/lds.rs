@@ -13,8 +13,10 @@ use envoy_types::pb::envoy::config::listener::v3::{
     Filter, FilterChain, FilterChainMatch, Listener, filter,
 };
 use envoy_types::pb::envoy::config::route::v3::{
-    Route, RouteAction, RouteConfiguration, RouteMatch, VirtualHost, route::Action,
-    route_action::ClusterSpecifier, route_match::PathSpecifier,
+    RetryPolicy, Route, RouteAction, RouteConfiguration, RouteMatch, VirtualHost,
+    route::Action,
+    route_action::{ClusterSpecifier, MaxStreamDuration},
+    route_match::PathSpecifier,
 };
 use envoy_types::pb::envoy::extensions::filters::http::cors::v3::Cors;
 use envoy_types::pb::envoy::extensions::filters::http::fault::v3::HttpFault as Fault;
@@ -153,7 +155,11 @@ fn virtual_inbound(scope: &SidecarScope) -> Resource {
             let filter = if is_http(&inbound.protocol) {
                 http_connection_manager(
                     &cluster,
-                    RouteSpecifier::RouteConfig(inbound_route(&cluster, inbound.port)),
+                    RouteSpecifier::RouteConfig(inbound_route(
+                        &cluster,
+                        inbound.port,
+                        &inbound.protocol,
+                    )),
                     HcmKind::Sidecar,
                 )
             } else {
@@ -187,19 +193,40 @@ fn virtual_inbound(scope: &SidecarScope) -> Resource {
     Resource::new("virtualInbound", &listener)
 }
 
-fn inbound_route(cluster: &str, port: u32) -> RouteConfiguration {
+/// istiod's inbound route (`BuildDefaultHTTPInboundRoute`): everything to the workload's
+/// cluster with no timeout (Envoy's default would be 15 s) and no stream duration limit
+/// (`grpc-timeout` headers honoured, unbounded), and, but for gRPC ports (streams do not
+/// take well to it), istiod's default inbound retries (`reset-before-request`, 2).
+fn inbound_route(cluster: &str, port: u32, protocol: &str) -> RouteConfiguration {
+    let none = || Duration {
+        seconds: 0,
+        nanos: 0,
+    };
+    let grpc = matches!(protocol.to_ascii_uppercase().as_str(), "GRPC" | "GRPC-WEB");
     RouteConfiguration {
         name: format!("inbound|{port}||"),
         virtual_hosts: vec![VirtualHost {
             name: format!("inbound|http|{port}"),
             domains: vec!["*".to_string()],
             routes: vec![Route {
+                name: "default".to_string(),
                 r#match: Some(RouteMatch {
                     path_specifier: Some(PathSpecifier::Prefix("/".to_string())),
                     ..Default::default()
                 }),
                 action: Some(Action::Route(RouteAction {
                     cluster_specifier: Some(ClusterSpecifier::Cluster(cluster.to_string())),
+                    timeout: Some(none()),
+                    max_stream_duration: Some(MaxStreamDuration {
+                        max_stream_duration: Some(none()),
+                        grpc_timeout_header_max: Some(none()),
+                        ..Default::default()
+                    }),
+                    retry_policy: (!grpc).then(|| RetryPolicy {
+                        num_retries: Some(UInt32Value { value: 2 }),
+                        retry_on: "reset-before-request".to_string(),
+                        ..Default::default()
+                    }),
                     ..Default::default()
                 })),
                 ..Default::default()

@@ -6,7 +6,8 @@ serialization.
 
   echo.py server PORT [PREFIX]
       Serves `/echo.Echo/Say` on 127.0.0.1:PORT, answering PREFIX + request
-      bytes (PREFIX defaults to "echo:"). Prints "listening PORT" once ready.
+      bytes (PREFIX defaults to "echo:"), after N seconds for a request
+      `sleep:N`. Prints "listening PORT" once ready.
 
   echo.py client TARGET [MESSAGE] [--deadline SECONDS] [--header K=V ...] [--authority A]
       Reads GRPC_XDS_BOOTSTRAP (done by grpc itself for xds:/// targets),
@@ -30,6 +31,9 @@ def serve(port, prefix):
     prefix_bytes = prefix.encode()
 
     def say(request, context):
+        # `sleep:SECONDS` answers after that long (a slow upstream).
+        if request.startswith(b"sleep:"):
+            time.sleep(float(request[len(b"sleep:"):].decode()))
         return prefix_bytes + request
 
     handler = grpc.method_handlers_generic_handler(

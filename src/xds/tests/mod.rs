@@ -390,6 +390,7 @@ mod gateway_hosts;
 mod mesh_order;
 mod sidecar;
 mod source_match;
+mod timeouts;
 
 #[test]
 fn connection_managers_allow_websockets_and_gateways_use_the_remote_address() {
