@@ -19,8 +19,8 @@ pub use sidecar::{CaptureMode, IstioEgressListener, Sidecar, SidecarPort};
 pub use virtual_service::{
     CorsPolicy, Delegate, Destination, FaultAbort, FaultDelay, GRPC_STATUS_CODES, HeaderOperations,
     Headers, HttpBody, HttpDirectResponse, HttpFault, HttpMatchRequest, HttpMirrorPolicy,
-    HttpRedirect, HttpRetry, HttpRewrite, HttpRoute, HttpRouteDestination, Percent, PortSelector,
-    RegexRewrite, StringMatch, VirtualService,
+    HttpRedirect, HttpRetry, HttpRewrite, HttpRoute, HttpRouteDestination, JWT_CLAIM_HEADER,
+    Percent, PortSelector, RegexRewrite, StringMatch, VirtualService, routing_claim,
 };
 pub use workload_entry::{WorkloadEntry, WorkloadGroup};
 

@@ -272,6 +272,25 @@ pub struct HttpMatchRequest {
     pub stat_prefix: String,
 }
 
+/// The header-name prefix of istiod's JWT claim matches (`@request.auth.claims.group`).
+pub const JWT_CLAIM_HEADER: &str = "@request.auth.claims";
+
+/// The claim path of a header match on a JWT claim, as istiod's `jwt.ToRoutingClaim`:
+/// `@request.auth.claims.a.b` or `@request.auth.claims[a][b]` is `["a", "b"]`; `None` for
+/// any other header.
+pub fn routing_claim(header: &str) -> Option<Vec<String>> {
+    let prefix = header.get(..JWT_CLAIM_HEADER.len())?;
+    if !prefix.eq_ignore_ascii_case(JWT_CLAIM_HEADER) {
+        return None;
+    }
+    let rest = &header[JWT_CLAIM_HEADER.len()..];
+    if let Some(dotted) = rest.strip_prefix('.').filter(|r| !r.is_empty()) {
+        return Some(dotted.split('.').map(str::to_string).collect());
+    }
+    let bracketed = rest.strip_prefix('[')?.strip_suffix(']')?;
+    (!bracketed.is_empty()).then(|| bracketed.split("][").map(str::to_string).collect())
+}
+
 /// One of `exact`, `prefix`, `regex` (and Istio's newer `suffix`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
