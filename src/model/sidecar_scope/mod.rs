@@ -68,11 +68,13 @@ impl EgressScope {
         self.imports.iter().any(|i| i.imports(namespace, host))
     }
 
-    /// The imported VirtualService that routes `hostname` for this sidecar, as istiod picks
-    /// it (`MostSpecificHostMatch` over the VirtualServices in the proxy's order): the first
-    /// that names it exactly, else the first with the most specific wildcard matching it.
-    /// The others are not served for it (istiod's duplicate virtual hosts).
-    pub fn virtual_service_for(&self, hostname: &str) -> Option<(&Config, &VirtualService)> {
+    /// The imported VirtualServices that may route `hostname` for this sidecar, as istiod
+    /// picks them (`MostSpecificHostMatch` over the VirtualServices in the proxy's order):
+    /// those that name it exactly, in that order (the first with a route for the proxy
+    /// wins; the others' virtual hosts are istiod's duplicates), else the first with the
+    /// most specific wildcard matching it.
+    pub fn virtual_services_for(&self, hostname: &str) -> Vec<(&Config, &VirtualService)> {
+        let mut exact = Vec::new();
         let mut best: Option<(usize, &Config, &VirtualService)> = None;
         for c in &self.virtual_services {
             let super::config::Spec::VirtualService(vs) = &c.spec else {
@@ -81,7 +83,8 @@ impl EgressScope {
             for h in &vs.hosts {
                 let h = host::resolve(h, c.namespace());
                 if h == hostname {
-                    return Some((c.as_ref(), vs));
+                    exact.push((c.as_ref(), vs));
+                    break;
                 }
                 // A longer wildcard is more specific; the first of equals wins.
                 if h.starts_with('*')
@@ -92,7 +95,10 @@ impl EgressScope {
                 }
             }
         }
-        best.map(|(_, c, vs)| (c, vs))
+        if exact.is_empty() {
+            exact.extend(best.map(|(_, c, vs)| (c, vs)));
+        }
+        exact
     }
 }
 

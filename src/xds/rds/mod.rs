@@ -136,10 +136,12 @@ pub(super) fn sidecar_virtual_host(
     service_port: u32,
     listener_port: u32,
 ) -> VirtualHost {
+    // The first VirtualService with routes here (istiod skips one without, and a later one
+    // for the same host builds the virtual host).
     let mut routes: Vec<Route> = egress
-        .virtual_service_for(&service.hostname)
+        .virtual_services_for(&service.hostname)
         .into_iter()
-        .flat_map(|(config, vs)| {
+        .map(|(config, vs)| {
             let target = RouteTarget {
                 proxy,
                 gateway: "mesh",
@@ -147,7 +149,8 @@ pub(super) fn sidecar_virtual_host(
             };
             translate_routes(ctx, config, vs, target)
         })
-        .collect();
+        .find(|routes| !routes.is_empty())
+        .unwrap_or_default();
     if routes.is_empty() {
         // istiod's `BuildDefaultHTTPOutboundRoute`: no timeout (a gRPC request's
         // `grpc-timeout` honoured, unbounded: `max_grpc_timeout` 0, for proxyless clients

@@ -196,3 +196,27 @@ fn on_a_gateway_the_older_virtual_service_routes_come_first() {
         .collect();
     assert_eq!(order, ["zz-older", "aa-newer"]);
 }
+
+#[test]
+fn an_older_virtual_service_with_no_route_for_the_sidecar_leaves_the_host_to_the_next() {
+    // The older one's only match block applies to other workloads' sidecars.
+    let older = mesh_vs(
+        "shop",
+        "older",
+        Some("2024-01-01T00:00:00Z"),
+        "[reviews]",
+        "",
+    )
+    .replace(
+        "  - name: older\n",
+        "  - name: older\n    match: [{sourceLabels: {app: other}}]\n",
+    );
+    let newer = mesh_vs(
+        "shop",
+        "newer",
+        Some("2024-06-01T00:00:00Z"),
+        "[reviews]",
+        "",
+    );
+    assert_eq!(reviews_route(&with(&[older, newer]), "web"), "newer");
+}

@@ -54,7 +54,7 @@ pub static VIRTUAL_SERVICE: Message = Message {
     name: "VirtualService",
     fields: &[
         // A list. Applied: `push_context::virtual_services` (by host),
-        // `EgressScope::virtual_service_for` (sidecar routes), `rds::gateway_virtual_hosts` (a
+        // `EgressScope::virtual_services_for` (sidecar routes), `rds::gateway_virtual_hosts` (a
         // virtual host per host).
         Field {
             name: "hosts",
