@@ -147,6 +147,12 @@ fn grpc_and_several_virtual_services_for_one_host_through_a_sidecar() {
         "{status}"
     );
 
+    let metrics = axon.metrics();
+    assert!(
+        metrics.lines().any(|l| l == "pilot_vservice_dup_domain 1"),
+        "{metrics}"
+    );
+
     // gRPC through the GRPC egress listener: HTTP/2 upstream, answered.
     let (ok, output) = grpc_call(grpc_port);
     assert!(

@@ -177,6 +177,9 @@ impl Handler<Flush> for SnapshotBuilder {
             .current
             .as_ref()
             .is_none_or(|old| !Arc::ptr_eq(&old.virtual_services, &ctx.virtual_services));
+        self.metrics
+            .vservice_dup_domain
+            .set(ctx.virtual_services.duplicate_hosts.len() as i64);
         if vs_rebuilt {
             for problem in &ctx.virtual_services.problems {
                 tracing::warn!(problem = %problem, "VirtualService not applied in full");

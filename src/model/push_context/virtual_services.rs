@@ -28,8 +28,11 @@ pub struct VirtualServiceIndex {
     /// root depends on them.
     pub delegates: BTreeMap<ConfigKey, BTreeSet<ConfigKey>>,
     /// What the merge dropped, and why, one line each (logged when the index is built,
-    /// shown in `/debug/push_status`).
+    /// shown in `/debug/push_status`), and the hosts in `duplicate_hosts`.
     pub problems: Vec<String>,
+    /// Hosts that several mesh VirtualServices name: a sidecar serves one of them
+    /// (`pilot_vservice_dup_domain` counts them).
+    pub duplicate_hosts: Vec<String>,
 }
 
 impl VirtualServiceIndex {
@@ -102,14 +105,18 @@ pub(super) fn index_virtual_services(
                 .push(config.clone());
         }
     }
-    index.problems.extend(mesh_host_conflicts(&index));
+    let conflicts = mesh_host_conflicts(&index);
+    for (host, problem) in conflicts {
+        index.duplicate_hosts.push(host);
+        index.problems.push(problem);
+    }
     index
 }
 
 /// istiod gives a sidecar one VirtualService per host (the first it sees, in
 /// [`PushContext::in_proxy_order`]; the others' virtual hosts are duplicates, which istiod
 /// counts in `pilot_vservice_dup_domain`): hosts that several mesh VirtualServices name.
-fn mesh_host_conflicts(index: &VirtualServiceIndex) -> Vec<String> {
+fn mesh_host_conflicts(index: &VirtualServiceIndex) -> Vec<(String, String)> {
     let mesh: BTreeSet<&ConfigKey> = index
         .by_gateway
         .get("mesh")
@@ -128,10 +135,10 @@ fn mesh_host_conflicts(index: &VirtualServiceIndex) -> Vec<String> {
             }
             on_mesh.sort_by(|a, b| a.creation_order(b));
             let names: Vec<String> = on_mesh.iter().map(|c| c.key.to_string()).collect();
-            Some(format!(
+            Some((host.clone(), format!(
                 "host {host} is routed by {} for sidecars: a sidecar takes the first it sees (exported to its namespace only, then to it, then everywhere; each by creation time, name, namespace) and not the others",
                 names.join(", ")
-            ))
+            )))
         })
         .collect()
 }

@@ -163,6 +163,10 @@ fn hosts_that_several_mesh_virtual_services_name_are_reported() {
     ]));
     let problems = &ctx.virtual_services.problems;
     assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(
+        ctx.virtual_services.duplicate_hosts,
+        ["reviews.shop.svc.cluster.local"]
+    );
     assert!(
         problems[0].starts_with(
             "host reviews.shop.svc.cluster.local is routed by VirtualService/shop/b, VirtualService/shop/a for sidecars"
