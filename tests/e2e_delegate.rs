@@ -7,9 +7,12 @@
 //! (the header), and takes the root route's response header; its `/other` route lies
 //! outside the root's match, so istiod drops it (and axon reports it). A route delegating to
 //! a child exported only to its own namespace is dropped too. Everything else reaches v1.
+//! The same through a sidecar Envoy, where a change to the child alone reaches it.
 
 #[path = "support/scenario.rs"]
 mod scenario;
+#[path = "support/sidecar.rs"]
+mod sidecar;
 mod support;
 
 use std::time::Duration;
@@ -177,5 +180,86 @@ fn delegated_routes_are_merged_into_the_root_as_istiod_merges_them() {
         "{problems:?}"
     );
     assert!(axon.wait_for_log("VirtualService not applied in full", CONVERGE));
+    assert_no_rejected_updates(&envoy);
+}
+
+/// The root for the mesh, in `a`: `end-user: jason` is delegated to `team/reviews-child`,
+/// everything else to v1.
+const MESH_ROOT: &str = r#"apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata:
+  name: reviews
+  namespace: a
+spec:
+  hosts: [reviews]
+  http:
+  - name: jason
+    match: [{headers: {end-user: {exact: jason}}}]
+    delegate: {name: reviews-child, namespace: team}
+  - route: [{destination: {host: reviews, subset: v1}}]
+"#;
+
+/// The child, in `team`: `PREFIX` to v2 (its hosts resolved in `team`, so written in full).
+fn mesh_child(prefix: &str) -> String {
+    format!(
+        r#"apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata:
+  name: reviews-child
+  namespace: team
+spec:
+  http:
+  - match: [{{uri: {{prefix: {prefix}}}}}]
+    route: [{{destination: {{host: reviews.a.svc.cluster.local, subset: v2}}}}]
+"#
+    )
+}
+
+#[test]
+fn a_sidecar_serves_the_merged_routes_and_follows_a_change_to_the_child() {
+    use sidecar::{NODE_A, REVIEWS, reviews_se_yaml, sidecar_options, sidecar_yaml};
+    let v1 = Upstream::start("reviews-v1");
+    let v2 = Upstream::start("reviews-v2");
+    let egress_port = free_port();
+    let config = ConfigDir::new();
+    config.write(
+        "services.yaml",
+        &documents(&[
+            reviews_se_yaml(v1.port(), v2.port()),
+            destination_rule_yaml("reviews", "a", "reviews"),
+        ]),
+    );
+    config.write("sidecar.yaml", &sidecar_yaml(egress_port));
+    config.write("root.yaml", MESH_ROOT);
+    config.write("child.yaml", &mesh_child("/v2"));
+    let axon = Axon::start(config.path());
+    let (envoy, egress_port) = start_envoy_listening(
+        &axon,
+        egress_port,
+        |port| format!("127.0.0.1_{port}"),
+        |port| config.write("sidecar.yaml", &sidecar_yaml(port)),
+        || Envoy::start(axon.xds_addr(), sidecar_options(NODE_A, "productpage", "a")),
+        CONVERGE,
+    );
+    let get = |path: &str, headers: &[(&str, &str)]| {
+        let mut all = vec![("Host", REVIEWS)];
+        all.extend_from_slice(headers);
+        http_get(Envoy::local(egress_port), path, &all)
+    };
+    let jason = [("end-user", "jason")];
+    wait_for_answer("the merged route", CONVERGE, "reviews-v2", &envoy, || {
+        get("/v2/x", &jason)
+    });
+    // The root's header is the merged route's condition; outside the child's prefix, the
+    // next root route.
+    assert_eq!(get("/v2/x", &[]), (200, "reviews-v1".to_string()));
+    assert_eq!(get("/other", &jason), (200, "reviews-v1".to_string()));
+
+    // Only the child changes: the sidecar is pushed the new merge.
+    config.write("child.yaml", &mesh_child("/v3"));
+    wait_for_answer("the changed child", CONVERGE, "reviews-v2", &envoy, || {
+        get("/v3/x", &jason)
+    });
+    assert_eq!(get("/v2/x", &jason), (200, "reviews-v1".to_string()));
     assert_no_rejected_updates(&envoy);
 }
