@@ -7,7 +7,7 @@
 //! `INTERCEPTION_MODE: NONE` gets no virtual listeners.
 
 use envoy_types::pb::envoy::config::core::v3::{
-    Address, SocketAddress, address, socket_address::PortSpecifier,
+    Address, HttpProtocolOptions, SocketAddress, address, socket_address::PortSpecifier,
 };
 use envoy_types::pb::envoy::config::listener::v3::{
     Filter, FilterChain, FilterChainMatch, Listener, filter,
@@ -59,7 +59,14 @@ fn gateway_listeners(ctx: &PushContext, proxy: &Proxy) -> Vec<Resource> {
         .map(|&port| {
             let bind = merged.bind.get(&port).copied().unwrap_or("0.0.0.0");
             let route = format!("http.{port}");
-            listener(bind, port, true, &route, HcmKind::Gateway)
+            listener(
+                bind,
+                port,
+                true,
+                &route,
+                HcmKind::Gateway,
+                proxy.idle_timeout,
+            )
         })
         .collect()
 }
@@ -79,6 +86,7 @@ fn sidecar_listeners(proxy: &Proxy, scope: &SidecarScope) -> Vec<Resource> {
             capture_none,
             &port.to_string(),
             HcmKind::Sidecar,
+            proxy.idle_timeout,
         ));
     }
     if let Some(egress) = scope.default_egress() {
@@ -97,18 +105,26 @@ fn sidecar_listeners(proxy: &Proxy, scope: &SidecarScope) -> Vec<Resource> {
                 false,
                 &port.to_string(),
                 HcmKind::Sidecar,
+                proxy.idle_timeout,
             ));
         }
     }
     if !proxy.interception_none {
         out.push(virtual_outbound());
-        out.push(virtual_inbound(scope));
+        out.push(virtual_inbound(scope, proxy.idle_timeout));
     }
     out
 }
 
 /// An HTTP listener on `bind:port` whose routes come over RDS as `route`.
-fn listener(bind: &str, port: u32, bound: bool, route: &str, kind: HcmKind) -> Resource {
+fn listener(
+    bind: &str,
+    port: u32,
+    bound: bool,
+    route: &str,
+    kind: HcmKind,
+    idle_timeout: Option<i128>,
+) -> Resource {
     let name = format!("{bind}_{port}");
     let listener = Listener {
         name: name.clone(),
@@ -122,6 +138,7 @@ fn listener(bind: &str, port: u32, bound: bool, route: &str, kind: HcmKind) -> R
                     route_config_name: route.to_string(),
                 }),
                 kind,
+                idle_timeout,
             )],
             ..Default::default()
         }],
@@ -146,7 +163,7 @@ fn virtual_outbound() -> Resource {
 }
 
 /// `virtualInbound`: a filter chain per workload port, to `inbound|PORT||`.
-fn virtual_inbound(scope: &SidecarScope) -> Resource {
+fn virtual_inbound(scope: &SidecarScope, idle_timeout: Option<i128>) -> Resource {
     let mut chains: Vec<FilterChain> = scope
         .inbound
         .iter()
@@ -161,6 +178,7 @@ fn virtual_inbound(scope: &SidecarScope) -> Resource {
                         &inbound.protocol,
                     )),
                     HcmKind::Sidecar,
+                    idle_timeout,
                 )
             } else {
                 tcp_proxy(&cluster, &cluster)
@@ -259,15 +277,27 @@ fn tcp_proxy(stat_prefix: &str, cluster: &str) -> Filter {
     }
 }
 
-/// An HTTP connection manager filter with the given route source.
-fn http_connection_manager(stat_prefix: &str, routes: RouteSpecifier, kind: HcmKind) -> Filter {
+/// An HTTP connection manager filter with the given route source, and the proxy's
+/// `IDLE_TIMEOUT`, if any, as its connections' idle timeout (istiod's listener builder).
+fn http_connection_manager(
+    stat_prefix: &str,
+    routes: RouteSpecifier,
+    kind: HcmKind,
+    idle_timeout: Option<i128>,
+) -> Filter {
+    let mut hcm = hcm_config(stat_prefix, routes, kind);
+    if let Some(nanos) = idle_timeout {
+        hcm.common_http_protocol_options = Some(HttpProtocolOptions {
+            idle_timeout: Some(Duration {
+                seconds: i64::try_from(nanos / 1_000_000_000).unwrap_or(i64::MAX),
+                nanos: i32::try_from(nanos % 1_000_000_000).unwrap_or(0),
+            }),
+            ..Default::default()
+        });
+    }
     Filter {
         name: "envoy.filters.network.http_connection_manager".to_string(),
-        config_type: Some(filter::ConfigType::TypedConfig(any(&hcm_config(
-            stat_prefix,
-            routes,
-            kind,
-        )))),
+        config_type: Some(filter::ConfigType::TypedConfig(any(&hcm))),
     }
 }
 

@@ -155,3 +155,46 @@ spec:
             .is_none()
     );
 }
+
+#[test]
+fn the_idle_timeout_of_the_node_metadata_is_its_connection_managers() {
+    let ctx = context(MESH);
+    let hcm_idle = |idle: Option<&str>| -> Vec<Option<i64>> {
+        let proxy = Proxy::from_node(NodeInfo {
+            id: "router~10.1.1.1~gw-1.istio-system~istio-system.svc.cluster.local".into(),
+            labels: [("istio".to_string(), "ingressgateway".to_string())].into(),
+            idle_timeout: idle.map(str::to_string),
+            ..Default::default()
+        })
+        .unwrap();
+        let listeners: Vec<Listener> = decode(&generate_for(
+            ResourceType::Listener,
+            &ctx,
+            &proxy,
+            &names(&[]),
+        ));
+        listeners
+            .iter()
+            .flat_map(|l| &l.filter_chains)
+            .flat_map(|c| &c.filters)
+            .filter_map(|f| match &f.config_type {
+                Some(
+                    envoy_types::pb::envoy::config::listener::v3::filter::ConfigType::TypedConfig(
+                        any,
+                    ),
+                ) => HttpConnectionManager::decode(any.value.as_slice()).ok(),
+                _ => None,
+            })
+            .map(|hcm| {
+                hcm.common_http_protocol_options
+                    .and_then(|o| o.idle_timeout)
+                    .map(|d| d.seconds)
+            })
+            .collect()
+    };
+    assert_eq!(hcm_idle(Some("90s")), [Some(90)]);
+    assert_eq!(hcm_idle(Some("1h")), [Some(3600)]);
+    assert_eq!(hcm_idle(None), [None]);
+    // As istiod: one that does not parse is none.
+    assert_eq!(hcm_idle(Some("banana")), [None]);
+}
