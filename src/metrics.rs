@@ -71,6 +71,9 @@ pub struct Metrics {
     pub refused_connections: prometheus::IntCounter,
     /// `pilot_services`: services known.
     pub services: IntGauge,
+    /// `pilot_vservice_dup_domain`: hosts several mesh VirtualServices name (a sidecar
+    /// serves one of them).
+    pub vservice_dup_domain: IntGauge,
     /// `pilot_push_triggers{type}`: pushes by reason.
     pub push_triggers: IntCounterVec,
     /// `pilot_inbound_updates{type}`: registry changes received (`config`, `eds`).
@@ -253,6 +256,10 @@ impl Metrics {
                 "Total number of XDS requests with an expired nonce.",
             ),
             services: gauge("pilot_services", "Total services known to pilot."),
+            vservice_dup_domain: gauge(
+                "pilot_vservice_dup_domain",
+                "Virtual services with dup domains.",
+            ),
             push_triggers: counter(
                 "pilot_push_triggers",
                 "Total number of times a push was triggered, labeled by reason for the push.",

@@ -114,6 +114,23 @@ impl ClientRun {
 
 /// Runs `echo.py client xds:///echo.a.svc.cluster.local:7070` with `GRPC_XDS_BOOTSTRAP`.
 fn run_client(bootstrap: &Bootstrap, headers: &[(&str, &str)], trace: bool) -> ClientRun {
+    run_client_saying(
+        bootstrap,
+        "hello",
+        CLIENT_DEADLINE_SECS as f64,
+        headers,
+        trace,
+    )
+}
+
+/// [`run_client`] with `message` and the client's overall deadline.
+fn run_client_saying(
+    bootstrap: &Bootstrap,
+    message: &str,
+    deadline_secs: f64,
+    headers: &[(&str, &str)],
+    trace: bool,
+) -> ClientRun {
     let out_path = bootstrap.dir.path().join(if trace {
         "client-trace.log"
     } else {
@@ -126,8 +143,8 @@ fn run_client(bootstrap: &Bootstrap, headers: &[(&str, &str)], trace: bool) -> C
         .arg(echo_script())
         .arg("client")
         .arg(format!("xds:///{ECHO_HOST}:{ECHO_PORT}"))
-        .arg("hello")
-        .args(["--deadline", &CLIENT_DEADLINE_SECS.to_string()]);
+        .arg(message)
+        .args(["--deadline", &deadline_secs.to_string()]);
     for (k, v) in headers {
         cmd.args(["--header", &format!("{k}={v}")]);
     }
@@ -346,4 +363,52 @@ fn proxyless_grpc_client_follows_virtual_service_subsets() {
         switched,
         "after the VirtualService sends 100% to v2 the client still gets {last:?}"
     );
+}
+
+/// A VirtualService `timeout` bounds the client's call as `max_stream_duration` (istiod's
+/// `setTimeout` for proxyless clients): a reply within it arrives, a slower one ends in
+/// DEADLINE_EXCEEDED although the client's own deadline would have waited for it.
+#[test]
+fn a_virtual_service_timeout_bounds_a_proxyless_call() {
+    grpc_python();
+    let echo = EchoServer::start("echo:");
+    let config = ConfigDir::new();
+    config.write("echo-se.yaml", &echo_se_yaml(&[(echo.port, "v1")]));
+    config.write(
+        "echo-vs.yaml",
+        &format!(
+            "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {{name: echo, namespace: a}}\nspec:\n  hosts: [{ECHO_HOST}]\n  http:\n  - timeout: 3s\n    route: [{{destination: {{host: {ECHO_HOST}}}}}]\n"
+        ),
+    );
+    let axon = Axon::start(config.path());
+    wait_config_built(&axon, None, "the VirtualService");
+    let bootstrap = Bootstrap::new(&axon);
+
+    // Within the timeout: answered (the client connects and retries UNAVAILABLE meanwhile).
+    let fast = run_client_saying(
+        &bootstrap,
+        "sleep:0.1",
+        CLIENT_DEADLINE_SECS as f64,
+        &[],
+        false,
+    );
+    assert_eq!(
+        fast.reply(),
+        Some("echo:sleep:0.1"),
+        "{}",
+        tail(&fast.output, 40)
+    );
+    // Slower than the timeout, within the client's deadline (5 s per attempt): cut at 3 s.
+    // (With `timeout: 1s`, here the fast call failed too, every attempt DEADLINE_EXCEEDED,
+    // so the bound leaves gRPC room.)
+    let started = Instant::now();
+    let slow = run_client_saying(&bootstrap, "sleep:4", 5.0, &[], false);
+    assert!(!slow.success, "{}", tail(&slow.output, 40));
+    assert!(
+        slow.output
+            .contains("attempt 1 failed: StatusCode.DEADLINE_EXCEEDED"),
+        "{}",
+        tail(&slow.output, 40)
+    );
+    assert!(started.elapsed() < Duration::from_secs(20));
 }

@@ -172,6 +172,19 @@ impl Handler<Flush> for SnapshotBuilder {
             &self.mesh,
         ));
         self.metrics.services.set(ctx.services.by_host.len() as i64);
+        // What the VirtualService merge dropped, logged once per rebuilt index.
+        let vs_rebuilt = self
+            .current
+            .as_ref()
+            .is_none_or(|old| !Arc::ptr_eq(&old.virtual_services, &ctx.virtual_services));
+        self.metrics
+            .vservice_dup_domain
+            .set(ctx.virtual_services.duplicate_hosts.len() as i64);
+        if vs_rebuilt {
+            for problem in &ctx.virtual_services.problems {
+                tracing::warn!(problem = %problem, "VirtualService not applied in full");
+            }
+        }
         if msg.request.full {
             // As istiod's: an endpoint-only request swaps the endpoint index of the previous
             // context and rebuilds nothing else, so it is not a PushContext init.
@@ -206,6 +219,7 @@ impl Handler<Flush> for SnapshotBuilder {
             "services": ctx.services.by_host.len(),
             "endpoint_sets": ctx.endpoints.by_service_port.len(),
             "virtual_service_bindings": ctx.virtual_services.by_gateway.values().map(Vec::len).sum::<usize>(),
+            "virtual_service_problems": ctx.virtual_services.problems,
             "destination_rule_hosts": ctx.destination_rules.by_host.len(),
             "gateways": ctx.gateways.all.len(),
             "sidecar_namespaces": ctx.sidecars.by_namespace.len(),

@@ -118,6 +118,10 @@ impl Spec {
 pub struct Config {
     pub key: ConfigKey,
     pub labels: Labels,
+    /// `metadata.creationTimestamp`, in nanoseconds since the Unix epoch; `None` when the
+    /// object has none (a file may not), which istiod's order puts first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub created: Option<i64>,
     pub spec: Spec,
     /// The paths of the fields it sets that axon accepts but does not apply
     /// (`spec.http[0].retries`), from [`super::istio::schema`].
@@ -134,5 +138,14 @@ impl Config {
     }
     pub fn name(&self) -> &str {
         &self.key.name
+    }
+
+    /// istiod's `configCompareByCreationTime`: by creation time, then name, then namespace.
+    pub fn creation_order(&self, other: &Config) -> std::cmp::Ordering {
+        (self.created, self.name(), self.namespace()).cmp(&(
+            other.created,
+            other.name(),
+            other.namespace(),
+        ))
     }
 }

@@ -25,6 +25,7 @@ pub mod push_context;
 pub mod push_request;
 pub mod service;
 pub mod sidecar_scope;
+pub mod timestamp;
 pub mod token_review;
 pub mod validate;
 pub mod visibility;

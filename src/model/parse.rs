@@ -32,6 +32,8 @@ pub enum DocError {
     MissingName,
     #[error("spec: Required value")]
     MissingSpec,
+    #[error("metadata.creationTimestamp: {0} is not an RFC 3339 time")]
+    CreationTimestamp(String),
     #[error("spec.{path}: {message}")]
     Schema { path: String, message: String },
     #[error("{}", .0.join("; "))]
@@ -293,6 +295,9 @@ struct Metadata {
     namespace: Option<String>,
     #[serde(default)]
     labels: Labels,
+    /// RFC 3339 (Kubernetes always sets it; `null` or absent in a file is none).
+    #[serde(default, rename = "creationTimestamp")]
+    creation_timestamp: Option<serde_json::Value>,
 }
 
 fn parse_document(body: &str, first_line: usize, default_namespace: &str) -> DocOutcome {
@@ -362,6 +367,14 @@ fn build_config(
         .namespace
         .filter(|n| !n.is_empty())
         .unwrap_or_else(|| default_namespace.to_string());
+    let created = match &metadata.creation_timestamp {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(t)) => Some(
+            super::timestamp::parse_rfc3339(t)
+                .ok_or_else(|| DocError::CreationTimestamp(t.clone()))?,
+        ),
+        Some(other) => return Err(DocError::CreationTimestamp(other.to_string())),
+    };
     let spec = match spec {
         None | Some(serde_json::Value::Null) => return Err(DocError::MissingSpec),
         Some(spec) => spec,
@@ -376,6 +389,7 @@ fn build_config(
     let config = Config {
         key: ConfigKey::new(kind, namespace, name),
         labels: metadata.labels,
+        created,
         spec,
         not_applied,
     };
@@ -450,6 +464,35 @@ mod tests {
         assert!(matches!(docs[1].outcome, DocOutcome::Config(_)));
         assert_eq!(docs[2].line, 10);
         assert!(matches!(docs[2].outcome, DocOutcome::Unsupported { .. }));
+    }
+
+    #[test]
+    fn the_creation_timestamp_is_read_from_the_metadata() {
+        let gw = |meta: &str| {
+            format!(
+                "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {{name: gw, {meta}}}\nspec: {{servers: [{{port: {{number: 80, name: http, protocol: HTTP}}, hosts: ['*']}}]}}\n"
+            )
+        };
+        let created = |meta: &str| match &parse_documents(&gw(meta), "default")[0].outcome {
+            DocOutcome::Config(c) => Ok(c.created),
+            DocOutcome::Invalid(e) => Err(e.to_string()),
+            other => Err(format!("{other:?}")),
+        };
+        assert_eq!(
+            created("creationTimestamp: '2024-05-01T10:00:00Z'"),
+            Ok(Some(1_714_557_600_000_000_000))
+        );
+        // Unquoted, as kubectl prints it.
+        assert_eq!(
+            created("creationTimestamp: 2024-05-01T10:00:00Z"),
+            Ok(Some(1_714_557_600_000_000_000))
+        );
+        assert_eq!(created("creationTimestamp: null"), Ok(None));
+        assert_eq!(created("labels: {}"), Ok(None));
+        assert_eq!(
+            created("creationTimestamp: yesterday"),
+            Err("metadata.creationTimestamp: yesterday is not an RFC 3339 time".into())
+        );
     }
 
     #[test]

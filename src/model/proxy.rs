@@ -33,6 +33,8 @@ pub struct NodeInfo {
     /// `metadata.SERVICE_ACCOUNT`, if set (checked against the client's identity on the TLS
     /// port).
     pub service_account: Option<String>,
+    /// `metadata.IDLE_TIMEOUT`, a Go duration (`10s`), if set.
+    pub idle_timeout: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Error)]
@@ -59,6 +61,9 @@ pub struct Proxy {
     /// No iptables capture (`INTERCEPTION_MODE: NONE`): no virtual listeners on 15001/15006;
     /// traffic reaches the proxy only through bound listeners.
     pub interception_none: bool,
+    /// `IDLE_TIMEOUT` in nanoseconds: its HTTP connection managers' idle timeout (istiod
+    /// ignores one that does not parse, as does axon).
+    pub idle_timeout: Option<i128>,
 }
 
 impl Proxy {
@@ -95,6 +100,11 @@ impl Proxy {
             interception_none: node
                 .interception_mode
                 .is_some_and(|m| m.eq_ignore_ascii_case("NONE")),
+            idle_timeout: node
+                .idle_timeout
+                .as_deref()
+                .and_then(super::validate::parse_duration)
+                .filter(|ns| *ns >= 0),
             id: node.id,
         })
     }

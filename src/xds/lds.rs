@@ -7,14 +7,16 @@
 //! `INTERCEPTION_MODE: NONE` gets no virtual listeners.
 
 use envoy_types::pb::envoy::config::core::v3::{
-    Address, SocketAddress, address, socket_address::PortSpecifier,
+    Address, HttpProtocolOptions, SocketAddress, address, socket_address::PortSpecifier,
 };
 use envoy_types::pb::envoy::config::listener::v3::{
     Filter, FilterChain, FilterChainMatch, Listener, filter,
 };
 use envoy_types::pb::envoy::config::route::v3::{
-    Route, RouteAction, RouteConfiguration, RouteMatch, VirtualHost, route::Action,
-    route_action::ClusterSpecifier, route_match::PathSpecifier,
+    RetryPolicy, Route, RouteAction, RouteConfiguration, RouteMatch, VirtualHost,
+    route::Action,
+    route_action::{ClusterSpecifier, MaxStreamDuration},
+    route_match::PathSpecifier,
 };
 use envoy_types::pb::envoy::extensions::filters::http::cors::v3::Cors;
 use envoy_types::pb::envoy::extensions::filters::http::fault::v3::HttpFault as Fault;
@@ -57,7 +59,14 @@ fn gateway_listeners(ctx: &PushContext, proxy: &Proxy) -> Vec<Resource> {
         .map(|&port| {
             let bind = merged.bind.get(&port).copied().unwrap_or("0.0.0.0");
             let route = format!("http.{port}");
-            listener(bind, port, true, &route, HcmKind::Gateway)
+            listener(
+                bind,
+                port,
+                true,
+                &route,
+                HcmKind::Gateway,
+                proxy.idle_timeout,
+            )
         })
         .collect()
 }
@@ -77,6 +86,7 @@ fn sidecar_listeners(proxy: &Proxy, scope: &SidecarScope) -> Vec<Resource> {
             capture_none,
             &port.to_string(),
             HcmKind::Sidecar,
+            proxy.idle_timeout,
         ));
     }
     if let Some(egress) = scope.default_egress() {
@@ -95,18 +105,26 @@ fn sidecar_listeners(proxy: &Proxy, scope: &SidecarScope) -> Vec<Resource> {
                 false,
                 &port.to_string(),
                 HcmKind::Sidecar,
+                proxy.idle_timeout,
             ));
         }
     }
     if !proxy.interception_none {
         out.push(virtual_outbound());
-        out.push(virtual_inbound(scope));
+        out.push(virtual_inbound(scope, proxy.idle_timeout));
     }
     out
 }
 
 /// An HTTP listener on `bind:port` whose routes come over RDS as `route`.
-fn listener(bind: &str, port: u32, bound: bool, route: &str, kind: HcmKind) -> Resource {
+fn listener(
+    bind: &str,
+    port: u32,
+    bound: bool,
+    route: &str,
+    kind: HcmKind,
+    idle_timeout: Option<i128>,
+) -> Resource {
     let name = format!("{bind}_{port}");
     let listener = Listener {
         name: name.clone(),
@@ -120,6 +138,7 @@ fn listener(bind: &str, port: u32, bound: bool, route: &str, kind: HcmKind) -> R
                     route_config_name: route.to_string(),
                 }),
                 kind,
+                idle_timeout,
             )],
             ..Default::default()
         }],
@@ -144,7 +163,7 @@ fn virtual_outbound() -> Resource {
 }
 
 /// `virtualInbound`: a filter chain per workload port, to `inbound|PORT||`.
-fn virtual_inbound(scope: &SidecarScope) -> Resource {
+fn virtual_inbound(scope: &SidecarScope, idle_timeout: Option<i128>) -> Resource {
     let mut chains: Vec<FilterChain> = scope
         .inbound
         .iter()
@@ -153,8 +172,13 @@ fn virtual_inbound(scope: &SidecarScope) -> Resource {
             let filter = if is_http(&inbound.protocol) {
                 http_connection_manager(
                     &cluster,
-                    RouteSpecifier::RouteConfig(inbound_route(&cluster, inbound.port)),
+                    RouteSpecifier::RouteConfig(inbound_route(
+                        &cluster,
+                        inbound.port,
+                        &inbound.protocol,
+                    )),
                     HcmKind::Sidecar,
+                    idle_timeout,
                 )
             } else {
                 tcp_proxy(&cluster, &cluster)
@@ -187,19 +211,40 @@ fn virtual_inbound(scope: &SidecarScope) -> Resource {
     Resource::new("virtualInbound", &listener)
 }
 
-fn inbound_route(cluster: &str, port: u32) -> RouteConfiguration {
+/// istiod's inbound route (`BuildDefaultHTTPInboundRoute`): everything to the workload's
+/// cluster with no timeout (Envoy's default would be 15 s) and no stream duration limit
+/// (`grpc-timeout` headers honoured, unbounded), and, but for gRPC ports (streams do not
+/// take well to it), istiod's default inbound retries (`reset-before-request`, 2).
+fn inbound_route(cluster: &str, port: u32, protocol: &str) -> RouteConfiguration {
+    let none = || Duration {
+        seconds: 0,
+        nanos: 0,
+    };
+    let grpc = matches!(protocol.to_ascii_uppercase().as_str(), "GRPC" | "GRPC-WEB");
     RouteConfiguration {
         name: format!("inbound|{port}||"),
         virtual_hosts: vec![VirtualHost {
             name: format!("inbound|http|{port}"),
             domains: vec!["*".to_string()],
             routes: vec![Route {
+                name: "default".to_string(),
                 r#match: Some(RouteMatch {
                     path_specifier: Some(PathSpecifier::Prefix("/".to_string())),
                     ..Default::default()
                 }),
                 action: Some(Action::Route(RouteAction {
                     cluster_specifier: Some(ClusterSpecifier::Cluster(cluster.to_string())),
+                    timeout: Some(none()),
+                    max_stream_duration: Some(MaxStreamDuration {
+                        max_stream_duration: Some(none()),
+                        grpc_timeout_header_max: Some(none()),
+                        ..Default::default()
+                    }),
+                    retry_policy: (!grpc).then(|| RetryPolicy {
+                        num_retries: Some(UInt32Value { value: 2 }),
+                        retry_on: "reset-before-request".to_string(),
+                        ..Default::default()
+                    }),
                     ..Default::default()
                 })),
                 ..Default::default()
@@ -232,15 +277,27 @@ fn tcp_proxy(stat_prefix: &str, cluster: &str) -> Filter {
     }
 }
 
-/// An HTTP connection manager filter with the given route source.
-fn http_connection_manager(stat_prefix: &str, routes: RouteSpecifier, kind: HcmKind) -> Filter {
+/// An HTTP connection manager filter with the given route source, and the proxy's
+/// `IDLE_TIMEOUT`, if any, as its connections' idle timeout (istiod's listener builder).
+fn http_connection_manager(
+    stat_prefix: &str,
+    routes: RouteSpecifier,
+    kind: HcmKind,
+    idle_timeout: Option<i128>,
+) -> Filter {
+    let mut hcm = hcm_config(stat_prefix, routes, kind);
+    if let Some(nanos) = idle_timeout {
+        hcm.common_http_protocol_options = Some(HttpProtocolOptions {
+            idle_timeout: Some(Duration {
+                seconds: i64::try_from(nanos / 1_000_000_000).unwrap_or(i64::MAX),
+                nanos: i32::try_from(nanos % 1_000_000_000).unwrap_or(0),
+            }),
+            ..Default::default()
+        });
+    }
     Filter {
         name: "envoy.filters.network.http_connection_manager".to_string(),
-        config_type: Some(filter::ConfigType::TypedConfig(any(&hcm_config(
-            stat_prefix,
-            routes,
-            kind,
-        )))),
+        config_type: Some(filter::ConfigType::TypedConfig(any(&hcm))),
     }
 }
 

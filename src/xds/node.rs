@@ -1,5 +1,5 @@
 //! Envoy `Node` → [`NodeInfo`]: the id, and the Istio metadata keys axon reads
-//! (`NAMESPACE`, `LABELS`, `GENERATOR`).
+//! (`NAMESPACE`, `LABELS`, `GENERATOR`, `INTERCEPTION_MODE`, `SERVICE_ACCOUNT`, `IDLE_TIMEOUT`).
 
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind};
@@ -18,6 +18,7 @@ impl From<&Node> for NodeInfo {
             generator: field("GENERATOR").and_then(string_value),
             interception_mode: field("INTERCEPTION_MODE").and_then(string_value),
             service_account: field("SERVICE_ACCOUNT").and_then(string_value),
+            idle_timeout: field("IDLE_TIMEOUT").and_then(string_value),
         }
     }
 }
@@ -57,6 +58,7 @@ mod tests {
             metadata: Some(Struct {
                 fields: [
                     ("NAMESPACE".to_string(), s("ns")),
+                    ("IDLE_TIMEOUT".to_string(), s("30s")),
                     (
                         "LABELS".to_string(),
                         Value {
@@ -72,6 +74,7 @@ mod tests {
         };
         let info = NodeInfo::from(&node);
         assert_eq!(info.namespace.as_deref(), Some("ns"));
+        assert_eq!(info.idle_timeout.as_deref(), Some("30s"));
         assert_eq!(
             info.labels.get("istio").map(String::as_str),
             Some("ingressgateway")

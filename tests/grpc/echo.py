@@ -6,14 +6,16 @@ serialization.
 
   echo.py server PORT [PREFIX]
       Serves `/echo.Echo/Say` on 127.0.0.1:PORT, answering PREFIX + request
-      bytes (PREFIX defaults to "echo:"). Prints "listening PORT" once ready.
+      bytes (PREFIX defaults to "echo:"), after N seconds for a request
+      `sleep:N`. Prints "listening PORT" once ready.
 
-  echo.py client TARGET [MESSAGE] [--deadline SECONDS] [--header K=V ...]
+  echo.py client TARGET [MESSAGE] [--deadline SECONDS] [--header K=V ...] [--authority A]
       Reads GRPC_XDS_BOOTSTRAP (done by grpc itself for xds:/// targets),
       calls `/echo.Echo/Say` on TARGET (e.g. xds:///echo.a.svc.cluster.local:7070)
       with MESSAGE (default "hello"), retrying on UNAVAILABLE and
       DEADLINE_EXCEEDED until the overall deadline (default 20 s). Prints
       "reply: <reply>" and exits 0, or prints the last error and exits 1.
+      --authority sets the calls' :authority (a sidecar routes by it).
 """
 
 import sys
@@ -29,6 +31,9 @@ def serve(port, prefix):
     prefix_bytes = prefix.encode()
 
     def say(request, context):
+        # `sleep:SECONDS` answers after that long (a slow upstream).
+        if request.startswith(b"sleep:"):
+            time.sleep(float(request[len(b"sleep:"):].decode()))
         return prefix_bytes + request
 
     handler = grpc.method_handlers_generic_handler(
@@ -50,12 +55,13 @@ def serve(port, prefix):
     server.wait_for_termination()
 
 
-def client(target, message, deadline_s, headers):
+def client(target, message, deadline_s, headers, authority=None):
     import os
 
     print("GRPC_XDS_BOOTSTRAP=%s" % os.environ.get("GRPC_XDS_BOOTSTRAP"), flush=True)
     deadline = time.monotonic() + deadline_s
-    channel = grpc.insecure_channel(target)
+    options = [("grpc.default_authority", authority)] if authority else None
+    channel = grpc.insecure_channel(target, options=options)
     say = channel.unary_unary(
         METHOD, request_serializer=None, response_deserializer=None
     )
@@ -111,11 +117,15 @@ def main(argv):
         message = "hello"
         deadline_s = 20.0
         headers = []
+        authority = None
         i = 0
         positional = []
         while i < len(rest):
             if rest[i] == "--deadline":
                 deadline_s = float(rest[i + 1])
+                i += 2
+            elif rest[i] == "--authority":
+                authority = rest[i + 1]
                 i += 2
             elif rest[i] == "--header":
                 k, _, v = rest[i + 1].partition("=")
@@ -126,7 +136,7 @@ def main(argv):
                 i += 1
         if positional:
             message = positional[0]
-        client(target, message, deadline_s, headers)
+        client(target, message, deadline_s, headers, authority)
     else:
         print(__doc__, file=sys.stderr)
         sys.exit(2)

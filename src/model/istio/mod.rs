@@ -17,10 +17,10 @@ pub use gateway::{Gateway, GatewayPort, Server};
 pub use service_entry::{Location, Resolution, ServiceEntry, ServicePort, WorkloadSelector};
 pub use sidecar::{CaptureMode, IstioEgressListener, Sidecar, SidecarPort};
 pub use virtual_service::{
-    CorsPolicy, Destination, FaultAbort, FaultDelay, GRPC_STATUS_CODES, HeaderOperations, Headers,
-    HttpBody, HttpDirectResponse, HttpFault, HttpMatchRequest, HttpMirrorPolicy, HttpRedirect,
-    HttpRetry, HttpRewrite, HttpRoute, HttpRouteDestination, Percent, PortSelector, RegexRewrite,
-    StringMatch, VirtualService,
+    CorsPolicy, Delegate, Destination, FaultAbort, FaultDelay, GRPC_STATUS_CODES, HeaderOperations,
+    Headers, HttpBody, HttpDirectResponse, HttpFault, HttpMatchRequest, HttpMirrorPolicy,
+    HttpRedirect, HttpRetry, HttpRewrite, HttpRoute, HttpRouteDestination, JWT_CLAIM_HEADER,
+    Percent, PortSelector, RegexRewrite, StringMatch, VirtualService, routing_claim,
 };
 pub use workload_entry::{WorkloadEntry, WorkloadGroup};
 

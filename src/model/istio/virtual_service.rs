@@ -40,8 +40,9 @@ pub struct HttpRoute {
     pub timeout: Option<String>,
     pub retries: Option<HttpRetry>,
     pub headers: Option<Headers>,
-    /// Not applied yet (reported as such): kept for the validator's conflict rules.
-    pub delegate: Option<serde_json::Value>,
+    /// The child VirtualService whose routes replace this one, merged with it
+    /// (`push_context::delegate`).
+    pub delegate: Option<Delegate>,
     pub fault: Option<HttpFault>,
     pub mirror: Option<Destination>,
     #[serde(default)]
@@ -51,6 +52,17 @@ pub struct HttpRoute {
     #[serde(alias = "mirror_percent")]
     pub mirror_percent: Option<u32>,
     pub cors_policy: Option<CorsPolicy>,
+}
+
+/// `delegate`: a VirtualService without hosts, by name (and namespace: the root's when
+/// empty).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Delegate {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub namespace: String,
 }
 
 /// A percentage, `0.0`–`100.0`.
@@ -258,6 +270,25 @@ pub struct HttpMatchRequest {
     /// The Envoy route's `stat_prefix`.
     #[serde(default)]
     pub stat_prefix: String,
+}
+
+/// The header-name prefix of istiod's JWT claim matches (`@request.auth.claims.group`).
+pub const JWT_CLAIM_HEADER: &str = "@request.auth.claims";
+
+/// The claim path of a header match on a JWT claim, as istiod's `jwt.ToRoutingClaim`:
+/// `@request.auth.claims.a.b` or `@request.auth.claims[a][b]` is `["a", "b"]`; `None` for
+/// any other header.
+pub fn routing_claim(header: &str) -> Option<Vec<String>> {
+    let prefix = header.get(..JWT_CLAIM_HEADER.len())?;
+    if !prefix.eq_ignore_ascii_case(JWT_CLAIM_HEADER) {
+        return None;
+    }
+    let rest = &header[JWT_CLAIM_HEADER.len()..];
+    if let Some(dotted) = rest.strip_prefix('.').filter(|r| !r.is_empty()) {
+        return Some(dotted.split('.').map(str::to_string).collect());
+    }
+    let bracketed = rest.strip_prefix('[')?.strip_suffix(']')?;
+    (!bracketed.is_empty()).then(|| bracketed.split("][").map(str::to_string).collect())
 }
 
 /// One of `exact`, `prefix`, `regex` (and Istio's newer `suffix`).

@@ -11,16 +11,20 @@ use super::address_index::AddressIndex;
 use super::config::{Config, ConfigKey, ConfigKind, Spec};
 use super::config_set::ConfigSet;
 use super::host;
-use super::istio::{DestinationRule, Gateway, Labels, Resolution, Sidecar, VirtualService};
+use super::istio::{DestinationRule, Gateway, Resolution, Sidecar};
 use super::mesh::MeshConfig;
 use super::push_request::PushRequest;
 use super::service::{Endpoint, Service, endpoints_of, services_of};
 use super::visibility::ExportTo;
 
+mod delegate;
 mod endpoints;
+mod virtual_services;
 
 pub use endpoints::changed_clusters;
 use endpoints::{endpoint_differences, index_endpoints, update_endpoints};
+use virtual_services::index_virtual_services;
+pub use virtual_services::{VirtualServiceIndex, gateway_ref};
 
 /// The configs of one kind, in key order.
 pub fn of_kind(configs: &ConfigSet, kind: ConfigKind) -> impl Iterator<Item = &Arc<Config>> {
@@ -53,18 +57,6 @@ pub struct EndpointIndex {
     pub by_service_port: BTreeMap<(String, u32), Arc<Vec<Endpoint>>>,
     /// Address → `(hostname, service port, endpoint port)`.
     pub by_address: AddressIndex,
-}
-
-/// VirtualServices by the gateway (`namespace/name`, or `mesh`) they bind, and by the
-/// resolved hosts they route, in key order; and every `sourceLabels` of their HTTP matches.
-#[derive(Debug, Default)]
-pub struct VirtualServiceIndex {
-    pub by_gateway: BTreeMap<String, Vec<Arc<Config>>>,
-    pub by_host: BTreeMap<String, Vec<Arc<Config>>>,
-    /// The distinct non-empty `sourceLabels` of HTTP match blocks (those that name no
-    /// gateways: istiod ignores the labels of the others): which of them a proxy's labels
-    /// include decides which match blocks apply to it, so it is part of its scope key.
-    pub source_selectors: BTreeSet<Labels>,
 }
 
 /// DestinationRules by the resolved host they apply to, in key order.
@@ -140,7 +132,7 @@ impl PushContext {
             prev.endpoints.clone()
         };
         let virtual_services = if kinds.contains(&ConfigKind::VirtualService) {
-            Arc::new(index_virtual_services(configs))
+            Arc::new(index_virtual_services(configs, &mesh.default_export_to))
         } else {
             prev.virtual_services.clone()
         };
@@ -181,7 +173,7 @@ impl PushContext {
             version,
             endpoints: Arc::new(index_endpoints(configs, &services)),
             services,
-            virtual_services: Arc::new(index_virtual_services(configs)),
+            virtual_services: Arc::new(index_virtual_services(configs, &mesh.default_export_to)),
             destination_rules: Arc::new(index_destination_rules(configs)),
             gateways: Arc::new(index_gateways(configs)),
             sidecars: Arc::new(index_sidecars(configs)),
@@ -266,52 +258,6 @@ impl PushContext {
             })
     }
 
-    /// VirtualServices bound to a gateway named `namespace/name`.
-    pub fn virtual_services_for_gateway(
-        &self,
-        gateway: &str,
-    ) -> impl Iterator<Item = (&Config, &VirtualService)> {
-        self.virtual_services
-            .by_gateway
-            .get(gateway)
-            .into_iter()
-            .flatten()
-            .filter_map(|c| match &c.spec {
-                Spec::VirtualService(vs) => Some((c.as_ref(), vs)),
-                _ => None,
-            })
-    }
-
-    /// The VirtualServices a gateway proxy in `proxy_namespace` serves for the gateway named
-    /// `namespace/name`, in istiod's order (`VirtualServicesForGateway`): those exported to
-    /// their own namespace only when it is the proxy's, then those of other namespaces
-    /// exported to the proxy's, then those exported everywhere; each group in istiod's
-    /// creation-time order, which axon has no timestamps for (files have none): it uses
-    /// istiod's tie-break, name then namespace. `exportTo` is read against the namespace of
-    /// the gateway's Envoy, not the Gateway resource's, as istiod.
-    pub fn virtual_services_for_gateway_proxy(
-        &self,
-        gateway: &str,
-        proxy_namespace: &str,
-    ) -> Vec<(&Config, &VirtualService)> {
-        let mut out: Vec<(u8, &Config, &VirtualService)> = self
-            .virtual_services_for_gateway(gateway)
-            .filter_map(|(c, vs)| {
-                let group = match self.export_to(&vs.export_to, c.namespace()) {
-                    ExportTo::All => 2,
-                    e if !e.visible_from(proxy_namespace) => return None,
-                    _ if c.namespace() == proxy_namespace => 0,
-                    _ => 1,
-                };
-                Some((group, c, vs))
-            })
-            .collect();
-        out.sort_by(|(ga, a, _), (gb, b, _)| {
-            (ga, a.name(), a.namespace()).cmp(&(gb, b.name(), b.namespace()))
-        });
-        out.into_iter().map(|(_, c, vs)| (c, vs)).collect()
-    }
-
     pub fn gateways(&self) -> impl Iterator<Item = (&Config, &Gateway)> {
         self.gateways.all.iter().filter_map(|c| match &c.spec {
             Spec::Gateway(gw) => Some((c.as_ref(), gw)),
@@ -348,57 +294,6 @@ fn index_services(configs: &ConfigSet, mesh: &MeshConfig) -> ServiceIndex {
 
 /// `(hostname, port)`: what the endpoint index is keyed by.
 pub type ServicePort = (String, u32);
-
-fn index_virtual_services(configs: &ConfigSet) -> VirtualServiceIndex {
-    let mut by_gateway: BTreeMap<String, Vec<Arc<Config>>> = BTreeMap::new();
-    let mut by_host: BTreeMap<String, Vec<Arc<Config>>> = BTreeMap::new();
-    let mut source_selectors = BTreeSet::new();
-    for config in of_kind(configs, ConfigKind::VirtualService) {
-        let Spec::VirtualService(vs) = &config.spec else {
-            continue;
-        };
-        source_selectors.extend(
-            vs.http
-                .iter()
-                .flat_map(|http| &http.matches)
-                .filter(|m| m.gateways.is_empty() && !m.source_labels.is_empty())
-                .map(|m| m.source_labels.clone()),
-        );
-        let hosts: BTreeSet<String> = vs
-            .hosts
-            .iter()
-            .map(|h| host::resolve(h, config.namespace()))
-            .collect();
-        for h in hosts {
-            by_host.entry(h).or_default().push(config.clone());
-        }
-        let gateways: BTreeSet<String> = if vs.gateways.is_empty() {
-            BTreeSet::from(["mesh".to_string()])
-        } else {
-            vs.gateways
-                .iter()
-                .map(|g| gateway_ref(g, config.namespace()))
-                .collect()
-        };
-        for gateway in gateways {
-            by_gateway.entry(gateway).or_default().push(config.clone());
-        }
-    }
-    VirtualServiceIndex {
-        by_gateway,
-        by_host,
-        source_selectors,
-    }
-}
-
-/// A VirtualService's gateway reference as `namespace/name` (or `mesh`).
-pub fn gateway_ref(reference: &str, namespace: &str) -> String {
-    if reference == "mesh" || reference.contains('/') {
-        reference.to_string()
-    } else {
-        format!("{namespace}/{reference}")
-    }
-}
 
 fn index_destination_rules(configs: &ConfigSet) -> DestinationRuleIndex {
     let mut by_host: BTreeMap<String, Vec<Arc<Config>>> = BTreeMap::new();

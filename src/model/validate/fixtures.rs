@@ -27,6 +27,7 @@ pub(super) fn check_named(kind: &str, name: &str, spec: &str) -> Result<(), Vec<
     validate(&Config {
         key: ConfigKey::new(spec.kind(), "default", name),
         labels: Labels::new(),
+        created: None,
         spec,
         not_applied: Vec::new(),
     })

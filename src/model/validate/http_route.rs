@@ -11,7 +11,7 @@ use regex::Regex;
 use super::destination::{gateway_name, route_destinations};
 use super::fields::{Errors, PORT_RANGE, first_line, port_in_range, re, re2_compat};
 use super::names::{dns1123_label, labels};
-use crate::model::istio::{Destination, HttpMatchRequest, HttpRoute, StringMatch};
+use crate::model::istio::{Destination, HttpMatchRequest, HttpRoute, StringMatch, routing_claim};
 
 pub(super) fn http_route(errs: &mut Errors, path: &str, route: &HttpRoute, bound_to_gateway: bool) {
     for (j, m) in route.matches.iter().enumerate() {
@@ -79,10 +79,8 @@ fn http_match(errs: &mut Errors, path: &str, m: &HttpMatchRequest, bound_to_gate
 fn header_name(errs: &mut Errors, path: &str, name: &str, bound_to_gateway: bool) {
     if name.is_empty() {
         errs.add(path, "header name cannot be empty");
-    } else if let Some(claim) = name.strip_prefix(JWT_CLAIM_PREFIX) {
-        if claim.is_empty() {
-            errs.add(path, "JWT claim name cannot be empty");
-        }
+    } else if routing_claim(name).is_some() {
+        // istiod's `ValidateHTTPHeaderNameOrJwtClaimRoute`: `.a.b` or `[a][b]` after the prefix.
         if !bound_to_gateway {
             errs.add(
                 path,
@@ -97,7 +95,6 @@ fn header_name(errs: &mut Errors, path: &str, name: &str, bound_to_gateway: bool
     }
 }
 
-const JWT_CLAIM_PREFIX: &str = "@request.auth.claims.";
 const PSEUDO_HEADERS: [&str; 5] = [":method", ":scheme", ":authority", ":path", ":status"];
 static HEADER_NAME: LazyLock<Regex> = LazyLock::new(|| re(r"^[!#$%&'*+\-.^_`|~A-Za-z0-9]+$"));
 
@@ -205,6 +202,23 @@ mod tests {
             "VirtualService",
             &vs("{headers: {'@request.auth.claims.group': {exact: admin}}}"),
             "JWT claim based routing is only supported for virtual services bound to gateways",
+        );
+        // On a gateway, both of istiod's claim forms; a prefix with no claim is no header.
+        let on_gateway = |m: &str| {
+            format!(
+                "hosts: [reviews]\ngateways: [gw]\nhttp: [{{match: [{m}], route: [{{destination: {{host: reviews}}}}]}}]"
+            )
+        };
+        valid(
+            "VirtualService",
+            &on_gateway(
+                "{headers: {'@request.auth.claims.group': {exact: a}, '@request.auth.claims[x][y]': {}}}",
+            ),
+        );
+        invalid(
+            "VirtualService",
+            &on_gateway("{headers: {'@request.auth.claims.': {exact: a}}}"),
+            "is not a valid header name",
         );
     }
 

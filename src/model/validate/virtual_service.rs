@@ -8,7 +8,7 @@ use super::fields::{Errors, PORT_RANGE, nullable, port_in_range, typed};
 use super::http_route::http_route;
 use super::names::{export_to, ip_or_cidr, is_ip, labels, wildcard_domain};
 use crate::model::host;
-use crate::model::istio::{Destination, Labels, VirtualService};
+use crate::model::istio::{Destination, HttpRoute, Labels, VirtualService};
 
 /// A TCP or TLS route (`spec.tcp[]`, `spec.tls[]`).
 #[derive(Deserialize)]
@@ -123,7 +123,9 @@ pub(super) fn virtual_service(errs: &mut Errors, vs: &VirtualService, namespace:
         );
     }
     for (i, route) in vs.http.iter().enumerate() {
-        http_route(errs, &format!("spec.http[{i}]"), route, bound_to_gateway);
+        let path = format!("spec.http[{i}]");
+        http_route(errs, &path, route, bound_to_gateway);
+        delegation(errs, &path, route, vs.hosts.is_empty());
     }
     for (i, route) in tls.iter().enumerate() {
         if let Some(route) = route {
@@ -268,6 +270,33 @@ fn gateway_sni_domain(domain: &str) -> Result<(), String> {
     wildcard_domain(domain)
 }
 
+/// istiod's `validateHTTPRouteConflict` for delegation: a root route (one that delegates)
+/// routes nowhere itself, and a delegate's routes delegate no further (one level only).
+fn delegation(errs: &mut Errors, path: &str, route: &HttpRoute, in_delegate: bool) {
+    if route.delegate.is_none() {
+        return;
+    }
+    if in_delegate {
+        errs.add(
+            format!("{path}.delegate"),
+            "delegate HTTP route cannot contain delegate",
+        );
+        return;
+    }
+    if route.redirect.is_some() {
+        errs.add(
+            path,
+            format!("root HTTP route {} must not specify redirect", route.name),
+        );
+    }
+    if !route.route.is_empty() {
+        errs.add(
+            path,
+            format!("root HTTP route {} must not specify route", route.name),
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::model::validate::fixtures::{invalid, valid};
@@ -283,6 +312,25 @@ mod tests {
         );
         // A delegate: no hosts, only HTTP routes, no gateways.
         valid("VirtualService", ROUTE);
+        valid(
+            "VirtualService",
+            "hosts: [reviews]\nhttp: [{match: [{uri: {prefix: /r}}], delegate: {name: child, namespace: ns}}]",
+        );
+        invalid(
+            "VirtualService",
+            "http: [{delegate: {name: grandchild}}]",
+            "spec.http[0].delegate: delegate HTTP route cannot contain delegate",
+        );
+        invalid(
+            "VirtualService",
+            "hosts: [reviews]\nhttp: [{name: r, delegate: {name: child}, route: [{destination: {host: reviews}}]}]",
+            "spec.http[0]: root HTTP route r must not specify route",
+        );
+        invalid(
+            "VirtualService",
+            "hosts: [reviews]\nhttp: [{name: r, delegate: {name: child}, redirect: {uri: /x}}]",
+            "spec.http[0]: root HTTP route r must not specify redirect",
+        );
         invalid(
             "VirtualService",
             &format!("gateways: [bookinfo-gateway]\n{ROUTE}"),

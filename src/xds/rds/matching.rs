@@ -1,7 +1,8 @@
 //! An `HTTPMatchRequest` as an Envoy `RouteMatch`, as istiod's `TranslateRouteMatch` makes it:
 //! the path (case-insensitive with `ignoreUriCase`), the header matchers (`headers`, then
 //! `withoutHeaders` inverted, sorted by name), the `:method`, `:authority` and `:scheme`
-//! pseudo-header matchers, and the query parameter matchers. Which match blocks apply to a
+//! pseudo-header matchers, the query parameter matchers, and JWT claim headers as dynamic
+//! metadata matchers ([`claims`]). Which match blocks apply to a
 //! proxy at all is [`super::route`]'s business.
 
 use std::collections::BTreeMap;
@@ -15,7 +16,9 @@ use envoy_types::pb::envoy::r#type::matcher::v3::{
 };
 use envoy_types::pb::google::protobuf::BoolValue;
 
-use crate::model::istio::{HttpMatchRequest, StringMatch};
+use crate::model::istio::{HttpMatchRequest, StringMatch, routing_claim};
+
+mod claims;
 
 pub(super) fn route_match(m: Option<&HttpMatchRequest>) -> RouteMatch {
     let mut out = RouteMatch {
@@ -23,7 +26,23 @@ pub(super) fn route_match(m: Option<&HttpMatchRequest>) -> RouteMatch {
         ..Default::default()
     };
     let Some(m) = m else { return out };
-    out.headers = header_matchers(&m.headers, &m.without_headers);
+    let is_claim = |name: &String| routing_claim(name).is_some();
+    let (claims, headers): (BTreeMap<_, _>, BTreeMap<_, _>) =
+        m.headers.iter().partition(|(name, _)| is_claim(name));
+    let (without_claims, without): (BTreeMap<_, _>, BTreeMap<_, _>) = m
+        .without_headers
+        .iter()
+        .partition(|(name, _)| is_claim(name));
+    out.headers = header_matchers(&headers, &without);
+    out.dynamic_metadata = claims
+        .iter()
+        .filter_map(|(name, sm)| claims::claim_matcher(name, sm, false))
+        .chain(
+            without_claims
+                .iter()
+                .filter_map(|(name, sm)| claims::claim_matcher(name, sm, true)),
+        )
+        .collect();
     if let Some(uri) = &m.uri {
         out.path_specifier = Some(if let Some(exact) = &uri.exact {
             PathSpecifier::Path(exact.clone())
@@ -68,8 +87,8 @@ pub(super) fn route_match(m: Option<&HttpMatchRequest>) -> RouteMatch {
 /// both, the `headers` one first). An inverted matcher that is not a presence match treats a
 /// missing header as empty, so that a request without the header is not excluded.
 fn header_matchers(
-    headers: &BTreeMap<String, StringMatch>,
-    without: &BTreeMap<String, StringMatch>,
+    headers: &BTreeMap<&String, &StringMatch>,
+    without: &BTreeMap<&String, &StringMatch>,
 ) -> Vec<HeaderMatcher> {
     let mut out: Vec<HeaderMatcher> = headers
         .iter()

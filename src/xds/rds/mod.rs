@@ -103,19 +103,29 @@ fn sidecar_virtual_hosts(
         domains: vec!["*".to_string()],
         routes: vec![Route {
             r#match: Some(route_match(None)),
-            action: Some(Action::Route(RouteAction {
-                cluster_specifier: Some(ClusterSpecifier::Cluster(PASSTHROUGH.to_string())),
-                timeout: Some(Duration {
-                    seconds: 0,
-                    nanos: 0,
-                }),
-                ..Default::default()
-            })),
+            action: Some(Action::Route(passthrough_action())),
             ..Default::default()
         }],
         ..Default::default()
     });
     vhosts
+}
+
+/// istiod's `allow_any` action: the original destination, no timeout, `max_grpc_timeout` 0.
+#[allow(deprecated)]
+fn passthrough_action() -> RouteAction {
+    RouteAction {
+        cluster_specifier: Some(ClusterSpecifier::Cluster(PASSTHROUGH.to_string())),
+        timeout: Some(Duration {
+            seconds: 0,
+            nanos: 0,
+        }),
+        max_grpc_timeout: Some(Duration {
+            seconds: 0,
+            nanos: 0,
+        }),
+        ..Default::default()
+    }
 }
 
 pub(super) fn sidecar_virtual_host(
@@ -126,10 +136,12 @@ pub(super) fn sidecar_virtual_host(
     service_port: u32,
     listener_port: u32,
 ) -> VirtualHost {
+    // The first VirtualService with routes here (istiod skips one without, and a later one
+    // for the same host builds the virtual host).
     let mut routes: Vec<Route> = egress
         .virtual_services_for(&service.hostname)
-        .take(1)
-        .flat_map(|(config, vs)| {
+        .into_iter()
+        .map(|(config, vs)| {
             let target = RouteTarget {
                 proxy,
                 gateway: "mesh",
@@ -137,25 +149,34 @@ pub(super) fn sidecar_virtual_host(
             };
             translate_routes(ctx, config, vs, target)
         })
-        .collect();
+        .find(|routes| !routes.is_empty())
+        .unwrap_or_default();
     if routes.is_empty() {
+        // istiod's `BuildDefaultHTTPOutboundRoute`: no timeout (a gRPC request's
+        // `grpc-timeout` honoured, unbounded: `max_grpc_timeout` 0, for proxyless clients
+        // too), the default retries.
+        #[allow(deprecated)]
+        let action = RouteAction {
+            cluster_specifier: Some(ClusterSpecifier::Cluster(outbound_cluster_name(
+                service_port,
+                "",
+                &service.hostname,
+            ))),
+            timeout: Some(Duration {
+                seconds: 0,
+                nanos: 0,
+            }),
+            max_grpc_timeout: Some(Duration {
+                seconds: 0,
+                nanos: 0,
+            }),
+            retry_policy: action::retry_policy(None),
+            ..Default::default()
+        };
         routes.push(Route {
             name: "default".to_string(),
             r#match: Some(route_match(None)),
-            // istiod's `BuildDefaultHTTPOutboundRoute`: no timeout, the default retries.
-            action: Some(Action::Route(RouteAction {
-                cluster_specifier: Some(ClusterSpecifier::Cluster(outbound_cluster_name(
-                    service_port,
-                    "",
-                    &service.hostname,
-                ))),
-                timeout: Some(Duration {
-                    seconds: 0,
-                    nanos: 0,
-                }),
-                retry_policy: action::retry_policy(None),
-                ..Default::default()
-            })),
+            action: Some(Action::Route(action)),
             ..Default::default()
         });
     }

@@ -8,7 +8,9 @@
 //! is a catch-all ([`is_catch_all`]). On a gateway, the routes of several VirtualServices
 //! share a virtual host, their catch-alls moved last ([`sort_vhost_routes`]).
 
-use envoy_types::pb::envoy::config::route::v3::{Route, route_match::PathSpecifier};
+use envoy_types::pb::envoy::config::route::v3::{
+    Route, route::Action, route_action::MaxStreamDuration, route_match::PathSpecifier,
+};
 
 use super::action;
 use super::matching::route_match;
@@ -28,6 +30,35 @@ pub(super) struct RouteTarget<'a> {
 
 /// The Envoy routes of one VirtualService at `target`.
 pub(super) fn translate_routes(
+    ctx: &PushContext,
+    config: &Config,
+    vs: &VirtualService,
+    target: RouteTarget,
+) -> Vec<Route> {
+    let mut out = translate_all(ctx, config, vs, target);
+    if target.proxy.generator.as_deref() == Some("grpc") {
+        out.iter_mut().for_each(proxyless_timeout);
+    }
+    out
+}
+
+/// istiod's `setTimeout` for proxyless gRPC clients: the route's timeout bounds the stream
+/// as `max_stream_duration` (gRPC's xDS client reads no `max_grpc_timeout`).
+fn proxyless_timeout(route: &mut Route) {
+    let Some(Action::Route(action)) = &mut route.action else {
+        return;
+    };
+    action.max_stream_duration = Some(MaxStreamDuration {
+        max_stream_duration: action.timeout,
+        ..Default::default()
+    });
+    #[allow(deprecated)]
+    {
+        action.max_grpc_timeout = None;
+    }
+}
+
+fn translate_all(
     ctx: &PushContext,
     config: &Config,
     vs: &VirtualService,

@@ -385,9 +385,12 @@ spec:
     );
 }
 
+mod delegate;
 mod gateway_hosts;
+mod mesh_order;
 mod sidecar;
 mod source_match;
+mod timeouts;
 
 #[test]
 fn connection_managers_allow_websockets_and_gateways_use_the_remote_address() {

@@ -53,7 +53,7 @@ use super::{Applied, Field, Kind, Message};
 pub static VIRTUAL_SERVICE: Message = Message {
     name: "VirtualService",
     fields: &[
-        // A list. Applied: `push_context::index_virtual_services` (by host),
+        // A list. Applied: `push_context::virtual_services` (by host),
         // `EgressScope::virtual_services_for` (sidecar routes), `rds::gateway_virtual_hosts` (a
         // virtual host per host).
         Field {
@@ -61,7 +61,7 @@ pub static VIRTUAL_SERVICE: Message = Message {
             kind: Kind::Scalar,
             applied: Applied::Yes,
         },
-        // A list. Applied: `push_context::index_virtual_services` (by gateway, `mesh` when empty),
+        // A list. Applied: `push_context::virtual_services` (by gateway, `mesh` when empty),
         // read by `sidecar_scope::sidecar_scope` and `rds::gateway_virtual_hosts`.
         Field {
             name: "gateways",
@@ -121,7 +121,8 @@ pub static DESTINATION: Message = Message {
 };
 
 // `redirect`, `directResponse`, `rewrite`, `timeout`, `retries`, `headers`, `fault`, the
-// mirrors and `corsPolicy` applied: `rds::action::translate` (istiod's `TranslateRoute`).
+// mirrors and `corsPolicy` applied: `rds::action::translate` (istiod's `TranslateRoute`);
+// `delegate`: `push_context::delegate` (istiod's `MergeHTTPRoutes`).
 pub static HTTP_ROUTE: Message = Message {
     name: "HTTPRoute",
     fields: &[
@@ -156,7 +157,7 @@ pub static HTTP_ROUTE: Message = Message {
         Field {
             name: "delegate",
             kind: Kind::Message(&DELEGATE),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "rewrite",
@@ -225,12 +226,12 @@ pub static DELEGATE: Message = Message {
         Field {
             name: "name",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "namespace",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };

@@ -40,6 +40,7 @@ impl ServiceObjectIndex {
                 format!("{NAME_PREFIX}{}", key.name),
             ),
             labels: Labels::from([(SOURCE_LABEL.to_string(), KUBERNETES_SOURCE.to_string())]),
+            created: None,
             spec: Spec::ServiceEntry(se),
             not_applied: Vec::new(),
         })

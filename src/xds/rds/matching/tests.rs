@@ -203,3 +203,45 @@ fn a_header_in_headers_and_without_headers_keeps_that_order() {
         .collect();
     assert_eq!(names, [("x", false), ("x", true)]);
 }
+
+#[test]
+fn jwt_claim_headers_are_metadata_matchers_on_the_jwt_payload() {
+    use envoy_types::pb::envoy::r#type::matcher::v3::{
+        metadata_matcher::path_segment::Segment, value_matcher::MatchPattern as Value,
+    };
+    let m = translate(
+        "{headers: {'@request.auth.claims.group.id': {exact: admin}, x-a: {exact: b}}, withoutHeaders: {'@request.auth.claims[iss]': {}}}",
+    );
+    // The ordinary header stays a header matcher.
+    assert_eq!(m.headers.len(), 1);
+    assert_eq!(m.headers[0].name, "x-a");
+    assert_eq!(m.dynamic_metadata.len(), 2);
+    let keys = |i: usize| -> Vec<String> {
+        m.dynamic_metadata[i]
+            .path
+            .iter()
+            .filter_map(|p| p.segment.as_ref().map(|Segment::Key(k)| k.clone()))
+            .collect()
+    };
+    let group = &m.dynamic_metadata[0];
+    assert_eq!(group.filter, "envoy.filters.http.jwt_authn");
+    assert_eq!(keys(0), ["payload", "group", "id"]);
+    assert!(!group.invert);
+    // A string claim, or a list holding one (istiod's extended JWT form).
+    let Some(Value::OrMatch(or)) = group.value.as_ref().and_then(|v| v.match_pattern.clone())
+    else {
+        panic!("{group:?}")
+    };
+    assert_eq!(or.value_matchers.len(), 2);
+    assert!(matches!(
+        &or.value_matchers[1].match_pattern,
+        Some(Value::StringMatch(s)) if *s == exact("admin")
+    ));
+    let iss = &m.dynamic_metadata[1];
+    assert_eq!(keys(1), ["payload", "iss"]);
+    assert!(iss.invert);
+    assert_eq!(
+        iss.value.as_ref().and_then(|v| v.match_pattern.clone()),
+        Some(Value::PresentMatch(true))
+    );
+}
