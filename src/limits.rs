@@ -112,8 +112,8 @@ pub struct Limits {
     /// streams. 0: a quarter of `max_request_buffer_bytes`.
     pub max_pending_request_buffer_bytes: usize,
     /// Streams open and waiting for their first request, over every connection; past it
-    /// the oldest of them is closed (RESOURCE_EXHAUSTED) to make room, if it has waited
-    /// `pending_stream_grace`; else the new stream is refused (RESOURCE_EXHAUSTED).
+    /// the connection holding the most of them (two or more) is closed, else the oldest that
+    /// has waited `pending_stream_grace` (RESOURCE_EXHAUSTED); nothing is refused.
     pub max_pending_streams: usize,
     /// How long a stream waiting for its first request is safe from being closed to make
     /// room: a client that reopens what is closed recycles each place at most this often.

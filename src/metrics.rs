@@ -45,8 +45,8 @@ pub struct Metrics {
     pub write_timeout: prometheus::IntCounter,
     /// `axon_rejected_streams{reason}`: new streams refused or closed before admission, by
     /// the limit's key: `max_requests_per_second`, `max_streams`, `first_request_timeout`
-    /// (no first request in time), `max_pending_streams` (closed, the oldest waiting for its
-    /// first request, to make room for a newer one, or the newer one refused).
+    /// (no first request in time), `max_pending_streams` (closed to make room for newer
+    /// ones: a connection's waiting streams, or the oldest waiting stream).
     pub rejected_streams: IntCounterVec,
     /// `axon_request_errors{reason}`: streams ended for a request they sent: `malformed`,
     /// `max_message_size`, `message_timeout` (not whole in time, waiting for room in a

@@ -3,9 +3,9 @@
 //! cut at `message_timeout` (read from `axon_request_buffer_bytes` and
 //! `axon_pending_request_buffer_bytes`); hostile partial messages of streams not yet
 //! admitted leave room for an admitted proxy's large request; one connection holds at most
-//! `max_connection_request_buffer_bytes`; past `max_pending_streams` a new stream is
-//! refused while every waiting one is within `pending_stream_grace`, and after it the oldest
-//! silent stream is closed, so a real proxy still gets in.
+//! `max_connection_request_buffer_bytes`; past `max_pending_streams` the connection holding
+//! the most silent streams is closed, or (one each) the oldest silent stream past
+//! `pending_stream_grace`, so a real proxy still gets in.
 
 #[path = "support/ads_client.rs"]
 mod ads_client;
@@ -230,13 +230,11 @@ fn one_connection_holds_at_most_its_share() {
 }
 
 #[test]
-fn past_max_pending_streams_the_oldest_silent_stream_is_closed() {
-    let (_d, _l, axon) = start(
-        "max_pending_streams = 5\npending_stream_grace = \"500ms\"\nfirst_request_timeout = \"30s\"\n",
-    );
+fn past_max_pending_streams_the_connection_holding_the_most_is_closed() {
+    let (_d, _l, axon) = start("max_pending_streams = 5\nfirst_request_timeout = \"30s\"\n");
     runtime().block_on(async {
+        // Five streams that never send a request, on one connection.
         let mut send = h2_connect(axon.xds_addr()).await;
-        // Five streams that never send a request, on one connection (in order).
         let mut silent = Vec::new();
         for _ in 0..5 {
             silent.push(open(&mut send).await);
@@ -245,15 +243,8 @@ fn past_max_pending_streams_the_oldest_silent_stream_is_closed() {
             reaches(&axon, "axon_pending_streams", 5.0, Duration::from_secs(10)).await,
             "5 streams wait"
         );
-        // Three more at once: every waiting stream is younger than the grace, they are refused.
-        for _ in 0..3 {
-            let (_body, response) = open(&mut send).await;
-            let (code, message) = grpc_status(response, Duration::from_secs(10)).await;
-            assert_eq!(code, "8", "RESOURCE_EXHAUSTED: {message}");
-            assert!(message.contains("pending_stream_grace"), "{message}");
-        }
-        // Past the grace, a real proxy gets in: its stream closes the oldest silent one.
-        tokio::time::sleep(Duration::from_millis(600)).await;
+        // A real proxy's stream, past the bound: the silent connection is closed (GOAWAY,
+        // its streams ended with UNAVAILABLE), the proxy is served.
         let mut proxy = h2_connect(axon.xds_addr()).await;
         let (mut body, response) = open(&mut proxy).await;
         body.send_data(cds_request("gw-real"), false).unwrap();
@@ -263,21 +254,80 @@ fn past_max_pending_streams_the_oldest_silent_stream_is_closed() {
             responses.next_of(CDS, Duration::from_secs(10)).await.is_some(),
             "the real proxy got no CDS answer"
         );
-        let (_body, oldest) = silent.remove(0);
-        let (code, message) = grpc_status(oldest, Duration::from_secs(10)).await;
-        assert_eq!(code, "8", "RESOURCE_EXHAUSTED: {message}");
-        assert!(message.contains("max_pending_streams"), "{message}");
+        for (_body, response) in silent {
+            let (code, message) = grpc_status(response, Duration::from_secs(10)).await;
+            assert_eq!(code, "14", "UNAVAILABLE: {message}");
+        }
         assert!(
-            wait_until(Duration::from_secs(5), || metric(&axon, "axon_pending_streams") == 4.0),
-            "4 silent streams still wait: {}",
-            metric(&axon, "axon_pending_streams")
+            reaches(&axon, "axon_rejected_streams{reason=\"max_pending_streams\"}", 5.0, Duration::from_secs(5)).await,
+            "the closed connection's 5 streams are counted"
         );
+        eprintln!("[buffers] max_pending_streams = 5: the connection holding 5 silent streams closed for a real proxy");
+    });
+}
+
+#[test]
+fn past_max_pending_streams_with_one_stream_per_connection_the_oldest_is_closed() {
+    let (_d, _l, axon) = start(
+        "max_pending_streams = 3\npending_stream_grace = \"300ms\"\nfirst_request_timeout = \"30s\"\n",
+    );
+    runtime().block_on(async {
+        // Three connections, one silent stream each.
+        let mut conns = Vec::new();
+        let mut silent = Vec::new();
+        for _ in 0..3 {
+            let mut send = h2_connect(axon.xds_addr()).await;
+            silent.push(open(&mut send).await);
+            conns.push(send);
+        }
+        assert!(reaches(&axon, "axon_pending_streams", 3.0, Duration::from_secs(10)).await);
+        // Past the grace (the bound is defined by it), a real proxy's stream closes the oldest.
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let mut proxy = h2_connect(axon.xds_addr()).await;
+        let (mut body, response) = open(&mut proxy).await;
+        body.send_data(cds_request("gw-real"), false).unwrap();
+        let response = response.await.expect("response headers");
+        let mut responses = Responses::new(response.into_body());
+        assert!(
+            responses
+                .next_of(CDS, Duration::from_secs(10))
+                .await
+                .is_some(),
+            "the real proxy got no CDS answer"
+        );
+        // One of the three (the oldest: connections race to be first) is closed.
+        assert!(
+            reaches(
+                &axon,
+                "axon_rejected_streams{reason=\"max_pending_streams\"}",
+                1.0,
+                Duration::from_secs(5)
+            )
+            .await,
+            "no silent stream closed"
+        );
+        let ends = silent.into_iter().map(|(body, response)| async move {
+            let ended = tokio::time::timeout(Duration::from_secs(2), async {
+                let response = response.await.expect("response headers");
+                let mut data = response.into_body();
+                while let Some(Ok(_)) = data.data().await {}
+                let trailers = data.trailers().await.ok().flatten().unwrap_or_default();
+                trailers
+                    .get("grpc-status")
+                    .map(|v| v.to_str().unwrap().to_string())
+            })
+            .await
+            .ok()
+            .flatten();
+            (body, ended)
+        });
+        let ends = futures::future::join_all(ends).await;
+        let closed: Vec<_> = ends.iter().filter_map(|(_, code)| code.clone()).collect();
+        assert_eq!(closed, ["8"], "one closed, RESOURCE_EXHAUSTED");
         assert_eq!(
-            metric(&axon, "axon_rejected_streams{reason=\"max_pending_streams\"}"),
-            4.0,
-            "3 refused, 1 closed"
+            metric(&axon, "axon_pending_streams"),
+            2.0,
+            "2 silent streams still wait"
         );
-        eprintln!("[buffers] max_pending_streams = 5: 3 refused within the grace, then the oldest closed for a real proxy");
-        drop(silent);
     });
 }

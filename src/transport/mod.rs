@@ -90,8 +90,9 @@ pub struct AdsLimits {
     /// The bytes of partial requests buffered over the streams not yet admitted (the rest of
     /// `max_request_buffer_bytes` is kept for admitted streams).
     pub max_pending_request_buffer_bytes: usize,
-    /// Streams waiting for their first request, over every connection; past it the oldest
-    /// is closed, if it has waited `pending_stream_grace`, else the new one is refused.
+    /// Streams waiting for their first request, over every connection; past it the
+    /// connection holding the most is closed, or the oldest stream past
+    /// `pending_stream_grace` ([`pending`]).
     pub max_pending_streams: usize,
     pub pending_stream_grace: Duration,
     /// xDS connections open at once, over both ports; a connection past it is closed as soon
@@ -99,9 +100,15 @@ pub struct AdsLimits {
     pub max_connections: usize,
 }
 
-/// Put in each request's extensions: the budget of its connection's partial requests.
+/// Put in each request's extensions: its connection's budget of partial requests
+/// (`max_connection_request_buffer_bytes`), and what closes the connection (when it holds
+/// the most streams waiting for a first request past `max_pending_streams`).
 #[derive(Clone)]
-pub struct ConnectionBuffer(buffers::Budget);
+pub struct ConnectionHandle {
+    id: u64,
+    buffer: buffers::Budget,
+    pub close: Arc<tokio::sync::Notify>,
+}
 
 /// The ADS service, as tonic's server routes it.
 #[derive(Clone)]
@@ -176,15 +183,10 @@ impl AdsService {
         StreamSlot::take(&self.inner.connections, self.inner.limits.max_connections)
     }
 
-    /// The budget of a newly accepted connection's partial requests
-    /// (`max_connection_request_buffer_bytes`); the server puts it in each of the
-    /// connection's requests.
-    pub fn connection_buffer(&self) -> ConnectionBuffer {
-        ConnectionBuffer(buffers::Budget::new(
-            "max_connection_request_buffer_bytes",
-            self.inner.limits.max_connection_request_buffer_bytes,
-            None,
-        ))
+    /// What the transport keeps of a newly accepted connection; the server puts it in each
+    /// of the connection's requests, and closes the connection when told.
+    pub fn connection_handle(&self) -> ConnectionHandle {
+        self.inner.connection_handle()
     }
 
     /// `max_connections`.
@@ -228,6 +230,18 @@ impl tower_service::Service<http::Request<Body>> for AdsService {
 }
 
 impl Inner {
+    fn connection_handle(&self) -> ConnectionHandle {
+        ConnectionHandle {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            buffer: buffers::Budget::new(
+                "max_connection_request_buffer_bytes",
+                self.limits.max_connection_request_buffer_bytes,
+                None,
+            ),
+            close: Default::default(),
+        }
+    }
+
     async fn serve(self: &Arc<Self>, request: http::Request<Body>) -> http::Response<Body> {
         let delta = match request.uri().path() {
             SOTW_PATH => false,
@@ -248,28 +262,17 @@ impl Inner {
             .get::<server::Authn>()
             .cloned()
             .map(|authn| server::Authn { token, ..authn });
-        let connection = match request.extensions().get::<ConnectionBuffer>() {
-            Some(ConnectionBuffer(budget)) => budget.share(),
-            None => buffers::Budget::new(
-                "max_connection_request_buffer_bytes",
-                self.limits.max_connection_request_buffer_bytes,
-                None,
-            )
-            .share(),
+        let handle = match request.extensions().get::<ConnectionHandle>() {
+            Some(handle) => handle.clone(),
+            None => self.connection_handle(),
         };
-        let Ok((place, evicted, made_room)) = self.pending.enter() else {
-            self.reject("max_pending_streams", 1);
-            return Status::resource_exhausted(format!(
-                "{} streams wait for their first request, none for {:?} yet \
-                 (max_pending_streams, pending_stream_grace); retry later",
-                self.pending.max(),
-                self.pending.grace()
-            ))
-            .into_http();
-        };
-        if made_room > 0 {
-            self.reject("max_pending_streams", made_room as u64);
+        let (place, evicted, made_room) = self.pending.enter(handle.id, &handle.close);
+        match made_room {
+            pending::MadeRoom::Nothing => {}
+            pending::MadeRoom::Stream => self.reject("max_pending_streams", 1),
+            pending::MadeRoom::Connection(n) => self.reject("max_pending_streams", n as u64),
         }
+        let connection = handle.buffer.share();
         let requests = requests::stream(
             request.into_body(),
             requests::Bounds {
@@ -318,8 +321,8 @@ impl Inner {
             first = tokio::time::timeout(wait, requests.next()) => first,
             Ok(()) = evicted => {
                 return responses.close(CloseReason::ResourceExhausted(format!(
-                    "no request yet, and {} newer streams wait for theirs \
-                     (max_pending_streams); the oldest is closed",
+                    "no request yet, and {} streams wait for theirs (max_pending_streams): \
+                     the oldest is closed",
                     self.pending.max()
                 )));
             }

@@ -247,8 +247,8 @@ struct ConnService {
     away: watch::Receiver<bool>,
     open: Arc<watch::Sender<usize>>,
     authn: Option<Authn>,
-    /// The budget of this connection's partial requests.
-    buffer: super::ConnectionBuffer,
+    /// What the transport keeps of this connection.
+    handle: super::ConnectionHandle,
 }
 
 /// One open stream of a connection, for as long as its response body lives.
@@ -303,7 +303,7 @@ impl hyper::service::Service<http::Request<Incoming>> for ConnService {
         request
             .extensions_mut()
             .insert(GoingAway(self.away.clone()));
-        request.extensions_mut().insert(self.buffer.clone());
+        request.extensions_mut().insert(self.handle.clone());
         if let Some(authn) = &self.authn {
             request.extensions_mut().insert(authn.clone());
         }
@@ -345,8 +345,10 @@ async fn connection<IO>(
         .initial_stream_window_size(settings.receive_window)
         .initial_connection_window_size(settings.receive_window);
     let (open, mut open_rx) = watch::channel(0usize);
+    let handle = ads.connection_handle();
+    let close = handle.close.clone();
     let service = ConnService {
-        buffer: ads.connection_buffer(),
+        handle,
         ads,
         away,
         open: Arc::new(open),
@@ -398,6 +400,13 @@ async fn connection<IO>(
             }
             _ = &mut turn, if !closing => {
                 tracing::debug!("closing an xDS connection: draining");
+                closing = true;
+            }
+            _ = close.notified(), if !closing => {
+                tracing::debug!(
+                    "closing an xDS connection: it holds the most streams waiting for a first \
+                     request, past max_pending_streams"
+                );
                 closing = true;
             }
             _ = &mut grace, if closing => {
