@@ -183,7 +183,7 @@ impl Default for Limits {
             max_request_buffer_bytes: 64 << 20,
             max_connection_request_buffer_bytes: 0,
             max_pending_request_buffer_bytes: 0,
-            max_pending_streams: 4096,
+            max_pending_streams: 16_384,
             pending_stream_grace: Duration::from_secs(1),
             idle_connection_timeout: Duration::from_secs(60),
             max_streams_per_connection: 16,
