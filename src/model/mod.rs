@@ -26,6 +26,7 @@ pub mod push_request;
 pub mod service;
 pub mod sidecar_scope;
 pub mod token_review;
+pub mod traffic_policy;
 pub mod validate;
 pub mod visibility;
 pub mod yaml_bounds;

@@ -1,7 +1,10 @@
-//! `DestinationRule`: subsets of a host, by labels.
+//! `DestinationRule`: subsets of a host, by labels, and the traffic policies of the host, of
+//! its ports and of its subsets (typed in [`super::traffic_policy`], merged by
+//! [`crate::model::traffic_policy`]).
 
 use serde::{Deserialize, Serialize};
 
+use super::traffic_policy::PolicyDoc;
 use super::{Labels, WorkloadSelector};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -14,8 +17,7 @@ pub struct DestinationRule {
     #[serde(default)]
     pub export_to: Vec<String>,
     pub workload_selector: Option<WorkloadSelector>,
-    /// Kept as JSON for validation; axon does not translate traffic policies yet.
-    pub traffic_policy: Option<serde_json::Value>,
+    pub traffic_policy: Option<PolicyDoc>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -25,5 +27,5 @@ pub struct Subset {
     pub name: String,
     #[serde(default)]
     pub labels: Labels,
-    pub traffic_policy: Option<serde_json::Value>,
+    pub traffic_policy: Option<PolicyDoc>,
 }
