@@ -2,11 +2,26 @@
 //!
 //! STATIC entries (and NONE entries with a selector) are EDS clusters served over ADS; DNS
 //! entries are STRICT_DNS clusters with their endpoints inline; NONE entries without endpoints
-//! pass through to the original destination, as istiod does.
+//! pass through to the original destination, as istiod does. Each outbound cluster gets the
+//! DestinationRule policy merged for its port and subset (`model::traffic_policy`), applied as
+//! istiod's `applyTrafficPolicy` does: the connection pool (`pool`), outlier detection
+//! (`outlier`), the load balancer (`lb`) and upstream TLS (`tls`).
+
+mod lb;
+mod outlier;
+mod pool;
+#[cfg(test)]
+mod tests;
+mod tls;
+
+pub use tls::is_translated as is_tls_translated;
 
 use envoy_types::pb::envoy::config::cluster::v3::{
     Cluster,
-    cluster::{ClusterDiscoveryType, DiscoveryType, DnsLookupFamily, EdsClusterConfig, LbPolicy},
+    cluster::{
+        ClusterDiscoveryType, CommonLbConfig, DiscoveryType, DnsLookupFamily, EdsClusterConfig,
+        LbPolicy,
+    },
 };
 use envoy_types::pb::envoy::config::core::v3::Http2ProtocolOptions;
 use envoy_types::pb::envoy::config::core::v3::{
@@ -20,11 +35,12 @@ use envoy_types::pb::google::protobuf::Duration;
 
 use super::eds;
 use super::resource::Resource;
-use crate::model::istio::Resolution;
+use crate::model::istio::{DestinationRule, Resolution};
 use crate::model::proxy::{Proxy, ProxyType};
 use crate::model::push_context::PushContext;
 use crate::model::service::{Service, outbound_cluster_name};
 use crate::model::sidecar_scope::SidecarScope;
+use crate::model::traffic_policy::cluster_policy;
 
 /// istiod's default connect timeout.
 const CONNECT_TIMEOUT_SECS: i64 = 10;
@@ -42,15 +58,24 @@ pub fn generate(ctx: &PushContext, proxy: &Proxy, scope: &SidecarScope) -> Vec<R
         if service.hostname.starts_with('*') {
             continue;
         }
-        let subsets: Vec<&str> = ctx
+        let dr = ctx
             .destination_rule_for(&service.hostname, &proxy.namespace)
-            .map(|(_, dr)| dr.subsets.iter().map(|s| s.name.as_str()).collect())
+            .map(|(_, dr)| dr);
+        let subsets: Vec<&str> = dr
+            .map(|dr| dr.subsets.iter().map(|s| s.name.as_str()).collect())
             .unwrap_or_default();
         for port in &service.ports {
             for subset in std::iter::once("").chain(subsets.iter().copied()) {
                 let name = outbound_cluster_name(port.number, subset, &service.hostname);
-                let cluster =
-                    to_cluster(ctx, service, port.number, subset, &name, &proxy.namespace);
+                let cluster = to_cluster(
+                    ctx,
+                    service,
+                    port.number,
+                    subset,
+                    &name,
+                    &proxy.namespace,
+                    dr,
+                );
                 out.push(Resource::new(name, &cluster));
             }
         }
@@ -67,6 +92,10 @@ pub fn ads_config_source() -> ConfigSource {
     }
 }
 
+/// istiod's `buildCluster` and `applyDestinationRule` for one cluster: the discovery type of
+/// the service's resolution, HTTP/2 for HTTP/2 ports, then the traffic policy `dr` gives the
+/// cluster ([`cluster_policy`]; none: istiod's defaults, LEAST_REQUEST and the largest
+/// circuit breakers), and the EDS config if the cluster is still an EDS one.
 fn to_cluster(
     ctx: &PushContext,
     service: &Service,
@@ -74,13 +103,18 @@ fn to_cluster(
     subset: &str,
     name: &str,
     namespace: &str,
+    dr: Option<&DestinationRule>,
 ) -> Cluster {
+    let policy = dr
+        .map(|dr| cluster_policy(dr, subset, port))
+        .unwrap_or_default();
     let mut cluster = Cluster {
         name: name.to_string(),
         connect_timeout: Some(Duration {
             seconds: CONNECT_TIMEOUT_SECS,
             nanos: 0,
         }),
+        common_lb_config: Some(CommonLbConfig::default()),
         ..Default::default()
     };
     let discovery = match service.resolution {
@@ -104,13 +138,7 @@ fn to_cluster(
             cluster.lb_policy = LbPolicy::ClusterProvided as i32;
             DiscoveryType::OriginalDst
         }
-        Resolution::None | Resolution::Static => {
-            cluster.eds_cluster_config = Some(EdsClusterConfig {
-                eds_config: Some(ads_config_source()),
-                service_name: name.to_string(),
-            });
-            DiscoveryType::Eds
-        }
+        Resolution::None | Resolution::Static => DiscoveryType::Eds,
     };
     cluster.cluster_discovery_type = Some(ClusterDiscoveryType::Type(discovery as i32));
     let protocol = service
@@ -118,13 +146,60 @@ fn to_cluster(
         .iter()
         .find(|p| p.number == port)
         .map(|p| p.protocol.as_str());
-    if protocol.is_some_and(is_http2) {
+    let mut http = protocol.is_some_and(is_http2).then(http2_options);
+    pool::apply_h2_upgrade(&mut http, policy.connection_pool);
+    pool::apply(&mut cluster, &mut http, policy.connection_pool);
+    outlier::apply(&mut cluster, policy.outlier_detection);
+    lb::apply(&mut cluster, policy.load_balancer);
+    let http2 = matches!(
+        http.as_ref()
+            .and_then(|h| h.upstream_protocol_options.as_ref()),
+        Some(UpstreamProtocolOptions::ExplicitHttpConfig(
+            ExplicitHttpConfig {
+                protocol_config: Some(ProtocolConfig::Http2ProtocolOptions(_)),
+            }
+        ))
+    );
+    tls::apply(&mut cluster, &mut http, policy.tls, http2);
+    if discovery_type(&cluster) == Some(DiscoveryType::OriginalDst) {
+        cluster.lb_policy = LbPolicy::ClusterProvided as i32;
+    }
+    // istiod's `maybeApplyEdsConfig`, after the policy (PASSTHROUGH changes the type).
+    if discovery_type(&cluster) == Some(DiscoveryType::Eds) {
+        cluster.eds_cluster_config = Some(EdsClusterConfig {
+            eds_config: Some(ads_config_source()),
+            service_name: name.to_string(),
+        });
+    }
+    if let Some(mut http) = http {
+        // Envoy requires an upstream protocol: HTTP/1.1 unless one is set.
+        if http.upstream_protocol_options.is_none() {
+            http.upstream_protocol_options = Some(pool::explicit(
+                ProtocolConfig::HttpProtocolOptions(Default::default()),
+            ));
+        }
         cluster.typed_extension_protocol_options.insert(
             HTTP_PROTOCOL_OPTIONS.to_string(),
-            super::resource::any(&http2_options()),
+            super::resource::any(&http),
         );
     }
     cluster
+}
+
+fn discovery_type(cluster: &Cluster) -> Option<DiscoveryType> {
+    match cluster.cluster_discovery_type {
+        Some(ClusterDiscoveryType::Type(t)) => DiscoveryType::try_from(t).ok(),
+        _ => None,
+    }
+}
+
+/// A duration of the API (`"10s"`) as a protobuf one; `None` for text that is not one.
+fn duration(text: &str) -> Option<Duration> {
+    let nanos = crate::model::validate::parse_duration(text)?.max(0);
+    Some(Duration {
+        seconds: i64::try_from(nanos / 1_000_000_000).ok()?,
+        nanos: i32::try_from(nanos % 1_000_000_000).ok()?,
+    })
 }
 
 /// The key of a cluster's upstream HTTP options.
@@ -141,13 +216,9 @@ fn is_http2(protocol: &str) -> bool {
 /// istiod's `setH2Options`: HTTP/2 to the upstream, Envoy's default HTTP/2 settings.
 fn http2_options() -> HttpProtocolOptions {
     HttpProtocolOptions {
-        upstream_protocol_options: Some(UpstreamProtocolOptions::ExplicitHttpConfig(
-            ExplicitHttpConfig {
-                protocol_config: Some(ProtocolConfig::Http2ProtocolOptions(
-                    Http2ProtocolOptions::default(),
-                )),
-            },
-        )),
+        upstream_protocol_options: Some(pool::explicit(ProtocolConfig::Http2ProtocolOptions(
+            Http2ProtocolOptions::default(),
+        ))),
         ..Default::default()
     }
 }
