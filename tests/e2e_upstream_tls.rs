@@ -1,0 +1,143 @@
+//! End-to-end: upstream TLS from a DestinationRule, as istiod translates `tls` with
+//! certificates from files, through a real gateway Envoy to HTTPS upstreams that record each
+//! handshake ([`TlsEchoUpstream`]; certificates made by the test with openssl). `SIMPLE`: the
+//! upstream sees TLS and the rule's `sni`; a `subjectAltNames` the upstream's certificate
+//! does not have fails the request. `MUTUAL`: the upstream that requires a client
+//! certificate gets the rule's and answers; `SIMPLE` to it (no client certificate) fails.
+//! No update is rejected.
+
+#[path = "support/scenario.rs"]
+mod scenario;
+mod support;
+#[path = "support/tls_upstream.rs"]
+mod tls_upstream;
+
+use std::time::Duration;
+
+use scenario::*;
+use support::*;
+use tls_upstream::*;
+
+const CONVERGE: Duration = Duration::from_secs(30);
+
+/// ServiceEntry `name` (host `name.example.com`, port 443, HTTP inside the TLS) with one endpoint on
+/// `port`, a DestinationRule with `tls` (a flow mapping), and a gateway route for the host
+/// `name.test` to it.
+fn backend(name: &str, port: u16, tls: &str) -> String {
+    let host = format!("{name}.example.com");
+    documents(&[
+        service_entry_yaml(name, "demo", &host, http_port(443), &[(port, None)]),
+        format!(
+            "apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {{name: {name}, namespace: demo}}\nspec:\n  host: {host}\n  trafficPolicy:\n    tls: {tls}\n"
+        ),
+        format!(
+            "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {{name: {name}, namespace: demo}}\nspec:\n  hosts: [{name}.test]\n  gateways: [istio-system/ingress]\n  http:\n  - retries: {{attempts: 0}}\n    route: [{{destination: {{host: {host}, port: {{number: 443}}}}}}]\n"
+        ),
+    ])
+}
+
+#[test]
+fn simple_and_mutual_tls_to_the_upstream() {
+    let pki = Pki::new();
+    pki.issue("server", "DNS:server.example.com");
+    pki.issue("client", "URI:spiffe://cluster.local/ns/demo/sa/gateway");
+    let (cert, key, ca) = (
+        pki.path("server.crt"),
+        pki.path("server.key"),
+        pki.path("ca.crt"),
+    );
+    let https = TlsEchoUpstream::start("https", &cert, &key, None);
+    let mtls = TlsEchoUpstream::start("mtls", &cert, &key, Some(&ca));
+    let ca = pki.file("ca.crt");
+    let (client_cert, client_key) = (pki.file("client.crt"), pki.file("client.key"));
+
+    let config = ConfigDir::new();
+    let gw_port = free_port();
+    config.write("gateway.yaml", &gateway_yaml(gw_port));
+    config.write(
+        "mesh.yaml",
+        &documents(&[
+            backend(
+                "simple",
+                https.port(),
+                &format!(
+                    "{{mode: SIMPLE, caCertificates: {ca}, sni: server.example.com, subjectAltNames: [server.example.com]}}"
+                ),
+            ),
+            backend(
+                "wrong-san",
+                https.port(),
+                &format!(
+                    "{{mode: SIMPLE, caCertificates: {ca}, sni: server.example.com, subjectAltNames: [other.example.com]}}"
+                ),
+            ),
+            backend(
+                "mutual",
+                mtls.port(),
+                &format!(
+                    "{{mode: MUTUAL, caCertificates: {ca}, clientCertificate: {client_cert}, privateKey: {client_key}, sni: mutual.example.com}}"
+                ),
+            ),
+            backend(
+                "no-client-cert",
+                mtls.port(),
+                &format!("{{mode: SIMPLE, caCertificates: {ca}, sni: server.example.com}}"),
+            ),
+        ]),
+    );
+    let axon = Axon::start(config.path());
+    let (envoy, gw_port) = start_gateway_listening(&axon, &config, gw_port, CONVERGE);
+    let get = |host: &str| {
+        http_request(
+            Envoy::local(gw_port),
+            "GET",
+            "/",
+            &[("host", host)],
+            Duration::from_secs(10),
+        )
+    };
+
+    // SIMPLE: TLS with the rule's SNI, the certificate checked against the CA and the SAN.
+    wait_for_answer("simple", CONVERGE, "https", &envoy, || {
+        let r = get("simple.test");
+        (r.status, r.body)
+    });
+    let seen = https.handshakes();
+    assert!(
+        seen.iter()
+            .all(|h| h.sni.as_deref() == Some("server.example.com") && !h.client_certificate),
+        "{seen:?}"
+    );
+
+    // A SAN the certificate does not have: the request fails, Envoy counts the SAN failure.
+    let wrong = get("wrong-san.test");
+    assert_eq!(wrong.status, 503, "{wrong:?}");
+    let san_failures = "cluster.outbound|443||wrong-san.example.com.ssl.fail_verify_san";
+    assert!(
+        wait_until(CONVERGE, || stat(&envoy, san_failures) >= 1),
+        "{}",
+        describe_envoy(&envoy)
+    );
+
+    // MUTUAL: the upstream that requires a client certificate gets one and answers.
+    wait_for_answer("mutual", CONVERGE, "mtls", &envoy, || {
+        let r = get("mutual.test");
+        (r.status, r.body)
+    });
+    let seen = mtls.handshakes();
+    assert!(
+        seen.iter()
+            .any(|h| h.sni.as_deref() == Some("mutual.example.com") && h.client_certificate),
+        "{seen:?}"
+    );
+    // Without the client certificate the same upstream refuses the handshake.
+    let refused = get("no-client-cert.test");
+    assert_eq!(refused.status, 503, "{refused:?}");
+    let attempts = "cluster.outbound|443||no-client-cert.example.com.upstream_cx_total";
+    assert!(stat(&envoy, attempts) >= 1, "{}", describe_envoy(&envoy));
+    assert!(
+        mtls.handshakes().iter().all(|h| h.client_certificate),
+        "a handshake without a client certificate completed"
+    );
+    assert_no_rejected_updates(&envoy);
+}
