@@ -67,7 +67,7 @@ pub fn generate(ctx: &PushContext, proxy: &Proxy, scope: &SidecarScope) -> Vec<R
         for port in &service.ports {
             for subset in std::iter::once("").chain(subsets.iter().copied()) {
                 let name = outbound_cluster_name(port.number, subset, &service.hostname);
-                let cluster = to_cluster(
+                if let Some(cluster) = to_cluster(
                     ctx,
                     service,
                     port.number,
@@ -75,8 +75,9 @@ pub fn generate(ctx: &PushContext, proxy: &Proxy, scope: &SidecarScope) -> Vec<R
                     &name,
                     &proxy.namespace,
                     dr,
-                );
-                out.push(Resource::new(name, &cluster));
+                ) {
+                    out.push(Resource::new(name, &cluster));
+                }
             }
         }
     }
@@ -95,7 +96,9 @@ pub fn ads_config_source() -> ConfigSource {
 /// istiod's `buildCluster` and `applyDestinationRule` for one cluster: the discovery type of
 /// the service's resolution, HTTP/2 for HTTP/2 ports, then the traffic policy `dr` gives the
 /// cluster ([`cluster_policy`]; none: istiod's defaults, LEAST_REQUEST and the largest
-/// circuit breakers), and the EDS config if the cluster is still an EDS one.
+/// circuit breakers), and the EDS config if the cluster is still an EDS one. `None` for a
+/// DNS cluster without endpoints (a subset that selects none), which istiod leaves out: Envoy
+/// rejects a LOGICAL_DNS cluster without exactly one endpoint, and with it the whole update.
 fn to_cluster(
     ctx: &PushContext,
     service: &Service,
@@ -104,7 +107,7 @@ fn to_cluster(
     name: &str,
     namespace: &str,
     dr: Option<&DestinationRule>,
-) -> Cluster {
+) -> Option<Cluster> {
     let policy = dr
         .map(|dr| cluster_policy(dr, subset, port))
         .unwrap_or_default();
@@ -120,19 +123,32 @@ fn to_cluster(
     let discovery = match service.resolution {
         Resolution::Dns | Resolution::DnsRoundRobin => {
             cluster.dns_lookup_family = DnsLookupFamily::V4Only as i32;
-            cluster.load_assignment = Some(eds::load_assignment_for(
+            let mut assignment = eds::load_assignment_for(
                 ctx,
                 name,
                 port,
                 subset,
                 &service.hostname,
                 Some(namespace),
-            ));
-            if service.resolution == Resolution::Dns {
+            );
+            if assignment
+                .endpoints
+                .iter()
+                .all(|l| l.lb_endpoints.is_empty())
+            {
+                return None;
+            }
+            let discovery = if service.resolution == Resolution::Dns {
                 DiscoveryType::StrictDns
             } else {
+                // One locality with one endpoint, all Envoy accepts of LOGICAL_DNS (the
+                // validator allows one endpoint; a selector may pick more).
+                assignment.endpoints.truncate(1);
+                assignment.endpoints[0].lb_endpoints.truncate(1);
                 DiscoveryType::LogicalDns
-            }
+            };
+            cluster.load_assignment = Some(assignment);
+            discovery
         }
         Resolution::None if ctx.endpoints(&service.hostname, port).is_empty() => {
             cluster.lb_policy = LbPolicy::ClusterProvided as i32;
@@ -183,7 +199,7 @@ fn to_cluster(
             super::resource::any(&http),
         );
     }
-    cluster
+    Some(cluster)
 }
 
 fn discovery_type(cluster: &Cluster) -> Option<DiscoveryType> {

@@ -252,13 +252,20 @@ fn upstream_tls_simple_mutual_and_what_is_not_translated() {
     let simple = tls_context(&cs[PLAIN]);
     assert_eq!(simple.sni, "shop.example.com");
     let common = simple.common_tls_context.unwrap();
-    assert!(common.tls_certificates.is_empty());
-    let Some(ValidationContextType::ValidationContext(v)) = common.validation_context_type else {
+    assert!(common.tls_certificate_sds_secret_configs.is_empty());
+    let Some(ValidationContextType::CombinedValidationContext(v)) = common.validation_context_type
+    else {
         panic!()
     };
-    assert!(v.trusted_ca.is_some() && v.system_root_certs.is_none());
+    // The CA over SDS, by istio-agent's name; the SANs checked beside it.
+    let root = v.validation_context_sds_secret_config.unwrap();
+    assert_eq!(root.name, "file-root:/certs/ca.pem");
+    assert_eq!(root.sds_config, Some(ads_config_source()));
     #[allow(deprecated)]
-    let sans = &v.match_subject_alt_names;
+    let sans = &v
+        .default_validation_context
+        .unwrap()
+        .match_subject_alt_names;
     assert_eq!(sans.len(), 1);
     // An explicit SNI and SANs: no automatic SNI nor SAN validation.
     assert!(
@@ -269,7 +276,12 @@ fn upstream_tls_simple_mutual_and_what_is_not_translated() {
 
     let mutual = tls_context(&cs["outbound|81||shop.example.com"]);
     let common = mutual.common_tls_context.unwrap();
-    assert_eq!(common.tls_certificates.len(), 1);
+    let certs: Vec<&str> = common
+        .tls_certificate_sds_secret_configs
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(certs, ["file-cert:/certs/c.pem~/certs/k.pem"]);
     assert_eq!(common.alpn_protocols, ["h2"], "an HTTP/2 cluster");
     let Some(ValidationContextType::ValidationContext(v)) = common.validation_context_type else {
         panic!()
@@ -305,4 +317,44 @@ fn upstream_tls_simple_mutual_and_what_is_not_translated() {
             .transport_socket
             .is_none()
     );
+}
+
+#[test]
+fn dns_clusters_resolve_their_host_and_a_subset_without_endpoints_is_left_out() {
+    let yaml = "
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: rr, namespace: shop}
+spec:
+  hosts: [rr.example.com]
+  resolution: DNS_ROUND_ROBIN
+  ports: [{number: 443, name: https, protocol: TLS}]
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: rr, namespace: shop}
+spec:
+  host: rr.example.com
+  subsets: [{name: none, labels: {version: nothing-has-this}}]
+";
+    let ctx = context(yaml);
+    let gw = proxy("router", "10.1.0.1", "shop", &[("istio", "ingressgateway")]);
+    let scope = SidecarScope::compute(&ctx, &gw);
+    let clusters: Vec<Cluster> = generate(&ctx, &gw, &scope)
+        .iter()
+        .map(|r| Cluster::decode(r.value.as_ref()).unwrap())
+        .collect();
+    let names: Vec<&str> = clusters.iter().map(|c| c.name.as_str()).collect();
+    assert!(
+        !names.contains(&"outbound|443|none|rr.example.com"),
+        "{names:?}"
+    );
+    let rr = clusters
+        .iter()
+        .find(|c| c.name == "outbound|443||rr.example.com")
+        .unwrap();
+    assert_eq!(discovery_type(rr), Some(DiscoveryType::LogicalDns));
+    let cla = rr.load_assignment.as_ref().unwrap();
+    assert_eq!(cla.endpoints.len(), 1);
+    assert_eq!(cla.endpoints[0].lb_endpoints.len(), 1, "the host itself");
 }

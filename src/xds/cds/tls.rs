@@ -6,8 +6,11 @@
 //! against the host), or not checked with `insecureSkipVerify`; `h2` as the only ALPN on an
 //! HTTP/2 cluster.
 //!
-//! istiod hands the files to Envoy through its agent's SDS; axon has no agent beside Envoy,
-//! so Envoy reads the same files itself. Not translated (`model::applied` reports them):
+//! The files reach Envoy over SDS, as istiod's do (its agent serves them): the secrets
+//! `file-cert:CERT~KEY` and `file-root:CA`, which axon serves itself (`sds`), pointing Envoy
+//! at the files, so that a file Envoy cannot read fails that secret and not the whole CDS
+//! update. The CRL, as istiod's, is read from its file directly. Not translated
+//! (`model::applied` reports them):
 //! `credentialName` (a sidecar without a workload selector sends no TLS for it, as istiod; a
 //! gateway would need SDS, which axon does not serve) and `ISTIO_MUTUAL` (the workload
 //! certificate of an agent).
@@ -18,15 +21,18 @@ use envoy_types::pb::envoy::config::core::v3::{
     transport_socket::ConfigType,
 };
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
-    CertificateValidationContext, CommonTlsContext, TlsCertificate, TlsParameters,
-    UpstreamTlsContext, certificate_validation_context::SystemRootCerts,
-    common_tls_context::ValidationContextType, tls_parameters::TlsProtocol,
+    CertificateValidationContext, CommonTlsContext, SdsSecretConfig, TlsParameters,
+    UpstreamTlsContext,
+    certificate_validation_context::SystemRootCerts,
+    common_tls_context::{CombinedCertificateValidationContext, ValidationContextType},
+    tls_parameters::TlsProtocol,
 };
 use envoy_types::pb::envoy::extensions::upstreams::http::v3::HttpProtocolOptions;
 use envoy_types::pb::envoy::r#type::matcher::v3::{StringMatcher, string_matcher::MatchPattern};
 
 use crate::model::istio::traffic_policy::{ClientTls, TlsMode};
 use crate::xds::resource::any;
+use crate::xds::sds;
 
 /// Envoy's name of the TLS transport socket.
 const TLS_SOCKET: &str = "envoy.transport_sockets.tls";
@@ -65,19 +71,18 @@ pub(super) fn upstream_context(tls: &ClientTls, http2: bool) -> UpstreamTlsConte
         ..Default::default()
     };
     if tls.mode == TlsMode::Mutual {
-        common.tls_certificates.push(TlsCertificate {
-            certificate_chain: Some(file(&tls.client_certificate)),
-            private_key: Some(file(&tls.private_key)),
-            ..Default::default()
-        });
+        common
+            .tls_certificate_sds_secret_configs
+            .push(secret_config(sds::cert_secret_name(
+                &tls.client_certificate,
+                &tls.private_key,
+            )));
     }
-    let validation = if tls.insecure_skip_verify == Some(true) {
-        CertificateValidationContext::default()
+    common.validation_context_type = Some(if tls.insecure_skip_verify == Some(true) {
+        ValidationContextType::ValidationContext(CertificateValidationContext::default())
     } else {
         #[allow(deprecated)]
-        CertificateValidationContext {
-            trusted_ca: (!tls.ca_certificates.is_empty()).then(|| file(&tls.ca_certificates)),
-            system_root_certs: tls.ca_certificates.is_empty().then_some(SystemRootCerts {}),
+        let checks = CertificateValidationContext {
             // istiod's `StringToExactMatch`: each name exactly, whatever its type.
             match_subject_alt_names: tls
                 .subject_alt_names
@@ -90,9 +95,23 @@ pub(super) fn upstream_context(tls: &ClientTls, http2: bool) -> UpstreamTlsConte
                 .collect(),
             crl: (!tls.ca_crl.is_empty()).then(|| file(&tls.ca_crl)),
             ..Default::default()
+        };
+        if tls.ca_certificates.is_empty() {
+            // istio-agent's `system` roots, which Envoy has itself.
+            ValidationContextType::ValidationContext(CertificateValidationContext {
+                system_root_certs: Some(SystemRootCerts {}),
+                ..checks
+            })
+        } else {
+            ValidationContextType::CombinedValidationContext(CombinedCertificateValidationContext {
+                default_validation_context: Some(checks),
+                validation_context_sds_secret_config: Some(secret_config(sds::root_secret_name(
+                    &tls.ca_certificates,
+                ))),
+                ..Default::default()
+            })
         }
-    };
-    common.validation_context_type = Some(ValidationContextType::ValidationContext(validation));
+    });
     if http2 {
         common.alpn_protocols = vec!["h2".to_string()];
     }
@@ -118,6 +137,14 @@ fn apply_auto_sni_and_san(http: &mut Option<HttpProtocolOptions>, tls: &ClientTl
         .get_or_insert_with(UpstreamHttpProtocolOptions::default);
     options.auto_sni |= auto_sni;
     options.auto_san_validation |= auto_san;
+}
+
+/// A reference to the secret `name`, served over ADS (`sds`).
+fn secret_config(name: String) -> SdsSecretConfig {
+    SdsSecretConfig {
+        name,
+        sds_config: Some(super::ads_config_source()),
+    }
 }
 
 fn file(path: &str) -> DataSource {
