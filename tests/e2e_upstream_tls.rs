@@ -141,3 +141,100 @@ fn simple_and_mutual_tls_to_the_upstream() {
     );
     assert_no_rejected_updates(&envoy);
 }
+
+/// A Gateway `name` in istio-system on `port` for the proxies labelled `istio: SELECTOR`.
+fn gateway_named(name: &str, selector: &str, port: u16) -> String {
+    gateway_yaml(port)
+        .replace("name: ingress\n", &format!("name: {name}\n"))
+        .replace("istio: ingressgateway", &format!("istio: {selector}"))
+}
+
+#[test]
+fn a_rule_with_a_workload_selector_applies_to_the_selected_proxies_only() {
+    let pki = Pki::new();
+    pki.issue("server", "DNS:server.example.com");
+    let https = TlsEchoUpstream::start(
+        "https",
+        &pki.path("server.crt"),
+        &pki.path("server.key"),
+        None,
+    );
+    let ca = pki.file("ca.crt");
+    let config = ConfigDir::new();
+    let (plain_port, canary_port) = (free_port(), free_port());
+    config.write(
+        "gateways.yaml",
+        &documents(&[
+            gateway_named("plain", "plain-gateway", plain_port),
+            gateway_named("canary", "canary-gateway", canary_port),
+        ]),
+    );
+    let host = "selected.example.com";
+    config.write(
+        "mesh.yaml",
+        &documents(&[
+            service_entry_yaml("selected", "demo", host, http_port(443), &[(https.port(), None)]),
+            format!(
+                "apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {{name: canary-tls, namespace: istio-system}}\nspec:\n  host: {host}\n  workloadSelector: {{matchLabels: {{istio: canary-gateway}}}}\n  trafficPolicy:\n    tls: {{mode: SIMPLE, caCertificates: {ca}, sni: server.example.com}}\n"
+            ),
+            format!(
+                "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {{name: selected, namespace: demo}}\nspec:\n  hosts: ['*']\n  gateways: [istio-system/plain, istio-system/canary]\n  http:\n  - retries: {{attempts: 0}}\n    route: [{{destination: {{host: {host}, port: {{number: 443}}}}}}]\n"
+            ),
+        ]),
+    );
+    let axon = Axon::start(config.path());
+    let start = |id: &str, selector: &str| {
+        Envoy::start(
+            axon.xds_addr(),
+            EnvoyOptions::gateway(id, &[("istio", selector)], "istio-system"),
+        )
+    };
+    let canary = start(
+        "router~10.0.0.21~canary-1.istio-system~istio-system.svc.cluster.local",
+        "canary-gateway",
+    );
+    let plain = start(
+        "router~10.0.0.22~plain-1.istio-system~istio-system.svc.cluster.local",
+        "plain-gateway",
+    );
+    let get = |port: u16| {
+        http_request(
+            Envoy::local(port),
+            "GET",
+            "/",
+            &[("host", "any.test")],
+            Duration::from_secs(10),
+        )
+    };
+    // The selected gateway talks TLS to the upstream.
+    wait_for_answer("the selected gateway", CONVERGE, "https", &canary, || {
+        let r = get(canary_port);
+        (r.status, r.body)
+    });
+    // The other has no rule for the host: plaintext, which the HTTPS upstream does not
+    // answer; its cluster has no transport socket.
+    let cluster = format!("outbound|443||{host}");
+    let ok = wait_until(CONVERGE, || {
+        let dump = plain.config_dump();
+        dynamic_cluster_names(&dump).contains(&cluster)
+    });
+    assert!(ok, "{}", describe_envoy(&plain));
+    let plain_answer = get(plain_port);
+    assert_ne!(plain_answer.status, 200, "{plain_answer:?}");
+    let dump = plain.config_dump();
+    let clusters = dump_section(&dump, "ClustersConfigDump")
+        .and_then(|s| s.get("dynamic_active_clusters"))
+        .and_then(|l| l.as_array())
+        .cloned()
+        .unwrap_or_default();
+    let ours = clusters
+        .iter()
+        .find(|c| c["cluster"]["name"] == cluster.as_str())
+        .expect("the cluster");
+    assert!(
+        ours["cluster"].get("transport_socket").is_none(),
+        "the plain gateway got the rule's TLS: {ours}"
+    );
+    assert_no_rejected_updates(&canary);
+    assert_no_rejected_updates(&plain);
+}

@@ -13,6 +13,7 @@ use envoy_types::pb::envoy::config::endpoint::v3::{
 use envoy_types::pb::google::protobuf::UInt32Value;
 
 use super::resource::Resource;
+use crate::model::proxy::Proxy;
 use crate::model::push_context::PushContext;
 use crate::model::service::{Endpoint, labels_match, parse_outbound_cluster_name};
 
@@ -37,21 +38,24 @@ pub fn generate(ctx: &PushContext, names: &BTreeSet<String>) -> Vec<Resource> {
 }
 
 /// The endpoints of `host:port`, restricted to `subset` (empty for all). The subset's labels
-/// come from the DestinationRule a proxy in `namespace` uses, or (EDS names carry no
-/// namespace) from the first one of the host that defines the subset.
+/// come from the DestinationRule `proxy` uses, or (EDS names carry no proxy) from the first
+/// one of the host that defines the subset.
 pub fn load_assignment_for(
     ctx: &PushContext,
     cluster_name: &str,
     port: u32,
     subset: &str,
     host: &str,
-    namespace: Option<&str>,
+    proxy: Option<&Proxy>,
 ) -> ClusterLoadAssignment {
     let selector = if subset.is_empty() {
         None
     } else {
-        let rules: Vec<_> = match namespace {
-            Some(ns) => ctx.destination_rule_for(host, ns).into_iter().collect(),
+        let rules: Vec<_> = match proxy {
+            Some(p) => ctx
+                .destination_rule_for_workload(host, &p.namespace, Some(&p.labels))
+                .into_iter()
+                .collect(),
             None => ctx.destination_rules_of(host).collect(),
         };
         // A subset that no DestinationRule defines selects nothing.

@@ -4,8 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::Labels;
 use super::traffic_policy::PolicyDoc;
-use super::{Labels, WorkloadSelector};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -16,7 +16,7 @@ pub struct DestinationRule {
     pub subsets: Vec<Subset>,
     #[serde(default)]
     pub export_to: Vec<String>,
-    pub workload_selector: Option<WorkloadSelector>,
+    pub workload_selector: Option<MatchLabels>,
     pub traffic_policy: Option<PolicyDoc>,
 }
 
@@ -28,4 +28,12 @@ pub struct Subset {
     #[serde(default)]
     pub labels: Labels,
     pub traffic_policy: Option<PolicyDoc>,
+}
+
+/// `istio.type.v1beta1.WorkloadSelector`: the workloads (by their labels) a rule applies to.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MatchLabels {
+    #[serde(default)]
+    pub match_labels: Labels,
 }

@@ -13,7 +13,7 @@ pub mod traffic_policy;
 mod virtual_service;
 mod workload_entry;
 
-pub use destination_rule::{DestinationRule, Subset};
+pub use destination_rule::{DestinationRule, MatchLabels, Subset};
 pub use gateway::{Gateway, GatewayPort, Server};
 pub use service_entry::{Location, Resolution, ServiceEntry, ServicePort, WorkloadSelector};
 pub use sidecar::{CaptureMode, IstioEgressListener, Sidecar, SidecarPort};

@@ -14,9 +14,10 @@ use super::host;
 use super::istio::{DestinationRule, Gateway, Labels, Resolution, Sidecar, VirtualService};
 use super::mesh::MeshConfig;
 use super::push_request::PushRequest;
-use super::service::{Endpoint, Service, endpoints_of, services_of};
+use super::service::{Endpoint, Service, endpoints_of, labels_match, services_of};
 use super::visibility::ExportTo;
 
+mod destination_rules;
 mod endpoints;
 
 pub use endpoints::changed_clusters;
@@ -71,6 +72,9 @@ pub struct VirtualServiceIndex {
 #[derive(Debug, Default)]
 pub struct DestinationRuleIndex {
     pub by_host: BTreeMap<String, Vec<Arc<Config>>>,
+    /// The rules with a `workloadSelector`, by namespace: which of them select a proxy is
+    /// part of what it sees (`SidecarScope` keys).
+    pub with_selector: BTreeMap<String, Vec<Arc<Config>>>,
 }
 
 /// Sidecar resources by namespace, in key order.
@@ -233,21 +237,14 @@ impl PushContext {
         self.destination_rules_of(hostname).next()
     }
 
-    /// The DestinationRule of `hostname` that a proxy in `namespace` uses: its own
-    /// namespace's first, then any other exported to it (istiod's order, simplified).
+    /// The DestinationRule of `hostname` that a proxy in `namespace` uses, leaving out the
+    /// rules with a `workloadSelector` ([`Self::destination_rule_for_workload`]).
     pub fn destination_rule_for(
         &self,
         hostname: &str,
         namespace: &str,
     ) -> Option<(&Config, &DestinationRule)> {
-        let visible = |(c, dr): &(&Config, &DestinationRule)| {
-            self.export_to(&dr.export_to, c.namespace())
-                .visible_from(namespace)
-        };
-        self.destination_rules_of(hostname)
-            .filter(visible)
-            .find(|(c, _)| c.namespace() == namespace)
-            .or_else(|| self.destination_rules_of(hostname).find(visible))
+        self.destination_rule_for_workload(hostname, namespace, None)
     }
 
     /// Every DestinationRule of `hostname`, in key order.
@@ -402,15 +399,25 @@ pub fn gateway_ref(reference: &str, namespace: &str) -> String {
 
 fn index_destination_rules(configs: &ConfigSet) -> DestinationRuleIndex {
     let mut by_host: BTreeMap<String, Vec<Arc<Config>>> = BTreeMap::new();
+    let mut with_selector: BTreeMap<String, Vec<Arc<Config>>> = BTreeMap::new();
     for config in of_kind(configs, ConfigKind::DestinationRule) {
         if let Spec::DestinationRule(dr) = &config.spec {
             by_host
                 .entry(host::resolve(&dr.host, config.namespace()))
                 .or_default()
                 .push(config.clone());
+            if dr.workload_selector.is_some() {
+                with_selector
+                    .entry(config.namespace().to_string())
+                    .or_default()
+                    .push(config.clone());
+            }
         }
     }
-    DestinationRuleIndex { by_host }
+    DestinationRuleIndex {
+        by_host,
+        with_selector,
+    }
 }
 
 fn index_sidecars(configs: &ConfigSet) -> SidecarIndex {

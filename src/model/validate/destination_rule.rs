@@ -40,7 +40,7 @@ pub(super) fn destination_rule(errs: &mut Errors, dr: &DestinationRule, namespac
         }
     }
     if let Some(ws) = &dr.workload_selector {
-        selector(errs, "spec.workloadSelector.matchLabels", &ws.labels);
+        selector(errs, "spec.workloadSelector.matchLabels", &ws.match_labels);
     }
     export_to(
         errs,

@@ -59,7 +59,7 @@ pub fn generate(ctx: &PushContext, proxy: &Proxy, scope: &SidecarScope) -> Vec<R
             continue;
         }
         let dr = ctx
-            .destination_rule_for(&service.hostname, &proxy.namespace)
+            .destination_rule_for_workload(&service.hostname, &proxy.namespace, Some(&proxy.labels))
             .map(|(_, dr)| dr);
         let subsets: Vec<&str> = dr
             .map(|dr| dr.subsets.iter().map(|s| s.name.as_str()).collect())
@@ -67,15 +67,9 @@ pub fn generate(ctx: &PushContext, proxy: &Proxy, scope: &SidecarScope) -> Vec<R
         for port in &service.ports {
             for subset in std::iter::once("").chain(subsets.iter().copied()) {
                 let name = outbound_cluster_name(port.number, subset, &service.hostname);
-                if let Some(cluster) = to_cluster(
-                    ctx,
-                    service,
-                    port.number,
-                    subset,
-                    &name,
-                    &proxy.namespace,
-                    dr,
-                ) {
+                if let Some(cluster) =
+                    to_cluster(ctx, service, port.number, subset, &name, proxy, dr)
+                {
                     out.push(Resource::new(name, &cluster));
                 }
             }
@@ -105,7 +99,7 @@ fn to_cluster(
     port: u32,
     subset: &str,
     name: &str,
-    namespace: &str,
+    proxy: &Proxy,
     dr: Option<&DestinationRule>,
 ) -> Option<Cluster> {
     let policy = dr
@@ -123,14 +117,8 @@ fn to_cluster(
     let discovery = match service.resolution {
         Resolution::Dns | Resolution::DnsRoundRobin => {
             cluster.dns_lookup_family = DnsLookupFamily::V4Only as i32;
-            let mut assignment = eds::load_assignment_for(
-                ctx,
-                name,
-                port,
-                subset,
-                &service.hostname,
-                Some(namespace),
-            );
+            let mut assignment =
+                eds::load_assignment_for(ctx, name, port, subset, &service.hostname, Some(proxy));
             if assignment
                 .endpoints
                 .iter()

@@ -902,10 +902,12 @@ pub static DESTINATION_RULE: Message = Message {
             kind: Kind::Scalar,
             applied: Applied::Yes,
         },
+        // Applied: `PushContext::destination_rule_for_workload` (the selected workloads'
+        // proxies only, as istiod's `SidecarScope.DestinationRule`).
         Field {
             name: "workloadSelector",
             kind: Kind::Message(&TYPE_WORKLOAD_SELECTOR),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
@@ -2310,6 +2312,6 @@ pub static TYPE_WORKLOAD_SELECTOR: Message = Message {
     fields: &[Field {
         name: "matchLabels",
         kind: Kind::ScalarMap,
-        applied: Applied::No,
+        applied: Applied::Yes,
     }],
 };
