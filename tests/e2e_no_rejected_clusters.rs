@@ -57,8 +57,9 @@ spec:
     loadBalancer: {simple: ROUND_ROBIN, warmup: {duration: 30s, minimumPercent: 20, aggression: 2}}
     connectionPool:
       tcp: {maxConnections: 10, connectTimeout: 1s, tcpKeepalive: {time: 10s, interval: 2s, probes: 3}, maxConnectionDuration: 1h, idleTimeout: 0s}
-      http: {http1MaxPendingRequests: 5, http2MaxRequests: 50, maxRequestsPerConnection: 3, maxRetries: 2, idleTimeout: 60s, maxConcurrentStreams: 10}
-    outlierDetection: {consecutive5xxErrors: 3, consecutiveGatewayErrors: 2, consecutiveLocalOriginFailures: 4, splitExternalLocalOriginErrors: true, interval: 5s, baseEjectionTime: 30s, maxEjectionPercent: 50, minHealthPercent: 10}
+      http: {http1MaxPendingRequests: 5, http2MaxRequests: 50, maxRequestsPerConnection: 3, maxRetries: 2, idleTimeout: 60s, maxConcurrentStreams: 10, http2KeepAlive: {interval: 30s, timeout: 5s}}
+    outlierDetection: {consecutive5xxErrors: 3, consecutiveGatewayErrors: 2, consecutiveLocalOriginFailures: 4, splitExternalLocalOriginErrors: true, interval: 5s, baseEjectionTime: 30s, maxEjectionPercent: 50, minHealthPercent: 10, outlierDetectionHttpErrorCodes: [500, 503]}
+    retryBudget: {percent: 25, minRetryConcurrency: 5, budgetInterval: 10s}
     tls: {mode: SIMPLE, caCertificates: /nonexistent/ca.pem, subjectAltNames: [static.example.com], caCrl: /etc/hostname}
     portLevelSettings:
     - port: {number: 81}
@@ -97,7 +98,8 @@ spec:
   host: rr.localhost
   trafficPolicy:
     loadBalancer: {simple: LEAST_REQUEST}
-    outlierDetection: {consecutive5xxErrors: 1}
+    outlierDetection: {consecutive5xxErrors: 1, outlierDetectionHttpErrorCodes: [502]}
+    retryBudget: {}
   subsets:
   - name: none
     labels: {version: nothing-has-this}

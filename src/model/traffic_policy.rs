@@ -14,7 +14,7 @@
 use super::istio::DestinationRule;
 use super::istio::traffic_policy::{
     ClientTls, ConnectionPoolSettings, ConsistentHash, LoadBalancerSettings, OutlierDetection,
-    TrafficPolicy,
+    RetryBudget, TrafficPolicy,
 };
 
 /// The parts of a traffic policy that one cluster gets.
@@ -24,6 +24,8 @@ pub struct ClusterPolicy<'a> {
     pub connection_pool: Option<&'a ConnectionPoolSettings>,
     pub outlier_detection: Option<&'a OutlierDetection>,
     pub tls: Option<&'a ClientTls>,
+    /// Not part of a port entry: a port with one has none (istiod's `shadowCopyPortTrafficPolicy`).
+    pub retry_budget: Option<&'a RetryBudget>,
 }
 
 impl<'a> ClusterPolicy<'a> {
@@ -42,6 +44,7 @@ impl<'a> ClusterPolicy<'a> {
                     connection_pool: p.connection_pool.as_ref(),
                     outlier_detection: p.outlier_detection.as_ref(),
                     tls: p.tls.as_ref(),
+                    retry_budget: None,
                 },
                 true,
             ),
@@ -51,6 +54,7 @@ impl<'a> ClusterPolicy<'a> {
                     connection_pool: policy.connection_pool.as_ref(),
                     outlier_detection: policy.outlier_detection.as_ref(),
                     tls: policy.tls.as_ref(),
+                    retry_budget: policy.retry_budget.as_ref(),
                 },
                 false,
             ),
@@ -58,7 +62,8 @@ impl<'a> ClusterPolicy<'a> {
     }
 
     /// istiod's `MergeTrafficPolicy`: `over` replaces each part it sets, or every part when
-    /// it comes from a port entry (`wholesale`).
+    /// it comes from a port entry (`wholesale`; the retry budget, which no port entry has,
+    /// only when set).
     fn overridden_by(self, over: ClusterPolicy<'a>, wholesale: bool) -> ClusterPolicy<'a> {
         fn pick<T>(base: Option<T>, over: Option<T>, wholesale: bool) -> Option<T> {
             if over.is_some() || wholesale {
@@ -72,6 +77,7 @@ impl<'a> ClusterPolicy<'a> {
             connection_pool: pick(self.connection_pool, over.connection_pool, wholesale),
             outlier_detection: pick(self.outlier_detection, over.outlier_detection, wholesale),
             tls: pick(self.tls, over.tls, wholesale),
+            retry_budget: pick(self.retry_budget, over.retry_budget, false),
         }
     }
 }

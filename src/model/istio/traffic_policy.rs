@@ -38,8 +38,17 @@ pub struct TrafficPolicy {
     pub outlier_detection: Option<OutlierDetection>,
     pub tls: Option<ClientTls>,
     pub port_level_settings: Option<Vec<PortTrafficPolicy>>,
-    // `tunnel`, `proxyProtocol` and `retryBudget` are not translated: the field tables
-    // report them, and nothing here needs them.
+    pub retry_budget: Option<RetryBudget>,
+    // `tunnel` and `proxyProtocol` are not translated: the field tables report them.
+}
+
+/// `TrafficPolicy.RetryBudget`: retries as a share of the active requests.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RetryBudget {
+    pub percent: Option<f64>,
+    pub min_retry_concurrency: Option<u32>,
+    pub budget_interval: Option<String>,
 }
 
 /// A `portLevelSettings` entry: the policy of one destination port.
@@ -170,6 +179,14 @@ pub struct HttpSettings {
     pub h2_upgrade_policy: Option<H2UpgradePolicy>,
     pub use_client_protocol: Option<bool>,
     pub max_concurrent_streams: Option<i64>,
+    pub http2_keep_alive: Option<ConnectionKeepalive>,
+}
+
+/// `ConnectionPoolSettings.HTTPSettings.ConnectionKeepalive`: HTTP/2 PINGs.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct ConnectionKeepalive {
+    pub interval: Option<String>,
+    pub timeout: Option<String>,
 }
 
 /// `ConnectionPoolSettings.HTTPSettings.H2UpgradePolicy`.
@@ -197,6 +214,7 @@ pub struct OutlierDetection {
     pub max_ejection_percent: i64,
     #[serde(default)]
     pub min_health_percent: i64,
+    pub outlier_detection_http_error_codes: Option<Vec<u32>>,
 }
 
 /// `ClientTLSSettings`: how a proxy talks TLS to the upstream.

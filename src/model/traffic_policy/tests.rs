@@ -160,3 +160,33 @@ fn a_policy_of_the_wrong_type_is_typed_empty_and_kept_for_the_validator() {
     assert_eq!(*doc.policy, TrafficPolicy::default());
     assert_eq!(doc.json["loadBalancer"]["simple"], "BOGUS");
 }
+
+#[test]
+fn the_retry_budget_is_dropped_by_a_port_entry_and_overridden_only_when_set() {
+    let dr = rule(
+        "
+host: a
+trafficPolicy:
+  retryBudget: {percent: 10}
+  portLevelSettings: [{port: {number: 81}, tls: {mode: SIMPLE}}]
+subsets:
+- name: own
+  trafficPolicy: {retryBudget: {percent: 30}}
+- name: port
+  trafficPolicy: {portLevelSettings: [{port: {number: 80}, tls: {mode: SIMPLE}}]}
+",
+    );
+    let percent = |subset: &str, port: u32| {
+        cluster_policy(&dr, subset, port)
+            .retry_budget
+            .and_then(|b| b.percent)
+    };
+    assert_eq!(percent("", 80), Some(10.0));
+    assert_eq!(percent("", 81), None, "a port entry has no retry budget");
+    assert_eq!(percent("own", 80), Some(30.0));
+    assert_eq!(
+        percent("port", 80),
+        Some(10.0),
+        "kept over the subset's port entry"
+    );
+}

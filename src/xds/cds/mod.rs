@@ -17,7 +17,7 @@ mod tls;
 pub use tls::is_translated as is_tls_translated;
 
 use envoy_types::pb::envoy::config::cluster::v3::{
-    Cluster,
+    CircuitBreakers, Cluster,
     cluster::{
         ClusterDiscoveryType, CommonLbConfig, DiscoveryType, DnsLookupFamily, EdsClusterConfig,
         LbPolicy,
@@ -152,8 +152,14 @@ fn to_cluster(
         .map(|p| p.protocol.as_str());
     let mut http = protocol.is_some_and(is_http2).then(http2_options);
     pool::apply_h2_upgrade(&mut http, policy.connection_pool);
-    pool::apply(&mut cluster, &mut http, policy.connection_pool);
+    pool::apply(
+        &mut cluster,
+        &mut http,
+        policy.connection_pool,
+        policy.retry_budget,
+    );
     outlier::apply(&mut cluster, policy.outlier_detection);
+    outlier::apply_error_codes(&mut http, policy.outlier_detection);
     lb::apply(&mut cluster, policy.load_balancer);
     let http2 = matches!(
         http.as_ref()
@@ -247,6 +253,8 @@ fn static_cluster(name: &str, local_port: Option<u32>) -> Resource {
         }),
         cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Static as i32)),
         load_assignment: local_port.map(|port| eds::local_load_assignment(name, port)),
+        // istiod's inbound clusters get the default connection pool (`applyTrafficPolicy`).
+        circuit_breakers: local_port.map(|_| default_circuit_breakers()),
         ..Default::default()
     };
     Resource::new(name, &cluster)
@@ -263,7 +271,16 @@ fn passthrough() -> Resource {
             DiscoveryType::OriginalDst as i32,
         )),
         lb_policy: LbPolicy::ClusterProvided as i32,
+        // istiod's `buildDefaultPassthroughCluster`: the default connection pool.
+        circuit_breakers: Some(default_circuit_breakers()),
         ..Default::default()
     };
     Resource::new(PASSTHROUGH, &cluster)
+}
+
+fn default_circuit_breakers() -> CircuitBreakers {
+    CircuitBreakers {
+        thresholds: vec![pool::default_thresholds()],
+        ..Default::default()
+    }
 }

@@ -1,12 +1,24 @@
 //! A cluster's outlier detection, as istiod's `applyOutlierDetection` sets it
 //! (`cluster_traffic_policy.go`): success-rate ejection off, each consecutive-error counter
-//! enforced at 100% when above 0, local-origin errors split on request, and the panic
-//! threshold at `minHealthPercent` (so 0, off, unless given).
+//! enforced at 100% when above 0, local-origin errors split on request, the panic
+//! threshold at `minHealthPercent` (so 0, off, unless given), and
+//! `outlierDetectionHttpErrorCodes` as the response codes that count.
 
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::cluster::v3::OutlierDetection as EnvoyOutlier;
 use envoy_types::pb::envoy::r#type::v3::Percent;
 use envoy_types::pb::google::protobuf::UInt32Value;
+
+use envoy_types::pb::envoy::config::common::matcher::v3::{
+    HttpHeadersMatch, MatchPredicate, match_predicate::MatchSet, match_predicate::Rule,
+};
+use envoy_types::pb::envoy::config::route::v3::{
+    HeaderMatcher, header_matcher::HeaderMatchSpecifier,
+};
+use envoy_types::pb::envoy::extensions::upstreams::http::v3::{
+    HttpProtocolOptions, http_protocol_options,
+};
+use envoy_types::pb::envoy::r#type::matcher::v3::{StringMatcher, string_matcher::MatchPattern};
 
 use super::duration;
 use crate::model::istio::traffic_policy::OutlierDetection;
@@ -51,4 +63,45 @@ pub(super) fn apply(cluster: &mut Cluster, outlier: Option<&OutlierDetection>) {
             value: outlier.min_health_percent as f64,
         });
     }
+}
+
+/// istiod's `applyOutlierDetectionErrorCodes`: only these response codes count as errors.
+pub(super) fn apply_error_codes(
+    http: &mut Option<HttpProtocolOptions>,
+    outlier: Option<&OutlierDetection>,
+) {
+    let Some(codes) = outlier
+        .and_then(|o| o.outlier_detection_http_error_codes.as_ref())
+        .filter(|c| !c.is_empty())
+    else {
+        return;
+    };
+    let mut rules: Vec<MatchPredicate> = codes
+        .iter()
+        .map(|code| MatchPredicate {
+            rule: Some(Rule::HttpResponseHeadersMatch(HttpHeadersMatch {
+                headers: vec![HeaderMatcher {
+                    name: ":status".to_string(),
+                    header_match_specifier: Some(HeaderMatchSpecifier::StringMatch(
+                        StringMatcher {
+                            match_pattern: Some(MatchPattern::Exact(code.to_string())),
+                            ..Default::default()
+                        },
+                    )),
+                    ..Default::default()
+                }],
+            })),
+        })
+        .collect();
+    let predicate = if rules.len() == 1 {
+        rules.remove(0)
+    } else {
+        MatchPredicate {
+            rule: Some(Rule::OrMatch(MatchSet { rules })),
+        }
+    };
+    http.get_or_insert_with(Default::default).outlier_detection =
+        Some(http_protocol_options::OutlierDetection {
+            error_matcher: Some(predicate),
+        });
 }

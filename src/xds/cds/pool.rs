@@ -2,25 +2,30 @@
 //! (`cluster_traffic_policy.go`): circuit breakers at the largest thresholds (remaining
 //! counts tracked) unless the policy lowers them, the connect timeout, TCP keepalive, the
 //! upstream HTTP options (idle timeout, requests per connection, connection duration,
-//! HTTP/2 streams), `h2UpgradePolicy` and `useClientProtocol`.
+//! HTTP/2 streams and PINGs), `h2UpgradePolicy`, `useClientProtocol`, and the policy's
+//! `retryBudget`.
 
 use envoy_types::pb::envoy::config::cluster::v3::circuit_breakers::Thresholds;
+use envoy_types::pb::envoy::config::cluster::v3::circuit_breakers::thresholds::RetryBudget as RetryBudgetThreshold;
 use envoy_types::pb::envoy::config::cluster::v3::{
     CircuitBreakers, Cluster, UpstreamConnectionOptions,
 };
 use envoy_types::pb::envoy::config::core::v3::{
     Http1ProtocolOptions, Http2ProtocolOptions, HttpProtocolOptions as CommonHttpOptions,
-    TcpKeepalive,
+    KeepaliveSettings, TcpKeepalive,
 };
 use envoy_types::pb::envoy::extensions::upstreams::http::v3::HttpProtocolOptions;
 use envoy_types::pb::envoy::extensions::upstreams::http::v3::http_protocol_options::{
     ExplicitHttpConfig, UpstreamProtocolOptions, UseDownstreamHttpConfig,
     explicit_http_config::ProtocolConfig,
 };
+use envoy_types::pb::envoy::r#type::v3::Percent;
 use envoy_types::pb::google::protobuf::UInt32Value;
 
 use super::duration;
-use crate::model::istio::traffic_policy::{ConnectionPoolSettings, H2UpgradePolicy, TcpSettings};
+use crate::model::istio::traffic_policy::{
+    ConnectionPoolSettings, H2UpgradePolicy, RetryBudget, TcpSettings,
+};
 
 /// istiod's `getDefaultCircuitBreakerThresholds`: no limit Envoy would otherwise impose
 /// (its defaults are 1024 connections, pending and requests, and 3 retries).
@@ -64,8 +69,12 @@ pub(super) fn apply(
     cluster: &mut Cluster,
     http: &mut Option<HttpProtocolOptions>,
     pool: Option<&ConnectionPoolSettings>,
+    retry_budget: Option<&RetryBudget>,
 ) {
     let mut threshold = default_thresholds();
+    if let Some(budget) = retry_budget {
+        threshold.retry_budget = Some(to_retry_budget(budget));
+    }
     let count = |v: Option<i64>| {
         v.filter(|v| *v > 0).map(|v| UInt32Value {
             value: u32::try_from(v).unwrap_or(u32::MAX),
@@ -75,7 +84,9 @@ pub(super) fn apply(
     let mut max_requests_per_connection = None;
     let mut max_concurrent_streams = None;
     let mut max_connection_duration = None;
+    let mut keepalive = None;
     if let Some(h) = pool.and_then(|p| p.http.as_ref()) {
+        keepalive = h.http2_keep_alive.as_ref();
         if let Some(v) = count(h.http2_max_requests) {
             threshold.max_requests = Some(v);
         }
@@ -111,6 +122,7 @@ pub(super) fn apply(
         || max_requests_per_connection.is_some()
         || max_connection_duration.is_some()
         || max_concurrent_streams.is_some()
+        || keepalive.is_some()
     {
         let options = http.get_or_insert_with(Default::default);
         let common = options
@@ -132,6 +144,13 @@ pub(super) fn apply(
             if max_concurrent_streams.is_some() {
                 h2.max_concurrent_streams = max_concurrent_streams;
             }
+            if let Some(k) = keepalive {
+                h2.connection_keepalive = Some(KeepaliveSettings {
+                    interval: k.interval.as_deref().and_then(duration),
+                    timeout: k.timeout.as_deref().and_then(duration),
+                    ..Default::default()
+                });
+            }
         }
     }
     if pool
@@ -152,6 +171,19 @@ pub(super) fn apply(
                 ..Default::default()
             }),
         );
+    }
+}
+
+/// istiod's `applyRetryBudget`: 20% of the active requests and at least 3 unless given.
+fn to_retry_budget(budget: &RetryBudget) -> RetryBudgetThreshold {
+    RetryBudgetThreshold {
+        budget_percent: Some(Percent {
+            value: budget.percent.unwrap_or(20.0),
+        }),
+        min_retry_concurrency: Some(UInt32Value {
+            value: budget.min_retry_concurrency.filter(|m| *m > 0).unwrap_or(3),
+        }),
+        budget_interval: budget.budget_interval.as_deref().and_then(duration),
     }
 }
 

@@ -139,7 +139,8 @@ fn connection_pool_limits_and_http_options() {
   trafficPolicy:
     connectionPool:
       tcp: {maxConnections: 7, connectTimeout: 250ms, tcpKeepalive: {time: 60s, interval: 5s, probes: 3}, maxConnectionDuration: 1h}
-      http: {http1MaxPendingRequests: 1, http2MaxRequests: 9, maxRetries: 2, maxRequestsPerConnection: 4, idleTimeout: 30s, maxConcurrentStreams: 5}
+      http: {http1MaxPendingRequests: 1, http2MaxRequests: 9, maxRetries: 2, maxRequestsPerConnection: 4, idleTimeout: 30s, maxConcurrentStreams: 5, http2KeepAlive: {interval: 10s, timeout: 3s}}
+    retryBudget: {percent: 25, budgetInterval: 1s}
 ",
     );
     for name in [PLAIN, "outbound|81||shop.example.com"] {
@@ -175,6 +176,19 @@ fn connection_pool_limits_and_http_options() {
         panic!("{h2:?}")
     };
     assert_eq!(o.max_concurrent_streams.unwrap().value, 5);
+    let keepalive = o.connection_keepalive.unwrap();
+    assert_eq!(keepalive.interval.unwrap().seconds, 10);
+    assert_eq!(keepalive.timeout.unwrap().seconds, 3);
+    let budget = cs[PLAIN].circuit_breakers.as_ref().unwrap().thresholds[0]
+        .retry_budget
+        .unwrap();
+    assert_eq!(budget.budget_percent.unwrap().value, 25.0);
+    assert_eq!(
+        budget.min_retry_concurrency.unwrap().value,
+        3,
+        "istiod's default"
+    );
+    assert_eq!(budget.budget_interval.unwrap().seconds, 1);
 }
 
 #[test]
@@ -208,7 +222,7 @@ fn outlier_detection_as_istiod_sets_it() {
     let cs = clusters(
         "  host: shop.example.com
   trafficPolicy:
-    outlierDetection: {consecutive5xxErrors: 3, consecutiveGatewayErrors: 0, interval: 1s, baseEjectionTime: 2m, maxEjectionPercent: 50, splitExternalLocalOriginErrors: true, consecutiveLocalOriginFailures: 4}
+    outlierDetection: {consecutive5xxErrors: 3, consecutiveGatewayErrors: 0, interval: 1s, baseEjectionTime: 2m, maxEjectionPercent: 50, splitExternalLocalOriginErrors: true, consecutiveLocalOriginFailures: 4, outlierDetectionHttpErrorCodes: [500, 429]}
 ",
     );
     let c = &cs[PLAIN];
@@ -226,6 +240,13 @@ fn outlier_detection_as_istiod_sets_it() {
     assert_eq!(o.enforcing_local_origin_success_rate.unwrap().value, 0);
     let panic = c.common_lb_config.as_ref().unwrap().healthy_panic_threshold;
     assert_eq!(panic.unwrap().value, 0.0, "the panic threshold is off");
+    let matcher = http_options(c)
+        .outlier_detection
+        .unwrap()
+        .error_matcher
+        .unwrap();
+    let text = format!("{matcher:?}");
+    assert!(text.contains("OrMatch") && text.contains("\"500\"") && text.contains("\"429\""));
 }
 
 #[test]

@@ -956,7 +956,7 @@ pub static TRAFFIC_POLICY: Message = Message {
         Field {
             name: "retryBudget",
             kind: Kind::Message(&TRAFFIC_POLICY_RETRY_BUDGET),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
@@ -1028,17 +1028,17 @@ pub static TRAFFIC_POLICY_RETRY_BUDGET: Message = Message {
         Field {
             name: "percent",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "minRetryConcurrency",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "budgetInterval",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
@@ -1350,7 +1350,7 @@ pub static CONNECTION_POOL_SETTINGS_HTTP_SETTINGS: Message = Message {
         Field {
             name: "http2KeepAlive",
             kind: Kind::Message(&CONNECTION_POOL_SETTINGS_HTTP_SETTINGS_CONNECTION_KEEPALIVE),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // Newer than the commit above (the corpus's istio/api fixtures use it).
         Field {
@@ -1376,12 +1376,12 @@ pub static CONNECTION_POOL_SETTINGS_HTTP_SETTINGS_CONNECTION_KEEPALIVE: Message 
         Field {
             name: "interval",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "timeout",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
@@ -1440,7 +1440,7 @@ pub static OUTLIER_DETECTION: Message = Message {
         Field {
             name: "outlierDetectionHttpErrorCodes",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
