@@ -5,7 +5,9 @@
 //! ejects the endpoint that answers 500s after `consecutive5xxErrors` and traffic moves to the
 //! healthy one (which is never ejected); `http1MaxPendingRequests: 1` (one connection) turns
 //! the request beyond the queue into a 503 that Envoy's `upstream_rq_pending_overflow`
-//! counts, while requests one at a time pass. No update is rejected.
+//! counts, while requests one at a time pass; `proxyProtocol` puts a PROXY header ahead of
+//! the request, and a service without it sends none to the same upstream. No update is
+//! rejected.
 
 #[path = "support/scenario.rs"]
 mod scenario;
@@ -249,5 +251,98 @@ fn a_pending_request_limit_of_one_overflows_with_503() {
     let overloaded = answers.iter().find(|r| r.status == 503).unwrap();
     assert_eq!(overloaded.header("x-envoy-overloaded"), Some("true"));
     assert!(stat(&envoy, &overflow) >= 1, "{}", describe_envoy(&envoy));
+    assert_no_rejected_updates(&envoy);
+}
+
+/// An HTTP/1.1 server on 127.0.0.1 that accepts a PROXY protocol (v1) header ahead of the
+/// request; answers 200 with `proxy: SOURCE` or `plain`, and records that per connection.
+fn proxy_protocol_upstream() -> (u16, Arc<std::sync::Mutex<Vec<String>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
+    let record = seen.clone();
+    thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let record = record.clone();
+            thread::spawn(move || {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                let mut header: Option<String> = None;
+                while let Ok(n @ 1..) = conn.read(&mut chunk) {
+                    buf.extend_from_slice(&chunk[..n]);
+                    if header.is_none() {
+                        if buf.starts_with(b"PROXY ") {
+                            let Some(end) = buf.windows(2).position(|w| w == b"\r\n") else {
+                                continue;
+                            };
+                            let line = String::from_utf8_lossy(&buf[..end]).into_owned();
+                            buf.drain(..end + 2);
+                            header = Some(format!("proxy: {line}"));
+                        } else {
+                            header = Some("plain".to_string());
+                        }
+                        record.lock().unwrap().push(header.clone().unwrap());
+                    }
+                    while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        buf.drain(..end + 4);
+                        let body = header.clone().unwrap_or_default();
+                        let answer = format!(
+                            "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}",
+                            body.len()
+                        );
+                        if conn.write_all(answer.as_bytes()).is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    (port, seen)
+}
+
+#[test]
+fn the_proxy_protocol_header_precedes_the_request_upstream() {
+    let (port, seen) = proxy_protocol_upstream();
+    let pp = "pp.demo.svc.cluster.local";
+    let mesh = documents(&[
+        service_entry_yaml("echo", "demo", ECHO, http_port(80), &[(port, None)]),
+        service_entry_yaml("pp", "demo", pp, http_port(80), &[(port, None)]),
+        format!(
+            "apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {{name: pp, namespace: demo}}\nspec:\n  host: {pp}\n  trafficPolicy:\n    proxyProtocol: {{version: V1}}\n"
+        ),
+        r#"apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: echo, namespace: demo}
+spec:
+  hosts: ["*"]
+  gateways: [istio-system/ingress]
+  http:
+  - match: [{uri: {prefix: /pp}}]
+    retries: {attempts: 0}
+    route: [{destination: {host: pp, port: {number: 80}}}]
+  - retries: {attempts: 0}
+    route: [{destination: {host: echo, port: {number: 80}}}]
+"#
+        .to_string(),
+    ]);
+    let (_config, _axon, envoy, gw) = start(&mesh);
+    let path_get =
+        |path: &str| http_request(Envoy::local(gw), "GET", path, &[], Duration::from_secs(10));
+    // With the rule: a PROXY v1 header (TCP4, from the gateway's side) ahead of the request.
+    wait_for_answer("pp", CONVERGE, "", &envoy, || {
+        let r = path_get("/pp");
+        let proxied = r.body.starts_with("proxy: PROXY TCP4 127.0.0.1 127.0.0.1 ");
+        (r.status, if proxied { String::new() } else { r.body })
+    });
+    // Without it, the same upstream sees the request alone.
+    let plain = path_get("/plain");
+    assert_eq!(
+        (plain.status, plain.body.as_str()),
+        (200, "plain"),
+        "{plain:?}"
+    );
+    assert!(seen.lock().unwrap().iter().any(|h| h == "plain"));
     assert_no_rejected_updates(&envoy);
 }

@@ -60,6 +60,7 @@ spec:
       http: {http1MaxPendingRequests: 5, http2MaxRequests: 50, maxRequestsPerConnection: 3, maxRetries: 2, idleTimeout: 60s, maxConcurrentStreams: 10, http2KeepAlive: {interval: 30s, timeout: 5s}}
     outlierDetection: {consecutive5xxErrors: 3, consecutiveGatewayErrors: 2, consecutiveLocalOriginFailures: 4, splitExternalLocalOriginErrors: true, interval: 5s, baseEjectionTime: 30s, maxEjectionPercent: 50, minHealthPercent: 10, outlierDetectionHttpErrorCodes: [500, 503]}
     retryBudget: {percent: 25, minRetryConcurrency: 5, budgetInterval: 10s}
+    proxyProtocol: {version: V2}
     tls: {mode: SIMPLE, caCertificates: /nonexistent/ca.pem, subjectAltNames: [static.example.com], caCrl: /etc/hostname}
     portLevelSettings:
     - port: {number: 81}

@@ -14,7 +14,7 @@
 use super::istio::DestinationRule;
 use super::istio::traffic_policy::{
     ClientTls, ConnectionPoolSettings, ConsistentHash, LoadBalancerSettings, OutlierDetection,
-    RetryBudget, TrafficPolicy,
+    ProxyProtocol, RetryBudget, TrafficPolicy,
 };
 
 /// The parts of a traffic policy that one cluster gets.
@@ -24,8 +24,10 @@ pub struct ClusterPolicy<'a> {
     pub connection_pool: Option<&'a ConnectionPoolSettings>,
     pub outlier_detection: Option<&'a OutlierDetection>,
     pub tls: Option<&'a ClientTls>,
-    /// Not part of a port entry: a port with one has none (istiod's `shadowCopyPortTrafficPolicy`).
+    /// Not part of a port entry, as the PROXY protocol: a port with one has neither (istiod's
+    /// `shadowCopyPortTrafficPolicy`).
     pub retry_budget: Option<&'a RetryBudget>,
+    pub proxy_protocol: Option<&'a ProxyProtocol>,
 }
 
 impl<'a> ClusterPolicy<'a> {
@@ -45,6 +47,7 @@ impl<'a> ClusterPolicy<'a> {
                     outlier_detection: p.outlier_detection.as_ref(),
                     tls: p.tls.as_ref(),
                     retry_budget: None,
+                    proxy_protocol: None,
                 },
                 true,
             ),
@@ -55,6 +58,7 @@ impl<'a> ClusterPolicy<'a> {
                     outlier_detection: policy.outlier_detection.as_ref(),
                     tls: policy.tls.as_ref(),
                     retry_budget: policy.retry_budget.as_ref(),
+                    proxy_protocol: policy.proxy_protocol.as_ref(),
                 },
                 false,
             ),
@@ -62,8 +66,8 @@ impl<'a> ClusterPolicy<'a> {
     }
 
     /// istiod's `MergeTrafficPolicy`: `over` replaces each part it sets, or every part when
-    /// it comes from a port entry (`wholesale`; the retry budget, which no port entry has,
-    /// only when set).
+    /// it comes from a port entry (`wholesale`; the retry budget and the PROXY protocol,
+    /// which no port entry has, only when set).
     fn overridden_by(self, over: ClusterPolicy<'a>, wholesale: bool) -> ClusterPolicy<'a> {
         fn pick<T>(base: Option<T>, over: Option<T>, wholesale: bool) -> Option<T> {
             if over.is_some() || wholesale {
@@ -78,6 +82,7 @@ impl<'a> ClusterPolicy<'a> {
             outlier_detection: pick(self.outlier_detection, over.outlier_detection, wholesale),
             tls: pick(self.tls, over.tls, wholesale),
             retry_budget: pick(self.retry_budget, over.retry_budget, false),
+            proxy_protocol: pick(self.proxy_protocol, over.proxy_protocol, false),
         }
     }
 }

@@ -39,7 +39,23 @@ pub struct TrafficPolicy {
     pub tls: Option<ClientTls>,
     pub port_level_settings: Option<Vec<PortTrafficPolicy>>,
     pub retry_budget: Option<RetryBudget>,
-    // `tunnel` and `proxyProtocol` are not translated: the field tables report them.
+    pub proxy_protocol: Option<ProxyProtocol>,
+    // `tunnel` is not translated: the field tables report it.
+}
+
+/// `TrafficPolicy.ProxyProtocol`: a PROXY protocol header ahead of each upstream connection.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct ProxyProtocol {
+    #[serde(default)]
+    pub version: ProxyProtocolVersion,
+}
+
+/// `TrafficPolicy.ProxyProtocol.VERSION`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+pub enum ProxyProtocolVersion {
+    #[default]
+    V1,
+    V2,
 }
 
 /// `TrafficPolicy.RetryBudget`: retries as a share of the active requests.

@@ -5,16 +5,16 @@
 //! pass through to the original destination, as istiod does. Each outbound cluster gets the
 //! DestinationRule policy merged for its port and subset (`model::traffic_policy`), applied as
 //! istiod's `applyTrafficPolicy` does: the connection pool (`pool`), outlier detection
-//! (`outlier`), the load balancer (`lb`) and upstream TLS (`tls`).
+//! (`outlier`), the load balancer (`lb`), upstream TLS (`tls`) and the PROXY protocol
+//! (`proxy_protocol`).
 
 mod lb;
 mod outlier;
 mod pool;
+mod proxy_protocol;
 #[cfg(test)]
 mod tests;
 mod tls;
-
-pub use tls::is_translated as is_tls_translated;
 
 use envoy_types::pb::envoy::config::cluster::v3::{
     CircuitBreakers, Cluster,
@@ -171,6 +171,7 @@ fn to_cluster(
         ))
     );
     tls::apply(&mut cluster, &mut http, policy.tls, http2);
+    proxy_protocol::apply(&mut cluster, policy.proxy_protocol);
     if discovery_type(&cluster) == Some(DiscoveryType::OriginalDst) {
         cluster.lb_policy = LbPolicy::ClusterProvided as i32;
     }

@@ -379,3 +379,49 @@ spec:
     assert_eq!(cla.endpoints.len(), 1);
     assert_eq!(cla.endpoints[0].lb_endpoints.len(), 1, "the host itself");
 }
+
+#[test]
+fn the_proxy_protocol_wraps_the_transport_socket() {
+    use envoy_types::pb::envoy::config::core::v3::transport_socket::ConfigType;
+    use envoy_types::pb::envoy::extensions::transport_sockets::proxy_protocol::v3::ProxyProtocolUpstreamTransport;
+    let cs = clusters(
+        "  host: shop.example.com
+  trafficPolicy:
+    proxyProtocol: {version: V2}
+    portLevelSettings: [{port: {number: 81}, loadBalancer: {simple: RANDOM}}]
+  subsets:
+  - name: tls
+    labels: {version: v1}
+    trafficPolicy: {tls: {mode: SIMPLE}}
+",
+    );
+    let wrapped = |c: &Cluster| {
+        let socket = c.transport_socket.as_ref()?;
+        assert_eq!(
+            socket.name,
+            "envoy.transport_sockets.upstream_proxy_protocol"
+        );
+        let Some(ConfigType::TypedConfig(any)) = &socket.config_type else {
+            panic!()
+        };
+        let pp = ProxyProtocolUpstreamTransport::decode(any.value.as_slice()).unwrap();
+        Some((
+            pp.config.unwrap().version,
+            pp.transport_socket.unwrap().name,
+        ))
+    };
+    assert_eq!(
+        wrapped(&cs[PLAIN]),
+        Some((1, "envoy.transport_sockets.raw_buffer".to_string()))
+    );
+    assert_eq!(
+        wrapped(&cs["outbound|80|tls|shop.example.com"]),
+        Some((1, "envoy.transport_sockets.tls".to_string())),
+        "the subset's TLS inside, the rule's PROXY protocol kept"
+    );
+    assert_eq!(
+        wrapped(&cs["outbound|81||shop.example.com"]),
+        None,
+        "a port entry drops it"
+    );
+}

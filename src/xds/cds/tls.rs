@@ -38,7 +38,7 @@ use crate::xds::sds;
 const TLS_SOCKET: &str = "envoy.transport_sockets.tls";
 
 /// Whether axon translates `tls` (the other modes and `credentialName` are reported).
-pub fn is_translated(tls: &ClientTls) -> bool {
+pub(super) fn is_translated(tls: &ClientTls) -> bool {
     matches!(tls.mode, TlsMode::Simple | TlsMode::Mutual) && tls.credential_name.is_empty()
 }
 

@@ -951,7 +951,7 @@ pub static TRAFFIC_POLICY: Message = Message {
         Field {
             name: "proxyProtocol",
             kind: Kind::Message(&TRAFFIC_POLICY_PROXY_PROTOCOL),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "retryBudget",
@@ -1018,7 +1018,7 @@ pub static TRAFFIC_POLICY_PROXY_PROTOCOL: Message = Message {
     fields: &[Field {
         name: "version",
         kind: Kind::Scalar,
-        applied: Applied::No,
+        applied: Applied::Yes,
     }],
 };
 
