@@ -13,6 +13,7 @@ use envoy_types::pb::envoy::config::endpoint::v3::{
 use envoy_types::pb::google::protobuf::UInt32Value;
 
 use super::resource::Resource;
+use crate::model::istio::DestinationRule;
 use crate::model::proxy::Proxy;
 use crate::model::push_context::PushContext;
 use crate::model::service::{Endpoint, labels_match, parse_outbound_cluster_name};
@@ -51,20 +52,21 @@ pub fn load_assignment_for(
     let selector = if subset.is_empty() {
         None
     } else {
-        let rules: Vec<_> = match proxy {
-            Some(p) => ctx
-                .destination_rule_for_workload(host, &p.namespace, Some(&p.labels))
-                .into_iter()
-                .collect(),
-            None => ctx.destination_rules_of(host).collect(),
+        let labels_of = |dr: &DestinationRule| {
+            dr.subsets
+                .iter()
+                .find(|s| s.name == subset)
+                .map(|s| s.labels.clone())
         };
         // A subset that no DestinationRule defines selects nothing.
-        Some(
-            rules
-                .iter()
-                .find_map(|(_, dr)| dr.subsets.iter().find(|s| s.name == subset))
-                .map(|s| s.labels.clone()),
-        )
+        Some(match proxy {
+            Some(p) => ctx
+                .destination_rule_for_workload(host, &p.namespace, Some(&p.labels))
+                .and_then(|chosen| labels_of(&chosen.rule)),
+            None => ctx
+                .destination_rules_of(host)
+                .find_map(|(_, dr)| labels_of(dr)),
+        })
     };
     let mut by_locality: BTreeMap<&str, Vec<LbEndpoint>> = BTreeMap::new();
     for ep in ctx.endpoints(host, port) {

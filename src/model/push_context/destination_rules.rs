@@ -11,10 +11,21 @@
 //! in each, the most specific host: the host itself, else the longest wildcard that matches
 //! (`*.example.com`, `*`). Among that host's rules, one with a `workloadSelector` (a rule
 //! private to its namespace, as istiod makes it) that selects the proxy's labels comes
-//! first, else the first without a selector. Rules of one host in one namespace are not
-//! merged as istiod merges them (subsets of the later ones added): the first, by key, wins.
+//! first, else the rules without a selector, merged as istiod's `mergeDestinationRule` merges
+//! them: the first (by key; istiod orders by creation time) with the subsets of the later
+//! ones whose names it does not have, and the first traffic policy set.
+
+use std::borrow::Cow;
 
 use super::*;
+
+/// The rule a proxy uses for a host: one rule, or several merged.
+#[derive(Debug, Clone)]
+pub struct ChosenRule<'a> {
+    /// The rules merged into `rule`, in order (one, unless several match alike).
+    pub configs: Vec<&'a Config>,
+    pub rule: Cow<'a, DestinationRule>,
+}
 
 /// Which namespace's rules, and how they must be exported.
 #[derive(Clone, Copy)]
@@ -35,7 +46,7 @@ impl PushContext {
         hostname: &str,
         namespace: &str,
         labels: Option<&Labels>,
-    ) -> Option<(&Config, &DestinationRule)> {
+    ) -> Option<ChosenRule<'_>> {
         let root = self.mesh.root_namespace.as_str();
         let first = if namespace != root {
             Bucket::Local(namespace)
@@ -66,9 +77,33 @@ impl PushContext {
                 .as_ref()
                 .is_some_and(|ws| labels.is_some_and(|l| labels_match(&ws.match_labels, l)))
         });
-        selected
-            .or_else(|| rules.iter().find(|(_, dr)| dr.workload_selector.is_none()))
-            .copied()
+        if let Some((config, dr)) = selected {
+            return Some(ChosenRule {
+                configs: vec![config],
+                rule: Cow::Borrowed(dr),
+            });
+        }
+        let plain: Vec<(&Config, &DestinationRule)> = rules
+            .into_iter()
+            .filter(|(_, dr)| dr.workload_selector.is_none())
+            .collect();
+        let (first, rest) = plain.split_first()?;
+        let mut rule = Cow::Borrowed(first.1);
+        for (_, later) in rest {
+            let merged = rule.to_mut();
+            for subset in &later.subsets {
+                if !merged.subsets.iter().any(|s| s.name == subset.name) {
+                    merged.subsets.push(subset.clone());
+                }
+            }
+            if merged.traffic_policy.is_none() {
+                merged.traffic_policy = later.traffic_policy.clone();
+            }
+        }
+        Some(ChosenRule {
+            configs: plain.iter().map(|(c, _)| *c).collect(),
+            rule,
+        })
     }
 
     /// The rules of `namespace` whose `workloadSelector` selects `labels`, in key order.
@@ -195,7 +230,7 @@ spec: {host: '*'}
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         ctx.destination_rule_for_workload(host, ns, Some(&labels))
-            .map(|(c, _)| c.key.name.clone())
+            .map(|c| c.configs[0].key.name.clone())
     }
 
     #[test]
@@ -253,6 +288,40 @@ spec: {host: '*'}
         assert_eq!(
             name(&ctx, "c.example.com", "other", &[("app", "canary")]).as_deref(),
             Some("root")
+        );
+    }
+
+    #[test]
+    fn rules_of_one_host_merge_their_subsets_and_the_first_policy() {
+        let ctx = context(
+            "
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: a, namespace: web}
+spec: {host: m.example.com, subsets: [{name: v1, labels: {v: '1'}}]}
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: b, namespace: web}
+spec:
+  host: m.example.com
+  trafficPolicy: {loadBalancer: {simple: RANDOM}}
+  subsets: [{name: v1, labels: {v: other}}, {name: v2, labels: {v: '2'}}]
+",
+        );
+        let chosen = ctx.destination_rule_for("m.example.com", "web").unwrap();
+        let names: Vec<&str> = chosen.configs.iter().map(|c| c.key.name.as_str()).collect();
+        assert_eq!(names, ["a", "b"]);
+        let subsets: Vec<(&str, &str)> = chosen
+            .rule
+            .subsets
+            .iter()
+            .map(|s| (s.name.as_str(), s.labels["v"].as_str()))
+            .collect();
+        assert_eq!(subsets, [("v1", "1"), ("v2", "2")], "the first v1 kept");
+        assert!(
+            chosen.rule.traffic_policy.is_some(),
+            "b's policy, a having none"
         );
     }
 }

@@ -20,6 +20,8 @@ use super::visibility::ExportTo;
 mod destination_rules;
 mod endpoints;
 
+pub use destination_rules::ChosenRule;
+
 pub use endpoints::changed_clusters;
 use endpoints::{endpoint_differences, index_endpoints, update_endpoints};
 
@@ -239,11 +241,7 @@ impl PushContext {
 
     /// The DestinationRule of `hostname` that a proxy in `namespace` uses, leaving out the
     /// rules with a `workloadSelector` ([`Self::destination_rule_for_workload`]).
-    pub fn destination_rule_for(
-        &self,
-        hostname: &str,
-        namespace: &str,
-    ) -> Option<(&Config, &DestinationRule)> {
+    pub fn destination_rule_for(&self, hostname: &str, namespace: &str) -> Option<ChosenRule<'_>> {
         self.destination_rule_for_workload(hostname, namespace, None)
     }
 

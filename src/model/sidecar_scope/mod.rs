@@ -390,12 +390,14 @@ fn finish(ctx: &PushContext, proxy: &Proxy, mut scope: SidecarScope) -> SidecarS
     scope.services.sort_by(|a, b| a.hostname.cmp(&b.hostname));
     for service in &scope.services {
         scope.deps.insert(service.source.clone());
-        if let Some((dr, _)) = ctx.destination_rule_for_workload(
+        if let Some(chosen) = ctx.destination_rule_for_workload(
             &service.hostname,
             &proxy.namespace,
             Some(&proxy.labels),
         ) {
-            scope.deps.insert(dr.key.clone());
+            scope
+                .deps
+                .extend(chosen.configs.iter().map(|c| c.key.clone()));
         }
     }
     scope.inbound = inbound_ports(ctx, proxy).into_iter().collect();

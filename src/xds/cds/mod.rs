@@ -58,9 +58,12 @@ pub fn generate(ctx: &PushContext, proxy: &Proxy, scope: &SidecarScope) -> Vec<R
         if service.hostname.starts_with('*') {
             continue;
         }
-        let dr = ctx
-            .destination_rule_for_workload(&service.hostname, &proxy.namespace, Some(&proxy.labels))
-            .map(|(_, dr)| dr);
+        let chosen = ctx.destination_rule_for_workload(
+            &service.hostname,
+            &proxy.namespace,
+            Some(&proxy.labels),
+        );
+        let dr = chosen.as_ref().map(|c| c.rule.as_ref());
         let subsets: Vec<&str> = dr
             .map(|dr| dr.subsets.iter().map(|s| s.name.as_str()).collect())
             .unwrap_or_default();

@@ -21,9 +21,9 @@ pub(super) fn for_destination(
     d: &Destination,
 ) -> Option<HashPolicy> {
     let hostname = host::resolve(&d.host, namespace);
-    let (_, dr) = ctx.destination_rule_for(&hostname, namespace)?;
+    let chosen = ctx.destination_rule_for(&hostname, namespace)?;
     let port = d.port.as_ref().map(|p| p.number).filter(|p| *p != 0);
-    to_hash_policy(route_hash(dr, &d.subset, port)?)
+    to_hash_policy(route_hash(&chosen.rule, &d.subset, port)?)
 }
 
 /// The hash policy of the default route to a service's `port` (no VirtualService).
@@ -33,8 +33,8 @@ pub(super) fn for_service(
     hostname: &str,
     port: u32,
 ) -> Option<HashPolicy> {
-    let (_, dr) = ctx.destination_rule_for(hostname, namespace)?;
-    to_hash_policy(service_hash(dr, port)?)
+    let chosen = ctx.destination_rule_for(hostname, namespace)?;
+    to_hash_policy(service_hash(&chosen.rule, port)?)
 }
 
 /// istiod's `ConsistentHashToHashPolicy`; `None` for a hash without a key.
