@@ -8,6 +8,7 @@
 //! (`outlier`), the load balancer (`lb`), upstream TLS (`tls`) and the PROXY protocol
 //! (`proxy_protocol`).
 
+mod grpc;
 mod lb;
 mod outlier;
 mod pool;
@@ -70,11 +71,19 @@ pub fn generate(ctx: &PushContext, proxy: &Proxy, scope: &SidecarScope) -> Vec<R
         for port in &service.ports {
             for subset in std::iter::once("").chain(subsets.iter().copied()) {
                 let name = outbound_cluster_name(port.number, subset, &service.hostname);
-                if let Some(cluster) =
+                let Some(mut cluster) =
                     to_cluster(ctx, service, port.number, subset, &name, proxy, dr)
-                {
-                    out.push(Resource::new(name, &cluster));
+                else {
+                    continue;
+                };
+                // A proxyless gRPC client (`xds::grpc::is_grpc`, which imports this module).
+                if proxy.generator.as_deref() == Some("grpc") {
+                    let policy = dr
+                        .map(|dr| cluster_policy(dr, subset, port.number))
+                        .unwrap_or_default();
+                    grpc::for_grpc(&mut cluster, &policy, is_http2(&port.protocol));
                 }
+                out.push(Resource::new(name, &cluster));
             }
         }
     }

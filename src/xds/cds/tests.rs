@@ -425,3 +425,36 @@ fn the_proxy_protocol_wraps_the_transport_socket() {
         "a port entry drops it"
     );
 }
+
+#[test]
+fn a_grpc_client_gets_what_istiods_grpcgen_keeps() {
+    let yaml = format!(
+        "{SERVICES}---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {{name: dr, namespace: shop}}\nspec:\n  host: shop.example.com\n  trafficPolicy:\n    connectionPool: {{tcp: {{maxConnections: 3}}, http: {{http2MaxRequests: 7}}}}\n    outlierDetection: {{consecutive5xxErrors: 1}}\n  subsets: [{{name: hash, labels: {{version: v1}}, trafficPolicy: {{loadBalancer: {{consistentHash: {{useSourceIp: true}}}}}}}}]\n"
+    );
+    let ctx = context(&yaml);
+    let mut client = proxy("sidecar", "10.1.0.2", "shop", &[]);
+    client.generator = Some("grpc".to_string());
+    let scope = SidecarScope::compute(&ctx, &client);
+    let cs: std::collections::BTreeMap<String, Cluster> = generate(&ctx, &client, &scope)
+        .iter()
+        .map(|r| Cluster::decode(r.value.as_ref()).unwrap())
+        .map(|c| (c.name.clone(), c))
+        .collect();
+    let plain = &cs["outbound|81||shop.example.com"];
+    assert_eq!(
+        plain.lb_policy,
+        LbPolicy::RoundRobin as i32,
+        "gRPC knows no LEAST_REQUEST default"
+    );
+    let t = &plain.circuit_breakers.as_ref().unwrap().thresholds[0];
+    assert_eq!(t.max_requests.unwrap().value, 7);
+    assert!(t.max_connections.is_none(), "only max_requests (gRFC A32)");
+    assert!(plain.outlier_detection.is_none() && plain.common_lb_config.is_none());
+    assert!(
+        plain
+            .typed_extension_protocol_options
+            .contains_key(HTTP_PROTOCOL_OPTIONS)
+    );
+    let hash = &cs["outbound|80|hash|shop.example.com"];
+    assert_eq!(hash.lb_policy, LbPolicy::RingHash as i32);
+}
