@@ -4,7 +4,9 @@
 //! upstream sees TLS and the rule's `sni`; a `subjectAltNames` the upstream's certificate
 //! does not have fails the request. `MUTUAL`: the upstream that requires a client
 //! certificate gets the rule's and answers; `SIMPLE` to it (no client certificate) fails.
-//! No update is rejected.
+//! A rule with a `workloadSelector` gives its TLS to the gateway it selects (over Delta ADS,
+//! its CA secret over Delta SDS) and not to another, which sends plaintext. No update is
+//! rejected.
 
 #[path = "support/scenario.rs"]
 mod scenario;
@@ -183,19 +185,24 @@ fn a_rule_with_a_workload_selector_applies_to_the_selected_proxies_only() {
         ]),
     );
     let axon = Axon::start(config.path());
-    let start = |id: &str, selector: &str| {
-        Envoy::start(
-            axon.xds_addr(),
-            EnvoyOptions::gateway(id, &[("istio", selector)], "istio-system"),
-        )
+    let options = |id: &str, selector: &str| {
+        EnvoyOptions::gateway(id, &[("istio", selector)], "istio-system")
     };
-    let canary = start(
-        "router~10.0.0.21~canary-1.istio-system~istio-system.svc.cluster.local",
-        "canary-gateway",
+    // The selected one over Delta ADS: its CA secret comes over Delta SDS.
+    let canary = Envoy::start(
+        axon.xds_addr(),
+        options(
+            "router~10.0.0.21~canary-1.istio-system~istio-system.svc.cluster.local",
+            "canary-gateway",
+        )
+        .delta(),
     );
-    let plain = start(
-        "router~10.0.0.22~plain-1.istio-system~istio-system.svc.cluster.local",
-        "plain-gateway",
+    let plain = Envoy::start(
+        axon.xds_addr(),
+        options(
+            "router~10.0.0.22~plain-1.istio-system~istio-system.svc.cluster.local",
+            "plain-gateway",
+        ),
     );
     let get = |port: u16| {
         http_request(
