@@ -182,7 +182,13 @@ fn to_cluster(
             }
         ))
     );
-    tls::apply(&mut cluster, &mut http, policy.tls, http2);
+    tls::apply(
+        &mut cluster,
+        &mut http,
+        policy.tls,
+        http2,
+        &service.subject_alt_names,
+    );
     proxy_protocol::apply(&mut cluster, policy.proxy_protocol);
     if discovery_type(&cluster) == Some(DiscoveryType::OriginalDst) {
         cluster.lb_policy = LbPolicy::ClusterProvided as i32;

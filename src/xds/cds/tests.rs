@@ -458,3 +458,48 @@ fn a_grpc_client_gets_what_istiods_grpcgen_keeps() {
     let hash = &cs["outbound|80|hash|shop.example.com"];
     assert_eq!(hash.lb_policy, LbPolicy::RingHash as i32);
 }
+
+#[test]
+fn a_service_entrys_subject_alt_names_are_checked_when_the_rule_names_none() {
+    let yaml = "
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: ext, namespace: shop}
+spec:
+  hosts: [ext.example.com]
+  resolution: DNS
+  subjectAltNames: [spiffe://ext/sa]
+  ports: [{number: 443, name: https, protocol: HTTP}]
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: ext, namespace: shop}
+spec:
+  host: ext.example.com
+  trafficPolicy: {tls: {mode: SIMPLE, caCertificates: /ca.pem}}
+";
+    let ctx = context(yaml);
+    let gw = proxy("router", "10.1.0.1", "shop", &[("istio", "ingressgateway")]);
+    let scope = SidecarScope::compute(&ctx, &gw);
+    let c = generate(&ctx, &gw, &scope)
+        .iter()
+        .map(|r| Cluster::decode(r.value.as_ref()).unwrap())
+        .find(|c| c.name == "outbound|443||ext.example.com")
+        .unwrap();
+    let Some(ValidationContextType::CombinedValidationContext(v)) = tls_context(&c)
+        .common_tls_context
+        .unwrap()
+        .validation_context_type
+    else {
+        panic!()
+    };
+    #[allow(deprecated)]
+    let sans = v
+        .default_validation_context
+        .unwrap()
+        .match_subject_alt_names;
+    assert_eq!(sans.len(), 1);
+    // As istiod, the automatic checks were decided before the names were filled in.
+    let upstream = http_options(&c).upstream_http_protocol_options.unwrap();
+    assert!(upstream.auto_sni && upstream.auto_san_validation);
+}

@@ -43,17 +43,31 @@ pub(super) fn is_translated(tls: &ClientTls) -> bool {
 }
 
 /// Sets `cluster`'s transport socket from `tls`; `http2`: whether the cluster speaks HTTP/2.
+/// `service_sans`: the ServiceEntry's `subjectAltNames`, checked when `tls` names none (istiod
+/// does so for ServiceEntry services, after deciding on the automatic SAN check).
 pub(super) fn apply(
     cluster: &mut Cluster,
     http: &mut Option<HttpProtocolOptions>,
     tls: Option<&ClientTls>,
     http2: bool,
+    service_sans: &[String],
 ) {
     let Some(tls) = tls.filter(|t| is_translated(t)) else {
         return;
     };
-    let context = upstream_context(tls, http2);
     apply_auto_sni_and_san(http, tls);
+    let defaulted;
+    let tls =
+        if tls.subject_alt_names.as_ref().is_none_or(Vec::is_empty) && !service_sans.is_empty() {
+            defaulted = ClientTls {
+                subject_alt_names: Some(service_sans.to_vec()),
+                ..tls.clone()
+            };
+            &defaulted
+        } else {
+            tls
+        };
+    let context = upstream_context(tls, http2);
     cluster.transport_socket = Some(TransportSocket {
         name: TLS_SOCKET.to_string(),
         config_type: Some(ConfigType::TypedConfig(any(&context))),

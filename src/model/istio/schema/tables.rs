@@ -1870,11 +1870,12 @@ pub static SERVICE_ENTRY: Message = Message {
             kind: Kind::Scalar,
             applied: Applied::Yes,
         },
-        // A list.
+        // A list. Applied: `cds::tls`, the names a DestinationRule's SIMPLE or MUTUAL `tls`
+        // checks when it names none (as istiod for ServiceEntry services).
         Field {
             name: "subjectAltNames",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
