@@ -14,7 +14,7 @@ const LATENCY_BUCKETS: [f64; 11] = [
 ];
 
 /// The `type` label values of the per-type xDS families (istiod's short names).
-pub const XDS_TYPES: [&str; 4] = ["cds", "eds", "lds", "rds"];
+pub const XDS_TYPES: [&str; 5] = ["cds", "eds", "lds", "rds", "sds"];
 
 /// The `actor` label values of the mailbox families.
 pub const ACTOR_KINDS: [&str; 5] = [

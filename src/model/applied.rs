@@ -2,6 +2,8 @@
 //! say: fields applied for some of their values only. Each case is a note
 //! `path: what is not applied`, reported beside the tables' fields.
 
+mod destination_rule;
+
 use super::config::Spec;
 use super::gateway::HTTP_PROTOCOLS as GATEWAY_PROTOCOLS;
 use super::istio::routing_claim;
@@ -72,6 +74,7 @@ pub fn partial_notes(spec: &Spec) -> Vec<String> {
                 }
             }
         }
+        Spec::DestinationRule(dr) => destination_rule::notes(dr, &mut notes),
         _ => {}
     }
     notes
@@ -89,6 +92,7 @@ mod tests {
             "Gateway" => Spec::Gateway(serde_json::from_value(spec).unwrap()),
             "ServiceEntry" => Spec::ServiceEntry(serde_json::from_value(spec).unwrap()),
             "VirtualService" => Spec::VirtualService(serde_json::from_value(spec).unwrap()),
+            "DestinationRule" => Spec::DestinationRule(serde_json::from_value(spec).unwrap()),
             other => panic!("{other}"),
         }
     }
@@ -141,5 +145,18 @@ mod tests {
             "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: v}\nspec:\n  hosts: [a]\n  exportTo: ['*']\n  http: [{route: [{destination: {host: a}}]}]\n",
         );
         assert!(partial_notes(&everywhere).is_empty());
+    }
+
+    #[test]
+    fn istio_mutual_is_noted_wherever_it_is() {
+        let dr = spec(
+            "apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: d}\nspec:\n  host: a\n  trafficPolicy: {tls: {mode: SIMPLE}, portLevelSettings: [{port: {number: 80}, tls: {mode: ISTIO_MUTUAL}}]}\n  subsets: [{name: s, trafficPolicy: {tls: {mode: ISTIO_MUTUAL}}}]\n",
+        );
+        let notes = partial_notes(&dr);
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert!(
+            notes[0].starts_with("spec.trafficPolicy.portLevelSettings[0].tls.mode: ISTIO_MUTUAL")
+        );
+        assert!(notes[1].starts_with("spec.subsets[0].trafficPolicy.tls.mode: ISTIO_MUTUAL"));
     }
 }

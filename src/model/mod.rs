@@ -27,6 +27,7 @@ pub mod service;
 pub mod sidecar_scope;
 pub mod timestamp;
 pub mod token_review;
+pub mod traffic_policy;
 pub mod validate;
 pub mod visibility;
 pub mod yaml_bounds;

@@ -30,6 +30,9 @@ pub struct Service {
     pub export_to: ExportTo,
     /// The config this service came from.
     pub source: ConfigKey,
+    /// The ServiceEntry's `subjectAltNames`: the names a DestinationRule's `tls` checks the
+    /// upstream's certificate for when it names none (istiod's `serviceAccounts`).
+    pub subject_alt_names: Vec<String>,
 }
 
 impl Service {
@@ -85,6 +88,7 @@ pub fn services_of(config: &Config, default_export_to: &[String]) -> Vec<Service
             resolution: se.resolution,
             export_to: ExportTo::resolve(&se.export_to, config.namespace(), default_export_to),
             source: config.key.clone(),
+            subject_alt_names: se.subject_alt_names.clone(),
         })
         .collect()
 }

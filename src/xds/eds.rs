@@ -13,6 +13,8 @@ use envoy_types::pb::envoy::config::endpoint::v3::{
 use envoy_types::pb::google::protobuf::UInt32Value;
 
 use super::resource::Resource;
+use crate::model::istio::DestinationRule;
+use crate::model::proxy::Proxy;
 use crate::model::push_context::PushContext;
 use crate::model::service::{Endpoint, labels_match, parse_outbound_cluster_name};
 
@@ -37,30 +39,34 @@ pub fn generate(ctx: &PushContext, names: &BTreeSet<String>) -> Vec<Resource> {
 }
 
 /// The endpoints of `host:port`, restricted to `subset` (empty for all). The subset's labels
-/// come from the DestinationRule a proxy in `namespace` uses, or (EDS names carry no
-/// namespace) from the first one of the host that defines the subset.
+/// come from the DestinationRule `proxy` uses, or (EDS names carry no proxy) from the first
+/// one of the host that defines the subset.
 pub fn load_assignment_for(
     ctx: &PushContext,
     cluster_name: &str,
     port: u32,
     subset: &str,
     host: &str,
-    namespace: Option<&str>,
+    proxy: Option<&Proxy>,
 ) -> ClusterLoadAssignment {
     let selector = if subset.is_empty() {
         None
     } else {
-        let rules: Vec<_> = match namespace {
-            Some(ns) => ctx.destination_rule_for(host, ns).into_iter().collect(),
-            None => ctx.destination_rules_of(host).collect(),
+        let labels_of = |dr: &DestinationRule| {
+            dr.subsets
+                .iter()
+                .find(|s| s.name == subset)
+                .map(|s| s.labels.clone())
         };
         // A subset that no DestinationRule defines selects nothing.
-        Some(
-            rules
-                .iter()
-                .find_map(|(_, dr)| dr.subsets.iter().find(|s| s.name == subset))
-                .map(|s| s.labels.clone()),
-        )
+        Some(match proxy {
+            Some(p) => ctx
+                .destination_rule_for_workload(host, &p.namespace, Some(&p.labels))
+                .and_then(|chosen| labels_of(&chosen.rule)),
+            None => ctx
+                .destination_rules_of(host)
+                .find_map(|(_, dr)| labels_of(dr)),
+        })
     };
     let mut by_locality: BTreeMap<&str, Vec<LbEndpoint>> = BTreeMap::new();
     for ep in ctx.endpoints(host, port) {

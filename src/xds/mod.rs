@@ -1,8 +1,8 @@
 //! xDS: Envoy's side of axon. The only place that knows Envoy's protos (`envoy_types`).
 //!
 //! - [`resource`]: type URLs and encoded resources.
-//! - [`cds`], [`eds`], [`lds`], [`rds`]: pure generators, `PushContext` + `Proxy` in,
-//!   resources out, one per type behind [`generate`].
+//! - [`cds`], [`eds`], [`lds`], [`rds`], [`sds`]: pure generators, `PushContext` + `Proxy`
+//!   in, resources out, one per type behind [`generate`].
 //! - [`stream`]: the per-stream protocol state machine (SotW and Delta), over
 //!   [`subscription`] (istiod's `ShouldRespond`, per type) and [`delta`], with the name sets
 //!   streams share ([`names`]).
@@ -21,6 +21,7 @@ pub mod names;
 pub mod node;
 pub mod rds;
 pub mod resource;
+pub mod sds;
 pub mod stream;
 pub mod subscription;
 pub mod wire;
@@ -51,6 +52,7 @@ pub fn generate(
             ResourceType::Endpoint => eds::generate(ctx, names),
             ResourceType::Listener => grpc::listeners(scope, names),
             ResourceType::Route => grpc::routes(ctx, proxy, scope, names),
+            ResourceType::Secret => Vec::new(),
         };
     }
     match type_url {
@@ -58,6 +60,7 @@ pub fn generate(
         ResourceType::Endpoint => eds::generate(ctx, names),
         ResourceType::Listener => lds::generate(ctx, proxy, scope),
         ResourceType::Route => rds::generate(ctx, proxy, scope, names),
+        ResourceType::Secret => sds::generate(names),
     }
 }
 
@@ -120,6 +123,10 @@ pub fn describe(resource: &Resource) -> String {
         }
         Some(ResourceType::Listener) => Listener::decode(bytes).map(|m| format!("{m:?}")),
         Some(ResourceType::Route) => RouteConfiguration::decode(bytes).map(|m| format!("{m:?}")),
+        Some(ResourceType::Secret) => {
+            envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::Secret::decode(bytes)
+                .map(|m| format!("{m:?}"))
+        }
         None => return format!("{} bytes of {}", bytes.len(), resource.type_url),
     };
     decoded.unwrap_or_else(|e| format!("undecodable: {e}"))

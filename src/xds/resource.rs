@@ -7,22 +7,25 @@ use prost::{Message, Name};
 
 use crate::model::proxy::NodeInfo;
 
-/// The four resource types axon serves, in the order of a full push.
+/// The five resource types axon serves, in the order of a full push.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ResourceType {
     Cluster,
     Endpoint,
     Listener,
     Route,
+    /// SDS: the file-backed certificates of upstream TLS (`sds.rs`).
+    Secret,
 }
 
 impl ResourceType {
-    /// Push order: CDS, EDS, LDS, RDS.
-    pub const PUSH_ORDER: [ResourceType; 4] = [
+    /// Push order: CDS, EDS, LDS, RDS, SDS (istiod's `PushOrder`).
+    pub const PUSH_ORDER: [ResourceType; 5] = [
         ResourceType::Cluster,
         ResourceType::Endpoint,
         ResourceType::Listener,
         ResourceType::Route,
+        ResourceType::Secret,
     ];
 
     pub fn url(self) -> String {
@@ -38,6 +41,9 @@ impl ResourceType {
             }
             ResourceType::Listener => "type.googleapis.com/envoy.config.listener.v3.Listener",
             ResourceType::Route => "type.googleapis.com/envoy.config.route.v3.RouteConfiguration",
+            ResourceType::Secret => {
+                "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
+            }
         }
     }
 
@@ -54,6 +60,7 @@ impl ResourceType {
             ResourceType::Endpoint => "eds",
             ResourceType::Listener => "lds",
             ResourceType::Route => "rds",
+            ResourceType::Secret => "sds",
         }
     }
 

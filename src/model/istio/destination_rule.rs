@@ -1,8 +1,11 @@
-//! `DestinationRule`: subsets of a host, by labels.
+//! `DestinationRule`: subsets of a host, by labels, and the traffic policies of the host, of
+//! its ports and of its subsets (typed in [`super::traffic_policy`], merged by
+//! [`crate::model::traffic_policy`]).
 
 use serde::{Deserialize, Serialize};
 
-use super::{Labels, WorkloadSelector};
+use super::Labels;
+use super::traffic_policy::PolicyDoc;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -13,9 +16,8 @@ pub struct DestinationRule {
     pub subsets: Vec<Subset>,
     #[serde(default)]
     pub export_to: Vec<String>,
-    pub workload_selector: Option<WorkloadSelector>,
-    /// Kept as JSON for validation; axon does not translate traffic policies yet.
-    pub traffic_policy: Option<serde_json::Value>,
+    pub workload_selector: Option<MatchLabels>,
+    pub traffic_policy: Option<PolicyDoc>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -25,5 +27,13 @@ pub struct Subset {
     pub name: String,
     #[serde(default)]
     pub labels: Labels,
-    pub traffic_policy: Option<serde_json::Value>,
+    pub traffic_policy: Option<PolicyDoc>,
+}
+
+/// `istio.type.v1beta1.WorkloadSelector`: the workloads (by their labels) a rule applies to.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MatchLabels {
+    #[serde(default)]
+    pub match_labels: Labels,
 }

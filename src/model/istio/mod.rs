@@ -9,13 +9,15 @@ mod gateway;
 pub mod schema;
 mod service_entry;
 mod sidecar;
+pub mod traffic_policy;
 mod virtual_service;
 mod workload_entry;
 
-pub use destination_rule::{DestinationRule, Subset};
+pub use destination_rule::{DestinationRule, MatchLabels, Subset};
 pub use gateway::{Gateway, GatewayPort, Server};
 pub use service_entry::{Location, Resolution, ServiceEntry, ServicePort, WorkloadSelector};
 pub use sidecar::{CaptureMode, IstioEgressListener, Sidecar, SidecarPort};
+pub use traffic_policy::{PolicyDoc, TrafficPolicy};
 pub use virtual_service::{
     CorsPolicy, Delegate, Destination, FaultAbort, FaultDelay, GRPC_STATUS_CODES, HeaderOperations,
     Headers, HttpBody, HttpDirectResponse, HttpFault, HttpMatchRequest, HttpMirrorPolicy,

@@ -36,11 +36,12 @@ fn service_endpoints(
         .map(|port| {
             let mut endpoints = endpoints_of(se, port, in_namespace.iter().copied());
             if endpoints.is_empty()
-                && se.resolution == Resolution::Dns
+                && matches!(se.resolution, Resolution::Dns | Resolution::DnsRoundRobin)
                 && se.workload_selector.is_none()
                 && !service.hostname.starts_with('*')
             {
-                // A DNS entry without endpoints resolves its own host.
+                // A DNS or DNS_ROUND_ROBIN entry without endpoints resolves its own host
+                // (istiod's `convertServices`).
                 endpoints.push(Endpoint {
                     address: service.hostname.clone(),
                     port: port.target_port.unwrap_or(port.number),

@@ -14,12 +14,15 @@ use super::host;
 use super::istio::{DestinationRule, Gateway, Resolution, Sidecar};
 use super::mesh::MeshConfig;
 use super::push_request::PushRequest;
-use super::service::{Endpoint, Service, endpoints_of, services_of};
+use super::service::{Endpoint, Service, endpoints_of, labels_match, services_of};
 use super::visibility::ExportTo;
 
 mod delegate;
+mod destination_rules;
 mod endpoints;
 mod virtual_services;
+
+pub use destination_rules::ChosenRule;
 
 pub use endpoints::changed_clusters;
 use endpoints::{endpoint_differences, index_endpoints, update_endpoints};
@@ -63,6 +66,9 @@ pub struct EndpointIndex {
 #[derive(Debug, Default)]
 pub struct DestinationRuleIndex {
     pub by_host: BTreeMap<String, Vec<Arc<Config>>>,
+    /// The rules with a `workloadSelector`, by namespace: which of them select a proxy is
+    /// part of what it sees (`SidecarScope` keys).
+    pub with_selector: BTreeMap<String, Vec<Arc<Config>>>,
 }
 
 /// Sidecar resources by namespace, in key order.
@@ -225,21 +231,10 @@ impl PushContext {
         self.destination_rules_of(hostname).next()
     }
 
-    /// The DestinationRule of `hostname` that a proxy in `namespace` uses: its own
-    /// namespace's first, then any other exported to it (istiod's order, simplified).
-    pub fn destination_rule_for(
-        &self,
-        hostname: &str,
-        namespace: &str,
-    ) -> Option<(&Config, &DestinationRule)> {
-        let visible = |(c, dr): &(&Config, &DestinationRule)| {
-            self.export_to(&dr.export_to, c.namespace())
-                .visible_from(namespace)
-        };
-        self.destination_rules_of(hostname)
-            .filter(visible)
-            .find(|(c, _)| c.namespace() == namespace)
-            .or_else(|| self.destination_rules_of(hostname).find(visible))
+    /// The DestinationRule of `hostname` that a proxy in `namespace` uses, leaving out the
+    /// rules with a `workloadSelector` ([`Self::destination_rule_for_workload`]).
+    pub fn destination_rule_for(&self, hostname: &str, namespace: &str) -> Option<ChosenRule<'_>> {
+        self.destination_rule_for_workload(hostname, namespace, None)
     }
 
     /// Every DestinationRule of `hostname`, in key order.
@@ -297,15 +292,25 @@ pub type ServicePort = (String, u32);
 
 fn index_destination_rules(configs: &ConfigSet) -> DestinationRuleIndex {
     let mut by_host: BTreeMap<String, Vec<Arc<Config>>> = BTreeMap::new();
+    let mut with_selector: BTreeMap<String, Vec<Arc<Config>>> = BTreeMap::new();
     for config in of_kind(configs, ConfigKind::DestinationRule) {
         if let Spec::DestinationRule(dr) = &config.spec {
             by_host
                 .entry(host::resolve(&dr.host, config.namespace()))
                 .or_default()
                 .push(config.clone());
+            if dr.workload_selector.is_some() {
+                with_selector
+                    .entry(config.namespace().to_string())
+                    .or_default()
+                    .push(config.clone());
+            }
         }
     }
-    DestinationRuleIndex { by_host }
+    DestinationRuleIndex {
+        by_host,
+        with_selector,
+    }
 }
 
 fn index_sidecars(configs: &ConfigSet) -> SidecarIndex {

@@ -16,7 +16,7 @@ pub(super) fn destination_rule(errs: &mut Errors, dr: &DestinationRule, namespac
         errs.add("spec.host", e);
     }
     if let Some(policy) = &dr.traffic_policy {
-        traffic_policy(errs, "spec.trafficPolicy", policy);
+        traffic_policy(errs, "spec.trafficPolicy", &policy.json);
     }
     let mut names = HashSet::new();
     for (i, subset) in dr.subsets.iter().enumerate() {
@@ -36,11 +36,11 @@ pub(super) fn destination_rule(errs: &mut Errors, dr: &DestinationRule, namespac
         }
         labels(errs, &format!("{path}.labels"), &subset.labels);
         if let Some(policy) = &subset.traffic_policy {
-            traffic_policy(errs, &format!("{path}.trafficPolicy"), policy);
+            traffic_policy(errs, &format!("{path}.trafficPolicy"), &policy.json);
         }
     }
     if let Some(ws) = &dr.workload_selector {
-        selector(errs, "spec.workloadSelector.matchLabels", &ws.labels);
+        selector(errs, "spec.workloadSelector.matchLabels", &ws.match_labels);
     }
     export_to(
         errs,

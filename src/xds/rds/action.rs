@@ -2,8 +2,9 @@
 //! route/route.go`, `route/retry/retry.go`): a `redirect` or a `directResponse` answered by
 //! Envoy, or the destinations (one cluster, or weighted clusters) with the route's `timeout`
 //! (none by default), `retries` (istiod's default policy when absent), `rewrite`, mirrors,
-//! the header operations of the route and of each destination, and the route's fault and
-//! CORS configs ([`super::filters`]).
+//! the header operations of the route and of each destination, the consistent hash of each
+//! destination's DestinationRule ([`super::hash`]), and the route's fault and CORS configs
+//! ([`super::filters`]).
 
 use base64::Engine;
 use envoy_types::pb::envoy::config::core::v3::{DataSource, data_source::Specifier};
@@ -20,6 +21,7 @@ use envoy_types::pb::envoy::extensions::retry::priority::previous_priorities::v3
 use envoy_types::pb::envoy::r#type::matcher::v3::{RegexMatchAndSubstitute, RegexMatcher};
 use envoy_types::pb::google::protobuf::UInt32Value;
 
+use super::hash;
 use super::headers::{self, Operations};
 use super::{duration, filters};
 use crate::model::host;
@@ -131,6 +133,10 @@ fn route_action(
     if let Some(authority) = authority {
         action.host_rewrite_specifier = Some(HostRewriteSpecifier::HostRewriteLiteral(authority));
     }
+    action.hash_policy = destinations
+        .iter()
+        .filter_map(|(rd, _)| hash::for_destination(ctx, namespace, rd.destination.as_ref()?))
+        .collect();
     action.retry_policy = retry_policy(http.retries.as_ref());
     action.request_mirror_policies =
         filters::mirror_policies(http, |d| cluster_name(ctx, namespace, d));

@@ -18,6 +18,7 @@ use envoy_types::pb::google::protobuf::Duration;
 
 mod action;
 mod filters;
+mod hash;
 mod headers;
 mod matching;
 mod route;
@@ -171,6 +172,9 @@ pub(super) fn sidecar_virtual_host(
                 nanos: 0,
             }),
             retry_policy: action::retry_policy(None),
+            hash_policy: hash::for_service(ctx, &proxy.namespace, &service.hostname, service_port)
+                .into_iter()
+                .collect(),
             ..Default::default()
         };
         routes.push(Route {

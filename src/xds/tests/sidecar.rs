@@ -197,6 +197,10 @@ fn static_type_urls_are_the_protos_own() {
     );
     assert_eq!(ResourceType::Listener.as_str(), Listener::type_url());
     assert_eq!(ResourceType::Route.as_str(), RouteConfiguration::type_url());
+    assert_eq!(
+        ResourceType::Secret.as_str(),
+        envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::Secret::type_url()
+    );
     for t in ResourceType::PUSH_ORDER {
         assert_eq!(ResourceType::parse(t.as_str()), Some(t));
     }

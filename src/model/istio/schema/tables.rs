@@ -887,7 +887,7 @@ pub static DESTINATION_RULE: Message = Message {
         Field {
             name: "trafficPolicy",
             kind: Kind::Message(&TRAFFIC_POLICY),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // A list. Applied: `cds::generate` (a cluster per subset), `eds::load_assignment_for`,
         // `PushContext::subset_endpoints`.
@@ -903,42 +903,46 @@ pub static DESTINATION_RULE: Message = Message {
             kind: Kind::Scalar,
             applied: Applied::Yes,
         },
+        // Applied: `PushContext::destination_rule_for_workload` (the selected workloads'
+        // proxies only, as istiod's `SidecarScope.DestinationRule`).
         Field {
             name: "workloadSelector",
             kind: Kind::Message(&TYPE_WORKLOAD_SELECTOR),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
 
+// Applied: `model::traffic_policy::cluster_policy` (istiod's merge), `cds::to_cluster`
+// (`cds::{pool, outlier, lb, tls}`), `rds::hash` (the consistent hash of routes).
 pub static TRAFFIC_POLICY: Message = Message {
     name: "TrafficPolicy",
     fields: &[
         Field {
             name: "loadBalancer",
             kind: Kind::Message(&LOAD_BALANCER_SETTINGS),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "connectionPool",
             kind: Kind::Message(&CONNECTION_POOL_SETTINGS),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "outlierDetection",
             kind: Kind::Message(&OUTLIER_DETECTION),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "tls",
             kind: Kind::Message(&CLIENT_TLS_SETTINGS),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // A list.
         Field {
             name: "portLevelSettings",
             kind: Kind::Message(&TRAFFIC_POLICY_PORT_TRAFFIC_POLICY),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "tunnel",
@@ -948,12 +952,12 @@ pub static TRAFFIC_POLICY: Message = Message {
         Field {
             name: "proxyProtocol",
             kind: Kind::Message(&TRAFFIC_POLICY_PROXY_PROTOCOL),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "retryBudget",
             kind: Kind::Message(&TRAFFIC_POLICY_RETRY_BUDGET),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
@@ -964,27 +968,27 @@ pub static TRAFFIC_POLICY_PORT_TRAFFIC_POLICY: Message = Message {
         Field {
             name: "port",
             kind: Kind::Message(&PORT_SELECTOR),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "loadBalancer",
             kind: Kind::Message(&LOAD_BALANCER_SETTINGS),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "connectionPool",
             kind: Kind::Message(&CONNECTION_POOL_SETTINGS),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "outlierDetection",
             kind: Kind::Message(&OUTLIER_DETECTION),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "tls",
             kind: Kind::Message(&CLIENT_TLS_SETTINGS),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
@@ -1015,7 +1019,7 @@ pub static TRAFFIC_POLICY_PROXY_PROTOCOL: Message = Message {
     fields: &[Field {
         name: "version",
         kind: Kind::Scalar,
-        applied: Applied::No,
+        applied: Applied::Yes,
     }],
 };
 
@@ -1025,17 +1029,17 @@ pub static TRAFFIC_POLICY_RETRY_BUDGET: Message = Message {
         Field {
             name: "percent",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "minRetryConcurrency",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "budgetInterval",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
@@ -1058,7 +1062,7 @@ pub static SUBSET: Message = Message {
         Field {
             name: "trafficPolicy",
             kind: Kind::Message(&TRAFFIC_POLICY),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
@@ -1070,13 +1074,13 @@ pub static LOAD_BALANCER_SETTINGS: Message = Message {
         Field {
             name: "simple",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // Oneof `lb_policy`.
         Field {
             name: "consistentHash",
             kind: Kind::Message(&LOAD_BALANCER_SETTINGS_CONSISTENT_HASH_LB),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "localityLbSetting",
@@ -1091,12 +1095,12 @@ pub static LOAD_BALANCER_SETTINGS: Message = Message {
         Field {
             name: "warmupDurationSecs",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "warmup",
             kind: Kind::Message(&WARMUP_CONFIGURATION),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
@@ -1108,43 +1112,43 @@ pub static LOAD_BALANCER_SETTINGS_CONSISTENT_HASH_LB: Message = Message {
         Field {
             name: "httpHeaderName",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // Oneof `hash_key`.
         Field {
             name: "httpCookie",
             kind: Kind::Message(&LOAD_BALANCER_SETTINGS_CONSISTENT_HASH_LB_HTTP_COOKIE),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // Oneof `hash_key`.
         Field {
             name: "useSourceIp",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // Oneof `hash_key`.
         Field {
             name: "httpQueryParameterName",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // Oneof `hash_algorithm`.
         Field {
             name: "ringHash",
             kind: Kind::Message(&LOAD_BALANCER_SETTINGS_CONSISTENT_HASH_LB_RING_HASH),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // Oneof `hash_algorithm`.
         Field {
             name: "maglev",
             kind: Kind::Message(&LOAD_BALANCER_SETTINGS_CONSISTENT_HASH_LB_MAG_LEV),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // Deprecated.
         Field {
             name: "minimumRingSize",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
@@ -1154,7 +1158,7 @@ pub static LOAD_BALANCER_SETTINGS_CONSISTENT_HASH_LB_RING_HASH: Message = Messag
     fields: &[Field {
         name: "minimumRingSize",
         kind: Kind::Scalar,
-        applied: Applied::No,
+        applied: Applied::Yes,
     }],
 };
 
@@ -1163,7 +1167,7 @@ pub static LOAD_BALANCER_SETTINGS_CONSISTENT_HASH_LB_MAG_LEV: Message = Message 
     fields: &[Field {
         name: "tableSize",
         kind: Kind::Scalar,
-        applied: Applied::No,
+        applied: Applied::Yes,
     }],
 };
 
@@ -1173,23 +1177,23 @@ pub static LOAD_BALANCER_SETTINGS_CONSISTENT_HASH_LB_HTTP_COOKIE: Message = Mess
         Field {
             name: "name",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "path",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "ttl",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // A list.
         Field {
             name: "attributes",
             kind: Kind::Message(&LOAD_BALANCER_SETTINGS_CONSISTENT_HASH_LB_HTTP_COOKIE_ATTRIBUTE),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
@@ -1200,12 +1204,12 @@ pub static LOAD_BALANCER_SETTINGS_CONSISTENT_HASH_LB_HTTP_COOKIE_ATTRIBUTE: Mess
         Field {
             name: "name",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "value",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
@@ -1216,33 +1220,35 @@ pub static WARMUP_CONFIGURATION: Message = Message {
         Field {
             name: "duration",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "minimumPercent",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "aggression",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
 
+// Applied for DestinationRules: `cds::pool` (a Sidecar's ingress `connectionPool` is
+// reported whole, by its parent field).
 pub static CONNECTION_POOL_SETTINGS: Message = Message {
     name: "ConnectionPoolSettings",
     fields: &[
         Field {
             name: "tcp",
             kind: Kind::Message(&CONNECTION_POOL_SETTINGS_TCP_SETTINGS),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "http",
             kind: Kind::Message(&CONNECTION_POOL_SETTINGS_HTTP_SETTINGS),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
@@ -1253,27 +1259,27 @@ pub static CONNECTION_POOL_SETTINGS_TCP_SETTINGS: Message = Message {
         Field {
             name: "maxConnections",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "connectTimeout",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "tcpKeepalive",
             kind: Kind::Message(&CONNECTION_POOL_SETTINGS_TCP_SETTINGS_TCP_KEEPALIVE),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "maxConnectionDuration",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "idleTimeout",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
@@ -1284,17 +1290,17 @@ pub static CONNECTION_POOL_SETTINGS_TCP_SETTINGS_TCP_KEEPALIVE: Message = Messag
         Field {
             name: "probes",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "time",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "interval",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
@@ -1305,47 +1311,47 @@ pub static CONNECTION_POOL_SETTINGS_HTTP_SETTINGS: Message = Message {
         Field {
             name: "http1MaxPendingRequests",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "http2MaxRequests",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "maxRequestsPerConnection",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "maxRetries",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "idleTimeout",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "h2UpgradePolicy",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "useClientProtocol",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "maxConcurrentStreams",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "http2KeepAlive",
             kind: Kind::Message(&CONNECTION_POOL_SETTINGS_HTTP_SETTINGS_CONNECTION_KEEPALIVE),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // Newer than the commit above (the corpus's istio/api fixtures use it).
         Field {
@@ -1371,16 +1377,17 @@ pub static CONNECTION_POOL_SETTINGS_HTTP_SETTINGS_CONNECTION_KEEPALIVE: Message 
         Field {
             name: "interval",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "timeout",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
 
+// Applied: `cds::outlier`. `consecutiveErrors` is deprecated and istiod ignores it too.
 pub static OUTLIER_DETECTION: Message = Message {
     name: "OutlierDetection",
     fields: &[
@@ -1393,74 +1400,76 @@ pub static OUTLIER_DETECTION: Message = Message {
         Field {
             name: "splitExternalLocalOriginErrors",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "consecutiveLocalOriginFailures",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "consecutiveGatewayErrors",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "consecutive5xxErrors",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "interval",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "baseEjectionTime",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "maxEjectionPercent",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "minHealthPercent",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // A list.
         Field {
             name: "outlierDetectionHttpErrorCodes",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
 
+// Applied: `cds::tls`, certificates read by Envoy from the files. `mode: ISTIO_MUTUAL` is
+// noted by `model::applied`; `credentialName` (SDS) is not applied.
 pub static CLIENT_TLS_SETTINGS: Message = Message {
     name: "ClientTLSSettings",
     fields: &[
         Field {
             name: "mode",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "clientCertificate",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "privateKey",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "caCertificates",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "credentialName",
@@ -1471,22 +1480,22 @@ pub static CLIENT_TLS_SETTINGS: Message = Message {
         Field {
             name: "subjectAltNames",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "sni",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "insecureSkipVerify",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "caCrl",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
@@ -1862,11 +1871,12 @@ pub static SERVICE_ENTRY: Message = Message {
             kind: Kind::Scalar,
             applied: Applied::Yes,
         },
-        // A list.
+        // A list. Applied: `cds::tls`, the names a DestinationRule's SIMPLE or MUTUAL `tls`
+        // checks when it names none (as istiod for ServiceEntry services).
         Field {
             name: "subjectAltNames",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
@@ -2304,6 +2314,6 @@ pub static TYPE_WORKLOAD_SELECTOR: Message = Message {
     fields: &[Field {
         name: "matchLabels",
         kind: Kind::ScalarMap,
-        applied: Applied::No,
+        applied: Applied::Yes,
     }],
 };

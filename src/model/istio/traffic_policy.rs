@@ -1,0 +1,267 @@
+//! `TrafficPolicy` of a DestinationRule (of the rule, of a subset, of a port), typed for the
+//! generators: load balancing, connection pool, outlier detection and client TLS, as
+//! istio/api's `destination_rule.proto` has them. Durations stay the strings the API takes
+//! (`"10s"`), read with the validator's `parse_duration` by who uses them.
+//!
+//! A policy is kept twice ([`PolicyDoc`]): as written, for the validator, and typed. A policy
+//! that does not type (a wrong type somewhere) is typed as empty: the validator rejects its
+//! document, so the empty one never reaches a generator.
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// A traffic policy as written (`json`, which the validator reads) and as typed (`policy`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PolicyDoc {
+    pub json: serde_json::Value,
+    pub policy: Box<TrafficPolicy>,
+}
+
+impl<'de> Deserialize<'de> for PolicyDoc {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let json = serde_json::Value::deserialize(d)?;
+        let policy = serde_json::from_value(json.clone()).unwrap_or_default();
+        Ok(PolicyDoc { json, policy })
+    }
+}
+
+impl Serialize for PolicyDoc {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.json.serialize(s)
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TrafficPolicy {
+    pub load_balancer: Option<LoadBalancerSettings>,
+    pub connection_pool: Option<ConnectionPoolSettings>,
+    pub outlier_detection: Option<OutlierDetection>,
+    pub tls: Option<ClientTls>,
+    pub port_level_settings: Option<Vec<PortTrafficPolicy>>,
+    pub retry_budget: Option<RetryBudget>,
+    pub proxy_protocol: Option<ProxyProtocol>,
+    // `tunnel` is not translated: the field tables report it.
+}
+
+/// `TrafficPolicy.ProxyProtocol`: a PROXY protocol header ahead of each upstream connection.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct ProxyProtocol {
+    #[serde(default)]
+    pub version: ProxyProtocolVersion,
+}
+
+/// `TrafficPolicy.ProxyProtocol.VERSION`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+pub enum ProxyProtocolVersion {
+    #[default]
+    V1,
+    V2,
+}
+
+/// `TrafficPolicy.RetryBudget`: retries as a share of the active requests.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RetryBudget {
+    pub percent: Option<f64>,
+    pub min_retry_concurrency: Option<u32>,
+    pub budget_interval: Option<String>,
+}
+
+/// A `portLevelSettings` entry: the policy of one destination port.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PortTrafficPolicy {
+    pub port: Option<PortNumber>,
+    pub load_balancer: Option<LoadBalancerSettings>,
+    pub connection_pool: Option<ConnectionPoolSettings>,
+    pub outlier_detection: Option<OutlierDetection>,
+    pub tls: Option<ClientTls>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct PortNumber {
+    #[serde(default)]
+    pub number: u32,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LoadBalancerSettings {
+    pub simple: Option<SimpleLb>,
+    pub consistent_hash: Option<ConsistentHash>,
+    /// Not translated (reported by the field tables).
+    pub locality_lb_setting: Option<serde_json::Value>,
+    /// A duration (`"60s"`): the slow-start window.
+    pub warmup_duration_secs: Option<String>,
+    pub warmup: Option<Warmup>,
+}
+
+/// `LoadBalancerSettings.SimpleLB`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum SimpleLb {
+    #[default]
+    Unspecified,
+    LeastConn,
+    Random,
+    Passthrough,
+    RoundRobin,
+    LeastRequest,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConsistentHash {
+    pub http_header_name: Option<String>,
+    pub http_cookie: Option<HttpCookie>,
+    pub use_source_ip: Option<bool>,
+    pub http_query_parameter_name: Option<String>,
+    pub ring_hash: Option<RingHash>,
+    pub maglev: Option<Maglev>,
+    /// Deprecated in favour of `ringHash.minimumRingSize`.
+    pub minimum_ring_size: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpCookie {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub path: String,
+    pub ttl: Option<String>,
+    pub attributes: Option<Vec<CookieAttribute>>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct CookieAttribute {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub value: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RingHash {
+    pub minimum_ring_size: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Maglev {
+    pub table_size: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Warmup {
+    pub duration: Option<String>,
+    pub minimum_percent: Option<f64>,
+    pub aggression: Option<f64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct ConnectionPoolSettings {
+    pub tcp: Option<TcpSettings>,
+    pub http: Option<HttpSettings>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TcpSettings {
+    pub max_connections: Option<i64>,
+    pub connect_timeout: Option<String>,
+    pub tcp_keepalive: Option<TcpKeepalive>,
+    pub max_connection_duration: Option<String>,
+    pub idle_timeout: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct TcpKeepalive {
+    pub probes: Option<u32>,
+    pub time: Option<String>,
+    pub interval: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpSettings {
+    pub http1_max_pending_requests: Option<i64>,
+    pub http2_max_requests: Option<i64>,
+    pub max_requests_per_connection: Option<i64>,
+    pub max_retries: Option<i64>,
+    pub idle_timeout: Option<String>,
+    pub h2_upgrade_policy: Option<H2UpgradePolicy>,
+    pub use_client_protocol: Option<bool>,
+    pub max_concurrent_streams: Option<i64>,
+    pub http2_keep_alive: Option<ConnectionKeepalive>,
+}
+
+/// `ConnectionPoolSettings.HTTPSettings.ConnectionKeepalive`: HTTP/2 PINGs.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct ConnectionKeepalive {
+    pub interval: Option<String>,
+    pub timeout: Option<String>,
+}
+
+/// `ConnectionPoolSettings.HTTPSettings.H2UpgradePolicy`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum H2UpgradePolicy {
+    #[default]
+    Default,
+    DoNotUpgrade,
+    Upgrade,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OutlierDetection {
+    #[serde(rename = "consecutive5xxErrors")]
+    pub consecutive_5xx_errors: Option<u32>,
+    pub consecutive_gateway_errors: Option<u32>,
+    pub consecutive_local_origin_failures: Option<u32>,
+    #[serde(default)]
+    pub split_external_local_origin_errors: bool,
+    pub interval: Option<String>,
+    pub base_ejection_time: Option<String>,
+    #[serde(default)]
+    pub max_ejection_percent: i64,
+    #[serde(default)]
+    pub min_health_percent: i64,
+    pub outlier_detection_http_error_codes: Option<Vec<u32>>,
+}
+
+/// `ClientTLSSettings`: how a proxy talks TLS to the upstream.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClientTls {
+    #[serde(default)]
+    pub mode: TlsMode,
+    #[serde(default)]
+    pub client_certificate: String,
+    #[serde(default)]
+    pub private_key: String,
+    #[serde(default)]
+    pub ca_certificates: String,
+    #[serde(default)]
+    pub credential_name: String,
+    pub subject_alt_names: Option<Vec<String>>,
+    #[serde(default)]
+    pub sni: String,
+    pub insecure_skip_verify: Option<bool>,
+    #[serde(default)]
+    pub ca_crl: String,
+}
+
+/// `ClientTLSSettings.TLSmode`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum TlsMode {
+    #[default]
+    Disable,
+    Simple,
+    Mutual,
+    IstioMutual,
+}

@@ -1,0 +1,305 @@
+//! CDS: one `outbound|PORT||HOST` cluster per service port, one per DestinationRule subset.
+//!
+//! STATIC entries (and NONE entries with a selector) are EDS clusters served over ADS; DNS
+//! entries are STRICT_DNS clusters with their endpoints inline; NONE entries without endpoints
+//! pass through to the original destination, as istiod does. Each outbound cluster gets the
+//! DestinationRule policy merged for its port and subset (`model::traffic_policy`), applied as
+//! istiod's `applyTrafficPolicy` does: the connection pool (`pool`), outlier detection
+//! (`outlier`), the load balancer (`lb`), upstream TLS (`tls`) and the PROXY protocol
+//! (`proxy_protocol`).
+
+mod grpc;
+mod lb;
+mod outlier;
+mod pool;
+mod proxy_protocol;
+#[cfg(test)]
+mod tests;
+mod tls;
+
+use envoy_types::pb::envoy::config::cluster::v3::{
+    CircuitBreakers, Cluster,
+    cluster::{
+        ClusterDiscoveryType, CommonLbConfig, DiscoveryType, DnsLookupFamily, EdsClusterConfig,
+        LbPolicy,
+    },
+};
+use envoy_types::pb::envoy::config::core::v3::Http2ProtocolOptions;
+use envoy_types::pb::envoy::config::core::v3::{
+    AggregatedConfigSource, ApiVersion, ConfigSource, config_source::ConfigSourceSpecifier,
+};
+use envoy_types::pb::envoy::extensions::upstreams::http::v3::HttpProtocolOptions;
+use envoy_types::pb::envoy::extensions::upstreams::http::v3::http_protocol_options::{
+    ExplicitHttpConfig, UpstreamProtocolOptions, explicit_http_config::ProtocolConfig,
+};
+use envoy_types::pb::google::protobuf::Duration;
+
+use super::eds;
+use super::resource::Resource;
+use crate::model::istio::{DestinationRule, Resolution};
+use crate::model::proxy::{Proxy, ProxyType};
+use crate::model::push_context::PushContext;
+use crate::model::service::{Service, outbound_cluster_name};
+use crate::model::sidecar_scope::SidecarScope;
+use crate::model::traffic_policy::cluster_policy;
+
+/// istiod's default connect timeout.
+const CONNECT_TIMEOUT_SECS: i64 = 10;
+
+pub fn generate(ctx: &PushContext, proxy: &Proxy, scope: &SidecarScope) -> Vec<Resource> {
+    let mut out = vec![static_cluster(BLACK_HOLE, None)];
+    if proxy.proxy_type == ProxyType::Sidecar {
+        out.push(passthrough());
+        for inbound in &scope.inbound {
+            let name = inbound_cluster_name(inbound.port);
+            out.push(static_cluster(&name, Some(inbound.port)));
+        }
+    }
+    for service in &scope.services {
+        if service.hostname.starts_with('*') {
+            continue;
+        }
+        let chosen = ctx.destination_rule_for_workload(
+            &service.hostname,
+            &proxy.namespace,
+            Some(&proxy.labels),
+        );
+        let dr = chosen.as_ref().map(|c| c.rule.as_ref());
+        let subsets: Vec<&str> = dr
+            .map(|dr| dr.subsets.iter().map(|s| s.name.as_str()).collect())
+            .unwrap_or_default();
+        for port in &service.ports {
+            for subset in std::iter::once("").chain(subsets.iter().copied()) {
+                let name = outbound_cluster_name(port.number, subset, &service.hostname);
+                let Some(mut cluster) =
+                    to_cluster(ctx, service, port.number, subset, &name, proxy, dr)
+                else {
+                    continue;
+                };
+                // A proxyless gRPC client (`xds::grpc::is_grpc`, which imports this module).
+                if proxy.generator.as_deref() == Some("grpc") {
+                    let policy = dr
+                        .map(|dr| cluster_policy(dr, subset, port.number))
+                        .unwrap_or_default();
+                    grpc::for_grpc(&mut cluster, &policy, is_http2(&port.protocol));
+                }
+                out.push(Resource::new(name, &cluster));
+            }
+        }
+    }
+    out
+}
+
+/// The ADS config source that every dynamic resource points at.
+pub fn ads_config_source() -> ConfigSource {
+    ConfigSource {
+        resource_api_version: ApiVersion::V3 as i32,
+        config_source_specifier: Some(ConfigSourceSpecifier::Ads(AggregatedConfigSource {})),
+        ..Default::default()
+    }
+}
+
+/// istiod's `buildCluster` and `applyDestinationRule` for one cluster: the discovery type of
+/// the service's resolution, HTTP/2 for HTTP/2 ports, then the traffic policy `dr` gives the
+/// cluster ([`cluster_policy`]; none: istiod's defaults, LEAST_REQUEST and the largest
+/// circuit breakers), and the EDS config if the cluster is still an EDS one. `None` for a
+/// DNS cluster without endpoints (a subset that selects none), which istiod leaves out: Envoy
+/// rejects a LOGICAL_DNS cluster without exactly one endpoint, and with it the whole update.
+fn to_cluster(
+    ctx: &PushContext,
+    service: &Service,
+    port: u32,
+    subset: &str,
+    name: &str,
+    proxy: &Proxy,
+    dr: Option<&DestinationRule>,
+) -> Option<Cluster> {
+    let policy = dr
+        .map(|dr| cluster_policy(dr, subset, port))
+        .unwrap_or_default();
+    let mut cluster = Cluster {
+        name: name.to_string(),
+        connect_timeout: Some(Duration {
+            seconds: CONNECT_TIMEOUT_SECS,
+            nanos: 0,
+        }),
+        common_lb_config: Some(CommonLbConfig::default()),
+        ..Default::default()
+    };
+    let discovery = match service.resolution {
+        Resolution::Dns | Resolution::DnsRoundRobin => {
+            cluster.dns_lookup_family = DnsLookupFamily::V4Only as i32;
+            let mut assignment =
+                eds::load_assignment_for(ctx, name, port, subset, &service.hostname, Some(proxy));
+            if assignment
+                .endpoints
+                .iter()
+                .all(|l| l.lb_endpoints.is_empty())
+            {
+                return None;
+            }
+            let discovery = if service.resolution == Resolution::Dns {
+                DiscoveryType::StrictDns
+            } else {
+                // One locality with one endpoint, all Envoy accepts of LOGICAL_DNS (the
+                // validator allows one endpoint; a selector may pick more).
+                assignment.endpoints.truncate(1);
+                assignment.endpoints[0].lb_endpoints.truncate(1);
+                DiscoveryType::LogicalDns
+            };
+            cluster.load_assignment = Some(assignment);
+            discovery
+        }
+        Resolution::None if ctx.endpoints(&service.hostname, port).is_empty() => {
+            cluster.lb_policy = LbPolicy::ClusterProvided as i32;
+            DiscoveryType::OriginalDst
+        }
+        Resolution::None | Resolution::Static => DiscoveryType::Eds,
+    };
+    cluster.cluster_discovery_type = Some(ClusterDiscoveryType::Type(discovery as i32));
+    let protocol = service
+        .ports
+        .iter()
+        .find(|p| p.number == port)
+        .map(|p| p.protocol.as_str());
+    let mut http = protocol.is_some_and(is_http2).then(http2_options);
+    pool::apply_h2_upgrade(&mut http, policy.connection_pool);
+    pool::apply(
+        &mut cluster,
+        &mut http,
+        policy.connection_pool,
+        policy.retry_budget,
+    );
+    outlier::apply(&mut cluster, policy.outlier_detection);
+    outlier::apply_error_codes(&mut http, policy.outlier_detection);
+    lb::apply(&mut cluster, policy.load_balancer);
+    let http2 = matches!(
+        http.as_ref()
+            .and_then(|h| h.upstream_protocol_options.as_ref()),
+        Some(UpstreamProtocolOptions::ExplicitHttpConfig(
+            ExplicitHttpConfig {
+                protocol_config: Some(ProtocolConfig::Http2ProtocolOptions(_)),
+            }
+        ))
+    );
+    tls::apply(
+        &mut cluster,
+        &mut http,
+        policy.tls,
+        http2,
+        &service.subject_alt_names,
+    );
+    proxy_protocol::apply(&mut cluster, policy.proxy_protocol);
+    if discovery_type(&cluster) == Some(DiscoveryType::OriginalDst) {
+        cluster.lb_policy = LbPolicy::ClusterProvided as i32;
+    }
+    // istiod's `maybeApplyEdsConfig`, after the policy (PASSTHROUGH changes the type).
+    if discovery_type(&cluster) == Some(DiscoveryType::Eds) {
+        cluster.eds_cluster_config = Some(EdsClusterConfig {
+            eds_config: Some(ads_config_source()),
+            service_name: name.to_string(),
+        });
+    }
+    if let Some(mut http) = http {
+        // Envoy requires an upstream protocol: HTTP/1.1 unless one is set.
+        if http.upstream_protocol_options.is_none() {
+            http.upstream_protocol_options = Some(pool::explicit(
+                ProtocolConfig::HttpProtocolOptions(Default::default()),
+            ));
+        }
+        cluster.typed_extension_protocol_options.insert(
+            HTTP_PROTOCOL_OPTIONS.to_string(),
+            super::resource::any(&http),
+        );
+    }
+    Some(cluster)
+}
+
+fn discovery_type(cluster: &Cluster) -> Option<DiscoveryType> {
+    match cluster.cluster_discovery_type {
+        Some(ClusterDiscoveryType::Type(t)) => DiscoveryType::try_from(t).ok(),
+        _ => None,
+    }
+}
+
+/// A duration of the API (`"10s"`) as a protobuf one; `None` for text that is not one.
+fn duration(text: &str) -> Option<Duration> {
+    let nanos = crate::model::validate::parse_duration(text)?.max(0);
+    Some(Duration {
+        seconds: i64::try_from(nanos / 1_000_000_000).ok()?,
+        nanos: i32::try_from(nanos % 1_000_000_000).ok()?,
+    })
+}
+
+/// The key of a cluster's upstream HTTP options.
+const HTTP_PROTOCOL_OPTIONS: &str = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions";
+
+/// Protocols that get HTTP/2 to the upstream, as istiod's `Protocol.IsHTTP2`.
+fn is_http2(protocol: &str) -> bool {
+    matches!(
+        protocol.to_ascii_uppercase().as_str(),
+        "HTTP2" | "GRPC" | "GRPC-WEB"
+    )
+}
+
+/// istiod's `setH2Options`: HTTP/2 to the upstream, Envoy's default HTTP/2 settings.
+fn http2_options() -> HttpProtocolOptions {
+    HttpProtocolOptions {
+        upstream_protocol_options: Some(pool::explicit(ProtocolConfig::Http2ProtocolOptions(
+            Http2ProtocolOptions::default(),
+        ))),
+        ..Default::default()
+    }
+}
+
+/// istiod's cluster for traffic to no known service.
+pub const BLACK_HOLE: &str = "BlackHoleCluster";
+/// istiod's cluster for traffic to the original destination.
+pub const PASSTHROUGH: &str = "PassthroughCluster";
+
+/// istiod's name for the cluster of a proxy's own workload port: `inbound|PORT||`.
+pub fn inbound_cluster_name(port: u32) -> String {
+    format!("inbound|{port}||")
+}
+
+/// A static cluster: no endpoints (the black hole), or the workload on `127.0.0.1:port`.
+fn static_cluster(name: &str, local_port: Option<u32>) -> Resource {
+    let cluster = Cluster {
+        name: name.to_string(),
+        connect_timeout: Some(Duration {
+            seconds: CONNECT_TIMEOUT_SECS,
+            nanos: 0,
+        }),
+        cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Static as i32)),
+        load_assignment: local_port.map(|port| eds::local_load_assignment(name, port)),
+        // istiod's inbound clusters get the default connection pool (`applyTrafficPolicy`).
+        circuit_breakers: local_port.map(|_| default_circuit_breakers()),
+        ..Default::default()
+    };
+    Resource::new(name, &cluster)
+}
+
+fn passthrough() -> Resource {
+    let cluster = Cluster {
+        name: PASSTHROUGH.to_string(),
+        connect_timeout: Some(Duration {
+            seconds: CONNECT_TIMEOUT_SECS,
+            nanos: 0,
+        }),
+        cluster_discovery_type: Some(ClusterDiscoveryType::Type(
+            DiscoveryType::OriginalDst as i32,
+        )),
+        lb_policy: LbPolicy::ClusterProvided as i32,
+        // istiod's `buildDefaultPassthroughCluster`: the default connection pool.
+        circuit_breakers: Some(default_circuit_breakers()),
+        ..Default::default()
+    };
+    Resource::new(PASSTHROUGH, &cluster)
+}
+
+fn default_circuit_breakers() -> CircuitBreakers {
+    CircuitBreakers {
+        thresholds: vec![pool::default_thresholds()],
+        ..Default::default()
+    }
+}

@@ -1,0 +1,169 @@
+//! A cluster's upstream TLS, as istiod's `buildUpstreamClusterTLSContext` and
+//! `constructUpstreamTLS` build it (`cluster_tls.go`) for `SIMPLE` and `MUTUAL` with
+//! certificates from files: TLS 1.2 to 1.3, the `sni` (else Envoy's `auto_sni` from the
+//! request's host), the upstream's certificate checked against `caCertificates` (else the
+//! system's roots, as istio-agent's `system`) and `subjectAltNames` (else `auto_san_validation`
+//! against the host), or not checked with `insecureSkipVerify`; `h2` as the only ALPN on an
+//! HTTP/2 cluster.
+//!
+//! The files reach Envoy over SDS, as istiod's do (its agent serves them): the secrets
+//! `file-cert:CERT~KEY` and `file-root:CA`, which axon serves itself (`sds`), pointing Envoy
+//! at the files, so that a file Envoy cannot read fails that secret and not the whole CDS
+//! update. The CRL, as istiod's, is read from its file directly. Not translated
+//! (`model::applied` reports them):
+//! `credentialName` (a sidecar without a workload selector sends no TLS for it, as istiod; a
+//! gateway would need SDS, which axon does not serve) and `ISTIO_MUTUAL` (the workload
+//! certificate of an agent).
+
+use envoy_types::pb::envoy::config::cluster::v3::Cluster;
+use envoy_types::pb::envoy::config::core::v3::{
+    DataSource, TransportSocket, UpstreamHttpProtocolOptions, data_source::Specifier,
+    transport_socket::ConfigType,
+};
+use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
+    CertificateValidationContext, CommonTlsContext, SdsSecretConfig, TlsParameters,
+    UpstreamTlsContext,
+    certificate_validation_context::SystemRootCerts,
+    common_tls_context::{CombinedCertificateValidationContext, ValidationContextType},
+    tls_parameters::TlsProtocol,
+};
+use envoy_types::pb::envoy::extensions::upstreams::http::v3::HttpProtocolOptions;
+use envoy_types::pb::envoy::r#type::matcher::v3::{StringMatcher, string_matcher::MatchPattern};
+
+use crate::model::istio::traffic_policy::{ClientTls, TlsMode};
+use crate::xds::resource::any;
+use crate::xds::sds;
+
+/// Envoy's name of the TLS transport socket.
+const TLS_SOCKET: &str = "envoy.transport_sockets.tls";
+
+/// Whether axon translates `tls` (the other modes and `credentialName` are reported).
+pub(super) fn is_translated(tls: &ClientTls) -> bool {
+    matches!(tls.mode, TlsMode::Simple | TlsMode::Mutual) && tls.credential_name.is_empty()
+}
+
+/// Sets `cluster`'s transport socket from `tls`; `http2`: whether the cluster speaks HTTP/2.
+/// `service_sans`: the ServiceEntry's `subjectAltNames`, checked when `tls` names none (istiod
+/// does so for ServiceEntry services, after deciding on the automatic SAN check).
+pub(super) fn apply(
+    cluster: &mut Cluster,
+    http: &mut Option<HttpProtocolOptions>,
+    tls: Option<&ClientTls>,
+    http2: bool,
+    service_sans: &[String],
+) {
+    let Some(tls) = tls.filter(|t| is_translated(t)) else {
+        return;
+    };
+    apply_auto_sni_and_san(http, tls);
+    let defaulted;
+    let tls =
+        if tls.subject_alt_names.as_ref().is_none_or(Vec::is_empty) && !service_sans.is_empty() {
+            defaulted = ClientTls {
+                subject_alt_names: Some(service_sans.to_vec()),
+                ..tls.clone()
+            };
+            &defaulted
+        } else {
+            tls
+        };
+    let context = upstream_context(tls, http2);
+    cluster.transport_socket = Some(TransportSocket {
+        name: TLS_SOCKET.to_string(),
+        config_type: Some(ConfigType::TypedConfig(any(&context))),
+    });
+}
+
+/// The `UpstreamTlsContext` of a SIMPLE or MUTUAL `tls`.
+pub(super) fn upstream_context(tls: &ClientTls, http2: bool) -> UpstreamTlsContext {
+    let mut common = CommonTlsContext {
+        tls_params: Some(TlsParameters {
+            tls_minimum_protocol_version: TlsProtocol::TlSv12 as i32,
+            tls_maximum_protocol_version: TlsProtocol::TlSv13 as i32,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    if tls.mode == TlsMode::Mutual {
+        common
+            .tls_certificate_sds_secret_configs
+            .push(secret_config(sds::cert_secret_name(
+                &tls.client_certificate,
+                &tls.private_key,
+            )));
+    }
+    common.validation_context_type = Some(if tls.insecure_skip_verify == Some(true) {
+        ValidationContextType::ValidationContext(CertificateValidationContext::default())
+    } else {
+        #[allow(deprecated)]
+        let checks = CertificateValidationContext {
+            // istiod's `StringToExactMatch`: each name exactly, whatever its type.
+            match_subject_alt_names: tls
+                .subject_alt_names
+                .iter()
+                .flatten()
+                .map(|san| StringMatcher {
+                    match_pattern: Some(MatchPattern::Exact(san.clone())),
+                    ..Default::default()
+                })
+                .collect(),
+            crl: (!tls.ca_crl.is_empty()).then(|| file(&tls.ca_crl)),
+            ..Default::default()
+        };
+        if tls.ca_certificates.is_empty() {
+            // istio-agent's `system` roots, which Envoy has itself.
+            ValidationContextType::ValidationContext(CertificateValidationContext {
+                system_root_certs: Some(SystemRootCerts {}),
+                ..checks
+            })
+        } else {
+            ValidationContextType::CombinedValidationContext(CombinedCertificateValidationContext {
+                default_validation_context: Some(checks),
+                validation_context_sds_secret_config: Some(secret_config(sds::root_secret_name(
+                    &tls.ca_certificates,
+                ))),
+                ..Default::default()
+            })
+        }
+    });
+    if http2 {
+        common.alpn_protocols = vec!["h2".to_string()];
+    }
+    UpstreamTlsContext {
+        common_tls_context: Some(common),
+        sni: tls.sni.clone(),
+        ..Default::default()
+    }
+}
+
+/// istiod's `setAutoSniAndAutoSanValidation`: without an `sni`, the SNI is the request's
+/// host, and without `subjectAltNames` either the certificate must name that host.
+fn apply_auto_sni_and_san(http: &mut Option<HttpProtocolOptions>, tls: &ClientTls) {
+    let auto_sni = tls.sni.is_empty();
+    let no_sans = tls.subject_alt_names.as_ref().is_none_or(Vec::is_empty);
+    let auto_san = auto_sni && no_sans && tls.insecure_skip_verify != Some(true);
+    if !auto_sni && !auto_san {
+        return;
+    }
+    let options = http
+        .get_or_insert_with(Default::default)
+        .upstream_http_protocol_options
+        .get_or_insert_with(UpstreamHttpProtocolOptions::default);
+    options.auto_sni |= auto_sni;
+    options.auto_san_validation |= auto_san;
+}
+
+/// A reference to the secret `name`, served over ADS (`sds`).
+fn secret_config(name: String) -> SdsSecretConfig {
+    SdsSecretConfig {
+        name,
+        sds_config: Some(super::ads_config_source()),
+    }
+}
+
+fn file(path: &str) -> DataSource {
+    DataSource {
+        specifier: Some(Specifier::Filename(path.to_string())),
+        ..Default::default()
+    }
+}

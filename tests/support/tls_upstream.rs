@@ -1,0 +1,222 @@
+//! Upstream TLS for tests: [`Pki`], a CA made with openssl that issues certificates, and
+//! [`TlsEchoUpstream`], an HTTPS/1.1 server on 127.0.0.1 (rustls) that records each
+//! handshake it completes (the SNI the client sent, whether it showed a certificate) and
+//! answers 200 with its name. With a client CA it requires a client certificate signed by
+//! it. Include with `#[path = "support/tls_upstream.rs"]`.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::WebPkiClientVerifier;
+
+use super::support::ConfigDir;
+
+fn openssl(args: &[&str], dir: &Path) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl must be installed to make the test certificates");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A CA (`ca.crt`, `ca.key`) in its own directory, and the certificates it issues.
+pub struct Pki {
+    dir: ConfigDir,
+}
+
+impl Pki {
+    pub fn new() -> Pki {
+        let dir = ConfigDir::new();
+        openssl(
+            &[
+                "req",
+                "-x509",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:P-256",
+                "-nodes",
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.crt",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=axon test CA",
+            ],
+            dir.path(),
+        );
+        Pki { dir }
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.file(name)
+    }
+
+    /// The path of `name`, as a string for YAML.
+    pub fn file(&self, name: &str) -> String {
+        self.path(name).display().to_string()
+    }
+
+    /// Issues `name.crt`/`name.key` with `san` (e.g. `DNS:a.example.com`).
+    pub fn issue(&self, name: &str, san: &str) {
+        let dir = self.dir.path();
+        openssl(
+            &[
+                "req",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:P-256",
+                "-nodes",
+                "-keyout",
+                &format!("{name}.key"),
+                "-out",
+                &format!("{name}.csr"),
+                "-subj",
+                &format!("/CN={name}"),
+            ],
+            dir,
+        );
+        std::fs::write(
+            dir.join(format!("{name}.ext")),
+            format!("subjectAltName={san}\nextendedKeyUsage=serverAuth,clientAuth\n"),
+        )
+        .unwrap();
+        openssl(
+            &[
+                "x509",
+                "-req",
+                "-in",
+                &format!("{name}.csr"),
+                "-CA",
+                "ca.crt",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-days",
+                "2",
+                "-extfile",
+                &format!("{name}.ext"),
+                "-out",
+                &format!("{name}.crt"),
+            ],
+            dir,
+        );
+    }
+}
+
+/// One completed handshake.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Handshake {
+    pub sni: Option<String>,
+    pub client_certificate: bool,
+}
+
+pub struct TlsEchoUpstream {
+    port: u16,
+    seen: Arc<Mutex<Vec<Handshake>>>,
+}
+
+impl TlsEchoUpstream {
+    /// Serves `cert`/`key`; with `client_ca`, only clients with a certificate it signed.
+    pub fn start(name: &str, cert: &Path, key: &Path, client_ca: Option<&Path>) -> Self {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        let key = PrivateKeyDer::from_pem_file(key).unwrap();
+        let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .unwrap();
+        let config = match client_ca {
+            None => builder.with_no_client_auth(),
+            Some(ca) => {
+                let mut roots = rustls::RootCertStore::empty();
+                for c in CertificateDer::pem_file_iter(ca).unwrap() {
+                    roots.add(c.unwrap()).unwrap();
+                }
+                let verifier =
+                    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                        .build()
+                        .unwrap();
+                builder.with_client_cert_verifier(verifier)
+            }
+        }
+        .with_single_cert(certs, key)
+        .unwrap();
+        let config = Arc::new(config);
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen: Arc<Mutex<Vec<Handshake>>> = Arc::default();
+        let (seen2, name) = (seen.clone(), name.to_string());
+        thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(conn) = conn else { continue };
+                let (config, seen, name) = (config.clone(), seen2.clone(), name.clone());
+                thread::spawn(move || serve(conn, config, &seen, &name));
+            }
+        });
+        TlsEchoUpstream { port, seen }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Every handshake completed so far.
+    pub fn handshakes(&self) -> Vec<Handshake> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+fn serve(
+    tcp: TcpStream,
+    config: Arc<rustls::ServerConfig>,
+    seen: &Mutex<Vec<Handshake>>,
+    name: &str,
+) {
+    let _ = tcp.set_read_timeout(Some(Duration::from_secs(30)));
+    let Ok(conn) = rustls::ServerConnection::new(config) else {
+        return;
+    };
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    while tls.conn.is_handshaking() {
+        if tls.conn.complete_io(&mut tls.sock).is_err() {
+            return;
+        }
+    }
+    seen.lock().unwrap().push(Handshake {
+        sni: tls.conn.server_name().map(str::to_string),
+        client_certificate: tls.conn.peer_certificates().is_some_and(|c| !c.is_empty()),
+    });
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while let Ok(n @ 1..) = tls.read(&mut chunk) {
+        buf.extend_from_slice(&chunk[..n]);
+        while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            buf.drain(..end + 4);
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\nx-upstream: {name}\r\ncontent-length: {}\r\n\r\n{name}",
+                name.len()
+            );
+            if tls.write_all(answer.as_bytes()).is_err() {
+                return;
+            }
+        }
+    }
+}
