@@ -125,6 +125,8 @@ struct Inner {
     /// Identities already logged as denied (bounded), so that each is logged once.
     denied_logged: std::sync::Mutex<std::collections::HashSet<String>>,
     next_id: AtomicU64,
+    /// Numbers the connections (their [`ConnectionHandle`]s), apart from the streams' ids.
+    next_connection: AtomicU64,
     streams: Arc<AtomicUsize>,
     connections: Arc<AtomicUsize>,
     buffers: buffers::Budget,
@@ -148,6 +150,7 @@ impl AdsService {
                 token_auth: None,
                 denied_logged: Default::default(),
                 next_id: AtomicU64::new(1),
+                next_connection: AtomicU64::new(1),
                 streams: Arc::default(),
                 connections: Arc::default(),
                 buffers: buffers::Budget::new(
@@ -232,7 +235,7 @@ impl tower_service::Service<http::Request<Body>> for AdsService {
 impl Inner {
     fn connection_handle(&self) -> ConnectionHandle {
         ConnectionHandle {
-            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            id: self.next_connection.fetch_add(1, Ordering::Relaxed),
             buffer: buffers::Budget::new(
                 "max_connection_request_buffer_bytes",
                 self.limits.max_connection_request_buffer_bytes,
