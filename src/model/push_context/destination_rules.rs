@@ -12,7 +12,7 @@
 //! (`*.example.com`, `*`). Among that host's rules, one with a `workloadSelector` (a rule
 //! private to its namespace, as istiod makes it) that selects the proxy's labels comes
 //! first, else the rules without a selector, merged as istiod's `mergeDestinationRule` merges
-//! them: the first (by key; istiod orders by creation time) with the subsets of the later
+//! them: the first (by creation time, then name and namespace, as istiod's) with the subsets of the later
 //! ones whose names it does not have, and the first traffic policy set.
 
 use std::borrow::Cow;
@@ -130,10 +130,14 @@ impl PushContext {
 
     /// The rules of `bucket` for the most specific host that matches `hostname`.
     fn most_specific(&self, hostname: &str, bucket: Bucket) -> Vec<(&Config, &DestinationRule)> {
+        // In istiod's order: creation time, then name, then namespace.
         let in_bucket = |host: &str| -> Vec<(&Config, &DestinationRule)> {
-            self.destination_rules_of(host)
+            let mut rules: Vec<(&Config, &DestinationRule)> = self
+                .destination_rules_of(host)
                 .filter(|(c, dr)| self.in_bucket(c, dr, bucket))
-                .collect()
+                .collect();
+            rules.sort_by(|a, b| a.0.creation_order(b.0));
+            rules
         };
         let exact = in_bucket(hostname);
         if !exact.is_empty() {
@@ -323,6 +327,33 @@ spec:
         assert!(
             chosen.rule.traffic_policy.is_some(),
             "b's policy, a having none"
+        );
+    }
+
+    #[test]
+    fn rules_of_one_host_are_taken_in_creation_order() {
+        let ctx = context(
+            "
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: a, namespace: web, creationTimestamp: '2026-12-02T10:00:00Z'}
+spec: {host: m.example.com, subsets: [{name: v1, labels: {v: a}}]}
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: b, namespace: web, creationTimestamp: '2026-12-01T10:00:00Z'}
+spec:
+  host: m.example.com
+  trafficPolicy: {loadBalancer: {simple: RANDOM}}
+  subsets: [{name: v1, labels: {v: b}}]
+",
+        );
+        let chosen = ctx.destination_rule_for("m.example.com", "web").unwrap();
+        let names: Vec<&str> = chosen.configs.iter().map(|c| c.key.name.as_str()).collect();
+        assert_eq!(names, ["b", "a"], "the older first, whatever the names");
+        assert_eq!(
+            chosen.rule.subsets[0].labels["v"], "b",
+            "the older rule's v1 kept"
         );
     }
 }
