@@ -129,15 +129,7 @@ fn hostile_partial_messages_leave_room_for_an_admitted_proxys_large_request() {
         );
         // A proxy gets in at once (its first request is whole in one frame: no room needed)...
         let started = Instant::now();
-        let mut send = h2_connect(axon.xds_addr()).await;
-        let (mut body, response) = open(&mut send).await;
-        body.send_data(cds_request("gw-healthy"), false).unwrap();
-        let response = response.await.expect("response headers");
-        let mut responses = Responses::new(response.into_body());
-        assert!(
-            responses.next_of(CDS, Duration::from_secs(10)).await.is_some(),
-            "no CDS answer"
-        );
+        let (mut body, mut responses) = real_proxy(axon.xds_addr(), "gw-healthy").await;
         let admitted = started.elapsed();
         // ... and its 600 KB request (tens of DATA frames, e.g. an EDS request naming every
         // cluster) is read whole: a NACK with a long message, then an LDS request.
@@ -245,15 +237,7 @@ fn past_max_pending_streams_the_connection_holding_the_most_is_closed() {
         );
         // A real proxy's stream, past the bound: the silent connection is closed (GOAWAY,
         // its streams ended with UNAVAILABLE), the proxy is served.
-        let mut proxy = h2_connect(axon.xds_addr()).await;
-        let (mut body, response) = open(&mut proxy).await;
-        body.send_data(cds_request("gw-real"), false).unwrap();
-        let response = response.await.expect("response headers");
-        let mut responses = Responses::new(response.into_body());
-        assert!(
-            responses.next_of(CDS, Duration::from_secs(10)).await.is_some(),
-            "the real proxy got no CDS answer"
-        );
+        let _proxy = real_proxy(axon.xds_addr(), "gw-real").await;
         for (_body, response) in silent {
             let (code, message) = grpc_status(response, Duration::from_secs(10)).await;
             assert_eq!(code, "14", "UNAVAILABLE: {message}");
@@ -283,18 +267,7 @@ fn past_max_pending_streams_with_one_stream_per_connection_the_oldest_is_closed(
         assert!(reaches(&axon, "axon_pending_streams", 3.0, Duration::from_secs(10)).await);
         // Past the grace (the bound is defined by it), a real proxy's stream closes the oldest.
         tokio::time::sleep(Duration::from_millis(400)).await;
-        let mut proxy = h2_connect(axon.xds_addr()).await;
-        let (mut body, response) = open(&mut proxy).await;
-        body.send_data(cds_request("gw-real"), false).unwrap();
-        let response = response.await.expect("response headers");
-        let mut responses = Responses::new(response.into_body());
-        assert!(
-            responses
-                .next_of(CDS, Duration::from_secs(10))
-                .await
-                .is_some(),
-            "the real proxy got no CDS answer"
-        );
+        let _proxy = real_proxy(axon.xds_addr(), "gw-real").await;
         // One of the three (the oldest: connections race to be first) is closed.
         assert!(
             reaches(

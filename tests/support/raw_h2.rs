@@ -194,3 +194,21 @@ pub fn partial(announce: u32, send: usize) -> Bytes {
     head.extend(std::iter::repeat_n(0x0a, send));
     Bytes::from(head)
 }
+
+/// A real proxy's stream on a new connection: its first CDS request sent and answered
+/// within 10 s (asserted). Returns the stream's request body and its responses.
+pub async fn real_proxy(addr: SocketAddr, pod: &str) -> (h2::SendStream<Bytes>, Responses) {
+    let mut send = h2_connect(addr).await;
+    let (mut body, response) = open(&mut send).await;
+    body.send_data(cds_request(pod), false).unwrap();
+    let response = response.await.expect("response headers");
+    let mut responses = Responses::new(response.into_body());
+    assert!(
+        responses
+            .next_of(CDS, Duration::from_secs(10))
+            .await
+            .is_some(),
+        "the proxy {pod} got no CDS answer"
+    );
+    (body, responses)
+}
