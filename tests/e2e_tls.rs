@@ -10,123 +10,22 @@
 
 #[path = "support/fake_kube.rs"]
 mod fake_kube;
+#[path = "support/pki.rs"]
+mod pki;
 #[path = "support/scenario.rs"]
 mod scenario;
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
 use fake_kube::FakeKube;
+use pki::Pki;
 use scenario::*;
 use support::*;
 
 const CONVERGE: Duration = Duration::from_secs(30);
-
-fn openssl(args: &[&str], dir: &Path) {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("openssl must be installed to make the test certificates");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// A CA, and certificates it signs.
-struct Pki {
-    dir: ConfigDir,
-}
-
-impl Pki {
-    fn new() -> Pki {
-        let dir = ConfigDir::new();
-        openssl(
-            &[
-                "req",
-                "-x509",
-                "-newkey",
-                "ec",
-                "-pkeyopt",
-                "ec_paramgen_curve:P-256",
-                "-nodes",
-                "-keyout",
-                "ca.key",
-                "-out",
-                "ca.crt",
-                "-days",
-                "2",
-                "-subj",
-                "/CN=axon test CA",
-            ],
-            dir.path(),
-        );
-        Pki { dir }
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.file(name)
-    }
-
-    /// Issues `name.crt`/`name.key` with `san` (e.g. `DNS:localhost,IP:127.0.0.1` or
-    /// `URI:spiffe://…`) and serial `serial`.
-    fn issue(&self, name: &str, san: &str, serial: u32) {
-        let dir = self.dir.path();
-        openssl(
-            &[
-                "req",
-                "-newkey",
-                "ec",
-                "-pkeyopt",
-                "ec_paramgen_curve:P-256",
-                "-nodes",
-                "-keyout",
-                &format!("{name}.key"),
-                "-out",
-                &format!("{name}.csr"),
-                "-subj",
-                &format!("/CN={name}"),
-            ],
-            dir,
-        );
-        std::fs::write(
-            dir.join(format!("{name}.ext")),
-            format!("subjectAltName={san}\nextendedKeyUsage=serverAuth,clientAuth\n"),
-        )
-        .unwrap();
-        openssl(
-            &[
-                "x509",
-                "-req",
-                "-in",
-                &format!("{name}.csr"),
-                "-CA",
-                "ca.crt",
-                "-CAkey",
-                "ca.key",
-                "-set_serial",
-                &serial.to_string(),
-                "-days",
-                "2",
-                "-extfile",
-                &format!("{name}.ext"),
-                "-out",
-                &format!("{name}.crt.new"),
-            ],
-            dir,
-        );
-        // Swapped in whole, as a Secret volume update would.
-        std::fs::rename(
-            dir.join(format!("{name}.crt.new")),
-            dir.join(format!("{name}.crt")),
-        )
-        .unwrap();
-    }
-}
 
 fn routes_yaml() -> String {
     backend_routes_yaml("v1", false, false, &[("v1", 100)])
@@ -159,8 +58,8 @@ fn served_serial(addr: std::net::SocketAddr, pki: &Pki) -> String {
 #[test]
 fn envoy_over_tls_is_served_as_its_certificate_allows() {
     let pki = Pki::new();
-    pki.issue("axon", "DNS:localhost,IP:127.0.0.1", 1);
-    pki.issue(
+    pki.issue_with_serial("axon", "DNS:localhost,IP:127.0.0.1", 1);
+    pki.issue_with_serial(
         "gateway",
         "URI:spiffe://cluster.local/ns/istio-system/sa/istio-ingressgateway",
         2,
@@ -250,7 +149,7 @@ fn envoy_over_tls_is_served_as_its_certificate_allows() {
     // A rotated serving certificate: new handshakes get it, without a restart; the gateway
     // stays connected.
     assert_eq!(served_serial(tls_addr, &pki), "serial=01");
-    pki.issue("axon", "DNS:localhost,IP:127.0.0.1", 3);
+    pki.issue_with_serial("axon", "DNS:localhost,IP:127.0.0.1", 3);
     assert!(
         wait_until(Duration::from_secs(10), || served_serial(tls_addr, &pki)
             == "serial=03"),
@@ -302,7 +201,7 @@ fn token_options(node_id: &str, namespace: &str, pki: &Pki, token: &str) -> Envo
 #[test]
 fn envoy_with_a_service_account_token_is_served_as_the_token_review_allows() {
     let pki = Pki::new();
-    pki.issue("axon", "DNS:localhost,IP:127.0.0.1", 1);
+    pki.issue_with_serial("axon", "DNS:localhost,IP:127.0.0.1", 1);
     let api = FakeKube::start();
     api.accept_token(
         "gateway-token",

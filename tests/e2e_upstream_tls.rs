@@ -8,6 +8,8 @@
 //! its CA secret over Delta SDS) and not to another, which sends plaintext. No update is
 //! rejected.
 
+#[path = "support/pki.rs"]
+mod pki;
 #[path = "support/scenario.rs"]
 mod scenario;
 mod support;
@@ -16,6 +18,7 @@ mod tls_upstream;
 
 use std::time::Duration;
 
+use pki::Pki;
 use scenario::*;
 use support::*;
 use tls_upstream::*;

@@ -1,13 +1,12 @@
-//! Upstream TLS for tests: [`Pki`], a CA made with openssl that issues certificates, and
-//! [`TlsEchoUpstream`], an HTTPS/1.1 server on 127.0.0.1 (rustls) that records each
-//! handshake it completes (the SNI the client sent, whether it showed a certificate) and
+//! Upstream TLS for tests: [`TlsEchoUpstream`], an HTTPS/1.1 server on 127.0.0.1 (rustls)
+//! that records each handshake it completes (the SNI the client sent, whether it showed a certificate) and
 //! answers 200 with its name. With a client CA it requires a client certificate signed by
-//! it. Include with `#[path = "support/tls_upstream.rs"]`.
+//! it. Include with `#[path = "support/tls_upstream.rs"]`, beside `support/pki.rs` (its
+//! certificates).
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
@@ -15,109 +14,6 @@ use std::time::Duration;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
-
-use super::support::ConfigDir;
-
-fn openssl(args: &[&str], dir: &Path) {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("openssl must be installed to make the test certificates");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// A CA (`ca.crt`, `ca.key`) in its own directory, and the certificates it issues.
-pub struct Pki {
-    dir: ConfigDir,
-}
-
-impl Pki {
-    pub fn new() -> Pki {
-        let dir = ConfigDir::new();
-        openssl(
-            &[
-                "req",
-                "-x509",
-                "-newkey",
-                "ec",
-                "-pkeyopt",
-                "ec_paramgen_curve:P-256",
-                "-nodes",
-                "-keyout",
-                "ca.key",
-                "-out",
-                "ca.crt",
-                "-days",
-                "2",
-                "-subj",
-                "/CN=axon test CA",
-            ],
-            dir.path(),
-        );
-        Pki { dir }
-    }
-
-    pub fn path(&self, name: &str) -> PathBuf {
-        self.dir.file(name)
-    }
-
-    /// The path of `name`, as a string for YAML.
-    pub fn file(&self, name: &str) -> String {
-        self.path(name).display().to_string()
-    }
-
-    /// Issues `name.crt`/`name.key` with `san` (e.g. `DNS:a.example.com`).
-    pub fn issue(&self, name: &str, san: &str) {
-        let dir = self.dir.path();
-        openssl(
-            &[
-                "req",
-                "-newkey",
-                "ec",
-                "-pkeyopt",
-                "ec_paramgen_curve:P-256",
-                "-nodes",
-                "-keyout",
-                &format!("{name}.key"),
-                "-out",
-                &format!("{name}.csr"),
-                "-subj",
-                &format!("/CN={name}"),
-            ],
-            dir,
-        );
-        std::fs::write(
-            dir.join(format!("{name}.ext")),
-            format!("subjectAltName={san}\nextendedKeyUsage=serverAuth,clientAuth\n"),
-        )
-        .unwrap();
-        openssl(
-            &[
-                "x509",
-                "-req",
-                "-in",
-                &format!("{name}.csr"),
-                "-CA",
-                "ca.crt",
-                "-CAkey",
-                "ca.key",
-                "-CAcreateserial",
-                "-days",
-                "2",
-                "-extfile",
-                &format!("{name}.ext"),
-                "-out",
-                &format!("{name}.crt"),
-            ],
-            dir,
-        );
-    }
-}
 
 /// One completed handshake.
 #[derive(Debug, Clone, PartialEq, Eq)]
