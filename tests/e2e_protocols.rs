@@ -12,10 +12,9 @@ mod support;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::Command;
 use std::time::Duration;
 
-use grpc_echo::{EchoServer, echo_script};
+use grpc_echo::{EchoServer, client_call};
 use scenario::*;
 use support::*;
 
@@ -57,20 +56,6 @@ spec:
 "#;
 
 /// `echo.py client` against `target` (plaintext HTTP/2); its output.
-fn grpc_call(target: &str) -> (bool, String) {
-    let out = Command::new(grpc_python())
-        .arg("-u")
-        .arg(echo_script())
-        .args(["client", target, "hello", "--deadline", "20"])
-        .output()
-        .expect("run echo.py client");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
-}
 
 #[test]
 fn grpc_gets_http2_upstream_and_websockets_upgrade() {
@@ -93,7 +78,7 @@ fn grpc_gets_http2_upstream_and_websockets_upgrade() {
     });
 
     // gRPC through the gateway: HTTP/2 to the GRPC port's upstream, answered.
-    let (ok, output) = grpc_call(&format!("127.0.0.1:{gw_port}"));
+    let (ok, output) = client_call(&format!("127.0.0.1:{gw_port}"), &[]);
     assert!(
         ok && output.contains("reply: grpc:hello"),
         "{output}\n{}",

@@ -17,9 +17,7 @@ mod scenario;
 mod sidecar;
 mod support;
 
-use std::process::Command;
-
-use grpc_echo::{EchoServer, echo_script};
+use grpc_echo::{EchoServer, client_call};
 use scenario::*;
 use sidecar::{CONVERGE, NODE_A, REVIEWS, SERVICE_PORT, reviews_se_yaml, sidecar_options};
 use support::*;
@@ -60,23 +58,6 @@ fn reviews_vs(name: &str, created: &str, subset: &str, header_rule: bool) -> Str
     format!(
         "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata:\n  name: {name}\n  namespace: a\n  creationTimestamp: \"{created}\"\nspec:\n  hosts: [reviews]\n  http:\n{rule}  - route: [{{destination: {{host: reviews, subset: {subset}}}}}]\n"
     )
-}
-
-/// `echo.py client` to the egress listener on `port` with `:authority` [`GRPC_HOST`].
-fn grpc_call(port: u16) -> (bool, String) {
-    let out = Command::new(grpc_python())
-        .arg("-u")
-        .arg(echo_script())
-        .args(["client", &format!("127.0.0.1:{port}"), "hello"])
-        .args(["--deadline", "20", "--authority", GRPC_HOST])
-        .output()
-        .expect("run echo.py client");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
 }
 
 #[test]
@@ -154,7 +135,10 @@ fn grpc_and_several_virtual_services_for_one_host_through_a_sidecar() {
     );
 
     // gRPC through the GRPC egress listener: HTTP/2 upstream, answered.
-    let (ok, output) = grpc_call(grpc_port);
+    let (ok, output) = client_call(
+        &format!("127.0.0.1:{grpc_port}"),
+        &["--authority", GRPC_HOST],
+    );
     assert!(
         ok && output.contains("reply: grpc:hello"),
         "{output}\n{}",

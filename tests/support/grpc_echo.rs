@@ -22,6 +22,24 @@ pub fn echo_script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/grpc/echo.py")
 }
 
+/// `echo.py client TARGET hello --deadline 20 EXTRA...`: whether the call succeeded, and
+/// what the client printed.
+pub fn client_call(target: &str, extra: &[&str]) -> (bool, String) {
+    let out = Command::new(grpc_python())
+        .arg("-u")
+        .arg(echo_script())
+        .args(["client", target, "hello", "--deadline", "20"])
+        .args(extra)
+        .output()
+        .expect("run echo.py client");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
 pub fn tail(text: &str, n: usize) -> String {
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
