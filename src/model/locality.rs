@@ -22,6 +22,9 @@ pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
 pub const SUBZONE_LABEL: &str = "topology.istio.io/subzone";
 /// istiod's (mostly internal) locality override label, `region.zone.subzone`.
 pub const LOCALITY_LABEL: &str = "istio-locality";
+/// Istio's network label (`failoverPriority` may read it; a first entry naming it only
+/// breaks ties).
+pub const NETWORK_LABEL: &str = "topology.istio.io/network";
 
 /// A locality; empty parts are unknown.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -99,10 +102,15 @@ impl Locality {
         node.unwrap_or_default()
     }
 
-    /// `labels` with this locality's topology labels added, as istiod's `AugmentLabels` gives
-    /// them to proxies and endpoints (read by `failoverPriority`).
-    pub fn augment(&self, labels: &Labels) -> Labels {
+    /// `labels` with this locality's topology labels and `network` added, as istiod's
+    /// `AugmentLabels` gives them to proxies and endpoints (read by `failoverPriority`; a
+    /// network label already set is kept).
+    pub fn augment(&self, labels: &Labels, network: &str) -> Labels {
         let mut out = labels.clone();
+        if !network.is_empty() {
+            out.entry(NETWORK_LABEL.to_string())
+                .or_insert_with(|| network.to_string());
+        }
         for (key, value) in [
             (REGION_LABEL, &self.region),
             (ZONE_LABEL, &self.zone),
@@ -262,7 +270,10 @@ mod tests {
         assert_eq!(Locality::of_proxy(&labels, node.clone()), loc("a/b/c"));
         assert_eq!(Locality::of_proxy(&Labels::new(), node), loc("nr/nz"));
         assert_eq!(loc("r/z").label(), "r/z");
-        assert_eq!(loc("r/z").augment(&Labels::new()).len(), 2);
+        assert_eq!(loc("r/z").augment(&Labels::new(), "").len(), 2);
+        let net: Labels = [(NETWORK_LABEL.to_string(), "mine".to_string())].into();
+        assert_eq!(loc("").augment(&net, "other")[NETWORK_LABEL], "mine");
+        assert_eq!(loc("").augment(&Labels::new(), "n1")[NETWORK_LABEL], "n1");
     }
 
     #[test]

@@ -38,6 +38,8 @@ pub struct NodeInfo {
     pub idle_timeout: Option<String>,
     /// Envoy's `node.locality`, if set.
     pub locality: Option<Locality>,
+    /// `metadata.NETWORK`, if set.
+    pub network: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Error)]
@@ -70,6 +72,9 @@ pub struct Proxy {
     /// Where it runs ([`Locality::of_proxy`]): the localities of the endpoints it is sent
     /// are ordered or weighed from here.
     pub locality: Locality,
+    /// Its network (`NETWORK`; empty if unknown): its `topology.istio.io/network` label for
+    /// `failoverPriority`.
+    pub network: String,
 }
 
 impl Proxy {
@@ -99,6 +104,7 @@ impl Proxy {
         let locality = Locality::of_proxy(&node.labels, node.locality);
         Ok(Proxy {
             locality,
+            network: node.network.unwrap_or_default(),
             proxy_type,
             ip: ip.to_string(),
             pod: pod.to_string(),

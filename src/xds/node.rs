@@ -1,6 +1,6 @@
 //! Envoy `Node` → [`NodeInfo`]: the id, and the Istio metadata keys axon reads
-//! (`NAMESPACE`, `LABELS`, `GENERATOR`, `INTERCEPTION_MODE`, `SERVICE_ACCOUNT`, `IDLE_TIMEOUT`),
-//! and `locality`.
+//! (`NAMESPACE`, `LABELS`, `GENERATOR`, `INTERCEPTION_MODE`, `SERVICE_ACCOUNT`, `IDLE_TIMEOUT`,
+//! `NETWORK`), and `locality`.
 
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind};
@@ -21,6 +21,7 @@ impl From<&Node> for NodeInfo {
             interception_mode: field("INTERCEPTION_MODE").and_then(string_value),
             service_account: field("SERVICE_ACCOUNT").and_then(string_value),
             idle_timeout: field("IDLE_TIMEOUT").and_then(string_value),
+            network: field("NETWORK").and_then(string_value),
             locality: node.locality.as_ref().map(|l| Locality {
                 region: l.region.clone(),
                 zone: l.zone.clone(),

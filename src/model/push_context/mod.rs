@@ -114,7 +114,7 @@ impl PushContext {
         if !self.destination_rules.locality_dependent {
             return None;
         }
-        let labels = proxy.locality.augment(&proxy.labels);
+        let labels = proxy.locality.augment(&proxy.labels, &proxy.network);
         let values: Vec<&str> = self
             .destination_rules
             .failover_labels

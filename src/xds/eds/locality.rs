@@ -21,11 +21,8 @@ use envoy_types::pb::google::protobuf::UInt32Value;
 
 use crate::model::istio::Labels;
 use crate::model::istio::traffic_policy::{LocalityDistribute, LocalityFailover};
-use crate::model::locality::{LbSetting, Locality, priority_label};
+use crate::model::locality::{LbSetting, Locality, NETWORK_LABEL, priority_label};
 use crate::model::service::Endpoint;
-
-/// Istio's network label: a first `failoverPriority` entry that names it only breaks ties.
-const NETWORK_LABEL: &str = "topology.istio.io/network";
 
 /// One locality's endpoints, with the model endpoints they came from (same order).
 #[derive(Debug, Clone)]
@@ -168,7 +165,7 @@ fn split_by_labels<'a>(
     let includes_network = priorities.first().is_some_and(|p| p == NETWORK_LABEL);
     let mut by_priority: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
     for (i, ep) in group.endpoints.iter().enumerate() {
-        let ep_labels = Locality::parse(&ep.locality).augment(&ep.labels);
+        let ep_labels = Locality::parse(&ep.locality).augment(&ep.labels, &ep.network);
         let mut priority = 0;
         let mut adjust = 0;
         for (j, entry) in priorities.iter().enumerate() {

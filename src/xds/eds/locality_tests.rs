@@ -14,6 +14,7 @@ fn endpoint(locality: &str, labels: &[(&str, &str)]) -> Endpoint {
             .collect(),
         weight: 1,
         locality: locality.into(),
+        network: String::new(),
     }
 }
 
@@ -234,4 +235,34 @@ fn zone_aware_buckets_regions() {
     };
     let out = run(&eps, "r1/z1", &[], LbSetting::ZoneAware(&off), false);
     assert_eq!(priorities(&out), [0, 0, 0, 0]);
+}
+
+#[test]
+fn the_endpoints_network_is_its_network_label() {
+    let mut far = endpoint("r1", &[]);
+    far.network = "n2".into();
+    let mut near = endpoint("r1", &[]);
+    near.network = "n1".into();
+    let eps = vec![far, near];
+    let mut grouped = groups(&eps);
+    // Tell the two apart by weight: far 7, near 9.
+    grouped[0].envoy.lb_endpoints[0].load_balancing_weight = Some(UInt32Value { value: 7 });
+    grouped[0].envoy.lb_endpoints[1].load_balancing_weight = Some(UInt32Value { value: 9 });
+    let setting = LocalityLbSetting {
+        failover_priority: vec![NETWORK_LABEL.into()],
+        ..Default::default()
+    };
+    // The proxy's labels as `Proxy` augments them: its NETWORK as the label.
+    let locality = Locality::parse("r1");
+    let labels: Labels = [(NETWORK_LABEL.to_string(), "n1".to_string())].into();
+    let receiver = Receiver {
+        locality: &locality,
+        labels: &labels,
+    };
+    let out = apply(grouped, &receiver, LbSetting::Locality(&setting), true);
+    let by_priority: Vec<(u32, u32)> = out
+        .iter()
+        .map(|l| (l.priority, l.load_balancing_weight.map_or(0, |w| w.value)))
+        .collect();
+    assert_eq!(by_priority, [(0, 9), (1, 7)], "the proxy's network first");
 }

@@ -106,7 +106,7 @@ pub fn load_assignment_for(
     let mut groups = Some(groups(ctx, port, subset, host, proxy));
     let ordered = proxy.and_then(|p| {
         per_proxy_setting(ctx, p, host, subset, port, |setting, outlier| {
-            let labels = p.locality.augment(&p.labels);
+            let labels = p.locality.augment(&p.labels, &p.network);
             let receiver = Receiver {
                 locality: &p.locality,
                 labels: &labels,
@@ -248,6 +248,7 @@ pub fn local_load_assignment(cluster_name: &str, port: u32) -> ClusterLoadAssign
         labels: Default::default(),
         weight: 1,
         locality: String::new(),
+        network: String::new(),
     };
     ClusterLoadAssignment {
         cluster_name: cluster_name.to_string(),

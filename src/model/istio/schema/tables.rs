@@ -1940,10 +1940,13 @@ pub static WORKLOAD_ENTRY: Message = Message {
             kind: Kind::ScalarMap,
             applied: Applied::Yes,
         },
+        // Applied: `service::endpoints_of` (the endpoint's `topology.istio.io/network` label,
+        // read by `failoverPriority` in `eds::locality`). axon has no east-west gateways, so
+        // every network's endpoints are reached directly, as istiod's without gateways.
         Field {
             name: "network",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // Applied: `service::endpoints_of` (`eds::load_assignment_for` groups by it).
         Field {
