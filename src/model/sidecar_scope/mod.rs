@@ -361,7 +361,7 @@ fn gateway_scope(ctx: &PushContext, proxy: &Proxy) -> SidecarScope {
             scope.deps.insert(config.key.clone());
         }
     }
-    for server in merged.ports.values().flatten() {
+    for server in merged.servers() {
         for (vs, _) in ctx.virtual_services_for_gateway(&server.gateway) {
             let keys = ctx.virtual_services.with_delegates(&vs.key);
             scope.deps.extend(keys.cloned());

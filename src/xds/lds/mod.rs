@@ -30,6 +30,9 @@ use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{
 use envoy_types::pb::google::protobuf::{Any, BoolValue, Duration, UInt32Value};
 
 mod gateway;
+mod gateway_l4;
+mod l4;
+mod server_tls;
 
 use super::cds::{PASSTHROUGH, ads_config_source, inbound_cluster_name};
 use super::is_http;
@@ -96,7 +99,7 @@ fn sidecar_listeners(proxy: &Proxy, scope: &SidecarScope) -> Vec<Resource> {
 }
 
 /// An HTTP listener on `bind:port` whose routes come over RDS as `route`.
-pub(super) fn listener(
+fn listener(
     bind: &str,
     port: u32,
     bound: bool,
@@ -264,7 +267,12 @@ fn http_connection_manager(
     kind: HcmKind,
     idle_timeout: Option<i128>,
 ) -> Filter {
-    let mut hcm = hcm_config(stat_prefix, routes, kind);
+    hcm_filter(hcm_config(stat_prefix, routes, kind), idle_timeout)
+}
+
+/// `hcm` as a filter, with the proxy's `IDLE_TIMEOUT`, if any, as its connections' idle
+/// timeout (istiod's listener builder).
+fn hcm_filter(mut hcm: HttpConnectionManager, idle_timeout: Option<i128>) -> Filter {
     if let Some(nanos) = idle_timeout {
         hcm.common_http_protocol_options = Some(HttpProtocolOptions {
             idle_timeout: Some(Duration {
