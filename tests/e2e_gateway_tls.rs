@@ -69,8 +69,8 @@ fn curl(args: &[&str]) -> (bool, String) {
         .args(args)
         .output()
         .expect("curl must be installed");
-    let text = String::from_utf8_lossy(&out.stdout).to_string()
-        + &String::from_utf8_lossy(&out.stderr);
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     (out.status.success(), text)
 }
 
@@ -167,7 +167,13 @@ spec:
     );
     documents(&[
         gateway,
-        service_entry_yaml("web", "demo", "web.demo.svc.cluster.local", http_port(80), &[(web, None)]),
+        service_entry_yaml(
+            "web",
+            "demo",
+            "web.demo.svc.cluster.local",
+            http_port(80),
+            &[(web, None)],
+        ),
         service_entry_yaml(
             "echo",
             "demo",
@@ -244,7 +250,11 @@ fn tls_and_l4_gateway_servers() {
         last = https(&pki, "a.example.com", p.https, &[]);
         last.0 && last.1 == "web 200"
     });
-    assert!(ok, "HTTPS a.example.com: {last:?}\n{}", describe_envoy(&envoy));
+    assert!(
+        ok,
+        "HTTPS a.example.com: {last:?}\n{}",
+        describe_envoy(&envoy)
+    );
     let wrong = https(&pki, "c.example.com", p.https, &[]);
     assert!(!wrong.0, "an SNI no server has is refused: {wrong:?}");
     assert_eq!(
@@ -253,7 +263,10 @@ fn tls_and_l4_gateway_servers() {
         "MUTUAL with a client certificate"
     );
     let without = https(&pki, "b.example.com", p.https, &[]);
-    assert!(!without.0, "MUTUAL without a client certificate is refused: {without:?}");
+    assert!(
+        !without.0,
+        "MUTUAL without a client certificate is refused: {without:?}"
+    );
 
     // OPTIONAL_MUTUAL: both.
     assert_eq!(
@@ -294,7 +307,10 @@ fn tls_and_l4_gateway_servers() {
         secure.handshakes()
     );
     let unknown = https(&pki, "y.example.org", p.pass, &[]);
-    assert!(!unknown.0, "an SNI no tls route has is refused: {unknown:?}");
+    assert!(
+        !unknown.0,
+        "an SNI no tls route has is refused: {unknown:?}"
+    );
 
     // TCP, weighted 50/50.
     let mut seen = std::collections::BTreeMap::new();

@@ -31,6 +31,15 @@ pub fn partial_notes(spec: &Spec) -> Vec<String> {
             }
         }
         Spec::VirtualService(vs) => {
+            let on_mesh = vs.gateways.is_empty() || vs.gateways.iter().any(|g| g == "mesh");
+            for (field, routes) in [("tcp", vs.tcp.len()), ("tls", vs.tls.len())] {
+                if on_mesh && routes > 0 {
+                    notes.push(format!(
+                        "spec.{field}: on sidecars (the VirtualService is bound to the mesh), \
+                         whose {field} routes axon does not build yet (gateways' are applied)"
+                    ));
+                }
+            }
             for (i, http) in vs.http.iter().enumerate() {
                 for (j, m) in http.matches.iter().enumerate() {
                     let claims = |map: &std::collections::BTreeMap<String, _>| {
