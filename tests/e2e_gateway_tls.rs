@@ -325,3 +325,69 @@ fn tls_and_l4_gateway_servers() {
 
     assert_no_rejected_updates(&envoy);
 }
+
+/// The gateway's own Service (here a ServiceEntry with an endpoint at the gateway's
+/// address, as a Kubernetes Service of the gateway pod becomes) maps the server's port 80 to
+/// the port the gateway listens on: Envoy listens there, and routes as for port 80.
+#[test]
+fn a_server_port_is_listened_on_at_the_port_the_gateways_service_maps_it_to() {
+    let web = Upstream::start("web");
+    let listen = free_port();
+    let dir = ConfigDir::new();
+    let gateway = r#"apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: ingress, namespace: istio-system}
+spec:
+  selector: {istio: ingressgateway}
+  servers:
+  - port: {number: 80, name: http, protocol: HTTP}
+    hosts: [a.example.com]
+"#;
+    let route = r#"apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: web, namespace: demo}
+spec:
+  hosts: [a.example.com]
+  gateways: [istio-system/ingress]
+  http: [{route: [{destination: {host: web.demo.svc.cluster.local}}]}]
+"#;
+    dir.write(
+        "mesh.yaml",
+        &documents(&[
+            gateway.to_string(),
+            service_entry_yaml(
+                "ingressgateway",
+                "istio-system",
+                "istio-ingressgateway.istio-system.svc.cluster.local",
+                http_port(80),
+                &[(listen, None)],
+            ),
+            service_entry_yaml(
+                "web",
+                "demo",
+                "web.demo.svc.cluster.local",
+                http_port(8000),
+                &[(web.port(), None)],
+            ),
+            route.to_string(),
+        ]),
+    );
+    let axon = Axon::start(dir.path());
+    let envoy = Envoy::start(axon.xds_addr(), gateway_options());
+    let name = format!("0.0.0.0_{listen}");
+    let active = wait_until(CONVERGE, || {
+        dynamic_listener(&envoy.config_dump(), &name)
+            .is_some_and(|l| l.get("active_state").is_some())
+    });
+    assert!(active, "no listener {name}:\n{}", describe_envoy(&envoy));
+    assert!(
+        dynamic_route_config_names(&envoy.config_dump()).contains(&format!("http.{listen}")),
+        "{}",
+        describe_envoy(&envoy)
+    );
+    let what = format!("GET / Host a.example.com on {listen}");
+    wait_for_answer(&what, CONVERGE, "web", &envoy, || {
+        http_get(Envoy::local(listen), "/", &[("host", "a.example.com")])
+    });
+    assert_no_rejected_updates(&envoy);
+}

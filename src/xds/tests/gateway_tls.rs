@@ -220,3 +220,37 @@ fn https_routes_and_the_redirect_of_the_plaintext_server() {
     let b = &routes[2];
     assert_eq!(b.virtual_hosts[0].domains, ["b.example.com"]);
 }
+
+#[test]
+fn a_tls_server_terminates_before_its_tcp_route_and_grpc_web_gets_its_filter() {
+    let yaml = MESH.replace(
+        "  - port: {number: 9000, name: tcp, protocol: TCP}\n    hosts: [\"*\"]\n",
+        "  - port: {number: 9000, name: tls-term, protocol: TLS}\n    hosts: [t.example.com]\n    tls: {mode: SIMPLE, credentialName: t}\n  - port: {number: 8081, name: grpc-web, protocol: GRPC-WEB}\n    hosts: [\"*\"]\n",
+    );
+    let ctx = context(&yaml);
+    let all: Vec<Listener> = decode(&generate_for(
+        ResourceType::Listener,
+        &ctx,
+        &gateway_proxy(&[("istio", "ingressgateway")]),
+        &names(&[]),
+    ));
+    let tls = all.iter().find(|l| l.name == "0.0.0.0_9000").unwrap();
+    let chain = &tls.filter_chains[0];
+    assert_eq!(
+        chain.filter_chain_match.as_ref().unwrap().server_names,
+        ["t.example.com"]
+    );
+    assert!(chain.transport_socket.is_some(), "TLS terminated");
+    let proxy: TcpProxy = typed(&chain.filters[0].config_type);
+    assert!(matches!(
+        proxy.cluster_specifier,
+        Some(TcpCluster::WeightedClusters(_))
+    ));
+    let web = all.iter().find(|l| l.name == "0.0.0.0_8081").unwrap();
+    let hcm: HttpConnectionManager = typed(&web.filter_chains[0].filters[0].config_type);
+    assert_eq!(hcm.http_filters[0].name, "envoy.filters.http.grpc_web");
+    let Some(RouteSpecifier::Rds(rds)) = hcm.route_specifier else {
+        panic!()
+    };
+    assert_eq!(rds.route_config_name, "http.8081");
+}
