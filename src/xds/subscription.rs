@@ -34,6 +34,9 @@ pub struct Subscription {
     pub version_sent: Option<String>,
     pub version_acked: Option<String>,
     pub last_error: Option<String>,
+    /// The [`crate::xds::ResourceSet::digest`] of the last response sent: a push whose set
+    /// for this type has the same digest changes nothing for the proxy, and is not sent.
+    pub digest_sent: Option<u64>,
     /// The hash of the request names `names` was last found equal to: a request with the
     /// same hash repeats them, and is not compared name by name.
     applied: Option<u64>,

@@ -174,6 +174,17 @@ impl Client {
         r
     }
 
+    /// The next response if one comes within `wait`.
+    pub async fn next_within(&mut self, wait: Duration) -> Option<DiscoveryResponse> {
+        let r = tokio::time::timeout(wait, self.rx.message())
+            .await
+            .ok()?
+            .expect("no stream error")
+            .expect("stream still open");
+        self.last_version = r.version_info.clone();
+        Some(r)
+    }
+
     /// The first request: CDS (wildcard) as `node`; returns the next response.
     pub async fn first_cds(&mut self, node: Node) -> DiscoveryResponse {
         self.request(CDS, &[], "", Some(node)).await;

@@ -227,12 +227,21 @@ impl StreamState {
             });
             self.report_affected(request, version, old_scope.as_deref(), &mut out);
         }
+        // SotW: a type whose generated set is the one the proxy has is not sent again (not
+        // on a forced push, nor EDS right after a CDS response: Envoy warms the clusters it
+        // gets with the EDS that follows).
+        let mut sent_cds = false;
         for &type_url in types {
             if self.needs_type(type_url, version) {
-                self.respond(type_url, &mut out);
+                let skip = !(request.forced || type_url == ResourceType::Endpoint && sent_cds);
+                let before = out.responses.len();
+                self.respond_push(type_url, skip, &mut out);
+                sent_cds |= type_url == ResourceType::Cluster && out.responses.len() > before;
             }
         }
         self.eds_only = None;
+        // Nothing sent at all: the proxy is at this version already.
+        self.check_synced(&mut out);
         out
     }
 
@@ -302,6 +311,12 @@ impl StreamState {
 
     /// Generates one type for the current context and queues what the client lacks.
     fn respond(&mut self, type_url: ResourceType, out: &mut Output) {
+        self.respond_push(type_url, false, out);
+    }
+
+    /// [`Self::respond`]; with `skip_unchanged`, a SotW type whose set did not change is not
+    /// sent.
+    fn respond_push(&mut self, type_url: ResourceType, skip_unchanged: bool, out: &mut Output) {
         if self.ctx.is_none() || self.scope.is_none() {
             self.waiting.insert(type_url);
             return;
@@ -310,7 +325,7 @@ impl StreamState {
         let response = if self.delta {
             self.delta_response(type_url)
         } else {
-            self.sotw_response(type_url)
+            self.sotw_response(type_url, skip_unchanged)
         };
         let Some(response) = response else { return };
         // EDS must follow a CDS response; an EDS response satisfies that.

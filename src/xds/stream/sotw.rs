@@ -34,8 +34,13 @@ impl StreamState {
     }
 
     /// The full current state of one type. A non-wildcard type with no names is unsubscribed
-    /// and gets nothing.
-    pub(super) fn sotw_response(&mut self, type_url: ResourceType) -> Option<Response> {
+    /// and gets nothing; with `skip_unchanged` (a push), neither does one whose set is the
+    /// one sent last (same digest): the proxy has it already.
+    pub(super) fn sotw_response(
+        &mut self,
+        type_url: ResourceType,
+        skip_unchanged: bool,
+    ) -> Option<Response> {
         let (ctx, proxy, scope) = (self.ctx.clone()?, self.proxy.clone()?, self.scope.clone()?);
         let subscribed = &self
             .sotw
@@ -47,11 +52,16 @@ impl StreamState {
             _ => subscribed,
         };
         let resources = crate::xds::generate_shared(type_url, &ctx, &proxy, &scope, names);
+        let digest = resources.digest();
+        let subscription = self.sotw.get(&type_url)?;
+        if skip_unchanged && subscription.digest_sent == Some(digest) {
+            return None;
+        }
         let nonce = self.next_nonce(ctx.version);
         let version = ctx.version.to_string();
-        self.sotw
-            .get_mut(&type_url)?
-            .sent(nonce.clone(), version.clone());
+        let subscription = self.sotw.get_mut(&type_url)?;
+        subscription.sent(nonce.clone(), version.clone());
+        subscription.digest_sent = Some(digest);
         Some(Response::Sotw(XdsResponse {
             type_url: type_url.url(),
             version_info: version,
