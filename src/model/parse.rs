@@ -38,6 +38,8 @@ pub enum DocError {
     Schema { path: String, message: String },
     #[error("{}", .0.join("; "))]
     Invalid(Vec<String>),
+    #[error("Secret: {0}")]
+    Secret(#[from] super::secrets::SecretError),
 }
 
 /// What one document turned out to be.
@@ -319,6 +321,9 @@ fn parse_document(body: &str, first_line: usize, default_namespace: &str) -> Doc
 /// One object, already decoded (from YAML, or from the Kubernetes API as JSON): its kind is
 /// checked, its spec typed and validated. `default_namespace` applies when it names none.
 pub fn parse_value(value: serde_json::Value, default_namespace: &str) -> DocOutcome {
+    if is_secret(&value) {
+        return parse_secret(&value, default_namespace, now_seconds(), true);
+    }
     let envelope: Envelope = match serde_json::from_value(value) {
         Ok(e) => e,
         Err(_) => return DocOutcome::Invalid(DocError::NotAnObject),
@@ -353,18 +358,74 @@ pub fn parse_value(value: serde_json::Value, default_namespace: &str) -> DocOutc
     }
 }
 
-fn build_config(
-    kind: ConfigKind,
-    metadata: Metadata,
-    spec: Option<serde_json::Value>,
+/// Whether an object is a Kubernetes `v1` Secret.
+fn is_secret(value: &serde_json::Value) -> bool {
+    value.get("apiVersion").and_then(|v| v.as_str()) == Some("v1")
+        && value.get("kind").and_then(|v| v.as_str()) == Some("Secret")
+}
+
+fn now_seconds() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+/// A `v1` Secret (a document of the config directory, or an object of the API server) as a
+/// config of kind Secret, its certificates checked at `now` (seconds since the epoch). One
+/// without any key istiod reads is an error with `require_tls` (a file meant it for TLS), else
+/// [`DocOutcome::Unsupported`] (most Secrets of a cluster are not TLS material).
+pub fn parse_secret(
+    value: &serde_json::Value,
     default_namespace: &str,
-) -> Result<Config, DocError> {
+    now: i64,
+    require_tls: bool,
+) -> DocOutcome {
+    let metadata: Metadata = match value.get("metadata").cloned().map(serde_json::from_value) {
+        None => Metadata::default(),
+        Some(Ok(m)) => m,
+        Some(Err(_)) => return DocOutcome::Invalid(DocError::NotAnObject),
+    };
+    let result = identity(&metadata, default_namespace).and_then(|(namespace, name, created)| {
+        let secret = match super::secrets::decode_secret(value, now)? {
+            Some(secret) => secret,
+            None if require_tls => {
+                return Err(
+                    super::secrets::SecretError::NoKeys(String::from("no TLS keys")).into(),
+                );
+            }
+            None => return Ok(None),
+        };
+        Ok(Some(Config {
+            key: ConfigKey::new(ConfigKind::Secret, namespace, name),
+            labels: metadata.labels.clone(),
+            created,
+            spec: Spec::Secret(secret),
+            not_applied: Vec::new(),
+        }))
+    });
+    match result {
+        Ok(Some(config)) => DocOutcome::Config(Box::new(config)),
+        Ok(None) => DocOutcome::Unsupported {
+            api_version: "v1".into(),
+            kind: "Secret".into(),
+        },
+        Err(e) => DocOutcome::Invalid(e),
+    }
+}
+
+/// The namespace, name and creation time of an object.
+fn identity(
+    metadata: &Metadata,
+    default_namespace: &str,
+) -> Result<(String, String, Option<i64>), DocError> {
     let name = metadata
         .name
+        .clone()
         .filter(|n| !n.is_empty())
         .ok_or(DocError::MissingName)?;
     let namespace = metadata
         .namespace
+        .clone()
         .filter(|n| !n.is_empty())
         .unwrap_or_else(|| default_namespace.to_string());
     let created = match &metadata.creation_timestamp {
@@ -375,6 +436,16 @@ fn build_config(
         ),
         Some(other) => return Err(DocError::CreationTimestamp(other.to_string())),
     };
+    Ok((namespace, name, created))
+}
+
+fn build_config(
+    kind: ConfigKind,
+    metadata: Metadata,
+    spec: Option<serde_json::Value>,
+    default_namespace: &str,
+) -> Result<Config, DocError> {
+    let (namespace, name, created) = identity(&metadata, default_namespace)?;
     let spec = match spec {
         None | Some(serde_json::Value::Null) => return Err(DocError::MissingSpec),
         Some(spec) => spec,
@@ -420,6 +491,12 @@ fn nearest_kind(kind: &str) -> String {
     }
 }
 
+/// The schema of a kind that has none (a Secret's data is not a spec).
+static NO_FIELDS: schema::Message = schema::Message {
+    name: "Secret",
+    fields: &[],
+};
+
 fn schema_of(kind: ConfigKind) -> &'static schema::Message {
     match kind {
         ConfigKind::ServiceEntry => &schema::SERVICE_ENTRY,
@@ -429,6 +506,8 @@ fn schema_of(kind: ConfigKind) -> &'static schema::Message {
         ConfigKind::DestinationRule => &schema::DESTINATION_RULE,
         ConfigKind::Gateway => &schema::GATEWAY,
         ConfigKind::Sidecar => &schema::SIDECAR,
+        // Secrets are decoded by `parse_secret`, never walked against a schema.
+        ConfigKind::Secret => &NO_FIELDS,
     }
 }
 
@@ -447,6 +526,7 @@ fn typed_spec(kind: ConfigKind, spec: serde_json::Value) -> Result<Spec, DocErro
         ConfigKind::DestinationRule => Spec::DestinationRule(de(spec)?),
         ConfigKind::Gateway => Spec::Gateway(de(spec)?),
         ConfigKind::Sidecar => Spec::Sidecar(de(spec)?),
+        ConfigKind::Secret => return Err(DocError::NotAnObject),
     })
 }
 
@@ -578,5 +658,47 @@ mod tests {
             docs[0].outcome
         );
         assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    }
+
+    #[test]
+    fn a_v1_secret_is_a_config_of_kind_secret() {
+        let (cert, key) = crate::model::secrets::tests::self_signed("shop", 2);
+        let indent = |pem: &str| {
+            pem.lines()
+                .map(|l| format!("    {l}\n"))
+                .collect::<String>()
+        };
+        let doc = |key: &str| {
+            format!(
+                "apiVersion: v1\nkind: Secret\nmetadata: {{name: shop-cert, namespace: shop}}\ntype: kubernetes.io/tls\nstringData:\n  tls.crt: |\n{}  tls.key: |\n{}",
+                indent(&cert),
+                indent(key)
+            )
+        };
+        let docs = parse_documents(&doc(&key), "default");
+        let DocOutcome::Config(c) = &docs[0].outcome else {
+            panic!("{:?}", docs[0])
+        };
+        assert_eq!(c.key.to_string(), "Secret/shop/shop-cert");
+        let (_, other) = crate::model::secrets::tests::self_signed("other", 2);
+        let docs = parse_documents(&doc(&other), "default");
+        assert_eq!(
+            docs[0].outcome,
+            DocOutcome::Invalid(DocError::Secret(
+                crate::model::secrets::SecretError::KeyMismatch {
+                    key: "tls.key",
+                    cert: "tls.crt"
+                }
+            ))
+        );
+        // Not TLS material: an error in a file, which is meant for TLS.
+        let docs = parse_documents(
+            "apiVersion: v1\nkind: Secret\nmetadata: {name: p}\nstringData: {password: x}\n",
+            "default",
+        );
+        assert!(matches!(
+            docs[0].outcome,
+            DocOutcome::Invalid(DocError::Secret(_))
+        ));
     }
 }
