@@ -60,7 +60,7 @@ pub fn generate(
         ResourceType::Endpoint => eds::generate(ctx, names),
         ResourceType::Listener => lds::generate(ctx, proxy, scope),
         ResourceType::Route => rds::generate(ctx, proxy, scope, names),
-        ResourceType::Secret => sds::generate(names),
+        ResourceType::Secret => sds::generate(ctx, proxy, names),
     }
 }
 

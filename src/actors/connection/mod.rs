@@ -204,6 +204,25 @@ impl ConnectionActor {
                     );
                 }
             }
+            Event::SecretProblems(problems) => {
+                metrics.sds_certificate_errors.inc_by(problems.len() as u64);
+                if let Some(held_back) = self.warn_limit.allow(Instant::now()) {
+                    for problem in &problems {
+                        let what = if problem.unauthorized {
+                            "ADS: unauthorized secret requested, not served"
+                        } else {
+                            "ADS: secret not found or invalid, not served"
+                        };
+                        tracing::warn!(
+                            proxy = %self.proxy_log(),
+                            secret = %Escaped(&problem.name),
+                            reason = %Escaped(&problem.reason),
+                            held_back,
+                            "{what}"
+                        );
+                    }
+                }
+            }
             Event::Stale(type_url) => {
                 metrics
                     .expired_nonce
