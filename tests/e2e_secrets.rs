@@ -128,7 +128,11 @@ fn credential_name_from_a_secret_file_and_its_rotation_over_sds_only() {
         configz.contains("Secret") && configz.contains("CN=client"),
         "{configz}"
     );
-    for shown in [axon.logs(), configz] {
+    let dump = axon
+        .debug_get(&format!("/debug/config_dump?proxyID={GATEWAY_NODE_ID}"))
+        .body;
+    assert!(dump.contains("bytes redacted"), "{dump}");
+    for shown in [axon.logs(), configz, dump] {
         assert!(!shown.contains(&key_line), "secret bytes shown");
         assert!(!shown.contains("BEGIN"), "PEM shown");
     }
@@ -165,7 +169,11 @@ fn credential_name_from_a_secret_file_and_its_rotation_over_sds_only() {
     assert!(
         stat(&envoy, "sds.kubernetes_client-cred.update_success") > sds_before,
         "{:?}",
-        envoy.stats().iter().filter(|(k, _)| k.contains("sds")).collect::<Vec<_>>()
+        envoy
+            .stats()
+            .iter()
+            .filter(|(k, _)| k.contains("sds"))
+            .collect::<Vec<_>>()
     );
     assert_eq!(updates(&envoy), before, "(cds, lds, ADS connections) moved");
     wait_for_answer("mutual after the rotation", CONVERGE, "mtls", &envoy, get);

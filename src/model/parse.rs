@@ -370,6 +370,12 @@ fn now_seconds() -> i64 {
         .map_or(0, |d| d.as_secs() as i64)
 }
 
+/// A Secret of the API server (its certificates checked now): one without TLS keys is
+/// [`DocOutcome::Unsupported`].
+pub fn parse_cluster_secret(value: &serde_json::Value, default_namespace: &str) -> DocOutcome {
+    parse_secret(value, default_namespace, now_seconds(), false)
+}
+
 /// A `v1` Secret (a document of the config directory, or an object of the API server) as a
 /// config of kind Secret, its certificates checked at `now` (seconds since the epoch). One
 /// without any key istiod reads is an error with `require_tls` (a file meant it for TLS), else

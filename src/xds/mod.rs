@@ -123,9 +123,10 @@ pub fn describe(resource: &Resource) -> String {
         }
         Some(ResourceType::Listener) => Listener::decode(bytes).map(|m| format!("{m:?}")),
         Some(ResourceType::Route) => RouteConfiguration::decode(bytes).map(|m| format!("{m:?}")),
+        // Never the bytes of a Secret: its inline data is shown as its size.
         Some(ResourceType::Secret) => {
             envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::Secret::decode(bytes)
-                .map(|m| format!("{m:?}"))
+                .map(|m| format!("{:?}", sds::redacted(m)))
         }
         None => return format!("{} bytes of {}", bytes.len(), resource.type_url),
     };

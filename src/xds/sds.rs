@@ -143,6 +143,38 @@ fn kubernetes_secret(name: &str, reference: &SecretRef, found: &TlsSecret) -> Op
     })
 }
 
+/// `secret` with every inline data source replaced by `[N bytes redacted]`, for debug pages.
+pub fn redacted(mut secret: Secret) -> Secret {
+    let redact = |source: &mut Option<DataSource>| {
+        if let Some(DataSource {
+            specifier: Some(Specifier::InlineBytes(bytes)),
+            ..
+        }) = source
+        {
+            *source = Some(DataSource {
+                specifier: Some(Specifier::InlineString(format!(
+                    "[{} bytes redacted]",
+                    bytes.len()
+                ))),
+                ..Default::default()
+            });
+        }
+    };
+    match &mut secret.r#type {
+        Some(secret::Type::TlsCertificate(t)) => {
+            redact(&mut t.certificate_chain);
+            redact(&mut t.private_key);
+            redact(&mut t.ocsp_staple);
+        }
+        Some(secret::Type::ValidationContext(v)) => {
+            redact(&mut v.trusted_ca);
+            redact(&mut v.crl);
+        }
+        _ => {}
+    }
+    secret
+}
+
 fn inline(bytes: &[u8]) -> DataSource {
     DataSource {
         specifier: Some(Specifier::InlineBytes(bytes.to_vec())),
@@ -312,6 +344,12 @@ mod tests {
                 ("kubernetes://other/theirs", true),
                 ("kubernetes://split", false)
             ]
+        );
+        // Debug pages show sizes, never bytes.
+        let shown = crate::xds::describe(&generate(&ctx, &shop, &names)[0]);
+        assert!(
+            shown.contains("bytes redacted") && !shown.contains("BEGIN"),
+            "{shown}"
         );
         // The other namespace's proxy gets its own Secret, and not shop's.
         let out = generate(&ctx, &proxy("other"), &names);
