@@ -166,6 +166,11 @@ fn a_kubernetes_secret_is_served_and_a_watch_event_rotates_it_over_sds_only() {
         })
     });
     assert!(named, "{:?}", kubernetes_errors(&axon));
+    assert!(
+        axon.metric("pilot_sds_certificate_errors_total")
+            .unwrap_or(0.0)
+            >= 1.0
+    );
     assert!(envoy_serials(&envoy).contains(&format!("{:x}", 2002)));
     wait_for_answer("the previous Secret kept", CONVERGE, "mtls", &envoy, get);
     assert_no_rejected_updates(&envoy);

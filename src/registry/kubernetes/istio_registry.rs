@@ -128,8 +128,11 @@ impl IstioRegistry {
         self.tasks.insert(watch_kind, task);
     }
 
-    fn report(rejected: Option<Rejected>) {
+    fn report(&self, rejected: Option<Rejected>) {
         if let Some(r) = rejected {
+            if r.kind == ConfigKind::Secret {
+                self.out.metrics().sds_certificate_errors.inc();
+            }
             tracing::warn!(kind = %r.kind, object = %r.key, reason = %r.reason, kept_previous = r.kept_previous, "invalid config: {r}");
         }
     }
@@ -158,13 +161,17 @@ impl Handler<WatchEvent<DynamicObject>> for IstioRegistry {
         match msg.event {
             Event::Init => self.index.init(kind),
             Event::InitApply(obj) => {
-                Self::report(self.index.init_apply(kind, &api_version, value(obj)))
+                let rejected = self.index.init_apply(kind, &api_version, value(obj));
+                self.report(rejected)
             }
             Event::InitDone => {
                 self.index.init_done(kind);
                 self.out.listed(msg.kind);
             }
-            Event::Apply(obj) => Self::report(self.index.apply(kind, &api_version, value(obj))),
+            Event::Apply(obj) => {
+                let rejected = self.index.apply(kind, &api_version, value(obj));
+                self.report(rejected)
+            }
             Event::Delete(obj) => {
                 let ns = obj.metadata.namespace.clone().unwrap_or_default();
                 let name = obj.metadata.name.clone().unwrap_or_default();
