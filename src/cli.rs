@@ -455,6 +455,7 @@ async fn run(
     let mesh = MeshConfig {
         root_namespace: args.root_namespace.clone(),
         default_export_to: args.default_export_to.clone(),
+        ..MeshConfig::default()
     };
     let builder: Addr<SnapshotBuilder> = SnapshotBuilder::new(
         mesh,

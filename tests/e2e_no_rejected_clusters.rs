@@ -54,7 +54,7 @@ metadata: {name: static, namespace: default}
 spec:
   host: static.example.com
   trafficPolicy:
-    loadBalancer: {simple: ROUND_ROBIN, warmup: {duration: 30s, minimumPercent: 20, aggression: 2}}
+    loadBalancer: {simple: ROUND_ROBIN, warmup: {duration: 30s, minimumPercent: 20, aggression: 2}, localityLbSetting: {failover: [{from: r1, to: r2}], failoverPriority: [version]}}
     connectionPool:
       tcp: {maxConnections: 10, connectTimeout: 1s, tcpKeepalive: {time: 10s, interval: 2s, probes: 3}, maxConnectionDuration: 1h, idleTimeout: 0s}
       http: {http1MaxPendingRequests: 5, http2MaxRequests: 50, maxRequestsPerConnection: 3, maxRetries: 2, idleTimeout: 60s, maxConcurrentStreams: 10, http2KeepAlive: {interval: 30s, timeout: 5s}}
@@ -98,7 +98,7 @@ metadata: {name: dns-rr, namespace: default}
 spec:
   host: rr.localhost
   trafficPolicy:
-    loadBalancer: {simple: LEAST_REQUEST}
+    loadBalancer: {simple: LEAST_REQUEST, zoneAwareLbSetting: {failover: [{from: r1, to: r2}], minClusterSize: 2}}
     outlierDetection: {consecutive5xxErrors: 1, outlierDetectionHttpErrorCodes: [502]}
     retryBudget: {}
   subsets:
@@ -110,7 +110,7 @@ kind: DestinationRule
 metadata: {name: dns, namespace: default}
 spec:
   host: localhost
-  trafficPolicy: {tls: {mode: SIMPLE, sni: localhost}}
+  trafficPolicy: {tls: {mode: SIMPLE, sni: localhost}, loadBalancer: {localityLbSetting: {distribute: [{from: "*", to: {"*": 100}}]}}}
   subsets:
   - name: none
     labels: {version: nothing-has-this}

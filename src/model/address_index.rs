@@ -108,6 +108,7 @@ mod tests {
             labels: Default::default(),
             weight: 1,
             locality: String::new(),
+            network: String::new(),
         }
     }
 

@@ -16,6 +16,7 @@ pub mod gateway;
 pub mod host;
 pub mod identity;
 pub mod istio;
+pub mod locality;
 pub mod log_safe;
 pub mod memo;
 pub mod mesh;

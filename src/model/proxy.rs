@@ -8,6 +8,7 @@ use std::fmt;
 use thiserror::Error;
 
 use super::istio::Labels;
+use super::locality::Locality;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -35,6 +36,10 @@ pub struct NodeInfo {
     pub service_account: Option<String>,
     /// `metadata.IDLE_TIMEOUT`, a Go duration (`10s`), if set.
     pub idle_timeout: Option<String>,
+    /// Envoy's `node.locality`, if set.
+    pub locality: Option<Locality>,
+    /// `metadata.NETWORK`, if set.
+    pub network: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Error)]
@@ -64,6 +69,12 @@ pub struct Proxy {
     /// `IDLE_TIMEOUT` in nanoseconds: its HTTP connection managers' idle timeout (istiod
     /// ignores one that does not parse, as does axon).
     pub idle_timeout: Option<i128>,
+    /// Where it runs ([`Locality::of_proxy`]): the localities of the endpoints it is sent
+    /// are ordered or weighed from here.
+    pub locality: Locality,
+    /// Its network (`NETWORK`; empty if unknown): its `topology.istio.io/network` label for
+    /// `failoverPriority`.
+    pub network: String,
 }
 
 impl Proxy {
@@ -90,7 +101,10 @@ impl Proxy {
             .or_else(|| domain.split('.').next().map(str::to_string))
             .filter(|ns| !ns.is_empty())
             .ok_or_else(|| InvalidNode::Malformed(node.id.clone()))?;
+        let locality = Locality::of_proxy(&node.labels, node.locality);
         Ok(Proxy {
+            locality,
+            network: node.network.unwrap_or_default(),
             proxy_type,
             ip: ip.to_string(),
             pod: pod.to_string(),

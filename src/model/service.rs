@@ -48,6 +48,9 @@ pub struct Endpoint {
     pub labels: Labels,
     pub weight: u32,
     pub locality: String,
+    /// The WorkloadEntry's (or ServiceEntry endpoint's) `network`: its
+    /// `topology.istio.io/network` label for `failoverPriority`.
+    pub network: String,
 }
 
 /// Whether every label of `selector` is in `labels`.
@@ -111,6 +114,7 @@ pub fn endpoints_of<'a>(
         labels: we.labels.clone(),
         weight: we.weight.filter(|w| *w > 0).unwrap_or(1),
         locality: we.locality.clone(),
+        network: we.network.clone(),
     };
     let mut out: Vec<Endpoint> = match &se.workload_selector {
         Some(selector) => workloads

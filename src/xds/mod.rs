@@ -49,7 +49,7 @@ pub fn generate(
     if grpc::is_grpc(proxy) {
         return match type_url {
             ResourceType::Cluster => grpc::clusters(cds::generate(ctx, proxy, scope), names),
-            ResourceType::Endpoint => eds::generate(ctx, names),
+            ResourceType::Endpoint => eds::generate(ctx, Some(proxy), names),
             ResourceType::Listener => grpc::listeners(scope, names),
             ResourceType::Route => grpc::routes(ctx, proxy, scope, names),
             ResourceType::Secret => Vec::new(),
@@ -57,7 +57,7 @@ pub fn generate(
     }
     match type_url {
         ResourceType::Cluster => cds::generate(ctx, proxy, scope),
-        ResourceType::Endpoint => eds::generate(ctx, names),
+        ResourceType::Endpoint => eds::generate(ctx, Some(proxy), names),
         ResourceType::Listener => lds::generate(ctx, proxy, scope),
         ResourceType::Route => rds::generate(ctx, proxy, scope, names),
         ResourceType::Secret => sds::generate(ctx, proxy, names),
@@ -74,14 +74,35 @@ pub fn generate_shared(
     names: &std::collections::BTreeSet<String>,
 ) -> std::sync::Arc<ResourceSet> {
     let digest = names_digest(names);
+    // Load assignments depend on the proxy only where a DestinationRule orders endpoints by
+    // locality: then on its scope and its locality key too.
+    let local = ctx
+        .locality_key(proxy)
+        .map(|k| format!("{}|{k}", scope.key));
     if type_url == ResourceType::Endpoint {
-        return ctx.memo.get_or_compute(&format!("eds|{digest}"), || {
+        let set_key = match &local {
+            None => format!("eds|{digest}"),
+            Some(k) => format!("eds|{digest}|{k}"),
+        };
+        return ctx.memo.get_or_compute(&set_key, || {
             names
                 .iter()
                 .map(|name| {
-                    let one = ctx.memo.get_or_compute(&format!("cla|{name}"), || {
+                    let per_proxy = local.as_ref().filter(|_| {
+                        crate::model::service::parse_outbound_cluster_name(name).is_some_and(
+                            |(port, subset, host)| {
+                                eds::per_proxy_setting(ctx, proxy, host, subset, port, |_, _| ())
+                                    .is_some()
+                            },
+                        )
+                    });
+                    let key = match per_proxy {
+                        None => format!("cla|{name}"),
+                        Some(k) => format!("cla|{name}|{k}"),
+                    };
+                    let one = ctx.memo.get_or_compute(&key, || {
                         let single = std::collections::BTreeSet::from([name.clone()]);
-                        eds::generate(ctx, &single).pop()
+                        eds::generate(ctx, per_proxy.map(|_| proxy), &single).pop()
                     });
                     (*one).clone()
                 })
@@ -90,7 +111,10 @@ pub fn generate_shared(
                 .into()
         });
     }
-    let key = format!("{}|{}|{digest}", type_url.short(), scope.key);
+    let key = match (&local, type_url) {
+        (Some(k), ResourceType::Cluster) => format!("{}|{k}|{digest}", type_url.short()),
+        _ => format!("{}|{}|{digest}", type_url.short(), scope.key),
+    };
     ctx.memo.get_or_compute(&key, || {
         ResourceSet::from(generate(type_url, ctx, proxy, scope, names))
     })

@@ -1,10 +1,12 @@
 //! Envoy `Node` → [`NodeInfo`]: the id, and the Istio metadata keys axon reads
-//! (`NAMESPACE`, `LABELS`, `GENERATOR`, `INTERCEPTION_MODE`, `SERVICE_ACCOUNT`, `IDLE_TIMEOUT`).
+//! (`NAMESPACE`, `LABELS`, `GENERATOR`, `INTERCEPTION_MODE`, `SERVICE_ACCOUNT`, `IDLE_TIMEOUT`,
+//! `NETWORK`), and `locality`.
 
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind};
 
 use crate::model::istio::Labels;
+use crate::model::locality::Locality;
 use crate::model::proxy::NodeInfo;
 
 impl From<&Node> for NodeInfo {
@@ -19,6 +21,12 @@ impl From<&Node> for NodeInfo {
             interception_mode: field("INTERCEPTION_MODE").and_then(string_value),
             service_account: field("SERVICE_ACCOUNT").and_then(string_value),
             idle_timeout: field("IDLE_TIMEOUT").and_then(string_value),
+            network: field("NETWORK").and_then(string_value),
+            locality: node.locality.as_ref().map(|l| Locality {
+                region: l.region.clone(),
+                zone: l.zone.clone(),
+                subzone: l.sub_zone.clone(),
+            }),
         }
     }
 }

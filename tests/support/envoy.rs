@@ -50,6 +50,8 @@ pub struct EnvoyOptions {
     pub more_xds: Vec<SocketAddr>,
     /// Connect to the control plane over TLS.
     pub xds_tls: Option<XdsTls>,
+    /// Envoy's `node.locality` (`region`, `zone`, `sub_zone`).
+    pub locality: Option<(String, String, String)>,
     /// A whole bootstrap to run instead of the one the options make (e.g. one of
     /// `config/`'s examples, its addresses and paths rewritten by the test).
     pub bootstrap_override: Option<serde_json::Value>,
@@ -88,6 +90,7 @@ impl EnvoyOptions {
             xds_retry_back_off: None,
             more_xds: Vec::new(),
             xds_tls: None,
+            locality: None,
             bootstrap_override: None,
         }
     }
@@ -128,12 +131,16 @@ impl EnvoyOptions {
             cds["initial_fetch_timeout"] = json!(t);
             lds["initial_fetch_timeout"] = json!(t);
         }
+        let mut node = json!({
+            "id": self.node_id,
+            "cluster": self.cluster,
+            "metadata": metadata,
+        });
+        if let Some((region, zone, sub_zone)) = &self.locality {
+            node["locality"] = json!({"region": region, "zone": zone, "sub_zone": sub_zone});
+        }
         let mut bootstrap = json!({
-            "node": {
-                "id": self.node_id,
-                "cluster": self.cluster,
-                "metadata": metadata,
-            },
+            "node": node,
             "admin": {
                 "address": {"socket_address": {"address": "127.0.0.1", "port_value": 0}}
             },

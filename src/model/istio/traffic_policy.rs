@@ -89,11 +89,67 @@ pub struct PortNumber {
 pub struct LoadBalancerSettings {
     pub simple: Option<SimpleLb>,
     pub consistent_hash: Option<ConsistentHash>,
-    /// Not translated (reported by the field tables).
-    pub locality_lb_setting: Option<serde_json::Value>,
+    pub locality_lb_setting: Option<LocalityLbSetting>,
+    pub zone_aware_lb_setting: Option<ZoneAwareLbSetting>,
     /// A duration (`"60s"`): the slow-start window.
     pub warmup_duration_secs: Option<String>,
     pub warmup: Option<Warmup>,
+}
+
+/// `LocalityLoadBalancerSetting`: weights by locality (`distribute`), or failover order
+/// (`failover` between regions, `failoverPriority` by labels).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LocalityLbSetting {
+    #[serde(default, deserialize_with = "null_default")]
+    pub distribute: Vec<LocalityDistribute>,
+    #[serde(default, deserialize_with = "null_default")]
+    pub failover: Vec<LocalityFailover>,
+    #[serde(default, deserialize_with = "null_default")]
+    pub failover_priority: Vec<String>,
+    pub enabled: Option<bool>,
+}
+
+/// `LocalityLoadBalancerSetting.Distribute`: for proxies in `from`, the share (out of 100)
+/// of each destination locality (`*` matches any at its level).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct LocalityDistribute {
+    #[serde(default)]
+    pub from: String,
+    #[serde(default, deserialize_with = "null_default")]
+    pub to: std::collections::BTreeMap<String, u32>,
+}
+
+/// `LocalityLoadBalancerSetting.Failover` (and `ZoneAwareLoadBalancerSetting.Failover`): a
+/// region proxies in `from` fail over to before the others.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct LocalityFailover {
+    #[serde(default)]
+    pub from: String,
+    #[serde(default)]
+    pub to: String,
+}
+
+/// `ZoneAwareLoadBalancerSetting`: Envoy's zone-aware routing within the proxy's region,
+/// regions ordered by `failover`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ZoneAwareLbSetting {
+    pub enabled: Option<bool>,
+    #[serde(default, deserialize_with = "null_default")]
+    pub failover: Vec<LocalityFailover>,
+    #[serde(default, deserialize_with = "null_default")]
+    pub failover_priority: Vec<String>,
+    pub min_cluster_size: Option<u32>,
+}
+
+/// A list or map that YAML may write as `null`: empty.
+fn null_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
 }
 
 /// `LoadBalancerSettings.SimpleLB`.

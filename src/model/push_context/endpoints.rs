@@ -48,6 +48,7 @@ fn service_endpoints(
                     labels: Default::default(),
                     weight: 1,
                     locality: String::new(),
+                    network: String::new(),
                 });
             }
             ((service.hostname.clone(), port.number), Arc::new(endpoints))

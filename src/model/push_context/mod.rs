@@ -70,6 +70,12 @@ pub struct DestinationRuleIndex {
     /// The rules with a `workloadSelector`, by namespace: which of them select a proxy is
     /// part of what it sees (`SidecarScope` keys).
     pub with_selector: BTreeMap<String, Vec<Arc<Config>>>,
+    /// Whether any rule may order or weigh endpoints per proxy locality
+    /// ([`super::locality::rule_depends_on_locality`]): if none does, every proxy shares each
+    /// load assignment.
+    pub locality_dependent: bool,
+    /// The labels the rules' `failoverPriority` entries read.
+    pub failover_labels: BTreeSet<String>,
 }
 
 /// Sidecar resources by namespace, in key order.
@@ -104,6 +110,23 @@ pub struct PushContext {
 }
 
 impl PushContext {
+    /// What, beyond its scope, a proxy's load assignments (EDS, and the inline ones of DNS
+    /// clusters) depend on: its locality and the values of the labels `failoverPriority`
+    /// entries read. `None` when no DestinationRule orders endpoints per proxy.
+    pub fn locality_key(&self, proxy: &super::proxy::Proxy) -> Option<String> {
+        if !self.destination_rules.locality_dependent {
+            return None;
+        }
+        let labels = proxy.locality.augment(&proxy.labels, &proxy.network);
+        let values: Vec<&str> = self
+            .destination_rules
+            .failover_labels
+            .iter()
+            .map(|l| labels.get(l).map_or("", String::as_str))
+            .collect();
+        Some(format!("{}|{}", proxy.locality.label(), values.join("|")))
+    }
+
     /// Builds the next context. Without a previous one, or for a forced or unscoped full push,
     /// every index is rebuilt; otherwise only those fed by the kinds in `request`.
     pub fn build(
@@ -303,8 +326,12 @@ pub type ServicePort = (String, u32);
 fn index_destination_rules(configs: &ConfigSet) -> DestinationRuleIndex {
     let mut by_host: BTreeMap<String, Vec<Arc<Config>>> = BTreeMap::new();
     let mut with_selector: BTreeMap<String, Vec<Arc<Config>>> = BTreeMap::new();
+    let mut locality_dependent = false;
+    let mut failover_labels = BTreeSet::new();
     for config in of_kind(configs, ConfigKind::DestinationRule) {
         if let Spec::DestinationRule(dr) = &config.spec {
+            locality_dependent |= super::locality::rule_depends_on_locality(dr);
+            failover_labels.extend(super::locality::failover_labels(dr).map(str::to_string));
             by_host
                 .entry(host::resolve(&dr.host, config.namespace()))
                 .or_default()
@@ -320,6 +347,8 @@ fn index_destination_rules(configs: &ConfigSet) -> DestinationRuleIndex {
     DestinationRuleIndex {
         by_host,
         with_selector,
+        locality_dependent,
+        failover_labels,
     }
 }
 

@@ -35,6 +35,7 @@ mod fixtures;
 mod gateway;
 mod http_action;
 mod http_route;
+mod locality;
 mod names;
 mod service_entry;
 mod sidecar;

@@ -296,6 +296,12 @@ fn load_balancer(errs: &mut Errors, path: &str, lb: &LoadBalancer) {
             "only one of localityLbSetting and zoneAwareLbSetting can be set",
         );
     }
+    if let Some(l) = lb.locality_lb_setting.as_ref().filter(|v| !v.is_null()) {
+        super::locality::locality_lb(errs, &format!("{path}.localityLbSetting"), l);
+    }
+    if let Some(z) = lb.zone_aware_lb_setting.as_ref().filter(|v| !v.is_null()) {
+        super::locality::zone_aware_lb(errs, &format!("{path}.zoneAwareLbSetting"), z);
+    }
     if lb.warmup_duration_secs.is_some() && lb.warmup.is_some() {
         errs.add(path, "only one of warmupDurationSecs or warmup can be set");
     }

@@ -10,6 +10,7 @@
 
 mod grpc;
 mod lb;
+mod locality;
 mod outlier;
 mod pool;
 mod proxy_protocol;
@@ -37,6 +38,7 @@ use envoy_types::pb::google::protobuf::Duration;
 use super::eds;
 use super::resource::Resource;
 use crate::model::istio::{DestinationRule, Resolution};
+use crate::model::locality::LbSetting;
 use crate::model::proxy::{Proxy, ProxyType};
 use crate::model::push_context::PushContext;
 use crate::model::service::{Service, outbound_cluster_name};
@@ -172,6 +174,11 @@ fn to_cluster(
     );
     outlier::apply(&mut cluster, policy.outlier_detection);
     outlier::apply_error_codes(&mut http, policy.outlier_detection);
+    locality::apply(
+        &mut cluster,
+        LbSetting::effective(policy.load_balancer, ctx.mesh.locality_lb_setting.as_ref()),
+        policy.outlier_detection.is_some(),
+    );
     lb::apply(&mut cluster, policy.load_balancer);
     let http2 = matches!(
         http.as_ref()

@@ -28,6 +28,7 @@ use crate::model::host;
 use crate::model::istio::{
     Destination, HttpDirectResponse, HttpRedirect, HttpRetry, HttpRoute, HttpRouteDestination,
 };
+use crate::model::proxy::Proxy;
 use crate::model::push_context::PushContext;
 use crate::model::service::outbound_cluster_name;
 use crate::xds::resource::any;
@@ -36,11 +37,13 @@ use crate::xds::resource::any;
 pub(super) const DEFAULT_RETRY_ON: &str =
     "connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes";
 
-/// A route for `http` on a listener of `port`, without its name and match (one per match
-/// block, set by the caller). `None`: nothing to serve (no destination, or a redirect code
-/// Envoy has no name for).
+/// A route for `http` (of a VirtualService in `namespace`, which short hosts resolve in) on
+/// a listener of `port` of `proxy`, without its name and match (one per match block, set by
+/// the caller). `None`: nothing to serve (no destination, or a redirect code Envoy has no
+/// name for).
 pub(super) fn translate(
     ctx: &PushContext,
+    proxy: &Proxy,
     namespace: &str,
     http: &HttpRoute,
     port: u32,
@@ -62,7 +65,14 @@ pub(super) fn translate(
     } else if let Some(direct) = &http.direct_response {
         Action::DirectResponse(direct_response(direct))
     } else {
-        Action::Route(route_action(ctx, namespace, http, ops.authority, &mut out)?)
+        Action::Route(route_action(
+            ctx,
+            proxy,
+            namespace,
+            http,
+            ops.authority,
+            &mut out,
+        )?)
     });
     out.typed_per_filter_config = filters::per_filter_configs(http).into_iter().collect();
     Some(out)
@@ -72,6 +82,7 @@ pub(super) fn translate(
 /// are added to the route's (`out`); a weighted one's go on its cluster weight.
 fn route_action(
     ctx: &PushContext,
+    proxy: &Proxy,
     namespace: &str,
     http: &HttpRoute,
     mut authority: Option<String>,
@@ -135,7 +146,9 @@ fn route_action(
     }
     action.hash_policy = destinations
         .iter()
-        .filter_map(|(rd, _)| hash::for_destination(ctx, namespace, rd.destination.as_ref()?))
+        .filter_map(|(rd, _)| {
+            hash::for_destination(ctx, proxy, namespace, rd.destination.as_ref()?)
+        })
         .collect();
     action.retry_policy = retry_policy(http.retries.as_ref());
     action.request_mirror_policies =

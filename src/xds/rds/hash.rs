@@ -11,29 +11,36 @@ use envoy_types::pb::envoy::config::route::v3::route_action::hash_policy::{
 use crate::model::host;
 use crate::model::istio::Destination;
 use crate::model::istio::traffic_policy::ConsistentHash;
+use crate::model::proxy::Proxy;
 use crate::model::push_context::PushContext;
 use crate::model::traffic_policy::{route_hash, service_hash};
 
-/// The hash policy of a route to `d`, for a proxy in `namespace`.
+/// The hash policy of a route to `d` (of a VirtualService in `namespace`), from the
+/// DestinationRule `proxy` uses for its host (as istiod's `hashForVirtualService`: its
+/// namespace, and a `workloadSelector` rule that selects it).
 pub(super) fn for_destination(
     ctx: &PushContext,
+    proxy: &Proxy,
     namespace: &str,
     d: &Destination,
 ) -> Option<HashPolicy> {
     let hostname = host::resolve(&d.host, namespace);
-    let chosen = ctx.destination_rule_for(&hostname, namespace)?;
+    let chosen =
+        ctx.destination_rule_for_workload(&hostname, &proxy.namespace, Some(&proxy.labels))?;
     let port = d.port.as_ref().map(|p| p.number).filter(|p| *p != 0);
     to_hash_policy(route_hash(&chosen.rule, &d.subset, port)?)
 }
 
-/// The hash policy of the default route to a service's `port` (no VirtualService).
+/// The hash policy of the default route to a service's `port` (no VirtualService), from
+/// the DestinationRule `proxy` uses.
 pub(super) fn for_service(
     ctx: &PushContext,
-    namespace: &str,
+    proxy: &Proxy,
     hostname: &str,
     port: u32,
 ) -> Option<HashPolicy> {
-    let chosen = ctx.destination_rule_for(hostname, namespace)?;
+    let chosen =
+        ctx.destination_rule_for_workload(hostname, &proxy.namespace, Some(&proxy.labels))?;
     to_hash_policy(service_hash(&chosen.rule, port)?)
 }
 

@@ -172,7 +172,7 @@ pub(super) fn sidecar_virtual_host(
                 nanos: 0,
             }),
             retry_policy: action::retry_policy(None),
-            hash_policy: hash::for_service(ctx, &proxy.namespace, &service.hostname, service_port)
+            hash_policy: hash::for_service(ctx, proxy, &service.hostname, service_port)
                 .into_iter()
                 .collect(),
             ..Default::default()

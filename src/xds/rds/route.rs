@@ -66,7 +66,9 @@ fn translate_all(
 ) -> Vec<Route> {
     let mut out = Vec::new();
     for http in &vs.http {
-        let Some(template) = action::translate(ctx, config.namespace(), http, target.port) else {
+        let Some(template) =
+            action::translate(ctx, target.proxy, config.namespace(), http, target.port)
+        else {
             // As istiod: an HTTPRoute without match blocks ends the list, routed or not.
             if http.matches.is_empty() {
                 break;

@@ -387,6 +387,8 @@ spec:
 
 mod delegate;
 mod gateway_hosts;
+mod hash;
+mod locality;
 mod mesh_order;
 mod sidecar;
 mod source_match;

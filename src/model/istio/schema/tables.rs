@@ -1082,15 +1082,19 @@ pub static LOAD_BALANCER_SETTINGS: Message = Message {
             kind: Kind::Message(&LOAD_BALANCER_SETTINGS_CONSISTENT_HASH_LB),
             applied: Applied::Yes,
         },
+        // Applied: `eds::locality` (priorities and weights per proxy locality, also on DNS
+        // clusters' inline assignments), `cds::locality` (the cluster's locality config).
         Field {
             name: "localityLbSetting",
             kind: Kind::Message(&LOCALITY_LOAD_BALANCER_SETTING),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
+        // Applied: `eds::locality` (regions bucketed), `cds::locality` (Envoy's zone-aware
+        // config).
         Field {
             name: "zoneAwareLbSetting",
             kind: Kind::Message(&ZONE_AWARE_LOAD_BALANCER_SETTING),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "warmupDurationSecs",
@@ -1508,24 +1512,24 @@ pub static LOCALITY_LOAD_BALANCER_SETTING: Message = Message {
         Field {
             name: "distribute",
             kind: Kind::Message(&LOCALITY_LOAD_BALANCER_SETTING_DISTRIBUTE),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // A list.
         Field {
             name: "failover",
             kind: Kind::Message(&LOCALITY_LOAD_BALANCER_SETTING_FAILOVER),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // A list.
         Field {
             name: "failoverPriority",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "enabled",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
@@ -1536,12 +1540,12 @@ pub static LOCALITY_LOAD_BALANCER_SETTING_DISTRIBUTE: Message = Message {
         Field {
             name: "from",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "to",
             kind: Kind::ScalarMap,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
@@ -1552,12 +1556,12 @@ pub static LOCALITY_LOAD_BALANCER_SETTING_FAILOVER: Message = Message {
         Field {
             name: "from",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "to",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
@@ -1568,24 +1572,24 @@ pub static ZONE_AWARE_LOAD_BALANCER_SETTING: Message = Message {
         Field {
             name: "enabled",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // A list.
         Field {
             name: "failover",
             kind: Kind::Message(&ZONE_AWARE_LOAD_BALANCER_SETTING_FAILOVER),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // A list.
         Field {
             name: "failoverPriority",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "minClusterSize",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
@@ -1596,12 +1600,12 @@ pub static ZONE_AWARE_LOAD_BALANCER_SETTING_FAILOVER: Message = Message {
         Field {
             name: "from",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "to",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
@@ -1937,10 +1941,13 @@ pub static WORKLOAD_ENTRY: Message = Message {
             kind: Kind::ScalarMap,
             applied: Applied::Yes,
         },
+        // Applied: `service::endpoints_of` (the endpoint's `topology.istio.io/network` label,
+        // read by `failoverPriority` in `eds::locality`). axon has no east-west gateways, so
+        // every network's endpoints are reached directly, as istiod's without gateways.
         Field {
             name: "network",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // Applied: `service::endpoints_of` (`eds::load_assignment_for` groups by it).
         Field {
