@@ -3,7 +3,9 @@
 //! `tls.credentialName` (MUTUAL to an upstream that requires a client certificate; the
 //! certificates are made by the test with openssl). Rotating the Secret's file gives Envoy the
 //! new certificate with no restart and no new ADS connection, and pushes SDS only: Envoy's CDS
-//! and LDS update counts stay where they were. A Secret whose key is not its certificate's is
+//! and LDS update counts stay where they were; a gateway of another namespace, which asks for
+//! the Secret by the same name, gets nothing (a warning, the counter) and is not pushed on
+//! the rotation. A Secret whose key is not its certificate's is
 //! refused with its path and reason, and the previous one stays served. `axon validate`
 //! refuses a mismatched key and an expired certificate.
 
@@ -70,6 +72,18 @@ fn envoy_serials(envoy: &Envoy) -> Vec<String> {
     serials
 }
 
+/// The node id of the gateway in namespace `edge`.
+const EDGE_NODE_ID: &str = "router~10.0.0.31~edge-1.edge~edge.svc.cluster.local";
+
+/// Envoy's CDS and LDS update counts and its ADS connections.
+fn updates_of(envoy: &Envoy) -> (u64, u64, u64) {
+    (
+        stat(envoy, "cluster_manager.cds.update_success"),
+        stat(envoy, "listener_manager.lds.update_success"),
+        stat(envoy, "cluster.xds-grpc.upstream_cx_total"),
+    )
+}
+
 #[test]
 fn credential_name_from_a_secret_file_and_its_rotation_over_sds_only() {
     let pki = Pki::new();
@@ -93,8 +107,22 @@ fn credential_name_from_a_secret_file_and_its_rotation_over_sds_only() {
         "client-cred.yaml",
         &secret_yaml(&pki, "client-cred", "client.crt", "client.key"),
     );
+    // A second gateway, in namespace `edge`: it has the cluster too (the rule is exported
+    // everywhere), so it asks for `kubernetes://client-cred`, which is istio-system's only.
+    let edge_port = free_port();
+    config.write(
+        "edge.yaml",
+        &gateway_yaml(edge_port)
+            .replace("name: ingress\n", "name: edge\n")
+            .replace("namespace: istio-system", "namespace: edge")
+            .replace("istio: ingressgateway", "istio: edge"),
+    );
     let axon = Axon::start(config.path());
     let (envoy, gw_port) = start_gateway_listening(&axon, &config, gw_port, CONVERGE);
+    let edge = Envoy::start(
+        axon.xds_addr(),
+        EnvoyOptions::gateway(EDGE_NODE_ID, &[("istio", "edge")], "edge"),
+    );
     let get = || {
         let r = http_request(
             Envoy::local(gw_port),
@@ -137,16 +165,32 @@ fn credential_name_from_a_secret_file_and_its_rotation_over_sds_only() {
         assert!(!shown.contains("BEGIN"), "PEM shown");
     }
 
+    // The edge gateway gets nothing for the Secret of another namespace, and axon says so.
+    let warned = wait_until(CONVERGE, || {
+        let logs = axon.logs();
+        logs.contains("secret not found or invalid, not served")
+            && logs.contains("edge-1.edge")
+            && logs.contains("kubernetes://client-cred")
+    });
+    assert!(warned, "{}", axon.logs());
+    assert!(
+        axon.metric("pilot_sds_certificate_errors_total")
+            .unwrap_or(0.0)
+            >= 1.0,
+        "{}",
+        axon.metrics()
+    );
+    assert!(
+        !envoy_serials(&edge).contains(&format!("{:x}", 1001)),
+        "{:?}",
+        envoy_serials(&edge)
+    );
+    let edge_sds = |edge: &Envoy| stat(edge, "sds.kubernetes_client-cred.update_attempt");
+    let edge_before = (edge_sds(&edge), updates_of(&edge));
+
     // Rotation: a new client certificate in the same file. Envoy gets it over SDS; CDS and
     // LDS are not pushed again, and the ADS connection stays.
-    let updates = |envoy: &Envoy| {
-        (
-            stat(envoy, "cluster_manager.cds.update_success"),
-            stat(envoy, "listener_manager.lds.update_success"),
-            stat(envoy, "cluster.xds-grpc.upstream_cx_total"),
-        )
-    };
-    let before = updates(&envoy);
+    let before = updates_of(&envoy);
     let sds_before = stat(&envoy, "sds.kubernetes_client-cred.update_success");
     pki.issue_with_serial(
         "client",
@@ -175,7 +219,13 @@ fn credential_name_from_a_secret_file_and_its_rotation_over_sds_only() {
             .filter(|(k, _)| k.contains("sds"))
             .collect::<Vec<_>>()
     );
-    assert_eq!(updates(&envoy), before, "(cds, lds, ADS connections) moved");
+    assert_eq!(
+        updates_of(&envoy),
+        before,
+        "(cds, lds, ADS connections) moved"
+    );
+    // Only the proxies that watch the Secret are pushed: not the edge gateway.
+    assert_eq!((edge_sds(&edge), updates_of(&edge)), edge_before);
     wait_for_answer("mutual after the rotation", CONVERGE, "mtls", &envoy, get);
 
     // A key of another certificate: refused with the path and reason, the previous kept.
