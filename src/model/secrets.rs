@@ -113,6 +113,12 @@ pub enum SecretProblem {
     NoCertificate { namespace: String, name: String },
     #[error("secret {namespace}/{name} has no CA certificate (cacert or ca.crt)")]
     NoRoots { namespace: String, name: String },
+    #[error("secret {namespace}/{name} is not of the proxy's namespace {proxy_namespace}")]
+    OtherNamespace {
+        namespace: String,
+        name: String,
+        proxy_namespace: String,
+    },
 }
 
 /// The valid Secrets of a context, by `(namespace, name)`. Invalid ones never get here: the
@@ -194,8 +200,9 @@ impl SecretIndex {
     }
 
     /// Whether a `credentialName` of a proxy in `namespace` can be served: its certificate and
-    /// key, and with `mutual` its roots (`NAME-cacert`) too. A gateway server whose credential
-    /// is not ready is not served (istiod); a cluster references it all the same.
+    /// key, and with `mutual` its roots (`NAME-cacert`) too; a `kubernetes://NS/NAME` of
+    /// another namespace never is (SDS refuses it). A gateway server whose credential is not
+    /// ready is not served (istiod); a cluster references it all the same.
     pub fn credential(
         &self,
         namespace: &str,
@@ -209,6 +216,13 @@ impl SecretIndex {
                 name: credential_name.into(),
             });
         };
+        if reference.namespace != namespace {
+            return Err(SecretProblem::OtherNamespace {
+                namespace: reference.namespace,
+                name: reference.name,
+                proxy_namespace: namespace.into(),
+            });
+        }
         self.certificate(&reference.namespace, &reference.name)?;
         if mutual {
             self.roots(

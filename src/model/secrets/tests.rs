@@ -255,4 +255,12 @@ fn the_index_answers_for_certificates_roots_and_credentials() {
     assert!(idx.credential("shop", "only-cert", false).is_ok());
     assert!(idx.credential("shop", "only-cert", true).is_err());
     assert!(idx.credential("shop", "missing", false).is_err());
+    assert_eq!(
+        idx.credential("shop", "kubernetes://shop/both", true),
+        Ok(())
+    );
+    assert!(matches!(
+        idx.credential("other", "kubernetes://shop/both", false),
+        Err(SecretProblem::OtherNamespace { .. })
+    ));
 }
