@@ -140,6 +140,11 @@ pub struct ServeArgs {
     /// `exportTo` of configs that set none (comma-separated: `*`, `.`, `~` or namespaces).
     #[arg(long, default_value = "*", value_delimiter = ',')]
     pub default_export_to: Vec<String>,
+    /// Serve TLS Secrets (`kubernetes://` SDS names) to proxies on the plaintext xDS port,
+    /// whose namespace is their own claim; `false` serves them only to proxies whose identity
+    /// the TLS port verified, as istiod.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub plaintext_secrets: bool,
 }
 
 /// Runs the command line. A start-up error is one line on stderr naming what failed (the
@@ -455,6 +460,7 @@ async fn run(
     let mesh = MeshConfig {
         root_namespace: args.root_namespace.clone(),
         default_export_to: args.default_export_to.clone(),
+        plaintext_secrets: args.plaintext_secrets,
         ..MeshConfig::default()
     };
     let builder: Addr<SnapshotBuilder> = SnapshotBuilder::new(

@@ -327,3 +327,102 @@ fn validate_refuses_a_mismatched_key_and_an_expired_certificate() {
     );
     assert!(!report.contains("BEGIN"), "{report}");
 }
+
+/// With `--plaintext-secrets false`, as istiod: the gateway whose identity the TLS port
+/// verified gets the Secret; one on the plaintext port, claiming the same namespace, gets
+/// nothing, and axon says why.
+#[test]
+fn without_plaintext_secrets_only_a_verified_gateway_gets_the_secret() {
+    let pki = Pki::new();
+    pki.issue("server", "DNS:server.example.com");
+    pki.issue_with_serial(
+        "client",
+        "URI:spiffe://cluster.local/ns/istio-system/sa/gw",
+        1101,
+    );
+    pki.issue("axon", "DNS:localhost,IP:127.0.0.1");
+    pki.issue(
+        "gateway",
+        "URI:spiffe://cluster.local/ns/istio-system/sa/istio-ingressgateway",
+    );
+    let mtls = TlsEchoUpstream::start(
+        "mtls",
+        &pki.path("server.crt"),
+        &pki.path("server.key"),
+        Some(&pki.path("ca.crt")),
+    );
+    let config = ConfigDir::new();
+    let gw_port = free_port();
+    config.write("gateway.yaml", &gateway_yaml(gw_port));
+    config.write("mesh.yaml", &backend(mtls.port()));
+    config.write(
+        "client-cred.yaml",
+        &secret_yaml(&pki, "client-cred", "client.crt", "client.key"),
+    );
+    let (cert, key, ca) = (
+        pki.file("axon.crt"),
+        pki.file("axon.key"),
+        pki.file("ca.crt"),
+    );
+    let axon = Axon::start_with_args(
+        config.path(),
+        &[
+            "--xds-tls-addr",
+            "127.0.0.1:0",
+            "--tls-cert",
+            &cert,
+            "--tls-key",
+            &key,
+            "--client-ca",
+            &ca,
+            "--plaintext-secrets",
+            "false",
+        ],
+    );
+    let tls_addr = axon.xds_tls_addr().expect("xds_tls_addr");
+    let mut options = gateway_options();
+    options.xds_tls = Some(XdsTls {
+        ca: pki.path("ca.crt"),
+        sni: "localhost".to_string(),
+        client: Some((pki.path("gateway.crt"), pki.path("gateway.key"))),
+        token: None,
+    });
+    let (envoy, gw_port) = start_envoy_listening(
+        &axon,
+        gw_port,
+        |port| format!("0.0.0.0_{port}"),
+        |port| config.write("gateway.yaml", &gateway_yaml(port)),
+        || Envoy::start(tls_addr, options.clone()),
+        CONVERGE,
+    );
+    wait_for_answer("mutual, verified", CONVERGE, "mtls", &envoy, || {
+        let r = http_request(
+            Envoy::local(gw_port),
+            "GET",
+            "/",
+            &[("host", "mtls.test")],
+            Duration::from_secs(10),
+        );
+        (r.status, r.body)
+    });
+    // The plaintext one (no listener of its own: another selector) has the cluster and asks.
+    let plain_id = "router~10.0.0.41~plain-1.istio-system~istio-system.svc.cluster.local";
+    let plain = Envoy::start(
+        axon.xds_addr(),
+        EnvoyOptions::gateway(plain_id, &[("istio", "plain")], "istio-system"),
+    );
+    let refused = wait_until(CONVERGE, || {
+        let logs = axon.logs();
+        logs.contains("unauthorized secret requested, not served")
+            && logs.contains("plain-1.istio-system")
+            && logs.contains("not verified")
+    });
+    assert!(refused, "{}", axon.logs());
+    assert!(
+        !envoy_serials(&plain).contains(&format!("{:x}", 1101)),
+        "{:?}",
+        envoy_serials(&plain)
+    );
+    assert!(envoy_serials(&envoy).contains(&format!("{:x}", 1101)));
+    assert_no_rejected_updates(&envoy);
+}

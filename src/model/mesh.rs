@@ -13,6 +13,9 @@ pub struct MeshConfig {
     /// default mesh config enables it (`enabled: true`, no rules), so a cluster with outlier
     /// detection fails over by locality.
     pub locality_lb_setting: Option<LocalityLbSetting>,
+    /// Whether TLS Secrets are served to proxies whose identity is not verified (the
+    /// plaintext xDS port); istiod never does (`--plaintext-secrets`).
+    pub plaintext_secrets: bool,
 }
 
 impl Default for MeshConfig {
@@ -24,6 +27,7 @@ impl Default for MeshConfig {
                 enabled: Some(true),
                 ..Default::default()
             }),
+            plaintext_secrets: true,
         }
     }
 }

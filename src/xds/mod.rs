@@ -113,6 +113,8 @@ pub fn generate_shared(
     }
     let key = match (&local, type_url) {
         (Some(k), ResourceType::Cluster) => format!("{}|{k}|{digest}", type_url.short()),
+        // Secrets also depend on whether the proxy's identity was verified.
+        (_, ResourceType::Secret) => format!("sds|{}|{}|{digest}", scope.key, proxy.verified),
         _ => format!("{}|{}|{digest}", type_url.short(), scope.key),
     };
     ctx.memo.get_or_compute(&key, || {

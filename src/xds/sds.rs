@@ -99,6 +99,12 @@ fn lookup<'a>(ctx: &'a PushContext, proxy: &Proxy, name: &str) -> Lookup<'a> {
         reason,
         unauthorized,
     };
+    if !proxy.verified && !ctx.mesh.plaintext_secrets {
+        return Lookup::Kubernetes(Err(problem(
+            "the proxy's identity is not verified (the plaintext port, with --plaintext-secrets false)".into(),
+            true,
+        )));
+    }
     let Some(reference) = SecretRef::parse(name, &proxy.namespace) else {
         return Lookup::Kubernetes(Err(problem("not a Secret name".into(), false)));
     };
@@ -355,5 +361,37 @@ mod tests {
         let out = generate(&ctx, &proxy("other"), &names);
         let served: Vec<&str> = out.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(served, ["kubernetes://other/theirs"]);
+    }
+
+    #[test]
+    fn without_plaintext_secrets_only_verified_proxies_get_them() {
+        let (cert, key) = crate::model::secrets::tests::self_signed("shop", 2);
+        let data = serde_json::json!({"tls.crt": cert, "tls.key": key});
+        let yaml = format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: cert, namespace: shop}}\nstringData: {data}\n"
+        );
+        let mesh = std::sync::Arc::new(crate::model::mesh::MeshConfig {
+            plaintext_secrets: false,
+            ..Default::default()
+        });
+        let request = crate::model::push_request::PushRequest::full_push(
+            crate::model::push_request::TriggerReason::Config,
+            std::time::Instant::now(),
+        );
+        let ctx = PushContext::build(
+            None,
+            &crate::model::fixtures::configs(&yaml),
+            &request,
+            &mesh,
+        );
+        let names = BTreeSet::from(["kubernetes://cert".to_string()]);
+        let anonymous = proxy("shop");
+        assert!(generate(&ctx, &anonymous, &names).is_empty());
+        assert!(problems(&ctx, &anonymous, &names)[0].unauthorized);
+        let verified = Proxy {
+            verified: true,
+            ..proxy("shop")
+        };
+        assert_eq!(generate(&ctx, &verified, &names).len(), 1);
     }
 }

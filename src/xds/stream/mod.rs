@@ -117,6 +117,8 @@ pub struct StreamState {
     /// During an endpoint-only push, the clusters whose endpoints changed: the EDS response
     /// then carries only those.
     eds_only: Option<BTreeSet<String>>,
+    /// The transport verified the proxy's identity (the TLS port).
+    verified: bool,
 }
 
 impl StreamState {
@@ -137,7 +139,15 @@ impl StreamState {
             synced: false,
             awaiting_ack: None,
             eds_only: None,
+            verified: false,
         }
+    }
+
+    /// A stream whose proxy's identity the transport verified (the TLS port): its proxy is
+    /// [`Proxy::verified`].
+    pub fn verified(mut self, verified: bool) -> StreamState {
+        self.verified = verified;
+        self
     }
 
     pub fn is_delta(&self) -> bool {
@@ -164,8 +174,9 @@ impl StreamState {
         let node = req.node().cloned().ok_or_else(|| {
             CloseReason::InvalidArgument("the first request on a stream must carry a node".into())
         })?;
+        let verified = self.verified;
         let proxy = Proxy::from_node(node)
-            .map(Arc::new)
+            .map(|p| Arc::new(Proxy { verified, ..p }))
             .map_err(|e| CloseReason::InvalidArgument(e.to_string()))?;
         self.proxy = Some(proxy.clone());
         Ok(proxy)
