@@ -7,7 +7,9 @@
 //!   `ValidationContext` (`toEnvoyTLSSecret`, `toEnvoyCaSecret`). A proxy asking for a
 //!   Secret of another namespace (`kubernetes://NS/NAME`) gets nothing, as one asking for a
 //!   Secret that does not exist: [`problems`] says why, for the shell to log and count
-//!   (`pilot_sds_certificate_errors_total`), as istiod's `filterAuthorizedResources`.
+//!   (`pilot_sds_certificate_errors_total`), as istiod's `filterAuthorizedResources`. With
+//!   `MeshConfig::plaintext_secrets` false, only a proxy whose identity the TLS port verified
+//!   (`Proxy::verified`) gets any, as istiod.
 //! - The file-backed secrets of upstream TLS, named as istio-agent names them and istiod
 //!   references them from clusters (`cds::tls`): `file-cert:CERT~KEY` (a certificate chain
 //!   and its key) and `file-root:CA` (trusted roots). Each secret points Envoy at the files;
@@ -66,7 +68,8 @@ pub fn generate(ctx: &PushContext, proxy: &Proxy, names: &BTreeSet<String>) -> V
 pub struct SdsProblem {
     pub name: String,
     pub reason: String,
-    /// The Secret is of another namespace than the proxy's.
+    /// The proxy may not read it: of another namespace than the proxy's, or (with
+    /// `--plaintext-secrets false`) asked by a proxy whose identity was not verified.
     pub unauthorized: bool,
 }
 
