@@ -291,9 +291,13 @@ fn validate_refuses_a_mismatched_key_and_an_expired_certificate() {
             "expired.crt",
         ])
         .current_dir(&dir)
-        .status()
+        .output()
         .unwrap();
-    assert!(ok.success());
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
     let config = ConfigDir::new();
     config.write(
         "good.yaml",

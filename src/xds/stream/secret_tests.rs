@@ -134,3 +134,70 @@ fn a_secret_change_pushes_sds_only_to_the_streams_that_watch_it() {
         "watches only names that resolve to its own namespace"
     );
 }
+
+/// A gateway of `shop` terminating HTTPS with `credentialName: cert`, and the Secret when
+/// `secret` names the certificate's subject.
+fn https_world(secret: Option<&str>) -> String {
+    let gateway = "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: gw, namespace: shop}\nspec:\n  selector: {istio: ingressgateway}\n  servers:\n  - port: {number: 443, name: https, protocol: HTTPS}\n    hosts: ['*']\n    tls: {mode: SIMPLE, credentialName: cert}\n";
+    match secret {
+        Some(cn) => format!("{gateway}---\n{}", world(cn)),
+        None => gateway.to_string(),
+    }
+}
+
+fn labelled(namespace: &str, type_url: ResourceType, nonce: &str, names: &[&str]) -> Request {
+    let mut r = sotw(namespace, type_url, nonce, names);
+    if let Request::Sotw(r) = &mut r {
+        let node = r.node.as_mut().unwrap();
+        node.labels = [("istio".to_string(), "ingressgateway".to_string())].into();
+    }
+    r
+}
+
+#[test]
+fn a_gateway_is_pushed_in_full_when_its_credential_appears_and_sds_only_on_a_rotation() {
+    let first = Arc::new(PushContext::build(
+        None,
+        &configs(&https_world(None)),
+        &PushRequest::full_push(TriggerReason::Config, Instant::now()),
+        &Arc::default(),
+    ));
+    let lds = ResourceType::Listener;
+    let mut s = StreamState::new(false, Arc::default());
+    s.connect(&labelled("shop", lds, "", &[])).unwrap();
+    s.on_context(first.clone());
+    let out = s.on_request(labelled("shop", lds, "", &[]));
+    assert_eq!(types_sent(&out), [lds]);
+    let Response::Sotw(r) = &out.responses[0] else {
+        panic!()
+    };
+    let listener_bytes = |r: &crate::xds::resource::XdsResponse| {
+        r.resources.iter().map(|x| x.encoded_len()).sum::<usize>()
+    };
+    let without = listener_bytes(r);
+    let key = crate::model::secrets::config_key("shop", "cert");
+    let request = PushRequest::config_change(BTreeSet::from([key.clone()]), Instant::now());
+    let ctx = Arc::new(PushContext::build(
+        Some(&first),
+        &configs(&https_world(Some("v1"))),
+        &request,
+        &first.mesh,
+    ));
+    // The Secret appears: the server now has its filter chain, so LDS is pushed.
+    let out = s.on_push(ctx.clone(), &request);
+    assert_eq!(types_sent(&out), [lds]);
+    let Response::Sotw(r) = &out.responses[0] else {
+        panic!()
+    };
+    assert!(listener_bytes(r) > without, "the HTTPS chain is served");
+    // Envoy then watches the Secret; a rotation pushes SDS only.
+    let sds = s.on_request(labelled("shop", SDS, "", &["kubernetes://cert"]));
+    assert_eq!(types_sent(&sds), [SDS]);
+    let rotated = Arc::new(PushContext::build(
+        Some(&ctx),
+        &configs(&https_world(Some("v2"))),
+        &request,
+        &ctx.mesh,
+    ));
+    assert_eq!(types_sent(&s.on_push(rotated, &request)), [SDS]);
+}
