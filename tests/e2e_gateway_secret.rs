@@ -2,7 +2,8 @@
 //! Gateway (`credentialName`), through a real Envoy: HTTPS with the right SNI and the CA
 //! (`curl --cacert`) reaches the route; rotating the Secret's file serves the new certificate
 //! to new handshakes with no restart, and pushes SDS only (Envoy's LDS and CDS update counts
-//! and its ADS connection stay). No update is rejected.
+//! and its ADS connection stay). A terminating server whose Secret does not exist is named in a
+//! warning with its Gateway. No update is rejected.
 
 #[path = "support/pki.rs"]
 mod pki;
@@ -120,5 +121,27 @@ fn an_https_gateway_from_a_secret_beside_it_and_its_rotation_over_sds_only() {
     assert_eq!(updates(&envoy), before, "(lds, cds, ADS connections) moved");
     let (ok, text) = https(&pki, port);
     assert!(ok && text.ends_with(" 200"), "{text}");
+
+    // A terminating server whose Secret does not exist: not served, and axon names the
+    // Gateway and the Secret.
+    let other_port = free_port();
+    config.write(
+        "other.yaml",
+        &format!(
+            "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {{name: other, namespace: istio-system}}\nspec:\n  selector: {{istio: other}}\n  servers:\n  - port: {{number: {other_port}, name: https-other, protocol: HTTPS}}\n    hosts: [other.example.com]\n    tls: {{mode: SIMPLE, credentialName: absent-cert}}\n"
+        ),
+    );
+    let named = wait_until(CONVERGE, || {
+        let logs = axon.logs();
+        logs.contains("Gateway server not served")
+            && logs.contains("istio-system/other")
+            && logs.contains("absent-cert")
+    });
+    assert!(named, "{}", axon.logs());
+    assert!(
+        axon.metric("pilot_sds_certificate_errors_total")
+            .unwrap_or(0.0)
+            >= 1.0
+    );
     assert_no_rejected_updates(&envoy);
 }

@@ -486,5 +486,8 @@ impl<'a> Merger<'a> {
     }
 }
 
+mod credentials;
+pub use credentials::{MissingCredential, missing_credentials};
+
 #[cfg(test)]
 mod tests;
