@@ -146,6 +146,11 @@ pub struct ServeArgs {
     /// default: the mesh config's per-kind defaults, else `*`).
     #[arg(long, value_delimiter = ',')]
     pub default_export_to: Option<Vec<String>>,
+    /// Serve TLS Secrets (`kubernetes://` SDS names) to proxies on the plaintext xDS port,
+    /// whose namespace is their own claim; `false` serves them only to proxies whose identity
+    /// the TLS port verified, as istiod.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub plaintext_secrets: bool,
 }
 
 /// Runs the command line. A start-up error is one line on stderr naming what failed (the
@@ -466,6 +471,10 @@ async fn run(
     )
     .start();
     let mesh_config::MeshSettings { mesh, trust_domain } = mesh;
+    let mesh = crate::model::mesh::MeshConfig {
+        plaintext_secrets: args.plaintext_secrets,
+        ..mesh
+    };
     let builder: Addr<SnapshotBuilder> = SnapshotBuilder::new(
         mesh,
         push_queue.clone().recipient(),

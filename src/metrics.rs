@@ -92,6 +92,9 @@ pub struct Metrics {
     pub xds_send_time: Histogram,
     /// `pilot_xds_config_size_bytes{type}`: the size of each response.
     pub config_size: HistogramVec,
+    /// `pilot_sds_certificate_errors_total`: Secrets asked for and not served (missing,
+    /// invalid, of another namespace), and Secrets refused at load.
+    pub sds_certificate_errors: prometheus::IntCounter,
     /// `pilot_total_xds_internal_errors`: failures inside axon while serving xDS.
     pub internal_errors: prometheus::IntCounter,
     /// `axon_config_distribution_seconds`: a config change to the last affected proxy's ACK.
@@ -198,6 +201,10 @@ impl Metrics {
             config_read_errors: plain_counter(
                 "axon_config_read_errors",
                 "Config files that could not be read (permission, I/O, invalid UTF-8); their last good configs were kept.",
+            ),
+            sds_certificate_errors: plain_counter(
+                "pilot_sds_certificate_errors_total",
+                "Total number of failures to fetch SDS key and certificate.",
             ),
             write_timeout: plain_counter(
                 "pilot_xds_write_timeout",

@@ -102,6 +102,7 @@ fn rbac_grants_get_list_watch_on_exactly_what_axon_reads_and_token_reviews() {
         ("", "services"),
         ("", "pods"),
         ("", "namespaces"),
+        ("", "secrets"),
         ("discovery.k8s.io", "endpointslices"),
         ("networking.istio.io", "virtualservices"),
         ("networking.istio.io", "destinationrules"),

@@ -185,6 +185,23 @@ impl Handler<Flush> for SnapshotBuilder {
                 tracing::warn!(problem = %problem, "VirtualService not applied in full");
             }
         }
+        // Terminating Gateway servers without their Secret (no filter chain is served for
+        // them), logged once per rebuilt Gateway or Secret index.
+        let credentials_rebuilt = self.current.as_ref().is_none_or(|old| {
+            !Arc::ptr_eq(&old.gateways, &ctx.gateways) || !Arc::ptr_eq(&old.secrets, &ctx.secrets)
+        });
+        if credentials_rebuilt {
+            for missing in crate::model::gateway::missing_credentials(&ctx) {
+                self.metrics.sds_certificate_errors.inc();
+                tracing::warn!(
+                    gateway = %missing.gateway,
+                    server = %missing.server,
+                    secret = %missing.credential,
+                    reason = %missing.reason,
+                    "Gateway server not served: its credential is missing or invalid"
+                );
+            }
+        }
         if msg.request.full {
             // As istiod's: an endpoint-only request swaps the endpoint index of the previous
             // context and rebuilds nothing else, so it is not a PushContext init.

@@ -11,6 +11,7 @@ use super::istio::{
     DestinationRule, Gateway, Labels, ServiceEntry, Sidecar, VirtualService, WorkloadEntry,
     WorkloadGroup,
 };
+use super::secrets::decode::TlsSecret;
 
 /// The API group of every kind axon reads.
 pub const ISTIO_NETWORKING_GROUP: &str = "networking.istio.io";
@@ -26,9 +27,13 @@ pub enum ConfigKind {
     DestinationRule,
     Gateway,
     Sidecar,
+    /// A Kubernetes `v1` Secret holding TLS material (`super::secrets`); not of the
+    /// networking group, so not in [`ConfigKind::ALL`].
+    Secret,
 }
 
 impl ConfigKind {
+    /// The kinds of the networking group.
     pub const ALL: [ConfigKind; 7] = [
         ConfigKind::ServiceEntry,
         ConfigKind::WorkloadEntry,
@@ -48,6 +53,7 @@ impl ConfigKind {
             ConfigKind::DestinationRule => "DestinationRule",
             ConfigKind::Gateway => "Gateway",
             ConfigKind::Sidecar => "Sidecar",
+            ConfigKind::Secret => "Secret",
         }
     }
 
@@ -97,6 +103,7 @@ pub enum Spec {
     DestinationRule(DestinationRule),
     Gateway(Gateway),
     Sidecar(Sidecar),
+    Secret(TlsSecret),
 }
 
 impl Spec {
@@ -109,6 +116,7 @@ impl Spec {
             Spec::DestinationRule(_) => ConfigKind::DestinationRule,
             Spec::Gateway(_) => ConfigKind::Gateway,
             Spec::Sidecar(_) => ConfigKind::Sidecar,
+            Spec::Secret(_) => ConfigKind::Secret,
         }
     }
 }

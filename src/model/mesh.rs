@@ -33,6 +33,9 @@ pub struct MeshConfig {
     /// The clusters' connect timeout, in nanoseconds, where a DestinationRule sets none
     /// (istiod's default 10 s).
     pub connect_timeout_nanos: i128,
+    /// Whether TLS Secrets are served to proxies whose identity is not verified (the
+    /// plaintext xDS port); istiod never does (`--plaintext-secrets`).
+    pub plaintext_secrets: bool,
 }
 
 impl Default for MeshConfig {
@@ -50,6 +53,7 @@ impl Default for MeshConfig {
             zone_aware_lb_setting: None,
             h2_upgrade: false,
             connect_timeout_nanos: 10_000_000_000,
+            plaintext_secrets: true,
         }
     }
 }

@@ -24,6 +24,7 @@ pub mod parse;
 pub mod proxy;
 pub mod push_context;
 pub mod push_request;
+pub mod secrets;
 pub mod service;
 pub mod sidecar_scope;
 pub mod timestamp;

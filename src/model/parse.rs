@@ -15,6 +15,10 @@ use super::validate;
 use super::yaml_bounds::YamlBounds;
 use super::yaml_lines::FieldLines;
 
+mod secret;
+use secret::{is_secret, now_seconds};
+pub use secret::{parse_cluster_secret, parse_secret};
+
 /// Why one document was not accepted.
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum DocError {
@@ -38,6 +42,8 @@ pub enum DocError {
     Schema { path: String, message: String },
     #[error("{}", .0.join("; "))]
     Invalid(Vec<String>),
+    #[error("Secret: {0}")]
+    Secret(#[from] super::secrets::SecretError),
 }
 
 /// What one document turned out to be.
@@ -319,6 +325,9 @@ fn parse_document(body: &str, first_line: usize, default_namespace: &str) -> Doc
 /// One object, already decoded (from YAML, or from the Kubernetes API as JSON): its kind is
 /// checked, its spec typed and validated. `default_namespace` applies when it names none.
 pub fn parse_value(value: serde_json::Value, default_namespace: &str) -> DocOutcome {
+    if is_secret(&value) {
+        return parse_secret(&value, default_namespace, now_seconds(), true);
+    }
     let envelope: Envelope = match serde_json::from_value(value) {
         Ok(e) => e,
         Err(_) => return DocOutcome::Invalid(DocError::NotAnObject),
@@ -353,18 +362,19 @@ pub fn parse_value(value: serde_json::Value, default_namespace: &str) -> DocOutc
     }
 }
 
-fn build_config(
-    kind: ConfigKind,
-    metadata: Metadata,
-    spec: Option<serde_json::Value>,
+/// The namespace, name and creation time of an object.
+fn identity(
+    metadata: &Metadata,
     default_namespace: &str,
-) -> Result<Config, DocError> {
+) -> Result<(String, String, Option<i64>), DocError> {
     let name = metadata
         .name
+        .clone()
         .filter(|n| !n.is_empty())
         .ok_or(DocError::MissingName)?;
     let namespace = metadata
         .namespace
+        .clone()
         .filter(|n| !n.is_empty())
         .unwrap_or_else(|| default_namespace.to_string());
     let created = match &metadata.creation_timestamp {
@@ -375,6 +385,16 @@ fn build_config(
         ),
         Some(other) => return Err(DocError::CreationTimestamp(other.to_string())),
     };
+    Ok((namespace, name, created))
+}
+
+fn build_config(
+    kind: ConfigKind,
+    metadata: Metadata,
+    spec: Option<serde_json::Value>,
+    default_namespace: &str,
+) -> Result<Config, DocError> {
+    let (namespace, name, created) = identity(&metadata, default_namespace)?;
     let spec = match spec {
         None | Some(serde_json::Value::Null) => return Err(DocError::MissingSpec),
         Some(spec) => spec,
@@ -420,6 +440,12 @@ fn nearest_kind(kind: &str) -> String {
     }
 }
 
+/// The schema of a kind that has none (a Secret's data is not a spec).
+static NO_FIELDS: schema::Message = schema::Message {
+    name: "Secret",
+    fields: &[],
+};
+
 fn schema_of(kind: ConfigKind) -> &'static schema::Message {
     match kind {
         ConfigKind::ServiceEntry => &schema::SERVICE_ENTRY,
@@ -429,6 +455,8 @@ fn schema_of(kind: ConfigKind) -> &'static schema::Message {
         ConfigKind::DestinationRule => &schema::DESTINATION_RULE,
         ConfigKind::Gateway => &schema::GATEWAY,
         ConfigKind::Sidecar => &schema::SIDECAR,
+        // Secrets are decoded by `parse_secret`, never walked against a schema.
+        ConfigKind::Secret => &NO_FIELDS,
     }
 }
 
@@ -447,136 +475,9 @@ fn typed_spec(kind: ConfigKind, spec: serde_json::Value) -> Result<Spec, DocErro
         ConfigKind::DestinationRule => Spec::DestinationRule(de(spec)?),
         ConfigKind::Gateway => Spec::Gateway(de(spec)?),
         ConfigKind::Sidecar => Spec::Sidecar(de(spec)?),
+        ConfigKind::Secret => return Err(DocError::NotAnObject),
     })
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn splits_and_positions_documents() {
-        let text = "# leading comment\n---\napiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: gw}\nspec:\n  selector: {istio: ingressgateway}\n  servers: [{port: {number: 80, name: http, protocol: HTTP}, hosts: ['*']}]\n---\napiVersion: v1\nkind: Service\nmetadata: {name: s}\n---\n";
-        let docs = parse_documents(text, "default");
-        assert_eq!(docs.len(), 3, "{docs:?}");
-        assert_eq!(docs[0].outcome, DocOutcome::Empty);
-        assert_eq!(docs[1].line, 3);
-        assert!(matches!(docs[1].outcome, DocOutcome::Config(_)));
-        assert_eq!(docs[2].line, 10);
-        assert!(matches!(docs[2].outcome, DocOutcome::Unsupported { .. }));
-    }
-
-    #[test]
-    fn the_creation_timestamp_is_read_from_the_metadata() {
-        let gw = |meta: &str| {
-            format!(
-                "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {{name: gw, {meta}}}\nspec: {{servers: [{{port: {{number: 80, name: http, protocol: HTTP}}, hosts: ['*']}}]}}\n"
-            )
-        };
-        let created = |meta: &str| match &parse_documents(&gw(meta), "default")[0].outcome {
-            DocOutcome::Config(c) => Ok(c.created),
-            DocOutcome::Invalid(e) => Err(e.to_string()),
-            other => Err(format!("{other:?}")),
-        };
-        assert_eq!(
-            created("creationTimestamp: '2024-05-01T10:00:00Z'"),
-            Ok(Some(1_714_557_600_000_000_000))
-        );
-        // Unquoted, as kubectl prints it.
-        assert_eq!(
-            created("creationTimestamp: 2024-05-01T10:00:00Z"),
-            Ok(Some(1_714_557_600_000_000_000))
-        );
-        assert_eq!(created("creationTimestamp: null"), Ok(None));
-        assert_eq!(created("labels: {}"), Ok(None));
-        assert_eq!(
-            created("creationTimestamp: yesterday"),
-            Err("metadata.creationTimestamp: yesterday is not an RFC 3339 time".into())
-        );
-    }
-
-    #[test]
-    fn a_syntax_error_spoils_only_its_document() {
-        let text = "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: a}\nspec: {servers: [{port: {number: 80, name: http, protocol: HTTP}, hosts: ['*']}]}\n---\nkind: [unclosed\n---\napiVersion: networking.istio.io/v1beta1\nkind: Gateway\nmetadata: {name: b, namespace: x}\nspec: {servers: [{port: {number: 80, name: http, protocol: HTTP}, hosts: ['*']}]}\n";
-        let docs = parse_documents(text, "default");
-        assert_eq!(docs.len(), 3);
-        assert!(matches!(
-            docs[1].outcome,
-            DocOutcome::Invalid(DocError::Yaml(_))
-        ));
-        let DocOutcome::Config(b) = &docs[2].outcome else {
-            panic!("{:?}", docs[2])
-        };
-        assert_eq!(b.key.to_string(), "Gateway/x/b");
-        assert_eq!(docs[2].line, 8);
-    }
-
-    #[test]
-    fn ipv6_in_a_flow_sequence_reads_as_go_yaml_does() {
-        let text = "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: a}\nspec:\n  hosts: [a.example.com]\n  addresses: [1.2.3.4, 001:db8::]\n  ports: [{number: 80, name: http, protocol: HTTP}]\n";
-        let docs = parse_documents(text, "default");
-        let DocOutcome::Config(c) = &docs[0].outcome else {
-            panic!("{:?}", docs[0])
-        };
-        let Spec::ServiceEntry(se) = &c.spec else {
-            panic!()
-        };
-        assert_eq!(se.addresses, ["1.2.3.4", "001:db8::"]);
-    }
-
-    #[test]
-    fn a_line_with_a_bracket_closed_before_it_opens_is_a_yaml_error_not_a_panic() {
-        // Found by fuzzing (fuzz/seeds/yaml/crash-bracket-order.yaml): the go-yaml retry
-        // sliced `line[open + 1..close]` with `close < open`.
-        let docs = parse_documents("a: ]b[\n", "default");
-        assert!(
-            matches!(docs[0].outcome, DocOutcome::Invalid(DocError::Yaml(_))),
-            "{docs:?}"
-        );
-        assert_eq!(go_yaml_flow_compat("x: ]1.2.3.4, 001:db8::["), None);
-    }
-
-    #[test]
-    fn missing_spec_and_bad_types_are_reported() {
-        let docs = parse_documents(
-            "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: a}\n",
-            "default",
-        );
-        assert_eq!(docs[0].outcome, DocOutcome::Invalid(DocError::MissingSpec));
-        let docs = parse_documents(
-            "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: a}\nspec:\n  hosts: [a.com]\n  ports: [{number: notanumber, name: http}]\n",
-            "default",
-        );
-        let DocOutcome::Invalid(DocError::Schema { path, .. }) = &docs[0].outcome else {
-            panic!("{:?}", docs[0])
-        };
-        assert_eq!(path, "ports[0].number");
-    }
-
-    #[test]
-    fn aliases_of_aliases_are_bounded() {
-        let mut doc = String::from("a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n");
-        for i in 1..9 {
-            let p = i - 1;
-            doc.push_str(&format!(
-                "a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n"
-            ));
-        }
-        // The parser's own repetition limit may stop it first; either way it is rejected.
-        let started = std::time::Instant::now();
-        let docs = parse_documents_within(
-            &doc,
-            "default",
-            &YamlBounds {
-                max_depth: 64,
-                max_expanded_bytes: 1 << 20,
-            },
-        );
-        assert!(
-            matches!(docs[0].outcome, DocOutcome::Invalid(_)),
-            "{:?}",
-            docs[0].outcome
-        );
-        assert!(started.elapsed() < std::time::Duration::from_secs(5));
-    }
-}
+mod tests;

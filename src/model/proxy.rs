@@ -75,6 +75,9 @@ pub struct Proxy {
     /// Its network (`NETWORK`; empty if unknown): its `topology.istio.io/network` label for
     /// `failoverPriority`.
     pub network: String,
+    /// Its namespace was proven: the TLS port authorized its identity for it. Only then, or
+    /// with `MeshConfig::plaintext_secrets`, are TLS Secrets served to it.
+    pub verified: bool,
 }
 
 impl Proxy {
@@ -103,6 +106,7 @@ impl Proxy {
             .ok_or_else(|| InvalidNode::Malformed(node.id.clone()))?;
         let locality = Locality::of_proxy(&node.labels, node.locality);
         Ok(Proxy {
+            verified: false,
             locality,
             network: node.network.unwrap_or_default(),
             proxy_type,

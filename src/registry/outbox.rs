@@ -68,6 +68,11 @@ impl Outbox {
         self.listing.remove(&kind.to_string());
     }
 
+    /// The metrics the registry counts in.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
     pub fn source(&self) -> SourceId {
         self.source
     }

@@ -55,6 +55,8 @@ pub struct AdsStream {
     pub responses: ResponseSink,
     /// Held for as long as the stream is served.
     pub slot: StreamSlot,
+    /// The TLS port authorized the client's identity for the proxy its first request names.
+    pub verified: bool,
 }
 
 /// A stream's place among the pending ones, and what tells it to close for a newer one.
@@ -342,6 +344,7 @@ impl Inner {
                 )));
             }
         };
+        let verified = authn.is_some();
         if let Some(authn) = authn
             && let Err(reason) = self.authorize(authn, &first).await
         {
@@ -359,6 +362,7 @@ impl Inner {
             requests: Box::pin(futures::stream::once(async { Ok(first) }).chain(requests)),
             responses,
             slot,
+            verified,
         });
     }
 

@@ -60,7 +60,7 @@ pub fn generate(
         ResourceType::Endpoint => eds::generate(ctx, Some(proxy), names),
         ResourceType::Listener => lds::generate(ctx, proxy, scope),
         ResourceType::Route => rds::generate(ctx, proxy, scope, names),
-        ResourceType::Secret => sds::generate(names),
+        ResourceType::Secret => sds::generate(ctx, proxy, names),
     }
 }
 
@@ -113,6 +113,8 @@ pub fn generate_shared(
     }
     let key = match (&local, type_url) {
         (Some(k), ResourceType::Cluster) => format!("{}|{k}|{digest}", type_url.short()),
+        // Secrets also depend on whether the proxy's identity was verified.
+        (_, ResourceType::Secret) => format!("sds|{}|{}|{digest}", scope.key, proxy.verified),
         _ => format!("{}|{}|{digest}", type_url.short(), scope.key),
     };
     ctx.memo.get_or_compute(&key, || {
@@ -147,9 +149,10 @@ pub fn describe(resource: &Resource) -> String {
         }
         Some(ResourceType::Listener) => Listener::decode(bytes).map(|m| format!("{m:?}")),
         Some(ResourceType::Route) => RouteConfiguration::decode(bytes).map(|m| format!("{m:?}")),
+        // Never the bytes of a Secret: its inline data is shown as its size.
         Some(ResourceType::Secret) => {
             envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::Secret::decode(bytes)
-                .map(|m| format!("{m:?}"))
+                .map(|m| format!("{:?}", sds::redacted(m)))
         }
         None => return format!("{} bytes of {}", bytes.len(), resource.type_url),
     };

@@ -40,8 +40,9 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 
 /// The collections served: path, apiVersion, kind, plural.
-const COLLECTIONS: [(&str, &str, &str); 10] = [
+const COLLECTIONS: [(&str, &str, &str); 11] = [
     ("/api/v1/namespaces", "v1", "Namespace"),
+    ("/api/v1/secrets", "v1", "Secret"),
     ("/api/v1/services", "v1", "Service"),
     ("/api/v1/pods", "v1", "Pod"),
     (
@@ -84,6 +85,7 @@ const COLLECTIONS: [(&str, &str, &str); 10] = [
 pub const SERVICES: &str = "/api/v1/services";
 pub const PODS: &str = "/api/v1/pods";
 pub const NAMESPACES: &str = "/api/v1/namespaces";
+pub const SECRETS: &str = "/api/v1/secrets";
 pub const ENDPOINT_SLICES: &str = "/apis/discovery.k8s.io/v1/endpointslices";
 pub const VIRTUAL_SERVICES: &str = "/apis/networking.istio.io/v1/virtualservices";
 

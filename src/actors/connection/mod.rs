@@ -17,7 +17,6 @@
 mod starter;
 mod status;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
@@ -32,7 +31,6 @@ use super::push_queue::PushQueue;
 use crate::metrics::Metrics;
 use crate::model::log_safe::{Escaped, LogLimit};
 use crate::transport::{ResponseSink, SinkError, StreamSlot};
-use crate::xds::names::NameSets;
 use crate::xds::stream::{CloseReason, Event, Output, StreamState};
 use crate::xds::wire::{self, Framed};
 use crate::xds::{Request, ResourceType, Response};
@@ -61,18 +59,18 @@ pub struct ConnectionActor {
 }
 
 impl ConnectionActor {
+    /// The actor of one admitted stream, whose protocol state starts as `stream`.
     pub fn new(
         id: ConnId,
-        delta: bool,
+        stream: StreamState,
         sink: ResponseSink,
         slot: StreamSlot,
         peers: Peers,
         write_timeout: Duration,
-        names: Arc<NameSets>,
     ) -> Self {
         ConnectionActor {
             id,
-            stream: StreamState::new(delta, names),
+            stream,
             sink,
             _slot: slot,
             peers,
@@ -202,6 +200,25 @@ impl ConnectionActor {
                         held_back,
                         "ADS: NACK (one line a minute per stream; held_back: NACKs and bad requests not logged since the last)"
                     );
+                }
+            }
+            Event::SecretProblems(problems) => {
+                metrics.sds_certificate_errors.inc_by(problems.len() as u64);
+                if let Some(held_back) = self.warn_limit.allow(Instant::now()) {
+                    for problem in &problems {
+                        let what = if problem.unauthorized {
+                            "ADS: unauthorized secret requested, not served"
+                        } else {
+                            "ADS: secret not found or invalid, not served"
+                        };
+                        tracing::warn!(
+                            proxy = %self.proxy_log(),
+                            secret = %Escaped(&problem.name),
+                            reason = %Escaped(&problem.reason),
+                            held_back,
+                            "{what}"
+                        );
+                    }
                 }
             }
             Event::Stale(type_url) => {

@@ -50,9 +50,11 @@ impl StreamStarter for ConnectionStarter {
                 requests,
                 responses,
                 slot,
+                verified,
             } = stream;
             ctx.add_stream(requests);
-            ConnectionActor::new(id, delta, responses, slot, peers, write_timeout, names)
+            let stream = crate::xds::stream::StreamState::new(delta, names).verified(verified);
+            ConnectionActor::new(id, stream, responses, slot, peers, write_timeout)
         });
     }
 }

@@ -1,7 +1,8 @@
 //! The values of a DestinationRule's traffic policies that axon accepts and does not apply:
 //! `tls.mode: ISTIO_MUTUAL` (istiod's SDS names `default` and `ROOTCA` are served by a
-//! workload-certificate agent beside Envoy, which axon's proxies do not have), wherever a
-//! `tls` block is (the rule, a port, a subset, a subset's port).
+//! workload-certificate agent beside Envoy, which axon's proxies do not have) and a
+//! `configmap://` `credentialName` (axon serves Secrets, not ConfigMaps), wherever a `tls`
+//! block is (the rule, a port, a subset, a subset's port).
 
 use crate::model::istio::DestinationRule;
 use crate::model::istio::traffic_policy::{ClientTls, TlsMode, TrafficPolicy};
@@ -34,6 +35,12 @@ fn policy_notes(policy: &TrafficPolicy, path: &str, out: &mut Vec<String>) {
 }
 
 fn tls_note(tls: Option<&ClientTls>, path: &str, out: &mut Vec<String>) {
+    if tls.is_some_and(|t| t.credential_name.starts_with("configmap://")) {
+        out.push(format!(
+            "{path}.tls.credentialName: a configmap:// credential is not served (axon serves \
+             Secrets only); the cluster sends plaintext"
+        ));
+    }
     if tls.is_some_and(|t| t.mode == TlsMode::IstioMutual) {
         out.push(format!(
             "{path}.tls.mode: ISTIO_MUTUAL is not applied (it needs a workload-certificate \

@@ -211,12 +211,38 @@ impl MergedGateway<'_> {
     }
 }
 
-/// Whether the secret `credential_name` of a server of a Gateway in `namespace` is there to
-/// serve. istiod does not serve a terminating server's filter chain whose credential is
-/// missing. **Hook**: until the Secrets source is wired here, every credential is present;
-/// the coordinator joins this to the secrets model (`model::secrets`) after the merge.
-pub fn credential_available(_ctx: &PushContext, _namespace: &str, _credential_name: &str) -> bool {
-    true
+/// Whether the secret `credential_name` of a terminating server is there to serve to a
+/// gateway proxy of `proxy_namespace`: a valid certificate and key in the Secret that SDS
+/// would answer `kubernetes://NAME` with (the proxy's namespace, as istiod resolves it;
+/// `model::secrets`). istiod does not serve a terminating server's filter chain whose
+/// credential is missing.
+pub fn credential_available(
+    ctx: &PushContext,
+    proxy_namespace: &str,
+    credential_name: &str,
+) -> bool {
+    ctx.secrets
+        .credential(proxy_namespace, credential_name, false)
+        .is_ok()
+}
+
+/// The credentials of the servers the gateway terminates TLS for (`credentialName`,
+/// `credentialNames`), each once.
+pub fn terminated_credentials<'a: 'b, 'b>(
+    servers: impl Iterator<Item = &'b GatewayServer<'a>>,
+) -> BTreeSet<String> {
+    servers
+        .filter(|s| {
+            matches!(
+                s.kind(),
+                ServerKind::HttpsTerminated | ServerKind::TlsTerminated
+            )
+        })
+        .filter_map(|s| s.tls.as_ref())
+        .flat_map(|tls| std::iter::once(&tls.credential_name).chain(&tls.credential_names))
+        .filter(|c| !c.is_empty())
+        .cloned()
+        .collect()
 }
 
 /// The merged gateway of `proxy`: every server of the Gateways whose selector matches it.
@@ -459,6 +485,9 @@ impl<'a> Merger<'a> {
         self.done.ports.iter().position(|m| m.port == *port)
     }
 }
+
+mod credentials;
+pub use credentials::{MissingCredential, missing_credentials};
 
 #[cfg(test)]
 mod tests;

@@ -14,6 +14,7 @@ use super::host;
 use super::istio::{DestinationRule, Gateway, Resolution, Sidecar};
 use super::mesh::MeshConfig;
 use super::push_request::PushRequest;
+use super::secrets::SecretIndex;
 use super::service::{Endpoint, Service, endpoints_of, labels_match, services_of};
 use super::visibility::ExportTo;
 
@@ -98,6 +99,8 @@ pub struct PushContext {
     pub destination_rules: Arc<DestinationRuleIndex>,
     pub gateways: Arc<GatewayIndex>,
     pub sidecars: Arc<SidecarIndex>,
+    /// TLS Secrets by namespace and name (`super::secrets`).
+    pub secrets: Arc<SecretIndex>,
     pub mesh: Arc<MeshConfig>,
     /// Answers computed from this context, shared by the proxies that ask the same question.
     pub memo: super::memo::Memo,
@@ -200,6 +203,11 @@ impl PushContext {
         } else {
             prev.sidecars.clone()
         };
+        let secrets = if kinds.contains(&ConfigKind::Secret) {
+            Arc::new(SecretIndex::build(configs))
+        } else {
+            prev.secrets.clone()
+        };
         let endpoint_changes =
             (!request.full).then(|| Arc::new(endpoint_differences(&prev.endpoints, &endpoints)));
         PushContext {
@@ -211,6 +219,7 @@ impl PushContext {
             destination_rules,
             gateways,
             sidecars,
+            secrets,
             mesh: mesh.clone(),
             memo: Default::default(),
         }
@@ -229,6 +238,7 @@ impl PushContext {
             destination_rules: Arc::new(index_destination_rules(configs)),
             gateways: Arc::new(index_gateways(configs)),
             sidecars: Arc::new(index_sidecars(configs)),
+            secrets: Arc::new(SecretIndex::build(configs)),
             mesh: mesh.clone(),
             memo: Default::default(),
             endpoint_changes: None,

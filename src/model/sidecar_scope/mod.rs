@@ -8,7 +8,7 @@
 //! `deps` is the set of configs that the proxy's generated xDS reads: a change to any other
 //! config cannot change what it would be sent, so it is not pushed (istiod's ProxyNeedsPush).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::config::{Config, ConfigKey};
@@ -122,6 +122,10 @@ pub struct SidecarScope {
     pub inbound: Vec<InboundPort>,
     /// The configs generation reads for this proxy.
     pub deps: BTreeSet<ConfigKey>,
+    /// A gateway's terminating credentials and whether each is there to serve (a server
+    /// whose credential is missing gets no filter chain): a Secret change pushes more than
+    /// SDS only when this changes.
+    pub credentials: BTreeMap<String, bool>,
 }
 
 impl SidecarScope {
@@ -245,16 +249,22 @@ fn inbound_ports(ctx: &PushContext, proxy: &Proxy) -> BTreeSet<InboundPort> {
 
 /// Whether a push must reach a proxy whose scope was `old` and is now `new` (istiod's
 /// `ProxyNeedsPush`): forced and unscoped pushes reach everyone; otherwise only a proxy that
-/// depends, before or after, on a changed config.
+/// depends, before or after, on a changed config. A Secret's content reaches a proxy over
+/// SDS alone (`xds::stream`): a changed Secret needs a full push only where it changed
+/// whether a credential is there to serve.
 pub fn needs_push(old: Option<&SidecarScope>, new: &SidecarScope, request: &PushRequest) -> bool {
     if request.forced || request.configs_updated.is_empty() {
         return true;
     }
     let Some(old) = old else { return true };
-    request
-        .configs_updated
-        .iter()
-        .any(|k| new.deps.contains(k) || old.deps.contains(k))
+    request.configs_updated.iter().any(|k| {
+        let depends = new.deps.contains(k) || old.deps.contains(k);
+        if k.kind == super::config::ConfigKind::Secret {
+            depends && old.credentials != new.credentials
+        } else {
+            depends
+        }
+    })
 }
 
 /// The Sidecar resource that applies to `proxy`: one in its namespace whose selector matches,
@@ -364,6 +374,17 @@ fn gateway_scope(ctx: &PushContext, proxy: &Proxy) -> SidecarScope {
         if proxy.matches_selector(&gw.selector) {
             scope.deps.insert(config.key.clone());
         }
+    }
+    for name in gateway::terminated_credentials(merged.servers()) {
+        let reference = super::secrets::SecretRef::parse(
+            &super::secrets::resource_name(&name),
+            &proxy.namespace,
+        );
+        scope
+            .deps
+            .extend(reference.into_iter().flat_map(|r| r.related()));
+        let available = gateway::credential_available(ctx, &proxy.namespace, &name);
+        scope.credentials.insert(name, available);
     }
     for server in merged.servers() {
         for (vs, _) in ctx.virtual_services_for_gateway(&server.gateway) {

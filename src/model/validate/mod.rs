@@ -78,6 +78,8 @@ pub fn validate(config: &Config) -> Result<(), Vec<String>> {
         Spec::DestinationRule(dr) => destination_rule::destination_rule(&mut errs, dr, namespace),
         Spec::Gateway(gw) => gateway::gateway(&mut errs, gw, config.name()),
         Spec::Sidecar(sc) => sidecar::sidecar(&mut errs, sc),
+        // Checked as it is decoded (`secrets::decode`).
+        Spec::Secret(_) => {}
     }
     errs.finish()
 }

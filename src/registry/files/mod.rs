@@ -248,6 +248,9 @@ impl FileRegistry {
             Applied::Unchanged => {}
             Applied::Parsed { report, new_kinds } => {
                 for error in &report.errors {
+                    if matches!(error.error, crate::model::parse::DocError::Secret(_)) {
+                        self.metrics.sds_certificate_errors.inc();
+                    }
                     tracing::warn!(
                         path = %error.path.display(),
                         document = error.index,

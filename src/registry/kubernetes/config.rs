@@ -1,4 +1,5 @@
-//! The index of Istio config read from Kubernetes (networking.istio.io objects).
+//! The index of Istio config read from Kubernetes (networking.istio.io objects, and the TLS
+//! Secrets: a Secret without TLS keys is not held).
 //!
 //! Owned by the IstioRegistry, which feeds it watch events per kind. Each object arrives as
 //! JSON (a kube `DynamicObject`) and is typed and validated by [`parse_value`], exactly as a
@@ -14,7 +15,7 @@ use super::namespaces::{NamespaceChange, NamespaceFilter};
 use super::store::{ObjKey, Store};
 use crate::model::config::{Config, ConfigKind};
 use crate::model::config_set::ConfigSet;
-use crate::model::parse::{DocOutcome, parse_value};
+use crate::model::parse::{DocOutcome, parse_cluster_secret, parse_value};
 
 /// An object that was not accepted, as reported.
 #[derive(Debug, Clone, PartialEq)]
@@ -180,7 +181,17 @@ impl IstioObjectIndex {
             map.insert("apiVersion".into(), api_version.into());
             map.insert("kind".into(), kind.as_str().into());
         }
-        let reason = match parse_value(object, &key.namespace) {
+        let outcome = if kind == ConfigKind::Secret {
+            parse_cluster_secret(&object, &key.namespace)
+        } else {
+            parse_value(object, &key.namespace)
+        };
+        let reason = match outcome {
+            // A Secret without TLS keys (most of a cluster's): not held, not reported.
+            DocOutcome::Unsupported { .. } if kind == ConfigKind::Secret => {
+                self.rejected.remove(&(kind, key.clone()));
+                return Some((key, None, None));
+            }
             DocOutcome::Config(config) => {
                 self.rejected.remove(&(kind, key.clone()));
                 let before = self.kinds.get(&kind).and_then(|s| s.get(&key));

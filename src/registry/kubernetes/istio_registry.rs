@@ -1,6 +1,7 @@
 //! The IstioRegistry: the networking.istio.io kinds the API server serves (found by
-//! discovery; and, with a namespace selector, Namespaces) watched into a [`IstioObjectIndex`],
-//! whose configs it sends as source `kubernetes-istio` through its [`Outbox`].
+//! discovery), TLS Secrets (`v1` Secrets, as istiod's credentials controller watches them;
+//! and, with a namespace selector, Namespaces) watched into a [`IstioObjectIndex`], whose
+//! configs it sends as source `kubernetes-istio` through its [`Outbox`].
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -32,6 +33,10 @@ pub struct IstioRegistry {
     tasks: BTreeMap<WatchKind, WatchTask>,
     mailbox_capacity: usize,
 }
+
+/// istiod's `SecretsFieldSelector`: the Secrets that cannot hold TLS material are not listed.
+const SECRETS_FIELD_SELECTOR: &str =
+    "type!=helm.sh/release.v1,type!=kubernetes.io/service-account-token";
 
 /// How long to wait before discovering the Istio API again after an error.
 const DISCOVERY_RETRY: Duration = Duration::from_secs(5);
@@ -97,12 +102,37 @@ impl IstioRegistry {
             self.out.expect(watch_kind);
             self.tasks.insert(watch_kind, task);
         }
+        self.watch_secrets(ctx);
         // Without any kind to list, the registry is synced now.
         super::publish(&mut self.out, self.index.configs(), Instant::now());
     }
 
-    fn report(rejected: Option<Rejected>) {
+    /// TLS Secrets, as istiod's credentials controller watches them: every Secret but Helm
+    /// releases and service-account tokens (its `SecretsFieldSelector`); those without TLS
+    /// keys are not held (`config::IstioObjectIndex`).
+    fn watch_secrets(&mut self, ctx: &mut Context<Self>) {
+        let kind = ConfigKind::Secret;
+        let watch_kind = WatchKind::Istio(kind);
+        let secrets = ApiResource {
+            group: String::new(),
+            version: "v1".into(),
+            api_version: "v1".into(),
+            kind: "Secret".into(),
+            plural: "secrets".into(),
+        };
+        let api = Api::<DynamicObject>::all_with(self.client.clone(), &secrets);
+        let config = watcher::Config::default().fields(SECRETS_FIELD_SELECTOR);
+        let task = watch::spawn(watch_kind, api, config, ctx.address().recipient());
+        self.versions.insert(kind, "v1".into());
+        self.out.expect(watch_kind);
+        self.tasks.insert(watch_kind, task);
+    }
+
+    fn report(&self, rejected: Option<Rejected>) {
         if let Some(r) = rejected {
+            if r.kind == ConfigKind::Secret {
+                self.out.metrics().sds_certificate_errors.inc();
+            }
             tracing::warn!(kind = %r.kind, object = %r.key, reason = %r.reason, kept_previous = r.kept_previous, "invalid config: {r}");
         }
     }
@@ -131,13 +161,17 @@ impl Handler<WatchEvent<DynamicObject>> for IstioRegistry {
         match msg.event {
             Event::Init => self.index.init(kind),
             Event::InitApply(obj) => {
-                Self::report(self.index.init_apply(kind, &api_version, value(obj)))
+                let rejected = self.index.init_apply(kind, &api_version, value(obj));
+                self.report(rejected)
             }
             Event::InitDone => {
                 self.index.init_done(kind);
                 self.out.listed(msg.kind);
             }
-            Event::Apply(obj) => Self::report(self.index.apply(kind, &api_version, value(obj))),
+            Event::Apply(obj) => {
+                let rejected = self.index.apply(kind, &api_version, value(obj));
+                self.report(rejected)
+            }
             Event::Delete(obj) => {
                 let ns = obj.metadata.namespace.clone().unwrap_or_default();
                 let name = obj.metadata.name.clone().unwrap_or_default();

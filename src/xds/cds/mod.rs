@@ -208,6 +208,8 @@ fn to_cluster(
         policy.tls,
         http2,
         &service.subject_alt_names,
+        proxy.proxy_type == ProxyType::Sidecar
+            && dr.is_none_or(|dr| dr.workload_selector.is_none()),
     );
     proxy_protocol::apply(&mut cluster, policy.proxy_protocol);
     if discovery_type(&cluster) == Some(DiscoveryType::OriginalDst) {

@@ -328,10 +328,20 @@ fn upstream_tls_simple_mutual_and_what_is_not_translated() {
         .unwrap();
     assert!(upstream.auto_sni && !upstream.auto_san_validation);
 
+    // A gateway uses a credential: its roots from `NAME-cacert` over SDS.
+    let cred = tls_context(&cs["outbound|80|cred|shop.example.com"]);
+    let common = cred.common_tls_context.unwrap();
     assert!(
-        cs["outbound|80|cred|shop.example.com"]
-            .transport_socket
-            .is_none()
+        common.tls_certificate_sds_secret_configs.is_empty(),
+        "SIMPLE"
+    );
+    let Some(ValidationContextType::CombinedValidationContext(v)) = common.validation_context_type
+    else {
+        panic!()
+    };
+    assert_eq!(
+        v.validation_context_sds_secret_config.unwrap().name,
+        "kubernetes://shop-cert-cacert"
     );
     assert!(
         cs["outbound|80|mesh|shop.example.com"]
@@ -503,3 +513,5 @@ spec:
     let upstream = http_options(&c).upstream_http_protocol_options.unwrap();
     assert!(upstream.auto_sni && upstream.auto_san_validation);
 }
+
+mod credential;

@@ -9,11 +9,15 @@
 //! The files reach Envoy over SDS, as istiod's do (its agent serves them): the secrets
 //! `file-cert:CERT~KEY` and `file-root:CA`, which axon serves itself (`sds`), pointing Envoy
 //! at the files, so that a file Envoy cannot read fails that secret and not the whole CDS
-//! update. The CRL, as istiod's, is read from its file directly. Not translated
-//! (`model::applied` reports them):
-//! `credentialName` (a sidecar without a workload selector sends no TLS for it, as istiod; a
-//! gateway would need SDS, which axon does not serve) and `ISTIO_MUTUAL` (the workload
-//! certificate of an agent).
+//! update. The CRL, as istiod's, is read from its file directly.
+//!
+//! `credentialName` (istiod's `ApplyCustomSDSToClientCommonTLSContext`): the client
+//! certificate of MUTUAL is the SDS secret `kubernetes://NAME` and the roots (unless
+//! `insecureSkipVerify`) `kubernetes://NAME-cacert`, which `sds` serves from the Secret of the
+//! proxy's namespace. As istiod, a sidecar whose DestinationRule has no `workloadSelector`
+//! sends no TLS for it (the credential would reach every sidecar of the rule's scope), and a
+//! `configmap://` credential is not served (`model::applied` reports it). Not translated
+//! (reported too): `ISTIO_MUTUAL` (the workload certificate of an agent).
 
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::core::v3::{
@@ -31,30 +35,42 @@ use envoy_types::pb::envoy::extensions::upstreams::http::v3::HttpProtocolOptions
 use envoy_types::pb::envoy::r#type::matcher::v3::{StringMatcher, string_matcher::MatchPattern};
 
 use crate::model::istio::traffic_policy::{ClientTls, TlsMode};
+use crate::model::secrets;
 use crate::xds::resource::any;
 use crate::xds::sds;
 
 /// Envoy's name of the TLS transport socket.
 const TLS_SOCKET: &str = "envoy.transport_sockets.tls";
 
-/// Whether axon translates `tls` (the other modes and `credentialName` are reported).
+/// istiod's prefix of a ConfigMap credential, which axon does not serve.
+pub const CONFIGMAP_PREFIX: &str = "configmap://";
+
+/// Whether axon translates `tls` (the other modes and ConfigMap credentials are reported).
 pub(super) fn is_translated(tls: &ClientTls) -> bool {
-    matches!(tls.mode, TlsMode::Simple | TlsMode::Mutual) && tls.credential_name.is_empty()
+    matches!(tls.mode, TlsMode::Simple | TlsMode::Mutual)
+        && !tls.credential_name.starts_with(CONFIGMAP_PREFIX)
 }
 
 /// Sets `cluster`'s transport socket from `tls`; `http2`: whether the cluster speaks HTTP/2.
 /// `service_sans`: the ServiceEntry's `subjectAltNames`, checked when `tls` names none (istiod
 /// does so for ServiceEntry services, after deciding on the automatic SAN check).
+/// `sidecar_without_selector`: the proxy is a sidecar and its DestinationRule has no
+/// `workloadSelector`, so a `credentialName` is not used (istiod's
+/// `buildUpstreamClusterTLSContext`).
 pub(super) fn apply(
     cluster: &mut Cluster,
     http: &mut Option<HttpProtocolOptions>,
     tls: Option<&ClientTls>,
     http2: bool,
     service_sans: &[String],
+    sidecar_without_selector: bool,
 ) {
     let Some(tls) = tls.filter(|t| is_translated(t)) else {
         return;
     };
+    if !tls.credential_name.is_empty() && sidecar_without_selector {
+        return;
+    }
     apply_auto_sni_and_san(http, tls);
     let defaulted;
     let tls =
@@ -84,6 +100,61 @@ pub(super) fn upstream_context(tls: &ClientTls, http2: bool) -> UpstreamTlsConte
         }),
         ..Default::default()
     };
+    if !tls.credential_name.is_empty() {
+        credential_context(&mut common, tls);
+    } else {
+        file_context(&mut common, tls);
+    }
+    if http2 {
+        common.alpn_protocols = vec!["h2".to_string()];
+    }
+    UpstreamTlsContext {
+        common_tls_context: Some(common),
+        sni: tls.sni.clone(),
+        ..Default::default()
+    }
+}
+
+/// istiod's `ApplyCustomSDSToClientCommonTLSContext`: the credential's certificate (MUTUAL)
+/// and roots, over SDS.
+fn credential_context(common: &mut CommonTlsContext, tls: &ClientTls) {
+    if tls.mode == TlsMode::Mutual {
+        common.tls_certificate_sds_secret_configs =
+            vec![secret_config(secrets::resource_name(&tls.credential_name))];
+    }
+    if tls.insecure_skip_verify == Some(true) {
+        return;
+    }
+    #[allow(deprecated)]
+    let checks = CertificateValidationContext {
+        match_subject_alt_names: exact_sans(tls),
+        ..Default::default()
+    };
+    common.validation_context_type = Some(ValidationContextType::CombinedValidationContext(
+        CombinedCertificateValidationContext {
+            default_validation_context: Some(checks),
+            validation_context_sds_secret_config: Some(secret_config(secrets::ca_resource_name(
+                &tls.credential_name,
+            ))),
+            ..Default::default()
+        },
+    ));
+}
+
+/// istiod's `StringToExactMatch`: each name exactly, whatever its type.
+fn exact_sans(tls: &ClientTls) -> Vec<StringMatcher> {
+    tls.subject_alt_names
+        .iter()
+        .flatten()
+        .map(|san| StringMatcher {
+            match_pattern: Some(MatchPattern::Exact(san.clone())),
+            ..Default::default()
+        })
+        .collect()
+}
+
+/// The certificates of file paths, by istio-agent's SDS names.
+fn file_context(common: &mut CommonTlsContext, tls: &ClientTls) {
     if tls.mode == TlsMode::Mutual {
         common
             .tls_certificate_sds_secret_configs
@@ -98,15 +169,7 @@ pub(super) fn upstream_context(tls: &ClientTls, http2: bool) -> UpstreamTlsConte
         #[allow(deprecated)]
         let checks = CertificateValidationContext {
             // istiod's `StringToExactMatch`: each name exactly, whatever its type.
-            match_subject_alt_names: tls
-                .subject_alt_names
-                .iter()
-                .flatten()
-                .map(|san| StringMatcher {
-                    match_pattern: Some(MatchPattern::Exact(san.clone())),
-                    ..Default::default()
-                })
-                .collect(),
+            match_subject_alt_names: exact_sans(tls),
             crl: (!tls.ca_crl.is_empty()).then(|| file(&tls.ca_crl)),
             ..Default::default()
         };
@@ -126,14 +189,6 @@ pub(super) fn upstream_context(tls: &ClientTls, http2: bool) -> UpstreamTlsConte
             })
         }
     });
-    if http2 {
-        common.alpn_protocols = vec!["h2".to_string()];
-    }
-    UpstreamTlsContext {
-        common_tls_context: Some(common),
-        sni: tls.sni.clone(),
-        ..Default::default()
-    }
 }
 
 /// istiod's `setAutoSniAndAutoSanValidation`: without an `sni`, the SNI is the request's

@@ -105,7 +105,7 @@ fn port_chains(
         };
         match server.kind() {
             ServerKind::HttpsTerminated | ServerKind::TlsTerminated
-                if !credentials_available(ctx, server) => {}
+                if !credentials_available(ctx, proxy, server) => {}
             ServerKind::HttpsTerminated => {
                 let stat_prefix = if server.server.name.is_empty() {
                     format!("outbound_{listener_name}")
@@ -147,13 +147,13 @@ fn port_chains(
     out
 }
 
-/// Whether every credential a terminating server names is available.
-fn credentials_available(ctx: &PushContext, server: &GatewayServer) -> bool {
+/// Whether every credential a terminating server names is available to `proxy`.
+fn credentials_available(ctx: &PushContext, proxy: &Proxy, server: &GatewayServer) -> bool {
     let Some(tls) = &server.tls else { return true };
     std::iter::once(&tls.credential_name)
         .chain(&tls.credential_names)
         .filter(|c| !c.is_empty())
-        .all(|c| gateway::credential_available(ctx, server.namespace, c))
+        .all(|c| gateway::credential_available(ctx, &proxy.namespace, c))
 }
 
 /// A gateway's HTTP connection manager (istiod's `buildGatewayConnectionManager`): routes

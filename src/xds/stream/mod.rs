@@ -10,6 +10,8 @@
 //! `pkg/server/sotw`, `delta` and `stream`.
 
 mod delta;
+#[cfg(test)]
+mod secret_tests;
 mod sotw;
 mod status;
 #[cfg(test)]
@@ -25,7 +27,7 @@ use super::delta::DeltaSubscription;
 use super::names::NameSets;
 use super::resource::{Request, ResourceType, Response};
 use super::subscription::{Decision, Subscription};
-use crate::model::config::ConfigKey;
+use crate::model::config::{ConfigKey, ConfigKind};
 use crate::model::proxy::Proxy;
 use crate::model::push_context::{PushContext, changed_clusters};
 use crate::model::push_request::PushRequest;
@@ -79,6 +81,9 @@ pub enum Event {
     Acked { version: u64 },
     /// Every subscribed type was ACKed for the first time.
     Synced,
+    /// Secrets the proxy asked for and was sent nothing for: missing, or of another
+    /// namespace (`pilot_sds_certificate_errors_total`, a warning).
+    SecretProblems(Vec<crate::xds::sds::SdsProblem>),
 }
 
 /// What a request or a push makes the stream do.
@@ -112,6 +117,8 @@ pub struct StreamState {
     /// During an endpoint-only push, the clusters whose endpoints changed: the EDS response
     /// then carries only those.
     eds_only: Option<BTreeSet<String>>,
+    /// The transport verified the proxy's identity (the TLS port).
+    verified: bool,
 }
 
 impl StreamState {
@@ -132,7 +139,15 @@ impl StreamState {
             synced: false,
             awaiting_ack: None,
             eds_only: None,
+            verified: false,
         }
+    }
+
+    /// A stream whose proxy's identity the transport verified (the TLS port): its proxy is
+    /// [`Proxy::verified`].
+    pub fn verified(mut self, verified: bool) -> StreamState {
+        self.verified = verified;
+        self
     }
 
     pub fn is_delta(&self) -> bool {
@@ -159,8 +174,9 @@ impl StreamState {
         let node = req.node().cloned().ok_or_else(|| {
             CloseReason::InvalidArgument("the first request on a stream must carry a node".into())
         })?;
+        let verified = self.verified;
         let proxy = Proxy::from_node(node)
-            .map(Arc::new)
+            .map(|p| Arc::new(Proxy { verified, ..p }))
             .map_err(|e| CloseReason::InvalidArgument(e.to_string()))?;
         self.proxy = Some(proxy.clone());
         Ok(proxy)
@@ -201,6 +217,9 @@ impl StreamState {
                 .is_some_and(|new| needs_push(old_scope.as_deref(), new, request));
             if needed {
                 &ResourceType::PUSH_ORDER
+            } else if self.watches_changed_secret(request) {
+                // A Secret changed: SDS only, and only to a proxy that watches it.
+                &[ResourceType::Secret]
             } else {
                 &[]
             }
@@ -328,6 +347,9 @@ impl StreamState {
             self.sotw_response(type_url, skip_unchanged)
         };
         let Some(response) = response else { return };
+        if type_url == ResourceType::Secret {
+            self.report_secret_problems(out);
+        }
         // EDS must follow a CDS response; an EDS response satisfies that.
         self.always_respond_eds = type_url == ResourceType::Cluster
             || (self.always_respond_eds && type_url != ResourceType::Endpoint);
@@ -354,6 +376,7 @@ impl StreamState {
             .filter(|k| {
                 !request.full
                     || self.scope.as_ref().is_some_and(|s| s.deps.contains(*k))
+                    || self.watched_secrets().any(|w| w == **k)
                     || old_scope.is_some_and(|s| s.deps.contains(*k))
             })
             .cloned()
@@ -367,6 +390,42 @@ impl StreamState {
             version,
             start: request.start,
         });
+    }
+
+    /// The Secrets (and their `-cacert` twins) that the SDS names this stream watches read.
+    fn watched_secrets(&self) -> impl Iterator<Item = ConfigKey> + '_ {
+        let namespace = self.proxy.as_ref().map(|p| p.namespace.as_str());
+        self.subscribed(ResourceType::Secret)
+            .into_iter()
+            .flatten()
+            .filter_map(move |name| crate::model::secrets::SecretRef::parse(name, namespace?))
+            .flat_map(|reference| reference.related())
+    }
+
+    /// Whether a changed config is a Secret this stream's SDS names read.
+    fn watches_changed_secret(&self, request: &PushRequest) -> bool {
+        request
+            .configs_updated
+            .iter()
+            .any(|k| k.kind == ConfigKind::Secret)
+            && self
+                .watched_secrets()
+                .any(|k| request.configs_updated.contains(&k))
+    }
+
+    /// Reports the SDS names this stream watches that it got nothing for.
+    fn report_secret_problems(&self, out: &mut Output) {
+        let (Some(ctx), Some(proxy), Some(names)) = (
+            self.ctx.as_ref(),
+            self.proxy.as_ref(),
+            self.subscribed(ResourceType::Secret),
+        ) else {
+            return;
+        };
+        let problems = crate::xds::sds::problems(ctx, proxy, names);
+        if !problems.is_empty() {
+            out.events.push(Event::SecretProblems(problems));
+        }
     }
 
     /// The names subscribed for a type, if it is subscribed at all.

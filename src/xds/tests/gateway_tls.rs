@@ -72,8 +72,22 @@ spec:
     route: [{destination: {host: echo.shop.svc.cluster.local, port: {number: 9000}, subset: v2}}]
 "#;
 
+/// `yaml` with a valid TLS Secret of istio-system (the gateway proxy's namespace) for each
+/// of `names`: a terminating server whose credential is missing gets no filter chain.
+fn with_secrets(yaml: &str, names: &[&str]) -> String {
+    let (cert, key) = crate::model::secrets::tests::self_signed("gateway", 2);
+    let data = serde_json::json!({"tls.crt": cert, "tls.key": key, "ca.crt": cert});
+    let mut out = yaml.to_string();
+    for name in names {
+        out.push_str(&format!(
+            "---\napiVersion: v1\nkind: Secret\nmetadata: {{name: {name}, namespace: istio-system}}\nstringData: {data}\n"
+        ));
+    }
+    out
+}
+
 fn listeners() -> Vec<Listener> {
-    let ctx = context(MESH);
+    let ctx = context(&with_secrets(MESH, &["a-cert"]));
     decode(&generate_for(
         ResourceType::Listener,
         &ctx,
@@ -227,7 +241,7 @@ fn a_tls_server_terminates_before_its_tcp_route_and_grpc_web_gets_its_filter() {
         "  - port: {number: 9000, name: tcp, protocol: TCP}\n    hosts: [\"*\"]\n",
         "  - port: {number: 9000, name: tls-term, protocol: TLS}\n    hosts: [t.example.com]\n    tls: {mode: SIMPLE, credentialName: t}\n  - port: {number: 8081, name: grpc-web, protocol: GRPC-WEB}\n    hosts: [\"*\"]\n",
     );
-    let ctx = context(&yaml);
+    let ctx = context(&with_secrets(&yaml, &["a-cert", "t"]));
     let all: Vec<Listener> = decode(&generate_for(
         ResourceType::Listener,
         &ctx,
@@ -253,4 +267,23 @@ fn a_tls_server_terminates_before_its_tcp_route_and_grpc_web_gets_its_filter() {
         panic!()
     };
     assert_eq!(rds.route_config_name, "http.8081");
+}
+
+#[test]
+fn a_server_whose_credential_is_missing_gets_no_filter_chain() {
+    // No Secret a-cert in the gateway's namespace: only the file-backed server of 443 stays.
+    let ctx = context(MESH);
+    let all: Vec<Listener> = decode(&generate_for(
+        ResourceType::Listener,
+        &ctx,
+        &gateway_proxy(&[("istio", "ingressgateway")]),
+        &names(&[]),
+    ));
+    let https = all.iter().find(|l| l.name == "0.0.0.0_443").unwrap();
+    let sni: Vec<&Vec<String>> = https
+        .filter_chains
+        .iter()
+        .map(|c| &c.filter_chain_match.as_ref().unwrap().server_names)
+        .collect();
+    assert_eq!(sni, [&vec!["b.example.com".to_string()]]);
 }

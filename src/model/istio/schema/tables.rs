@@ -1456,8 +1456,9 @@ pub static OUTLIER_DETECTION: Message = Message {
     ],
 };
 
-// Applied: `cds::tls`, certificates read by Envoy from the files. `mode: ISTIO_MUTUAL` is
-// noted by `model::applied`; `credentialName` (SDS) is not applied.
+// Applied: `cds::tls`, certificates read by Envoy from the files, or `credentialName` from a
+// Secret over SDS (`xds::sds`). `mode: ISTIO_MUTUAL` and `configmap://` credentials are noted
+// by `model::applied`.
 pub static CLIENT_TLS_SETTINGS: Message = Message {
     name: "ClientTLSSettings",
     fields: &[
@@ -1484,7 +1485,7 @@ pub static CLIENT_TLS_SETTINGS: Message = Message {
         Field {
             name: "credentialName",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // A list.
         Field {
