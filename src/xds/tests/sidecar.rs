@@ -80,8 +80,17 @@ fn sidecar_routes_and_clusters() {
             "allow_any"
         ]
     );
-    assert!(vh[1].domains.contains(&"reviews".to_string()));
-    assert!(vh[1].domains.contains(&"reviews.shop:15123".to_string()));
+    // As istiod for an Envoy sidecar: domains without a port, the port ignored.
+    assert_eq!(
+        vh[1].domains,
+        [
+            "reviews.shop.svc.cluster.local",
+            "reviews.shop.svc",
+            "reviews.shop",
+            "reviews"
+        ]
+    );
+    assert!(routes[0].ignore_port_in_host_matching);
     let Some(Action::Route(action)) = &vh[1].routes[0].action else {
         panic!("a route")
     };
