@@ -182,7 +182,7 @@ fn such_a_host_makes_no_listener_of_its_own() {
     // As istiod: outbound listeners come from service ports; with no service on 80, a
     // VirtualService for api.example.com adds no 0.0.0.0_80 (its traffic takes the
     // original-destination passthrough of virtualOutbound).
-    let services = SERVICES.split("---").nth(2).unwrap();
+    let services = SERVICES.split("---").nth(1).unwrap();
     let ctx = context(&format!("{services}{}", vs("api", "[api.example.com]", "")));
     let proxy = crate::model::fixtures::proxy("sidecar", "10.1.0.1", "a", &[]);
     let listeners: Vec<String> = decode::<Listener>(&generate_for(
@@ -198,4 +198,51 @@ fn such_a_host_makes_no_listener_of_its_own() {
         listeners,
         ["0.0.0.0_8080", "virtualOutbound", "virtualInbound"]
     );
+}
+
+#[test]
+fn a_destination_without_port_is_the_listener_port_of_a_multi_port_service() {
+    // istiod's `GetDestinationCluster`: a one-port service is reached on its port, a
+    // multi-port one on the port it was called on (axon took the first port).
+    let yaml = r#"
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: multi, namespace: a}
+spec:
+  hosts: [multi.a.svc.cluster.local]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  ports: [{number: 9080, name: http, protocol: HTTP}, {number: 9090, name: http-admin, protocol: HTTP}]
+  endpoints: [{address: 10.0.0.3}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: multi, namespace: a}
+spec:
+  hosts: [multi]
+  http:
+  - route: [{destination: {host: multi}, weight: 50}, {destination: {host: backend}, weight: 50}]
+"#;
+    for port in ["9080", "9090"] {
+        let on_port = vhosts(yaml, port);
+        let multi = on_port
+            .iter()
+            .find(|v| v.name == format!("multi.a.svc.cluster.local:{port}"))
+            .unwrap();
+        let Some(Action::Route(action)) = &multi.routes[0].action else {
+            panic!("a route")
+        };
+        let Some(ClusterSpecifier::WeightedClusters(w)) = &action.cluster_specifier else {
+            panic!("{action:?}")
+        };
+        let clusters: Vec<&str> = w.clusters.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(
+            clusters,
+            [
+                format!("outbound|{port}||multi.a.svc.cluster.local").as_str(),
+                "outbound|8080||backend.a.svc.cluster.local"
+            ]
+        );
+    }
 }
