@@ -1,12 +1,12 @@
 //! End-to-end: a mesh VirtualService whose host is no service (`api.example.com`, routed to
 //! the `backend` service) through a real sidecar Envoy (`INTERCEPTION_MODE: NONE`, namespace
-//! `a`, a Sidecar with two bound egress listeners importing `./*`: port 80 on a loopback
-//! address of its own, and a free port on 127.0.0.1).
+//! `a`, a Sidecar with two bound egress listeners importing `./*`, on a loopback address of
+//! the test's own: port 80, and backend's port 8080).
 //!
 //! As istiod (`buildSidecarVirtualHostsForVirtualService`): such a host gets a virtual host
 //! only on the route configuration of port 80, its domain the host alone (the port ignored in
 //! host matching), so `Host: api.example.com` on port 80 reaches backend, and on the other
-//! port falls to `allow_any` (the original destination, none on a directly-called listener)
+//! port (8080, backend's) falls to `allow_any` (the original destination, none on a directly-called listener)
 //! and does not; an unknown host on port 80 does not either.
 
 #[path = "support/scenario.rs"]
@@ -25,8 +25,8 @@ use support::*;
 const BACKEND: &str = "backend.a.svc.cluster.local";
 const BACKEND_PORT: u16 = 8080;
 
-/// Sidecar `default` in `a`: bound egress listeners on `addr_80`:80 and 127.0.0.1:`port`.
-fn sidecar_yaml(addr_80: Ipv4Addr, port: u16) -> String {
+/// Sidecar `default` in `a`: bound egress listeners on `addr`:80 and `addr`:8080.
+fn sidecar_yaml(addr: Ipv4Addr) -> String {
     format!(
         r#"apiVersion: networking.istio.io/v1
 kind: Sidecar
@@ -36,11 +36,11 @@ metadata:
 spec:
   egress:
   - port: {{number: 80, protocol: HTTP, name: http-80}}
-    bind: {addr_80}
+    bind: {addr}
     captureMode: NONE
     hosts: ["./*"]
-  - port: {{number: {port}, protocol: HTTP, name: http-other}}
-    bind: 127.0.0.1
+  - port: {{number: {BACKEND_PORT}, protocol: HTTP, name: http-backend}}
+    bind: {addr}
     captureMode: NONE
     hosts: ["./*"]
 "#
@@ -49,27 +49,10 @@ spec:
 
 const API_VS: &str = "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: api, namespace: a}\nspec:\n  hosts: [api.example.com]\n  http:\n  - route: [{destination: {host: backend, port: {number: 8080}}}]\n";
 
-/// A loopback address of this test's own (any 127/8 address is local on Linux), so that port
-/// 80 is free whatever else runs.
-fn own_loopback() -> Ipv4Addr {
-    let pid = std::process::id();
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    Ipv4Addr::new(
-        127,
-        100 + (pid % 100) as u8,
-        (nanos >> 8) as u8,
-        1 + (nanos % 250) as u8,
-    )
-}
-
 #[test]
 fn a_virtual_service_host_that_is_no_service_is_routed_on_port_80_only() {
     let backend = Upstream::start("backend");
-    let addr_80 = own_loopback();
-    let other_port = free_port();
+    let addr = own_loopback(&[80, BACKEND_PORT]);
     let config = ConfigDir::new();
     config.write(
         "services.yaml",
@@ -82,28 +65,20 @@ fn a_virtual_service_host_that_is_no_service_is_routed_on_port_80_only() {
         ),
     );
     config.write("routes.yaml", API_VS);
-    config.write("sidecar.yaml", &sidecar_yaml(addr_80, other_port));
+    config.write("sidecar.yaml", &sidecar_yaml(addr));
     let axon = Axon::start(config.path());
-    let (envoy, other_port) = start_envoy_listening(
-        &axon,
-        other_port,
-        |port| format!("127.0.0.1_{port}"),
-        |port| config.write("sidecar.yaml", &sidecar_yaml(addr_80, port)),
-        || Envoy::start(axon.xds_addr(), sidecar_options(NODE_A, "productpage", "a")),
-        CONVERGE,
-    );
-    let listener_80 = format!("{addr_80}_80");
-    assert!(
-        wait_until(CONVERGE, || dynamic_listener(
-            &envoy.config_dump(),
-            &listener_80
-        )
-        .is_some_and(|l| l.get("active_state").is_some())),
-        "no active listener {listener_80}\n{}",
-        describe_envoy(&envoy)
-    );
-    let on_80 = SocketAddr::from((addr_80, 80));
-    let on_other = Envoy::local(other_port);
+    let envoy = Envoy::start(axon.xds_addr(), sidecar_options(NODE_A, "productpage", "a"));
+    for port in [80, BACKEND_PORT] {
+        let name = format!("{addr}_{port}");
+        assert!(
+            wait_until(CONVERGE, || dynamic_listener(&envoy.config_dump(), &name)
+                .is_some_and(|l| l.get("active_state").is_some())),
+            "no active listener {name}\n{}",
+            describe_envoy(&envoy)
+        );
+    }
+    let on_80 = SocketAddr::from((addr, 80));
+    let on_other = SocketAddr::from((addr, BACKEND_PORT));
 
     // Port 80: the host alone, and with a port (ignored in host matching), reach backend.
     wait_for_answer(
@@ -117,8 +92,7 @@ fn a_virtual_service_host_that_is_no_service_is_routed_on_port_80_only() {
         http_get(on_80, "/", &[("Host", "api.example.com:80")]),
         (200, "backend".to_string())
     );
-    // The service itself, on either listener (axon serves a service on a declared listener
-    // at its own port).
+    // The service itself, on its port.
     assert_eq!(
         http_get(on_other, "/", &[("Host", BACKEND)]),
         (200, "backend".to_string())

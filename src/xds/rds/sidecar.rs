@@ -1,7 +1,9 @@
 //! Sidecar RDS: the route configuration named by a listener port, as istiod's
 //! `BuildSidecarOutboundVirtualHosts` makes it.
 //!
-//! The services the egress listener serves on the port each get a virtual host. The mesh
+//! The services the egress listener imports with an HTTP port of that number each get a
+//! virtual host (on a listener the Sidecar declares, as on the catch-all one: istiod imports
+//! on a declared listener only the services with its port). The mesh
 //! VirtualServices the listener imports are taken in istiod's order: each one's hosts are
 //! split as `separateVSHostsAndServices` does into services on the port (a host naming one
 //! exactly, or a wildcard whose most specific VirtualService for a service it matches is this
@@ -62,30 +64,23 @@ pub(super) fn route_configuration(
     }
 }
 
-/// The services an egress listener serves on `port`, each with the port it is reached on:
-/// on a listener the Sidecar declares for the port, a service's own port (or its first HTTP
-/// one); on the catch-all listener, the service's HTTP port `port`.
-fn services_on_port(egress: &EgressScope, explicit: bool, port: u32) -> Vec<(&Service, u32)> {
+/// The services an egress listener serves on `port`: those it imports with an HTTP port
+/// `port`, on the listener the Sidecar declares for the port as on the catch-all one (istiod
+/// imports on a declared listener only the services with its port, `serviceMatchingListenerPort`,
+/// and builds virtual hosts for their HTTP ports).
+fn services_on_port(egress: &EgressScope, port: u32) -> Vec<&Service> {
     egress
         .services
         .iter()
-        .filter_map(|service| {
-            let service_port = if explicit {
-                service
-                    .port(port)
-                    .or_else(|| service.ports.iter().find(|p| is_http(&p.protocol)))?
-            } else {
-                service.port(port).filter(|p| is_http(&p.protocol))?
-            };
-            Some((service.as_ref(), service_port.number))
-        })
+        .filter(|service| service.port(port).is_some_and(|p| is_http(&p.protocol)))
+        .map(|service| service.as_ref())
         .collect()
 }
 
 /// A VirtualService's hosts on one port, as istiod's `separateVSHostsAndServices`.
 struct HostSplit<'a> {
     /// Services on the port it names (exactly, or as the most specific wildcard).
-    services: Vec<(&'a Service, u32)>,
+    services: Vec<&'a Service>,
     /// Its hosts that are no service on the port, lowercased.
     others: Vec<String>,
 }
@@ -94,7 +89,7 @@ fn split_hosts<'a>(
     egress: &EgressScope,
     config: &Config,
     vs: &VirtualService,
-    on_port: &[(&'a Service, u32)],
+    on_port: &[&'a Service],
 ) -> HostSplit<'a> {
     let mut split = HostSplit {
         services: Vec::new(),
@@ -103,15 +98,15 @@ fn split_hosts<'a>(
     for h in &vs.hosts {
         let h = host::resolve(h, config.namespace()).to_lowercase();
         if !h.starts_with('*') {
-            match on_port.iter().find(|(s, _)| s.hostname == h) {
+            match on_port.iter().find(|s| s.hostname == h) {
                 Some(found) => split.services.push(*found),
                 None => split.others.push(h),
             }
             continue;
         }
-        let matching: Vec<&(&Service, u32)> = on_port
+        let matching: Vec<&&Service> = on_port
             .iter()
-            .filter(|(s, _)| host::matches(&h, &s.hostname))
+            .filter(|s| host::matches(&h, &s.hostname))
             .collect();
         if matching.is_empty() {
             split.others.push(h);
@@ -120,12 +115,9 @@ fn split_hosts<'a>(
         // istiod's `mostSpecificWildcardVsIndex`: a service takes only the VirtualService
         // that names it exactly, else the one with its most specific wildcard.
         for found in matching {
-            let owner = egress.virtual_services_for(&found.0.hostname);
+            let owner = egress.virtual_services_for(&found.hostname);
             if owner.first().is_some_and(|(c, _)| c.key == config.key)
-                && !split
-                    .services
-                    .iter()
-                    .any(|(s, _)| s.hostname == found.0.hostname)
+                && !split.services.iter().any(|s| s.hostname == found.hostname)
             {
                 split.services.push(*found);
             }
@@ -177,24 +169,15 @@ fn sidecar_virtual_hosts(
     scope: &SidecarScope,
     port: u32,
 ) -> Vec<VirtualHost> {
-    let (egress, explicit) = match scope.egress_for_port(port) {
-        Some(e) => (e, true),
-        None => match scope.default_egress() {
-            Some(e) => (e, false),
-            None => return Vec::new(),
-        },
+    let Some(egress) = scope
+        .egress_for_port(port)
+        .or_else(|| scope.default_egress())
+    else {
+        return Vec::new();
     };
-    let on_port = services_on_port(egress, explicit, port);
+    let on_port = services_on_port(egress, port);
     let with_port = proxyless(proxy);
     let mut vhosts = VirtualHosts::new();
-    let routes_at = |config: &Config, vs: &VirtualService, at: u32| {
-        let target = RouteTarget {
-            proxy,
-            gateway: "mesh",
-            port: at,
-        };
-        translate_routes(ctx, config, vs, target)
-    };
     for config in &egress.virtual_services {
         let Spec::VirtualService(vs) = &config.spec else {
             continue;
@@ -203,40 +186,38 @@ fn sidecar_virtual_hosts(
         if split.services.is_empty() && port != NON_REGISTRY_PORT {
             continue;
         }
-        let routes = routes_at(config, vs, port);
-        if !routes.is_empty() {
-            for h in &split.others {
-                let name = format!("{h}:{port}");
-                let mut domains = vec![h.clone()];
-                if with_port {
-                    domains.push(name.clone());
-                }
-                vhosts.add(VirtualHost {
-                    name,
-                    domains,
-                    routes: routes.clone(),
-                    ..Default::default()
-                });
-            }
+        let target = RouteTarget {
+            proxy,
+            gateway: "mesh",
+            port,
+        };
+        let routes = translate_routes(ctx, config, vs, target);
+        // As istiod: a VirtualService with no route for the proxy here routes nothing.
+        if routes.is_empty() {
+            continue;
         }
-        for (service, service_port) in split.services {
-            let name = format!("{}:{port}", service.hostname);
-            if vhosts.has(&name) {
-                continue;
+        for h in &split.others {
+            let name = format!("{h}:{port}");
+            let mut domains = vec![h.clone()];
+            if with_port {
+                domains.push(name.clone());
             }
-            let routes = if service_port == port {
-                routes.clone()
-            } else {
-                routes_at(config, vs, service_port)
-            };
-            if !routes.is_empty() {
-                vhosts.add(service_vhost(proxy, service, port, routes));
+            vhosts.add(VirtualHost {
+                name,
+                domains,
+                routes: routes.clone(),
+                ..Default::default()
+            });
+        }
+        for service in split.services {
+            if !vhosts.has(&format!("{}:{port}", service.hostname)) {
+                vhosts.add(service_vhost(proxy, service, port, routes.clone()));
             }
         }
     }
-    for (service, service_port) in on_port {
+    for service in on_port {
         if !vhosts.has(&format!("{}:{port}", service.hostname)) {
-            let routes = vec![default_route(ctx, proxy, service, service_port)];
+            let routes = vec![default_route(ctx, proxy, service, port)];
             vhosts.add(service_vhost(proxy, service, port, routes));
         }
     }
