@@ -2,6 +2,7 @@
 //! config directory exactly as `serve` would load it.
 
 mod fd_limit;
+mod mesh_config;
 pub mod token_auth;
 mod validate;
 
@@ -27,7 +28,6 @@ use crate::http::monitoring::{self, Monitoring};
 use crate::limits::Limits;
 use crate::metrics::Metrics;
 use crate::model::config_set::{FILES, SourceId};
-use crate::model::mesh::MeshConfig;
 use crate::registry::files::watch::WatchRules;
 use crate::registry::files::{FileRegistry, FileSettings};
 use crate::registry::kubernetes::namespaces::NamespaceSelector;
@@ -120,9 +120,10 @@ pub struct ServeArgs {
     /// The audiences a bearer token must be for (comma-separated).
     #[arg(long, default_value = "istio-ca", value_delimiter = ',')]
     pub token_audience: Vec<String>,
-    /// The trust domain of the SPIFFE identities accepted on --xds-tls-addr.
-    #[arg(long, default_value = "cluster.local")]
-    pub trust_domain: String,
+    /// The trust domain of the SPIFFE identities accepted on --xds-tls-addr (default: the
+    /// mesh config's `trustDomain`, else cluster.local).
+    #[arg(long)]
+    pub trust_domain: Option<String>,
     /// Address of /metrics, /healthz and /ready (nothing per proxy).
     #[arg(long, default_value = "0.0.0.0:15014")]
     pub monitoring_addr: SocketAddr,
@@ -136,12 +137,17 @@ pub struct ServeArgs {
     /// The actor-limits TOML file (defaults apply without it).
     #[arg(long)]
     pub limits: Option<PathBuf>,
-    /// The mesh's root namespace: its selector-less Sidecar applies to every namespace.
-    #[arg(long, default_value = "istio-system")]
-    pub root_namespace: String,
-    /// `exportTo` of configs that set none (comma-separated: `*`, `.`, `~` or namespaces).
-    #[arg(long, default_value = "*", value_delimiter = ',')]
-    pub default_export_to: Vec<String>,
+    /// istiod's MeshConfig YAML (the `mesh` key of the `istio` ConfigMap), read at start-up.
+    #[arg(long)]
+    pub mesh_config: Option<PathBuf>,
+    /// The mesh's root namespace: its selector-less Sidecar applies to every namespace
+    /// (default: the mesh config's `rootNamespace`, else istio-system).
+    #[arg(long)]
+    pub root_namespace: Option<String>,
+    /// `exportTo` of configs that set none (comma-separated: `*`, `.`, `~` or namespaces;
+    /// default: the mesh config's per-kind defaults, else `*`).
+    #[arg(long, value_delimiter = ',')]
+    pub default_export_to: Option<Vec<String>>,
 }
 
 /// Runs the command line. A start-up error is one line on stderr naming what failed (the
@@ -205,6 +211,12 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         Some(path) => Limits::load(path).with_context(|| format!("--limits {}", path.display()))?,
         None => Limits::default(),
     };
+    let mesh = mesh_config::load(
+        args.mesh_config.as_deref(),
+        args.root_namespace.as_deref(),
+        args.default_export_to.as_deref(),
+        args.trust_domain.as_deref(),
+    )?;
     let fd_limit = fd_limit::raise();
     limits.max_connections = fd_limit::max_connections(limits.max_connections, fd_limit);
     anyhow::ensure!(
@@ -241,7 +253,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         };
         let kubernetes = client.clone().filter(|_| args.kubernetes);
         let token_client = client.filter(|_| args.token_auth.is_some());
-        run(args, limits, listeners, kubernetes, token_client).await
+        run(args, mesh, limits, listeners, kubernetes, token_client).await
     })
 }
 
@@ -348,6 +360,7 @@ async fn kubernetes_client(flag: &str) -> anyhow::Result<kube::Client> {
 
 async fn run(
     args: ServeArgs,
+    mesh: mesh_config::MeshSettings,
     limits: Limits,
     listeners: Listeners,
     kube_client: Option<kube::Client>,
@@ -372,11 +385,7 @@ async fn run(
         metrics.clone(),
     )
     .start();
-    let mesh = MeshConfig {
-        root_namespace: args.root_namespace.clone(),
-        default_export_to: args.default_export_to.clone(),
-        ..MeshConfig::default()
-    };
+    let mesh_config::MeshSettings { mesh, trust_domain } = mesh;
     let builder: Addr<SnapshotBuilder> = SnapshotBuilder::new(
         mesh,
         push_queue.clone().recipient(),
@@ -442,11 +451,11 @@ async fn run(
         metrics.clone(),
     );
     let drain = Drain::default();
-    let mut ads = ads.with_trust_domain(&args.trust_domain);
+    let mut ads = ads.with_trust_domain(&trust_domain);
     if let Some(client) = token_client {
         ads = ads.with_token_auth(token_auth::kubernetes(
             client,
-            &args.trust_domain,
+            &trust_domain,
             &args.token_audience,
             &limits,
             &metrics,

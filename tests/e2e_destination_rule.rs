@@ -17,7 +17,6 @@ use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 use std::time::Duration;
 
@@ -134,46 +133,12 @@ fn a_header_hash_keeps_a_user_on_one_endpoint_of_three() {
     );
 }
 
-/// An HTTP/1.1 server on 127.0.0.1 that answers 500 to every request; counts them.
-fn failing_upstream() -> (u16, Arc<AtomicU64>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let hits = Arc::new(AtomicU64::new(0));
-    let counter = hits.clone();
-    thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(mut conn) = conn else { continue };
-            let counter = counter.clone();
-            thread::spawn(move || {
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 4096];
-                while let Ok(n @ 1..) = conn.read(&mut chunk) {
-                    buf.extend_from_slice(&chunk[..n]);
-                    while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                        buf.drain(..end + 4);
-                        counter.fetch_add(1, Ordering::SeqCst);
-                        let body = "broken";
-                        let answer = format!(
-                            "HTTP/1.1 500 Internal Server Error\r\nx-upstream: broken\r\ncontent-length: {}\r\n\r\n{body}",
-                            body.len()
-                        );
-                        if conn.write_all(answer.as_bytes()).is_err() {
-                            return;
-                        }
-                    }
-                }
-            });
-        }
-    });
-    (port, hits)
-}
-
 #[test]
 fn an_endpoint_answering_500s_is_ejected_and_traffic_moves_to_the_healthy_one() {
     let healthy = EchoUpstream::start("healthy");
-    let (broken, broken_hits) = failing_upstream();
+    let broken = StatusUpstream::start("broken", 500);
     let (_config, _axon, envoy, gw) = start(&mesh_yaml(
-        &[healthy.port(), broken],
+        &[healthy.port(), broken.port()],
         "    outlierDetection: {consecutive5xxErrors: 2, interval: 1s, baseEjectionTime: 5m, maxEjectionPercent: 100}\n",
     ));
     wait_for_cluster_field(&envoy, "outlier_detection");
@@ -192,13 +157,13 @@ fn an_endpoint_answering_500s_is_ejected_and_traffic_moves_to_the_healthy_one() 
         "only the broken endpoint is ejected"
     );
     // Now every request goes to the healthy endpoint.
-    let hits_before = broken_hits.load(Ordering::SeqCst);
+    let hits_before = broken.hits();
     for _ in 0..30 {
         let r = get(gw, &[]);
         assert_eq!(r.status, 200, "{r:?}");
         assert_eq!(r.header("x-upstream"), Some("healthy"));
     }
-    assert_eq!(broken_hits.load(Ordering::SeqCst), hits_before);
+    assert_eq!(broken.hits(), hits_before);
     assert_no_rejected_updates(&envoy);
 }
 

@@ -11,11 +11,6 @@ mod scenario;
 mod support;
 
 use std::collections::BTreeSet;
-use std::io::{Read, Write};
-use std::net::TcpListener;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU16, Ordering};
-use std::thread;
 use std::time::Duration;
 
 use scenario::*;
@@ -24,39 +19,6 @@ use support::*;
 const CONVERGE: Duration = Duration::from_secs(30);
 const ECHO: &str = "echo.demo.svc.cluster.local";
 const CLUSTER: &str = "outbound|80||echo.demo.svc.cluster.local";
-
-/// An HTTP/1.1 upstream on 127.0.0.1 that answers every request with the status in its
-/// `AtomicU16` and `x-upstream: NAME`.
-fn upstream(name: &'static str) -> (u16, Arc<AtomicU16>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let status = Arc::new(AtomicU16::new(200));
-    let shared = status.clone();
-    thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(mut conn) = conn else { continue };
-            let status = shared.clone();
-            thread::spawn(move || {
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 4096];
-                while let Ok(n @ 1..) = conn.read(&mut chunk) {
-                    buf.extend_from_slice(&chunk[..n]);
-                    while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                        buf.drain(..end + 4);
-                        let code = status.load(Ordering::SeqCst);
-                        let answer = format!(
-                            "HTTP/1.1 {code} X\r\nx-upstream: {name}\r\ncontent-length: 2\r\n\r\nok"
-                        );
-                        if conn.write_all(answer.as_bytes()).is_err() {
-                            return;
-                        }
-                    }
-                }
-            });
-        }
-    });
-    (port, status)
-}
 
 /// The mesh: ServiceEntry `echo` with an endpoint in `r1/z1/s1` on `near` and one in
 /// `r2/z1` on `far`, its DestinationRule with `policy` (under `trafficPolicy:`, indented by
@@ -126,11 +88,13 @@ const BOTH: [&str; 2] = ["\"region\":\"r2\"", "\"sub_zone\":\"s1\""];
 
 #[test]
 fn with_outlier_detection_traffic_stays_near_and_fails_over_when_it_is_ejected() {
-    let (near, near_status) = upstream("near");
-    let (far, _) = upstream("far");
+    let (near, far) = (
+        StatusUpstream::start("near", 200),
+        StatusUpstream::start("far", 200),
+    );
     let (_config, _axon, envoy, gw) = start(&mesh_yaml(
-        near,
-        far,
+        near.port(),
+        far.port(),
         "    outlierDetection: {consecutive5xxErrors: 1, interval: 1s, baseEjectionTime: 5m, maxEjectionPercent: 100}\n",
     ));
     wait_for_endpoints(&envoy, &BOTH);
@@ -139,7 +103,7 @@ fn with_outlier_detection_traffic_stays_near_and_fails_over_when_it_is_ejected()
         assert_eq!(upstream_of(gw), (200, "near".to_string()));
     }
     // The near endpoint fails: after its ejection, the far one takes the traffic.
-    near_status.store(503, Ordering::SeqCst);
+    near.set_status(503);
     let ok = wait_until(CONVERGE, || upstream_of(gw) == (200, "far".to_string()));
     assert!(ok, "never failed over:\n{}", describe_envoy(&envoy));
     for _ in 0..20 {
@@ -150,11 +114,13 @@ fn with_outlier_detection_traffic_stays_near_and_fails_over_when_it_is_ejected()
 
 #[test]
 fn without_outlier_detection_both_localities_share_the_traffic() {
-    let (near, _) = upstream("near");
-    let (far, _) = upstream("far");
+    let (near, far) = (
+        StatusUpstream::start("near", 200),
+        StatusUpstream::start("far", 200),
+    );
     let (_config, _axon, envoy, gw) = start(&mesh_yaml(
-        near,
-        far,
+        near.port(),
+        far.port(),
         "    loadBalancer: {simple: ROUND_ROBIN}\n",
     ));
     wait_for_endpoints(&envoy, &BOTH);
@@ -168,11 +134,13 @@ fn without_outlier_detection_both_localities_share_the_traffic() {
 
 #[test]
 fn a_distribute_rule_sends_everything_to_the_locality_it_names() {
-    let (near, _) = upstream("near");
-    let (far, _) = upstream("far");
+    let (near, far) = (
+        StatusUpstream::start("near", 200),
+        StatusUpstream::start("far", 200),
+    );
     let (_config, _axon, envoy, gw) = start(&mesh_yaml(
-        near,
-        far,
+        near.port(),
+        far.port(),
         "    loadBalancer:\n      simple: ROUND_ROBIN\n      localityLbSetting:\n        distribute:\n        - from: r1/z1/*\n          to: {\"r2/*\": 100}\n",
     ));
     wait_for_endpoints(&envoy, &["\"region\":\"r2\""]);

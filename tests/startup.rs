@@ -127,6 +127,29 @@ fn kubernetes_without_a_reachable_cluster_names_the_flag() {
 }
 
 #[test]
+fn a_bad_mesh_config_names_the_flag_the_file_the_line_and_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mesh.yaml");
+    std::fs::write(
+        &path,
+        "rootNamespace: istio-system\nh2UpgradePolicy: SOMETIMES\n",
+    )
+    .unwrap();
+    let flag_value = format!("--mesh-config {}", path.display());
+    let line = the_error(&serve(&["--mesh-config", path.to_str().unwrap()], &[]));
+    assert!(
+        line.contains(&flag_value) && line.contains("line 2") && line.contains("h2UpgradePolicy"),
+        "{line}"
+    );
+    std::fs::write(&path, "defaultServiceExportTo: ['*']\nrootNamspace: x\n").unwrap();
+    let line = the_error(&serve(&["--mesh-config", path.to_str().unwrap()], &[]));
+    assert!(
+        line.contains("line 2") && line.contains("did you mean \"rootNamespace\""),
+        "{line}"
+    );
+}
+
+#[test]
 fn a_config_dir_that_is_not_a_directory_names_the_flag() {
     let out = Command::new(AXON)
         .args(["serve", "--config-dir", "/nonexistent/dir"])

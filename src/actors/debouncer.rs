@@ -25,29 +25,48 @@ pub enum Step {
     Idle,
 }
 
-/// The pure debounce rule (istiod's `debounce`).
+/// The pure debounce rule: istiod's `debounce`, with a lane per namespace. Each lane merges
+/// the changes of its namespace (`""`: cluster-scoped configs and unscoped pushes) and is
+/// ready when its namespace has been quiet for `after`, or `max` after its first change; a
+/// flush takes every ready lane and leaves the others waiting. So a namespace that changes
+/// every 50 ms holds back only itself (flushed at `max`), and a change elsewhere is flushed
+/// `after` its own last event, never later than the build in progress. Still one build at a
+/// time: lanes that become ready meanwhile go into the next flush.
 #[derive(Debug)]
 pub struct DebounceState {
     after: Duration,
     max: Duration,
     eds_debounce: bool,
-    pending: Option<PushRequest>,
-    first_event: Instant,
-    last_event: Instant,
+    lanes: BTreeMap<String, Lane>,
     building: bool,
     pub events: u64,
 }
 
+/// One namespace's merged changes.
+#[derive(Debug)]
+struct Lane {
+    pending: PushRequest,
+    first_event: Instant,
+    last_event: Instant,
+}
+
+impl Lane {
+    /// When it is ready to flush.
+    fn due(&self, after: Duration, max: Duration, eds_debounce: bool) -> Option<Instant> {
+        if !self.pending.full && !eds_debounce {
+            return None;
+        }
+        Some((self.last_event + after).min(self.first_event + max))
+    }
+}
+
 impl DebounceState {
     pub fn new(after: Duration, max: Duration, eds_debounce: bool) -> DebounceState {
-        let now = Instant::now();
         DebounceState {
             after,
             max,
             eds_debounce,
-            pending: None,
-            first_event: now,
-            last_event: now,
+            lanes: BTreeMap::new(),
             building: false,
             events: 0,
         }
@@ -55,37 +74,70 @@ impl DebounceState {
 
     pub fn on_event(&mut self, request: PushRequest, now: Instant) {
         self.events += 1;
-        self.last_event = now;
-        self.pending = Some(match self.pending.take() {
-            None => {
-                self.first_event = now;
-                request
+        for (namespace, part) in request.split_by_namespace() {
+            match self.lanes.remove(&namespace) {
+                None => {
+                    let lane = Lane {
+                        pending: part,
+                        first_event: now,
+                        last_event: now,
+                    };
+                    self.lanes.insert(namespace, lane);
+                }
+                Some(lane) => {
+                    let lane = Lane {
+                        pending: lane.pending.merge(part),
+                        last_event: now,
+                        ..lane
+                    };
+                    self.lanes.insert(namespace, lane);
+                }
             }
-            Some(pending) => pending.merge(request),
-        });
+        }
     }
 
-    /// Decides at `now`: flush the merged request, wait, or nothing pending.
+    /// Decides at `now`: flush the ready lanes merged, wait for the next one, or nothing
+    /// pending.
     pub fn step(&mut self, now: Instant) -> Step {
-        let Some(pending) = &self.pending else {
-            return Step::Idle;
-        };
-        let quiet_until = self.last_event + self.after;
-        let max_until = self.first_event + self.max;
-        let skip_wait = !pending.full && !self.eds_debounce;
-        if now >= quiet_until || now >= max_until || skip_wait {
-            if self.building {
-                return Step::Idle;
-            }
-            self.building = true;
-            return Step::Flush(self.pending.take().expect("checked above"));
+        let (after, max, eds) = (self.after, self.max, self.eds_debounce);
+        let ready: Vec<String> = self
+            .lanes
+            .iter()
+            .filter(|(_, lane)| lane.due(after, max, eds).is_none_or(|at| now >= at))
+            .map(|(ns, _)| ns.clone())
+            .collect();
+        if ready.is_empty() {
+            return match self
+                .lanes
+                .values()
+                .filter_map(|l| l.due(after, max, eds))
+                .min()
+            {
+                Some(at) => Step::WaitUntil(at),
+                None => Step::Idle,
+            };
         }
-        Step::WaitUntil(quiet_until.min(max_until))
+        if self.building {
+            return Step::Idle;
+        }
+        self.building = true;
+        let merged = ready
+            .iter()
+            .filter_map(|ns| self.lanes.remove(ns))
+            .map(|lane| lane.pending)
+            .reduce(PushRequest::merge)
+            .expect("a ready lane");
+        Step::Flush(merged)
     }
 
     /// The flush sent last has been built.
     pub fn built(&mut self) {
         self.building = false;
+    }
+
+    /// Namespaces with changes waiting.
+    pub fn waiting_lanes(&self) -> usize {
+        self.lanes.len()
     }
 }
 
@@ -350,5 +402,123 @@ mod tests {
         );
         s.built();
         assert!(matches!(s.step(t0 + 300 * MS), Step::Flush(_)));
+    }
+
+    fn edit(namespace: &str, at: Instant) -> PushRequest {
+        use crate::model::config::{ConfigKey, ConfigKind};
+        PushRequest::config_change(
+            std::collections::BTreeSet::from([ConfigKey::new(
+                ConfigKind::VirtualService,
+                namespace,
+                "vs",
+            )]),
+            at.into_std(),
+        )
+    }
+
+    #[test]
+    fn a_busy_namespace_holds_back_only_itself() {
+        let t0 = Instant::now();
+        let mut s = DebounceState::new(100 * MS, 2_000 * MS, true);
+        let mut flushes: Vec<(Duration, Vec<String>)> = Vec::new();
+        let mut t = t0;
+        // `busy` changes every 50 ms for 3 s; `quiet` once, at 1 s.
+        while t < t0 + 3_000 * MS {
+            s.on_event(edit("busy", t), t);
+            if t == t0 + 1_000 * MS {
+                s.on_event(edit("quiet", t), t);
+            }
+            for now in [t, t + 25 * MS] {
+                if let Step::Flush(r) = s.step(now) {
+                    let namespaces = r.configs_updated.iter().map(|k| k.namespace.clone());
+                    flushes.push((now - t0, namespaces.collect()));
+                    s.built();
+                }
+            }
+            t += 50 * MS;
+        }
+        assert_eq!(
+            flushes,
+            [
+                (1_100 * MS, vec!["quiet".to_string()]),
+                (2_000 * MS, vec!["busy".to_string()]),
+            ],
+            "the quiet change after its own quiet time; the busy one at max"
+        );
+    }
+
+    #[test]
+    fn lanes_ready_together_flush_together_and_wait_for_the_build() {
+        let t0 = Instant::now();
+        let mut s = DebounceState::new(100 * MS, 1_000 * MS, true);
+        s.on_event(edit("a", t0), t0);
+        s.on_event(edit("b", t0 + 10 * MS), t0 + 10 * MS);
+        assert_eq!(s.step(t0 + 50 * MS), Step::WaitUntil(t0 + 100 * MS));
+        let Step::Flush(first) = s.step(t0 + 100 * MS) else {
+            panic!("a is ready")
+        };
+        assert_eq!(first.configs_updated.len(), 1);
+        // b becomes ready while a's flush is built: it waits, then goes alone.
+        assert_eq!(s.step(t0 + 110 * MS), Step::Idle);
+        s.built();
+        let Step::Flush(second) = s.step(t0 + 120 * MS) else {
+            panic!("b is ready")
+        };
+        assert_eq!(second.configs_updated.iter().next().unwrap().namespace, "b");
+        assert_eq!(s.waiting_lanes(), 0);
+        // Two namespaces quiet at once: one flush.
+        s.built();
+        s.on_event(edit("a", t0), t0 + 200 * MS);
+        s.on_event(edit("b", t0), t0 + 200 * MS);
+        let Step::Flush(both) = s.step(t0 + 300 * MS) else {
+            panic!("both are ready")
+        };
+        assert_eq!(both.configs_updated.len(), 2);
+        assert_eq!(both.reasons.values().sum::<u32>(), 2);
+    }
+
+    #[actix_rt::test]
+    async fn the_actor_flushes_a_quiet_namespace_beside_a_busy_one() {
+        tokio::time::pause();
+        let flushes = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let probe = Probe(flushes.clone()).start();
+        let debouncer = Debouncer::new(
+            DebounceState::new(100 * MS, 10_000 * MS, true),
+            probe.recipient(),
+            16,
+            Metrics::new(),
+        )
+        .start();
+        let t0 = Instant::now();
+        let send = |namespace: &str| {
+            debouncer.do_send(ConfigUpdate {
+                source: "test",
+                configs: Arc::default(),
+                request: edit(namespace, Instant::now()),
+            })
+        };
+        let mut quiet_at = None;
+        while Instant::now() - t0 < 3_000 * MS {
+            send("busy");
+            if quiet_at.is_none() && Instant::now() - t0 >= 1_000 * MS {
+                send("quiet");
+                quiet_at = Some(Instant::now());
+            }
+            tokio::time::sleep(50 * MS).await;
+        }
+        tokio::time::sleep(20 * MS).await;
+        let flushes = flushes.lock().unwrap();
+        assert_eq!(
+            flushes.len(),
+            1,
+            "only the quiet namespace, before busy's max"
+        );
+        let after = flushes[0].0 - quiet_at.unwrap();
+        assert!(
+            after >= 100 * MS && after <= 105 * MS,
+            "flushed {after:?} after the edit"
+        );
+        let keys = &flushes[0].1.configs_updated;
+        assert!(keys.iter().all(|k| k.namespace == "quiet"), "{keys:?}");
     }
 }

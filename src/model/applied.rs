@@ -3,9 +3,9 @@
 //! `path: what is not applied`, reported beside the tables' fields.
 
 mod destination_rule;
+mod gateway;
 
 use super::config::Spec;
-use super::gateway::HTTP_PROTOCOLS as GATEWAY_PROTOCOLS;
 use super::istio::routing_claim;
 use super::service::is_http_protocol;
 
@@ -13,18 +13,7 @@ use super::service::is_http_protocol;
 pub fn partial_notes(spec: &Spec) -> Vec<String> {
     let mut notes = Vec::new();
     match spec {
-        Spec::Gateway(gw) => {
-            for (i, server) in gw.servers.iter().enumerate() {
-                let Some(port) = &server.port else { continue };
-                let protocol = port.protocol.to_ascii_uppercase();
-                if !GATEWAY_PROTOCOLS.contains(&protocol.as_str()) {
-                    notes.push(format!(
-                        "spec.servers[{i}].port.protocol: a {protocol} server is not served \
-                         (axon serves HTTP, HTTP2 and GRPC servers only)"
-                    ));
-                }
-            }
-        }
+        Spec::Gateway(gw) => gateway::notes(gw, &mut notes),
         Spec::ServiceEntry(se) => {
             for (i, port) in se.ports.iter().enumerate() {
                 let protocol = port.protocol.to_ascii_uppercase();
@@ -42,6 +31,15 @@ pub fn partial_notes(spec: &Spec) -> Vec<String> {
             }
         }
         Spec::VirtualService(vs) => {
+            let on_mesh = vs.gateways.is_empty() || vs.gateways.iter().any(|g| g == "mesh");
+            for (field, routes) in [("tcp", vs.tcp.len()), ("tls", vs.tls.len())] {
+                if on_mesh && routes > 0 {
+                    notes.push(format!(
+                        "spec.{field}: on sidecars (the VirtualService is bound to the mesh), \
+                         whose {field} routes axon does not build yet (gateways' are applied)"
+                    ));
+                }
+            }
             for (i, http) in vs.http.iter().enumerate() {
                 for (j, m) in http.matches.iter().enumerate() {
                     let claims = |map: &std::collections::BTreeMap<String, _>| {
@@ -100,13 +98,13 @@ mod tests {
     #[test]
     fn values_applied_in_part_are_noted() {
         let gw = spec(
-            "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: g}\nspec:\n  selector: {istio: ingressgateway}\n  servers:\n  - {port: {number: 80, name: http, protocol: HTTP}, hosts: ['*']}\n  - {port: {number: 443, name: https, protocol: HTTPS}, hosts: ['*'], tls: {mode: SIMPLE, credentialName: c}}\n",
+            "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: g}\nspec:\n  selector: {istio: ingressgateway}\n  servers:\n  - {port: {number: 80, name: http, protocol: HTTP}, hosts: ['*']}\n  - {port: {number: 443, name: https, protocol: HTTPS}, hosts: ['*'], tls: {mode: SIMPLE, credentialName: c}}\n  - {port: {number: 444, name: m, protocol: HTTPS}, hosts: ['*'], tls: {mode: ISTIO_MUTUAL}}\n  - {port: {number: 445, name: auto, protocol: TLS}, hosts: ['*'], tls: {mode: AUTO_PASSTHROUGH}}\n  - {port: {number: 446, name: mf, protocol: HTTPS}, hosts: ['*'], tls: {mode: MUTUAL, serverCertificate: c, privateKey: k, caCertificates: ca, verifyCertificateSpki: [x]}}\n",
         );
         let notes = partial_notes(&gw);
-        assert_eq!(notes.len(), 1, "{notes:?}");
-        assert!(
-            notes[0].starts_with("spec.servers[1].port.protocol: a HTTPS server is not served")
-        );
+        assert_eq!(notes.len(), 3, "{notes:?}");
+        assert!(notes[0].starts_with("spec.servers[2].tls.mode: ISTIO_MUTUAL needs"));
+        assert!(notes[1].starts_with("spec.servers[3].tls.mode: AUTO_PASSTHROUGH"));
+        assert!(notes[2].starts_with("spec.servers[4].tls.verifyCertificateSpki: not applied"));
 
         let se = spec(
             "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: s}\nspec:\n  hosts: [db.example.com]\n  ports: [{number: 80, name: http, protocol: HTTP}, {number: 5432, name: pg, protocol: TCP}]\n  resolution: DNS\n",

@@ -16,6 +16,7 @@ use super::istio::traffic_policy::{
     LoadBalancerSettings, LocalityLbSetting, TrafficPolicy, ZoneAwareLbSetting,
 };
 use super::istio::{DestinationRule, Labels};
+use super::mesh::MeshConfig;
 
 pub const REGION_LABEL: &str = "topology.kubernetes.io/region";
 pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
@@ -133,15 +134,23 @@ pub enum LbSetting<'a> {
 
 impl<'a> LbSetting<'a> {
     /// istiod's `GetEffectiveLbSetting`: the rule's zone-aware setting, else its locality
-    /// setting (`None` when it says `enabled: false`), else the mesh's.
+    /// setting (`None` when it says `enabled: false`), else the mesh's, zone-aware first.
     pub fn effective(
         lb: Option<&'a LoadBalancerSettings>,
-        mesh: Option<&'a LocalityLbSetting>,
+        mesh: &'a MeshConfig,
     ) -> Option<LbSetting<'a>> {
         if let Some(z) = lb.and_then(|lb| lb.zone_aware_lb_setting.as_ref()) {
             return Some(LbSetting::ZoneAware(z));
         }
-        let setting = lb.and_then(|lb| lb.locality_lb_setting.as_ref()).or(mesh)?;
+        let setting = match lb.and_then(|lb| lb.locality_lb_setting.as_ref()) {
+            Some(l) => l,
+            None => {
+                if let Some(z) = &mesh.zone_aware_lb_setting {
+                    return Some(LbSetting::ZoneAware(z));
+                }
+                mesh.locality_lb_setting.as_ref()?
+            }
+        };
         (setting.enabled != Some(false)).then_some(LbSetting::Locality(setting))
     }
 
@@ -278,12 +287,10 @@ mod tests {
 
     #[test]
     fn effective_setting_as_istiod() {
-        let mesh = LocalityLbSetting {
-            enabled: Some(true),
-            ..Default::default()
-        };
+        let mesh_config = MeshConfig::default();
+        let mesh = mesh_config.locality_lb_setting.clone().unwrap();
         assert!(matches!(
-            LbSetting::effective(None, Some(&mesh)),
+            LbSetting::effective(None, &mesh_config),
             Some(LbSetting::Locality(_))
         ));
         let off = LoadBalancerSettings {
@@ -293,13 +300,21 @@ mod tests {
             }),
             ..Default::default()
         };
-        assert_eq!(LbSetting::effective(Some(&off), Some(&mesh)), None);
+        assert_eq!(LbSetting::effective(Some(&off), &mesh_config), None);
         let zone = LoadBalancerSettings {
             zone_aware_lb_setting: Some(ZoneAwareLbSetting::default()),
             ..off.clone()
         };
         assert!(matches!(
-            LbSetting::effective(Some(&zone), Some(&mesh)),
+            LbSetting::effective(Some(&zone), &mesh_config),
+            Some(LbSetting::ZoneAware(_))
+        ));
+        let zoned = MeshConfig {
+            zone_aware_lb_setting: Some(ZoneAwareLbSetting::default()),
+            ..MeshConfig::default()
+        };
+        assert!(matches!(
+            LbSetting::effective(None, &zoned),
             Some(LbSetting::ZoneAware(_))
         ));
         assert!(!LbSetting::Locality(&mesh).per_proxy(false));

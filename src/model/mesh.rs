@@ -1,29 +1,345 @@
-//! Mesh-wide settings that shape every `PushContext` (istiod's MeshConfig, the parts axon reads).
+//! Mesh-wide settings that shape every `PushContext` (istiod's MeshConfig, the parts axon
+//! reads), and the mesh config file they come from: istiod's `MeshConfig` YAML, the `mesh`
+//! key of the `istio` ConfigMap. Every field of istio/api's `MeshConfig` is known; the ones
+//! axon applies are [`APPLIED`], the others are reported as accepted but not applied, and a
+//! field that `MeshConfig` does not have is an error naming it.
 
-use super::istio::traffic_policy::LocalityLbSetting;
+use serde::Deserialize;
+use thiserror::Error;
+
+use super::istio::traffic_policy::{LocalityLbSetting, ZoneAwareLbSetting};
 
 /// Mesh-wide defaults.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MeshConfig {
     /// Where a Sidecar without a selector applies to every namespace (istiod's root namespace).
     pub root_namespace: String,
-    /// `exportTo` of a ServiceEntry, VirtualService or DestinationRule that sets none.
-    pub default_export_to: Vec<String>,
+    /// `exportTo` of a ServiceEntry that sets none.
+    pub default_service_export_to: Vec<String>,
+    /// `exportTo` of a VirtualService that sets none.
+    pub default_virtual_service_export_to: Vec<String>,
+    /// `exportTo` of a DestinationRule that sets none.
+    pub default_destination_rule_export_to: Vec<String>,
     /// The locality load balancing of clusters whose DestinationRule sets none: istiod's
     /// default mesh config enables it (`enabled: true`, no rules), so a cluster with outlier
     /// detection fails over by locality.
     pub locality_lb_setting: Option<LocalityLbSetting>,
+    /// The zone-aware load balancing of clusters whose DestinationRule sets none (it wins over
+    /// `locality_lb_setting`, as in istiod).
+    pub zone_aware_lb_setting: Option<ZoneAwareLbSetting>,
+    /// `h2UpgradePolicy: UPGRADE`: HTTP ports' clusters speak HTTP/2 to the upstream unless
+    /// their DestinationRule says otherwise.
+    pub h2_upgrade: bool,
+    /// The clusters' connect timeout, in nanoseconds, where a DestinationRule sets none
+    /// (istiod's default 10 s).
+    pub connect_timeout_nanos: i128,
 }
 
 impl Default for MeshConfig {
     fn default() -> Self {
+        let all = vec!["*".to_string()];
         MeshConfig {
             root_namespace: "istio-system".to_string(),
-            default_export_to: vec!["*".to_string()],
+            default_service_export_to: all.clone(),
+            default_virtual_service_export_to: all.clone(),
+            default_destination_rule_export_to: all,
             locality_lb_setting: Some(LocalityLbSetting {
                 enabled: Some(true),
                 ..Default::default()
             }),
+            zone_aware_lb_setting: None,
+            h2_upgrade: false,
+            connect_timeout_nanos: 10_000_000_000,
         }
+    }
+}
+
+/// The fields of istio/api's `MeshConfig` (`mesh/v1alpha1/config.proto`).
+pub const FIELDS: [&str; 50] = [
+    "proxyListenPort",
+    "proxyInboundListenPort",
+    "proxyHttpPort",
+    "connectTimeout",
+    "hboneIdleTimeout",
+    "protocolDetectionTimeout",
+    "tcpKeepalive",
+    "ingressClass",
+    "ingressService",
+    "ingressControllerMode",
+    "ingressSelector",
+    "enableTracing",
+    "accessLogFile",
+    "accessLogFormat",
+    "accessLogEncoding",
+    "enableEnvoyAccessLogService",
+    "disableEnvoyListenerLog",
+    "defaultConfig",
+    "outboundTrafficPolicy",
+    "inboundTrafficPolicy",
+    "configSources",
+    "enableAutoMtls",
+    "trustDomain",
+    "trustDomainAliases",
+    "caCertificates",
+    "defaultServiceExportTo",
+    "defaultVirtualServiceExportTo",
+    "defaultDestinationRuleExportTo",
+    "rootNamespace",
+    "localityLbSetting",
+    "zoneAwareLbSetting",
+    "dnsRefreshRate",
+    "h2UpgradePolicy",
+    "inboundClusterStatName",
+    "outboundClusterStatName",
+    "certificates",
+    "serviceSettings",
+    "serviceScopeConfigs",
+    "enablePrometheusMerge",
+    "verifyCertificateAtClient",
+    "ca",
+    "extensionProviders",
+    "defaultProviders",
+    "discoverySelectors",
+    "pathNormalization",
+    "defaultHttpRetryPolicy",
+    "meshMTLS",
+    "tlsDefaults",
+    "defaultTrafficPolicy",
+    "serviceEntryVisibility",
+];
+
+/// The fields axon applies.
+pub const APPLIED: [&str; 9] = [
+    "rootNamespace",
+    "defaultServiceExportTo",
+    "defaultVirtualServiceExportTo",
+    "defaultDestinationRuleExportTo",
+    "localityLbSetting",
+    "zoneAwareLbSetting",
+    "h2UpgradePolicy",
+    "connectTimeout",
+    "trustDomain",
+];
+
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum MeshConfigError {
+    #[error("not a MeshConfig document: {0}")]
+    Yaml(String),
+    #[error("line {line}: unknown field {field:?}: MeshConfig has no such field{hint}")]
+    UnknownField {
+        field: String,
+        line: usize,
+        hint: String,
+    },
+    #[error("line {line}: {field}: {reason}")]
+    Invalid {
+        field: String,
+        line: usize,
+        reason: String,
+    },
+}
+
+/// A mesh config file, read: the settings (axon's defaults where it says nothing), and one
+/// line per field accepted but not applied.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MeshFile {
+    pub mesh: MeshConfig,
+    /// The trust domain, if the file sets one (`trustDomain`).
+    pub trust_domain: Option<String>,
+    pub not_applied: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Applied {
+    root_namespace: Option<String>,
+    default_service_export_to: Option<Vec<String>>,
+    default_virtual_service_export_to: Option<Vec<String>>,
+    default_destination_rule_export_to: Option<Vec<String>>,
+    locality_lb_setting: Option<serde_json::Value>,
+    zone_aware_lb_setting: Option<serde_json::Value>,
+    h2_upgrade_policy: Option<String>,
+    connect_timeout: Option<String>,
+    trust_domain: Option<String>,
+}
+
+/// Reads a `MeshConfig` YAML document.
+pub fn parse(text: &str) -> Result<MeshFile, MeshConfigError> {
+    let value: serde_json::Value =
+        serde_norway::from_str(text).map_err(|e| MeshConfigError::Yaml(e.to_string()))?;
+    let value = match value {
+        serde_json::Value::Null => serde_json::Value::Object(Default::default()),
+        v => v,
+    };
+    let serde_json::Value::Object(map) = &value else {
+        return Err(MeshConfigError::Yaml(
+            "the document is not a mapping".into(),
+        ));
+    };
+    let lines = super::yaml_lines::FieldLines::read(text);
+    let line = |field: &str| lines.line_of(field).unwrap_or(1);
+    let mut not_applied = Vec::new();
+    for (field, v) in map {
+        if !FIELDS.contains(&field.as_str()) {
+            let hint = FIELDS
+                .iter()
+                .map(|f| {
+                    (
+                        strsim::levenshtein(&field.to_lowercase(), &f.to_lowercase()),
+                        *f,
+                    )
+                })
+                .min()
+                .filter(|(distance, _)| *distance <= (field.len() / 3).max(2))
+                .map(|(_, f)| format!(" (did you mean {f:?}?)"))
+                .unwrap_or_default();
+            return Err(MeshConfigError::UnknownField {
+                field: field.clone(),
+                line: line(field),
+                hint,
+            });
+        }
+        if !APPLIED.contains(&field.as_str()) && !v.is_null() {
+            not_applied.push(format!(
+                "line {}: {field}: accepted but not applied by axon",
+                line(field)
+            ));
+        }
+    }
+    let invalid = |field: &str, reason: String| MeshConfigError::Invalid {
+        field: field.to_string(),
+        line: line(field),
+        reason,
+    };
+    let applied: Applied =
+        serde_json::from_value(value.clone()).map_err(|e| MeshConfigError::Yaml(e.to_string()))?;
+    let mut mesh = MeshConfig::default();
+    if let Some(ns) = applied.root_namespace.filter(|ns| !ns.is_empty()) {
+        mesh.root_namespace = ns;
+    }
+    for (field, from, to) in [
+        (
+            "defaultServiceExportTo",
+            applied.default_service_export_to,
+            &mut mesh.default_service_export_to,
+        ),
+        (
+            "defaultVirtualServiceExportTo",
+            applied.default_virtual_service_export_to,
+            &mut mesh.default_virtual_service_export_to,
+        ),
+        (
+            "defaultDestinationRuleExportTo",
+            applied.default_destination_rule_export_to,
+            &mut mesh.default_destination_rule_export_to,
+        ),
+    ] {
+        if let Some(list) = from.filter(|l| !l.is_empty()) {
+            if let Some(bad) = list.iter().find(|e| e.is_empty() || e.contains('/')) {
+                return Err(invalid(
+                    field,
+                    format!("{bad:?} is not `*`, `.`, `~` or a namespace"),
+                ));
+            }
+            *to = list;
+        }
+    }
+    if let Some(v) = applied.locality_lb_setting.filter(|v| !v.is_null()) {
+        if let Some(reason) = super::validate::locality_lb_setting(&v).into_iter().next() {
+            return Err(invalid("localityLbSetting", reason));
+        }
+        mesh.locality_lb_setting = Some(
+            serde_json::from_value(v).map_err(|e| invalid("localityLbSetting", e.to_string()))?,
+        );
+    }
+    if let Some(v) = applied.zone_aware_lb_setting.filter(|v| !v.is_null()) {
+        if let Some(reason) = super::validate::zone_aware_lb_setting(&v)
+            .into_iter()
+            .next()
+        {
+            return Err(invalid("zoneAwareLbSetting", reason));
+        }
+        mesh.zone_aware_lb_setting = Some(
+            serde_json::from_value(v).map_err(|e| invalid("zoneAwareLbSetting", e.to_string()))?,
+        );
+    }
+    match applied.h2_upgrade_policy.as_deref() {
+        None | Some("DO_NOT_UPGRADE") => {}
+        Some("UPGRADE") => mesh.h2_upgrade = true,
+        Some(other) => {
+            return Err(invalid(
+                "h2UpgradePolicy",
+                format!("{other:?} is not DO_NOT_UPGRADE or UPGRADE"),
+            ));
+        }
+    }
+    if let Some(t) = &applied.connect_timeout {
+        match super::validate::parse_duration(t) {
+            Some(nanos) if nanos >= 1_000_000 => mesh.connect_timeout_nanos = nanos,
+            _ => {
+                return Err(invalid(
+                    "connectTimeout",
+                    format!("{t:?} is not a duration of at least 1ms"),
+                ));
+            }
+        }
+    }
+    Ok(MeshFile {
+        mesh,
+        trust_domain: applied.trust_domain.filter(|t| !t.is_empty()),
+        not_applied,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_applied_fields_and_reports_the_rest() {
+        let file = parse(
+            "rootNamespace: mesh-root\ndefaultServiceExportTo: [\".\"]\nh2UpgradePolicy: UPGRADE\nconnectTimeout: 2s\nlocalityLbSetting: {enabled: false}\naccessLogFile: /dev/stdout\ntrustDomain: example.org\n",
+        )
+        .unwrap();
+        assert_eq!(file.mesh.root_namespace, "mesh-root");
+        assert_eq!(file.mesh.default_service_export_to, ["."]);
+        assert_eq!(file.mesh.default_virtual_service_export_to, ["*"]);
+        assert!(file.mesh.h2_upgrade);
+        assert_eq!(file.mesh.connect_timeout_nanos, 2_000_000_000);
+        assert_eq!(
+            file.mesh.locality_lb_setting.map(|l| l.enabled),
+            Some(Some(false))
+        );
+        assert_eq!(file.trust_domain.as_deref(), Some("example.org"));
+        assert_eq!(
+            file.not_applied,
+            ["line 6: accessLogFile: accepted but not applied by axon"]
+        );
+        assert_eq!(parse("").unwrap().mesh, MeshConfig::default());
+    }
+
+    #[test]
+    fn rejects_unknown_fields_and_bad_values_with_their_line() {
+        let err = parse("rootNamespace: a\nrootNamspace: b\n").unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("line 2: unknown field \"rootNamspace\"")
+                && err.to_string().contains("did you mean \"rootNamespace\""),
+            "{err}"
+        );
+        let err = parse("h2UpgradePolicy: SOMETIMES\n").unwrap_err();
+        assert!(
+            err.to_string().starts_with("line 1: h2UpgradePolicy"),
+            "{err}"
+        );
+        let err = parse("connectTimeout: banana\n").unwrap_err();
+        assert!(err.to_string().contains("connectTimeout"), "{err}");
+        let err =
+            parse("localityLbSetting:\n  distribute: [{from: r1, to: {r1: 50}}]\n").unwrap_err();
+        assert!(
+            err.to_string().contains("total locality weight 50"),
+            "{err}"
+        );
+        assert!(parse("- a\n").is_err());
     }
 }

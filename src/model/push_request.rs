@@ -96,6 +96,36 @@ impl PushRequest {
         self
     }
 
+    /// This request split by the namespace of its updated configs (`""` for cluster-scoped
+    /// ones), each part with its own keys; the first part carries the reasons. A request
+    /// without keys (everything changed) is one part under `""`.
+    pub fn split_by_namespace(self) -> Vec<(String, PushRequest)> {
+        if self.configs_updated.is_empty() {
+            return vec![(String::new(), self)];
+        }
+        let mut parts: BTreeMap<String, BTreeSet<ConfigKey>> = BTreeMap::new();
+        for key in &self.configs_updated {
+            parts
+                .entry(key.namespace.clone())
+                .or_default()
+                .insert(key.clone());
+        }
+        let mut reasons = Some(self.reasons);
+        parts
+            .into_iter()
+            .map(|(namespace, keys)| {
+                let part = PushRequest {
+                    full: self.full,
+                    configs_updated: keys,
+                    forced: self.forced,
+                    reasons: reasons.take().unwrap_or_default(),
+                    start: self.start,
+                };
+                (namespace, part)
+            })
+            .collect()
+    }
+
     /// Whether a config of `kind` is among the updated ones (or everything changed).
     pub fn touches(&self, kind: ConfigKind) -> bool {
         self.configs_updated.is_empty() || self.configs_updated.iter().any(|k| k.kind == kind)
@@ -155,6 +185,31 @@ mod tests {
     fn base() -> Instant {
         static BASE: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
         *BASE.get_or_init(Instant::now)
+    }
+
+    #[test]
+    fn splits_by_namespace_with_the_reasons_once() {
+        let t0 = Instant::now();
+        let keys = BTreeSet::from([
+            ConfigKey::new(ConfigKind::VirtualService, "a", "x"),
+            ConfigKey::new(ConfigKind::VirtualService, "b", "y"),
+            ConfigKey::new(ConfigKind::DestinationRule, "a", "z"),
+        ]);
+        let parts = PushRequest::config_change(keys, t0).split_by_namespace();
+        let shape: Vec<(&str, usize, u32)> = parts
+            .iter()
+            .map(|(ns, r)| {
+                (
+                    ns.as_str(),
+                    r.configs_updated.len(),
+                    r.reasons.values().sum(),
+                )
+            })
+            .collect();
+        assert_eq!(shape, [("a", 2, 1), ("b", 1, 0)]);
+        let all = PushRequest::full_push(TriggerReason::Forced, t0).split_by_namespace();
+        assert_eq!(all.len(), 1);
+        assert_eq!(all[0].0, "");
     }
 
     proptest::proptest! {

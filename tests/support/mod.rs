@@ -8,6 +8,7 @@
 //! | `http.rs` | the raw HTTP/1.1 client ([`http_get`], [`http_request`]) |
 //! | `upstream.rs` | [`Upstream`], an HTTP server that answers with its name |
 //! | `echo.rs` | [`EchoUpstream`], an HTTP server that answers with what it received and records it |
+//! | `status_upstream.rs` | [`StatusUpstream`], an HTTP server that answers the status it is set to, counting requests |
 //! | `config_dir.rs` | [`ConfigDir`], the watched config directory, written atomically |
 //! | `process.rs` | child processes: log capture, kill, temp dirs kept on panic |
 //! | `axon.rs` | [`Axon`], the `axon serve` process, its log and monitoring address |
@@ -35,6 +36,7 @@ mod envoy;
 mod http;
 mod listen_port;
 mod process;
+mod status_upstream;
 mod tools;
 mod upstream;
 mod wait;
@@ -58,6 +60,8 @@ pub use http::*;
 pub use listen_port::*;
 #[allow(unused_imports)]
 pub use process::strip_ansi;
+#[allow(unused_imports)]
+pub use status_upstream::StatusUpstream;
 #[allow(unused_imports)]
 pub use tools::*;
 #[allow(unused_imports)]

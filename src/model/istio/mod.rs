@@ -14,7 +14,7 @@ mod virtual_service;
 mod workload_entry;
 
 pub use destination_rule::{DestinationRule, MatchLabels, Subset};
-pub use gateway::{Gateway, GatewayPort, Server};
+pub use gateway::{Gateway, GatewayPort, Server, ServerTlsMode, ServerTlsSettings, TlsCertificate};
 pub use service_entry::{Location, Resolution, ServiceEntry, ServicePort, WorkloadSelector};
 pub use sidecar::{CaptureMode, IstioEgressListener, Sidecar, SidecarPort};
 pub use traffic_policy::{PolicyDoc, TrafficPolicy};
@@ -22,7 +22,8 @@ pub use virtual_service::{
     CorsPolicy, Delegate, Destination, FaultAbort, FaultDelay, GRPC_STATUS_CODES, HeaderOperations,
     Headers, HttpBody, HttpDirectResponse, HttpFault, HttpMatchRequest, HttpMirrorPolicy,
     HttpRedirect, HttpRetry, HttpRewrite, HttpRoute, HttpRouteDestination, JWT_CLAIM_HEADER,
-    Percent, PortSelector, RegexRewrite, StringMatch, VirtualService, routing_claim,
+    L4MatchAttributes, Percent, PortSelector, RegexRewrite, RouteDestination, StringMatch,
+    TcpRoute, TlsMatchAttributes, TlsRoute, VirtualService, routing_claim,
 };
 pub use workload_entry::{WorkloadEntry, WorkloadGroup};
 

@@ -15,7 +15,7 @@ pub struct VirtualService {
     pub gateways: Vec<String>,
     #[serde(default)]
     pub http: Vec<HttpRoute>,
-    /// TCP and TLS routes are accepted and validated, not served yet.
+    /// TCP and TLS routes, as validated (typed by [`Self::tcp_routes`], [`Self::tls_routes`]).
     #[serde(default)]
     pub tcp: Vec<serde_json::Value>,
     #[serde(default)]
@@ -325,4 +325,112 @@ pub struct Destination {
 pub struct PortSelector {
     #[serde(default)]
     pub number: u32,
+}
+
+impl VirtualService {
+    /// The `tcp` routes, typed (one that does not type, which validation rejected, is
+    /// skipped).
+    pub fn tcp_routes(&self) -> Vec<TcpRoute> {
+        typed_all(&self.tcp)
+    }
+
+    /// The `tls` routes, typed as [`Self::tcp_routes`].
+    pub fn tls_routes(&self) -> Vec<TlsRoute> {
+        typed_all(&self.tls)
+    }
+}
+
+fn typed_all<T: serde::de::DeserializeOwned>(values: &[serde_json::Value]) -> Vec<T> {
+    values
+        .iter()
+        .filter_map(|v| serde_json::from_value(v.clone()).ok())
+        .collect()
+}
+
+/// `TCPRoute`: opaque TCP to weighted destinations.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TcpRoute {
+    #[serde(default, rename = "match", deserialize_with = "nullable")]
+    pub matches: Vec<L4MatchAttributes>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub route: Vec<RouteDestination>,
+}
+
+/// `TLSRoute`: TLS forwarded by SNI to weighted destinations.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TlsRoute {
+    #[serde(default, rename = "match", deserialize_with = "nullable")]
+    pub matches: Vec<TlsMatchAttributes>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub route: Vec<RouteDestination>,
+}
+
+/// `L4MatchAttributes`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct L4MatchAttributes {
+    #[serde(default, deserialize_with = "nullable")]
+    pub destination_subnets: Vec<String>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub port: u32,
+    #[serde(default, deserialize_with = "nullable")]
+    pub source_subnet: String,
+    #[serde(default, deserialize_with = "nullable")]
+    pub source_labels: Labels,
+    #[serde(default, deserialize_with = "nullable")]
+    pub gateways: Vec<String>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub source_namespace: String,
+}
+
+/// `TLSMatchAttributes`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TlsMatchAttributes {
+    #[serde(default, deserialize_with = "nullable")]
+    pub sni_hosts: Vec<String>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub destination_subnets: Vec<String>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub port: u32,
+    #[serde(default, deserialize_with = "nullable")]
+    pub source_labels: Labels,
+    #[serde(default, deserialize_with = "nullable")]
+    pub gateways: Vec<String>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub source_namespace: String,
+}
+
+impl TlsMatchAttributes {
+    /// istiod's `convertTLSMatchToL4Match`: the same match without its SNI hosts.
+    pub fn to_l4(&self) -> L4MatchAttributes {
+        L4MatchAttributes {
+            destination_subnets: self.destination_subnets.clone(),
+            port: self.port,
+            source_subnet: String::new(),
+            source_labels: self.source_labels.clone(),
+            gateways: self.gateways.clone(),
+            source_namespace: self.source_namespace.clone(),
+        }
+    }
+}
+
+/// `RouteDestination`: an L4 destination and its weight.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteDestination {
+    pub destination: Option<Destination>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub weight: i32,
+}
+
+/// `null` (a YAML key with no value) reads as the default.
+fn nullable<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
 }

@@ -165,7 +165,7 @@ impl PushContext {
 
     fn in_bucket(&self, config: &Config, dr: &DestinationRule, bucket: Bucket) -> bool {
         let namespace = config.namespace();
-        let export = self.export_to(&dr.export_to, namespace);
+        let export = self.export_to(ConfigKind::DestinationRule, &dr.export_to, namespace);
         // istiod makes a rule with a selector private to its namespace.
         let private = dr.workload_selector.is_some()
             || matches!(&export, ExportTo::Namespaces(set)

@@ -111,7 +111,7 @@ impl PushContext {
     /// clusters) depend on: its locality and the values of the labels `failoverPriority`
     /// entries read. `None` when no DestinationRule orders endpoints per proxy.
     pub fn locality_key(&self, proxy: &super::proxy::Proxy) -> Option<String> {
-        if !self.destination_rules.locality_dependent {
+        if !self.locality_dependent() {
             return None;
         }
         let labels = proxy.locality.augment(&proxy.labels, &proxy.network);
@@ -122,6 +122,23 @@ impl PushContext {
             .map(|l| labels.get(l).map_or("", String::as_str))
             .collect();
         Some(format!("{}|{}", proxy.locality.label(), values.join("|")))
+    }
+
+    /// Whether some load assignment may be ordered or weighed per proxy: a DestinationRule
+    /// says so ([`DestinationRuleIndex::locality_dependent`]), or the mesh's default does
+    /// (zone-aware routing, or `distribute` rules).
+    pub fn locality_dependent(&self) -> bool {
+        self.destination_rules.locality_dependent
+            || self
+                .mesh
+                .zone_aware_lb_setting
+                .as_ref()
+                .is_some_and(|z| z.enabled != Some(false))
+            || self
+                .mesh
+                .locality_lb_setting
+                .as_ref()
+                .is_some_and(|l| !l.distribute.is_empty() && l.enabled != Some(false))
     }
 
     /// Builds the next context. Without a previous one, or for a forced or unscoped full push,
@@ -161,7 +178,10 @@ impl PushContext {
             prev.endpoints.clone()
         };
         let virtual_services = if kinds.contains(&ConfigKind::VirtualService) {
-            Arc::new(index_virtual_services(configs, &mesh.default_export_to))
+            Arc::new(index_virtual_services(
+                configs,
+                &mesh.default_virtual_service_export_to,
+            ))
         } else {
             prev.virtual_services.clone()
         };
@@ -202,7 +222,10 @@ impl PushContext {
             version,
             endpoints: Arc::new(index_endpoints(configs, &services)),
             services,
-            virtual_services: Arc::new(index_virtual_services(configs, &mesh.default_export_to)),
+            virtual_services: Arc::new(index_virtual_services(
+                configs,
+                &mesh.default_virtual_service_export_to,
+            )),
             destination_rules: Arc::new(index_destination_rules(configs)),
             gateways: Arc::new(index_gateways(configs)),
             sidecars: Arc::new(index_sidecars(configs)),
@@ -220,9 +243,15 @@ impl PushContext {
             .filter(|_| old.version + 1 == self.version)
     }
 
-    /// Where `export_to` of a config in `namespace` lets it be seen from.
-    pub fn export_to(&self, export_to: &[String], namespace: &str) -> ExportTo {
-        ExportTo::resolve(export_to, namespace, &self.mesh.default_export_to)
+    /// Where `export_to` of a config of `kind` in `namespace` lets it be seen from (the
+    /// mesh's default for the kind when it sets none).
+    pub fn export_to(&self, kind: ConfigKind, export_to: &[String], namespace: &str) -> ExportTo {
+        let default = match kind {
+            ConfigKind::VirtualService => &self.mesh.default_virtual_service_export_to,
+            ConfigKind::DestinationRule => &self.mesh.default_destination_rule_export_to,
+            _ => &self.mesh.default_service_export_to,
+        };
+        ExportTo::resolve(export_to, namespace, default)
     }
 
     /// Sidecar resources of `namespace`, in key order.
@@ -291,7 +320,7 @@ fn index_services(configs: &ConfigSet, mesh: &MeshConfig) -> ServiceIndex {
     let written = of_kind(configs, ConfigKind::ServiceEntry).filter(|c| !from_kubernetes(c));
     let synthetic = of_kind(configs, ConfigKind::ServiceEntry).filter(|c| from_kubernetes(c));
     for config in written.chain(synthetic) {
-        for service in services_of(config, &mesh.default_export_to) {
+        for service in services_of(config, &mesh.default_service_export_to) {
             by_host
                 .entry(service.hostname.clone())
                 .or_insert_with(|| Arc::new(service));

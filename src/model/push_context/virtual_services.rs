@@ -233,7 +233,11 @@ impl PushContext {
                 let Spec::VirtualService(vs) = &c.spec else {
                     return None;
                 };
-                let group = match self.export_to(&vs.export_to, c.namespace()) {
+                let group = match self.export_to(
+                    ConfigKind::VirtualService,
+                    &vs.export_to,
+                    c.namespace(),
+                ) {
                     ExportTo::All => 2,
                     e if !e.visible_from(proxy_namespace) => return None,
                     _ if c.namespace() == proxy_namespace => 0,

@@ -183,12 +183,16 @@ fn scope_key(ctx: &PushContext, proxy: &Proxy) -> String {
         ProxyType::Sidecar => select_sidecar(ctx, proxy)
             .map(|(c, _)| c.key.to_string())
             .unwrap_or_default(),
-        ProxyType::Router => ctx
-            .gateways()
-            .filter(|(_, gw)| proxy.matches_selector(&gw.selector))
-            .map(|(c, _)| c.key.to_string())
-            .collect::<Vec<_>>()
-            .join(","),
+        // And the ports its own Service maps (the ports its listeners listen on).
+        ProxyType::Router => format!(
+            "{}|{:?}",
+            ctx.gateways()
+                .filter(|(_, gw)| proxy.matches_selector(&gw.selector))
+                .map(|(c, _)| c.key.to_string())
+                .collect::<Vec<_>>()
+                .join(","),
+            gateway::workload_ports(ctx, proxy)
+        ),
     };
     let inbound: Vec<String> = inbound_ports(ctx, proxy)
         .iter()
@@ -361,7 +365,7 @@ fn gateway_scope(ctx: &PushContext, proxy: &Proxy) -> SidecarScope {
             scope.deps.insert(config.key.clone());
         }
     }
-    for server in merged.ports.values().flatten() {
+    for server in merged.servers() {
         for (vs, _) in ctx.virtual_services_for_gateway(&server.gateway) {
             let keys = ctx.virtual_services.with_delegates(&vs.key);
             scope.deps.extend(keys.cloned());

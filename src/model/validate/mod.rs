@@ -46,6 +46,20 @@ mod workload;
 
 pub use fields::parse_duration;
 
+/// istiod's checks of a `localityLbSetting` (also the mesh config's): the reasons it fails.
+pub fn locality_lb_setting(value: &serde_json::Value) -> Vec<String> {
+    let mut errs = fields::Errors(Vec::new());
+    locality::locality_lb(&mut errs, "localityLbSetting", value);
+    errs.0
+}
+
+/// istiod's checks of a `zoneAwareLbSetting` (also the mesh config's): the reasons it fails.
+pub fn zone_aware_lb_setting(value: &serde_json::Value) -> Vec<String> {
+    let mut errs = fields::Errors(Vec::new());
+    locality::zone_aware_lb(&mut errs, "zoneAwareLbSetting", value);
+    errs.0
+}
+
 use super::config::{Config, Spec};
 use fields::Errors;
 use workload::AddressRule;

@@ -46,15 +46,27 @@ use crate::model::sidecar_scope::SidecarScope;
 use crate::model::traffic_policy::cluster_policy;
 
 /// istiod's default connect timeout.
-const CONNECT_TIMEOUT_SECS: i64 = 10;
+/// The mesh's `connectTimeout` (istiod's default 10 s), of clusters whose DestinationRule
+/// sets none.
+fn mesh_connect_timeout(ctx: &PushContext) -> Duration {
+    let nanos = ctx.mesh.connect_timeout_nanos;
+    Duration {
+        seconds: (nanos / 1_000_000_000) as i64,
+        nanos: (nanos % 1_000_000_000) as i32,
+    }
+}
 
 pub fn generate(ctx: &PushContext, proxy: &Proxy, scope: &SidecarScope) -> Vec<Resource> {
-    let mut out = vec![static_cluster(BLACK_HOLE, None)];
+    let mut out = vec![static_cluster(BLACK_HOLE, None, mesh_connect_timeout(ctx))];
     if proxy.proxy_type == ProxyType::Sidecar {
-        out.push(passthrough());
+        out.push(passthrough(mesh_connect_timeout(ctx)));
         for inbound in &scope.inbound {
             let name = inbound_cluster_name(inbound.port);
-            out.push(static_cluster(&name, Some(inbound.port)));
+            out.push(static_cluster(
+                &name,
+                Some(inbound.port),
+                mesh_connect_timeout(ctx),
+            ));
         }
     }
     for service in &scope.services {
@@ -121,10 +133,7 @@ fn to_cluster(
         .unwrap_or_default();
     let mut cluster = Cluster {
         name: name.to_string(),
-        connect_timeout: Some(Duration {
-            seconds: CONNECT_TIMEOUT_SECS,
-            nanos: 0,
-        }),
+        connect_timeout: Some(mesh_connect_timeout(ctx)),
         common_lb_config: Some(CommonLbConfig::default()),
         ..Default::default()
     };
@@ -165,7 +174,11 @@ fn to_cluster(
         .find(|p| p.number == port)
         .map(|p| p.protocol.as_str());
     let mut http = protocol.is_some_and(is_http2).then(http2_options);
-    pool::apply_h2_upgrade(&mut http, policy.connection_pool);
+    pool::apply_h2_upgrade(
+        &mut http,
+        policy.connection_pool,
+        ctx.mesh.h2_upgrade && protocol.is_some_and(super::is_http),
+    );
     pool::apply(
         &mut cluster,
         &mut http,
@@ -176,7 +189,7 @@ fn to_cluster(
     outlier::apply_error_codes(&mut http, policy.outlier_detection);
     locality::apply(
         &mut cluster,
-        LbSetting::effective(policy.load_balancer, ctx.mesh.locality_lb_setting.as_ref()),
+        LbSetting::effective(policy.load_balancer, &ctx.mesh),
         policy.outlier_detection.is_some(),
     );
     lb::apply(&mut cluster, policy.load_balancer);
@@ -270,13 +283,10 @@ pub fn inbound_cluster_name(port: u32) -> String {
 }
 
 /// A static cluster: no endpoints (the black hole), or the workload on `127.0.0.1:port`.
-fn static_cluster(name: &str, local_port: Option<u32>) -> Resource {
+fn static_cluster(name: &str, local_port: Option<u32>, connect_timeout: Duration) -> Resource {
     let cluster = Cluster {
         name: name.to_string(),
-        connect_timeout: Some(Duration {
-            seconds: CONNECT_TIMEOUT_SECS,
-            nanos: 0,
-        }),
+        connect_timeout: Some(connect_timeout),
         cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Static as i32)),
         load_assignment: local_port.map(|port| eds::local_load_assignment(name, port)),
         // istiod's inbound clusters get the default connection pool (`applyTrafficPolicy`).
@@ -286,13 +296,10 @@ fn static_cluster(name: &str, local_port: Option<u32>) -> Resource {
     Resource::new(name, &cluster)
 }
 
-fn passthrough() -> Resource {
+fn passthrough(connect_timeout: Duration) -> Resource {
     let cluster = Cluster {
         name: PASSTHROUGH.to_string(),
-        connect_timeout: Some(Duration {
-            seconds: CONNECT_TIMEOUT_SECS,
-            nanos: 0,
-        }),
+        connect_timeout: Some(connect_timeout),
         cluster_discovery_type: Some(ClusterDiscoveryType::Type(
             DiscoveryType::OriginalDst as i32,
         )),

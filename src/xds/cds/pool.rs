@@ -42,18 +42,24 @@ pub(super) fn default_thresholds() -> Thresholds {
 }
 
 /// istiod's `shouldH2Upgrade` and `setH2Options`: HTTP/2 to the upstream when the policy asks
-/// for `UPGRADE` (the mesh default, DO_NOT_UPGRADE, upgrades nothing else).
+/// for `UPGRADE` (on any port), or when the mesh's `h2UpgradePolicy` is `UPGRADE`
+/// (`mesh_upgrade`, given for HTTP ports only) and the policy neither says `DO_NOT_UPGRADE`
+/// nor keeps the client's protocol.
 pub(super) fn apply_h2_upgrade(
     http: &mut Option<HttpProtocolOptions>,
     pool: Option<&ConnectionPoolSettings>,
+    mesh_upgrade: bool,
 ) {
-    let Some(settings) = pool.and_then(|p| p.http.as_ref()) else {
-        return;
-    };
-    if settings.use_client_protocol == Some(true) {
+    let settings = pool.and_then(|p| p.http.as_ref());
+    if settings.is_some_and(|s| s.use_client_protocol == Some(true)) {
         return;
     }
-    if settings.h2_upgrade_policy == Some(H2UpgradePolicy::Upgrade) {
+    let upgrade = match settings.and_then(|s| s.h2_upgrade_policy) {
+        Some(H2UpgradePolicy::Upgrade) => true,
+        Some(H2UpgradePolicy::DoNotUpgrade) => false,
+        _ => mesh_upgrade,
+    };
+    if upgrade {
         let options = http.get_or_insert_with(Default::default);
         if options.upstream_protocol_options.is_none() {
             options.upstream_protocol_options = Some(explicit(

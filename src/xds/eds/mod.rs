@@ -68,14 +68,16 @@ pub fn per_proxy_setting<R>(
     port: u32,
     f: impl FnOnce(LbSetting<'_>, bool) -> R,
 ) -> Option<R> {
-    if !ctx.destination_rules.locality_dependent {
+    if !ctx.locality_dependent() {
         return None;
     }
-    let chosen = ctx.destination_rule_for_workload(host, &proxy.namespace, Some(&proxy.labels))?;
-    let policy = cluster_policy(&chosen.rule, subset, port);
+    let chosen = ctx.destination_rule_for_workload(host, &proxy.namespace, Some(&proxy.labels));
+    let policy = chosen
+        .as_ref()
+        .map(|c| cluster_policy(&c.rule, subset, port))
+        .unwrap_or_default();
     let outlier = policy.outlier_detection.is_some();
-    let setting =
-        LbSetting::effective(policy.load_balancer, ctx.mesh.locality_lb_setting.as_ref())?;
+    let setting = LbSetting::effective(policy.load_balancer, &ctx.mesh)?;
     setting.per_proxy(outlier).then(|| f(setting, outlier))
 }
 

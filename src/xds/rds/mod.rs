@@ -1,5 +1,7 @@
-//! RDS. For a gateway, the route configuration `http.PORT` of each server port: one virtual
-//! host per host the port's servers serve of the VirtualServices bound to their gateways
+//! RDS. For a gateway, each route configuration of its servers (`http.PORT` for the plaintext
+//! HTTP servers of a port, `https.PORT.PORT_NAME.GATEWAY.NAMESPACE` for each terminated HTTPS
+//! server, as istiod names them): one virtual host per host the servers serve of the
+//! VirtualServices bound to their gateways (`require_tls` for an `httpsRedirect` server)
 //! (the more specific of server host and VirtualService host, its domain alone, the port
 //! ignored in host matching), holding the routes of every such VirtualService in istiod's
 //! order with the catch-all routes last; a request that no host or route matches gets
@@ -8,7 +10,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use envoy_types::pb::envoy::config::route::v3::{Route, RouteConfiguration, VirtualHost};
+use envoy_types::pb::envoy::config::route::v3::{
+    Route, RouteConfiguration, VirtualHost, virtual_host::TlsRequirementType as RequireTls,
+};
 use envoy_types::pb::google::protobuf::Duration;
 
 mod action;
@@ -52,33 +56,39 @@ fn gateway_routes(ctx: &PushContext, proxy: &Proxy, names: &BTreeSet<String>) ->
     let merged = gateway::merge(ctx, proxy);
     names
         .iter()
-        .filter_map(|name| {
-            let port: u32 = name.strip_prefix("http.")?.parse().ok()?;
-            let servers = merged.ports.get(&port).map(Vec::as_slice).unwrap_or(&[]);
+        .map(|name| {
+            // As istiod: a name no server has (a gateway just removed) gets no virtual host.
+            let virtual_hosts = merged
+                .by_route_name
+                .get(name)
+                .filter(|servers| !servers.is_empty())
+                .map(|servers| gateway_virtual_hosts(ctx, proxy, servers))
+                .unwrap_or_default();
             let config = RouteConfiguration {
                 name: name.clone(),
-                virtual_hosts: gateway_virtual_hosts(ctx, proxy, port, servers),
+                virtual_hosts,
                 validate_clusters: Some(Default::default()),
                 // As istiod for every proxy but proxyless gRPC: a virtual host's domain
                 // matches `Host: a.example.com` and `Host: a.example.com:ANY`.
                 ignore_port_in_host_matching: true,
                 ..Default::default()
             };
-            Some(Resource::new(name.clone(), &config))
+            Resource::new(name.clone(), &config)
         })
         .collect()
 }
 
-/// istiod's `buildGatewayHTTPRouteConfig`: for each server on the port, each VirtualService
-/// the proxy serves for its gateway ([`PushContext::virtual_services_for_gateway_proxy`]),
-/// each host the server serves of it ([`GatewayServer::hosts_for`]): the VirtualService's
-/// routes go into that host's one virtual host, after those of the VirtualServices before
-/// it. Then each virtual host's catch-all routes move last ([`route::sort_vhost_routes`]),
-/// and the virtual hosts are sorted by name.
+/// istiod's `buildGatewayHTTPRouteConfig` for the servers of one route configuration: for
+/// each server, each VirtualService the proxy serves for its gateway
+/// ([`PushContext::virtual_services_for_gateway_proxy`]), each host the server serves of it
+/// ([`GatewayServer::hosts_for`]): the VirtualService's routes go into that host's one virtual
+/// host, after those of the VirtualServices before it. A server with `httpsRedirect` makes its
+/// hosts' virtual hosts require TLS (Envoy answers 301 to `https://`), adding one for each of
+/// its hosts no VirtualService routes. Then each virtual host's catch-all routes move last
+/// ([`route::sort_vhost_routes`]), and the virtual hosts are sorted by name.
 fn gateway_virtual_hosts(
     ctx: &PushContext,
     proxy: &Proxy,
-    port: u32,
     servers: &[GatewayServer],
 ) -> Vec<VirtualHost> {
     let mut vhosts: BTreeMap<String, VirtualHost> = BTreeMap::new();
@@ -87,7 +97,10 @@ fn gateway_virtual_hosts(
     // A host served by two servers of one gateway takes a VirtualService's routes once
     // (istiod appends them twice; the second copy could never be reached).
     let mut added = BTreeSet::new();
+    let require_tls = RequireTls::All as i32;
     for server in servers {
+        let port = server.port_number();
+        let redirect = server.https_redirect();
         for (config, vs) in
             ctx.virtual_services_for_gateway_proxy(&server.gateway, &proxy.namespace)
         {
@@ -127,11 +140,30 @@ fn gateway_virtual_hosts(
                         ..Default::default()
                     });
                 vhost.routes.extend(routes.iter().cloned());
+                if redirect {
+                    vhost.require_tls = require_tls;
+                }
+            }
+        }
+        if redirect {
+            // The server's own hosts (without their namespace part: istiod keeps a
+            // `namespace/` there, which no request's host could match).
+            for h in &server.server.hosts {
+                let hostname = host::split_namespaced(h).1.to_ascii_lowercase();
+                let vhost = vhosts
+                    .entry(hostname.clone())
+                    .or_insert_with(|| VirtualHost {
+                        name: format!("{hostname}:{port}"),
+                        domains: vec![hostname],
+                        ..Default::default()
+                    });
+                vhost.require_tls = require_tls;
             }
         }
     }
     if vhosts.is_empty() {
         // istiod's blackhole host: every request gets 404.
+        let port = servers.first().map_or(0, GatewayServer::port_number);
         return vec![VirtualHost {
             name: format!("blackhole:{port}"),
             domains: vec!["*".to_string()],

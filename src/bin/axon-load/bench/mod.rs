@@ -18,6 +18,7 @@ use crate::proc;
 pub mod files;
 mod harness;
 pub mod hostile;
+mod noisy;
 use harness::*;
 
 #[derive(Args, Debug, Clone)]
@@ -45,13 +46,18 @@ pub struct BenchArgs {
     /// HTTP/2 receive window of each simulated proxy (stream and connection), bytes.
     #[arg(long, default_value_t = 1 << 20)]
     pub window: u32,
-    /// Scenarios to run, in this order: storm, vs, eds, burst, push, floor.
+    /// Scenarios to run, in this order: storm, vs, eds, burst, noisy, push, floor (`noisy`,
+    /// a namespace rewritten every 50 ms beside timed single edits elsewhere, is not in the
+    /// default list: it takes `--noisy-seconds`).
     #[arg(
         long,
         value_delimiter = ',',
         default_value = "storm,vs,eds,burst,push,floor"
     )]
     pub scenarios: Vec<String>,
+    /// How long the noisy namespace keeps changing, seconds.
+    #[arg(long, default_value_t = 30)]
+    pub noisy_seconds: u64,
     /// Bound on each scenario's wait, seconds.
     #[arg(long, default_value_t = 120)]
     pub timeout: u64,
@@ -290,6 +296,36 @@ pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
             format!("{max_pushes} / {mean:.2} ({} proxies)", e.affected),
             "1",
             max_pushes == 1,
+        );
+    }
+    if want("noisy") {
+        let noisy = noisy::run(
+            &fleet.shared,
+            &mesh,
+            &config,
+            n,
+            args.noisy_seconds,
+            timeout,
+        )?;
+        fleet.wait_quiet_with(min_wait, quiet, timeout, server_pushes);
+        let lat = &noisy.latencies;
+        let (p50, max) = (client::quantile(lat, 0.5), client::quantile(lat, 1.0));
+        let target = debounce.as_secs_f64() * 1000.0 + 200.0;
+        println!(
+            "noisy namespace: {} writes in ns-0; {} timed edits elsewhere, p50 {} max {}",
+            noisy.noisy_writes,
+            lat.len(),
+            ms(p50),
+            ms(max)
+        );
+        report.check(
+            format!(
+                "noisy ns-0 (a write every 50 ms, {} s): single edits elsewhere, p50 / max last ACK",
+                args.noisy_seconds
+            ),
+            format!("{} / {} ({} edits)", ms(p50), ms(max), lat.len()),
+            format!("max ≤ debounce + 200 ms = {}", ms(target)),
+            max <= target,
         );
     }
     let mut push = None;

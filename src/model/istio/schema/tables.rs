@@ -74,17 +74,19 @@ pub static VIRTUAL_SERVICE: Message = Message {
             kind: Kind::Message(&HTTP_ROUTE),
             applied: Applied::Yes,
         },
-        // A list.
+        // A list. Applied on gateways: `lds::gateway_l4` (PASSTHROUGH servers; sidecars
+        // do not read it yet, `model::applied` says so).
         Field {
             name: "tls",
             kind: Kind::Message(&TLS_ROUTE),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
-        // A list.
+        // A list. Applied on gateways: `lds::gateway_l4` (TCP and terminated TLS servers;
+        // sidecars do not read it yet, `model::applied` says so).
         Field {
             name: "tcp",
             kind: Kind::Message(&TCP_ROUTE),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // A list. Applied: `sidecar_scope::sidecar_scope` (which mesh VirtualServices a sidecar
         // imports; gateways do not check it).
@@ -279,17 +281,17 @@ pub static HEADERS_HEADER_OPERATIONS: Message = Message {
 pub static TLS_ROUTE: Message = Message {
     name: "TLSRoute",
     fields: &[
-        // A list.
+        // A list. Applied: `lds::gateway_l4`.
         Field {
             name: "match",
             kind: Kind::Message(&TLS_MATCH_ATTRIBUTES),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
-        // A list.
+        // A list. Applied: `lds::l4::route_filters`.
         Field {
             name: "route",
             kind: Kind::Message(&ROUTE_DESTINATION),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
@@ -297,17 +299,17 @@ pub static TLS_ROUTE: Message = Message {
 pub static TCP_ROUTE: Message = Message {
     name: "TCPRoute",
     fields: &[
-        // A list.
+        // A list. Applied: `lds::gateway_l4`.
         Field {
             name: "match",
             kind: Kind::Message(&L4_MATCH_ATTRIBUTES),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
-        // A list.
+        // A list. Applied: `lds::l4::route_filters`.
         Field {
             name: "route",
             kind: Kind::Message(&ROUTE_DESTINATION),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
@@ -428,15 +430,17 @@ pub static HTTP_ROUTE_DESTINATION: Message = Message {
 pub static ROUTE_DESTINATION: Message = Message {
     name: "RouteDestination",
     fields: &[
+        // Applied: `lds::l4::route_filters` (the cluster).
         Field {
             name: "destination",
             kind: Kind::Message(&DESTINATION),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
+        // Applied: `lds::l4::route_filters` (weighted clusters).
         Field {
             name: "weight",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
@@ -450,10 +454,11 @@ pub static L4_MATCH_ATTRIBUTES: Message = Message {
             kind: Kind::Scalar,
             applied: Applied::No,
         },
+        // Applied: `lds::l4::single_match`.
         Field {
             name: "port",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "sourceSubnet",
@@ -465,11 +470,11 @@ pub static L4_MATCH_ATTRIBUTES: Message = Message {
             kind: Kind::ScalarMap,
             applied: Applied::No,
         },
-        // A list.
+        // A list. Applied: `lds::l4::single_match`.
         Field {
             name: "gateways",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "sourceNamespace",
@@ -482,11 +487,11 @@ pub static L4_MATCH_ATTRIBUTES: Message = Message {
 pub static TLS_MATCH_ATTRIBUTES: Message = Message {
     name: "TLSMatchAttributes",
     fields: &[
-        // A list.
+        // A list. Applied: `lds::gateway_l4::passthrough_chains` (a filter chain by SNI).
         Field {
             name: "sniHosts",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // A list.
         Field {
@@ -494,21 +499,22 @@ pub static TLS_MATCH_ATTRIBUTES: Message = Message {
             kind: Kind::Scalar,
             applied: Applied::No,
         },
+        // Applied: `lds::l4::single_match`.
         Field {
             name: "port",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "sourceLabels",
             kind: Kind::ScalarMap,
             applied: Applied::No,
         },
-        // A list.
+        // A list. Applied: `lds::l4::single_match`.
         Field {
             name: "gateways",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "sourceNamespace",
@@ -1651,18 +1657,19 @@ pub static SERVER: Message = Message {
             kind: Kind::Scalar,
             applied: Applied::Yes,
         },
+        // Applied: `gateway::merge` (the server's kind, SNI hosts), `lds::server_tls`,
+        // `rds::gateway_virtual_hosts` (`httpsRedirect`).
         Field {
             name: "tls",
             kind: Kind::Message(&SERVER_TLS_SETTINGS),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "defaultEndpoint",
             kind: Kind::Scalar,
             applied: Applied::No,
         },
-        // Applied as istiod applies it to the HTTP servers axon serves: not at all (it names
-        // the route configurations of HTTPS servers only).
+        // Applied: `lds::gateway` (an HTTPS filter chain's stat prefix).
         Field {
             name: "name",
             kind: Kind::Scalar,
@@ -1680,25 +1687,26 @@ pub static PORT: Message = Message {
             kind: Kind::Scalar,
             applied: Applied::Yes,
         },
-        // Applied: `gateway::merge` (only HTTP, HTTP2 and GRPC servers are served; others are
-        // skipped).
+        // Applied: `gateway::merge` (HTTP-like, HTTPS, TLS, TCP-like servers; GRPC-WEB's
+        // `grpc_web` filter in `lds::gateway`).
         Field {
             name: "protocol",
             kind: Kind::Scalar,
             applied: Applied::Yes,
         },
-        // Applied as istiod applies it to the HTTP servers axon serves: not at all (it names
-        // the route configurations of HTTPS servers only).
+        // Applied: `gateway::merge` (the route configuration names of HTTPS servers).
         Field {
             name: "name",
             kind: Kind::Scalar,
             applied: Applied::Yes,
         },
-        // Deprecated.
+        // Deprecated. Applied as istiod: rejected on a Gateway (`validate::gateway`: no
+        // impact on Gateways); the listening port comes from the gateway's Service
+        // (`gateway::workload_ports`).
         Field {
             name: "targetPort",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
@@ -1706,96 +1714,108 @@ pub static PORT: Message = Message {
 pub static SERVER_TLS_SETTINGS: Message = Message {
     name: "ServerTLSSettings",
     fields: &[
+        // Applied: `rds::gateway_virtual_hosts` (`require_tls`).
         Field {
             name: "httpsRedirect",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
+        // Applied: `gateway::merge`, `lds::server_tls` (ISTIO_MUTUAL and AUTO_PASSTHROUGH noted by
+        // `model::applied`).
         Field {
             name: "mode",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
+        // Applied: `lds::server_tls` (SDS `file-cert:`).
         Field {
             name: "serverCertificate",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
+        // Applied: `lds::server_tls` (SDS `file-cert:`).
         Field {
             name: "privateKey",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
+        // Applied: `lds::server_tls` (SDS `file-root:`).
         Field {
             name: "caCertificates",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
+        // Applied: `lds::server_tls`.
         Field {
             name: "caCrl",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
+        // Applied: `lds::server_tls` (SDS `kubernetes://NAME`, `-cacert`).
         Field {
             name: "credentialName",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
-        // A list.
+        // A list. Applied: `lds::server_tls`.
         Field {
             name: "credentialNames",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
+        // Applied: `lds::server_tls`.
         Field {
             name: "caCertCredentialName",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
-        // A list.
+        // A list. Applied: `lds::server_tls`.
         Field {
             name: "tlsCertificates",
             kind: Kind::Message(&SERVER_TLS_SETTINGS_TLS_CERTIFICATE),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
-        // A list.
+        // A list. Applied: `lds::server_tls`.
         Field {
             name: "subjectAltNames",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
-        // A list.
+        // A list. Applied: `lds::server_tls` (with credentialName, as istiod).
         Field {
             name: "verifyCertificateSpki",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
-        // A list.
+        // A list. Applied: `lds::server_tls` (with credentialName, as istiod).
         Field {
             name: "verifyCertificateHash",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
+        // Applied: `lds::server_tls`.
         Field {
             name: "minProtocolVersion",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
+        // Applied: `lds::server_tls`.
         Field {
             name: "maxProtocolVersion",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
-        // A list.
+        // A list. Applied: `lds::server_tls` (those istiod knows).
         Field {
             name: "cipherSuites",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
+        // Applied: `lds::server_tls`.
         Field {
             name: "insecureSkipVerify",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
@@ -1803,15 +1823,17 @@ pub static SERVER_TLS_SETTINGS: Message = Message {
 pub static SERVER_TLS_SETTINGS_TLS_CERTIFICATE: Message = Message {
     name: "ServerTLSSettings.TLSCertificate",
     fields: &[
+        // Applied: `lds::server_tls`.
         Field {
             name: "serverCertificate",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
+        // Applied: `lds::server_tls`.
         Field {
             name: "privateKey",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "caCertificates",

@@ -1,6 +1,4 @@
-//! LDS. A gateway gets one bound listener per Gateway server port, named like istiod's
-//! `0.0.0.0_PORT`, with an HTTP connection manager that takes routes over RDS (`http.PORT`).
-//! A sidecar gets an outbound listener per service port it sees (`0.0.0.0_PORT`, not bound,
+//! LDS. A gateway's listeners are [`gateway`]'s. A sidecar gets an outbound listener per service port it sees (`0.0.0.0_PORT`, not bound,
 //! reached through `virtualOutbound` on 15001), a bound listener per Sidecar egress listener
 //! with a port (`captureMode: NONE` is how an application calls it without iptables), and
 //! `virtualInbound` on 15006 for its own workload's ports. A proxy that runs with
@@ -31,10 +29,14 @@ use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{
 };
 use envoy_types::pb::google::protobuf::{Any, BoolValue, Duration, UInt32Value};
 
+mod gateway;
+mod gateway_l4;
+mod l4;
+mod server_tls;
+
 use super::cds::{PASSTHROUGH, ads_config_source, inbound_cluster_name};
 use super::is_http;
 use super::resource::{Resource, any};
-use crate::model::gateway;
 use crate::model::proxy::{Proxy, ProxyType};
 use crate::model::push_context::PushContext;
 use crate::model::sidecar_scope::SidecarScope;
@@ -46,29 +48,9 @@ pub const VIRTUAL_INBOUND_PORT: u32 = 15006;
 
 pub fn generate(ctx: &PushContext, proxy: &Proxy, scope: &SidecarScope) -> Vec<Resource> {
     match proxy.proxy_type {
-        ProxyType::Router => gateway_listeners(ctx, proxy),
+        ProxyType::Router => gateway::listeners(ctx, proxy),
         ProxyType::Sidecar => sidecar_listeners(proxy, scope),
     }
-}
-
-fn gateway_listeners(ctx: &PushContext, proxy: &Proxy) -> Vec<Resource> {
-    let merged = gateway::merge(ctx, proxy);
-    merged
-        .ports
-        .keys()
-        .map(|&port| {
-            let bind = merged.bind.get(&port).copied().unwrap_or("0.0.0.0");
-            let route = format!("http.{port}");
-            listener(
-                bind,
-                port,
-                true,
-                &route,
-                HcmKind::Gateway,
-                proxy.idle_timeout,
-            )
-        })
-        .collect()
 }
 
 fn sidecar_listeners(proxy: &Proxy, scope: &SidecarScope) -> Vec<Resource> {
@@ -285,7 +267,12 @@ fn http_connection_manager(
     kind: HcmKind,
     idle_timeout: Option<i128>,
 ) -> Filter {
-    let mut hcm = hcm_config(stat_prefix, routes, kind);
+    hcm_filter(hcm_config(stat_prefix, routes, kind), idle_timeout)
+}
+
+/// `hcm` as a filter, with the proxy's `IDLE_TIMEOUT`, if any, as its connections' idle
+/// timeout (istiod's listener builder).
+fn hcm_filter(mut hcm: HttpConnectionManager, idle_timeout: Option<i128>) -> Filter {
     if let Some(nanos) = idle_timeout {
         hcm.common_http_protocol_options = Some(HttpProtocolOptions {
             idle_timeout: Some(Duration {
