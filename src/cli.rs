@@ -4,10 +4,13 @@
 mod fd_limit;
 mod mesh_config;
 pub mod token_auth;
+mod validate;
+
+pub use validate::validate;
 
 use std::io::IsTerminal;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use actix::prelude::*;
@@ -25,9 +28,8 @@ use crate::http::monitoring::{self, Monitoring};
 use crate::limits::Limits;
 use crate::metrics::Metrics;
 use crate::model::config_set::{FILES, SourceId};
-use crate::model::file_set::FileSet;
-use crate::registry::files::watch::{Content, WatchRules};
-use crate::registry::files::{FileRegistry, FileSettings, list_config_tree};
+use crate::registry::files::watch::WatchRules;
+use crate::registry::files::{FileRegistry, FileSettings};
 use crate::registry::kubernetes::namespaces::NamespaceSelector;
 use crate::registry::kubernetes::{ISTIO_SOURCE, IstioRegistry, SERVICES_SOURCE, ServiceRegistry};
 use crate::registry::outbox::Outbox;
@@ -207,88 +209,6 @@ fn init_tracing(format: LogFormat, level: Option<&str>) {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
     }
-}
-
-/// Checks `path`, a file or every config file under a directory; writes each problem, and
-/// each field accepted but not applied, to `out`. Returns whether there was no problem (and,
-/// with `strict`, no such field either).
-pub fn validate(path: &Path, strict: bool, out: &mut impl std::io::Write) -> anyhow::Result<bool> {
-    let mut errors_before = 0;
-    let mut not_applied = 0;
-    let files = if path.is_file() {
-        vec![path.to_path_buf()]
-    } else {
-        let tree = list_config_tree(path).with_context(|| format!("reading {}", path.display()))?;
-        for dir in &tree.loops {
-            writeln!(
-                out,
-                "{}: note: a directory already read (a symlink loop), skipped",
-                dir.display()
-            )?;
-        }
-        for (dir, why) in &tree.unreadable_dirs {
-            errors_before += 1;
-            writeln!(out, "{}: cannot list: {why}", dir.display())?;
-        }
-        tree.files
-    };
-    let mut set = FileSet::new(DEFAULT_NAMESPACE);
-    let mut errors = errors_before;
-    let mut unsupported = std::collections::BTreeSet::new();
-    for path in &files {
-        let text = match Content::read(path, Limits::default().max_file_bytes) {
-            Content::Text(t) => t,
-            Content::Gone => {
-                errors += 1;
-                writeln!(out, "{}: cannot read: the file is gone", path.display())?;
-                continue;
-            }
-            Content::Unreadable(reason) | Content::Rejected(reason) => {
-                errors += 1;
-                writeln!(out, "{}: {reason}", path.display())?;
-                continue;
-            }
-        };
-        let report = set.apply(path, Some(&text));
-        for error in &report.errors {
-            errors += 1;
-            writeln!(out, "{error}")?;
-        }
-        for note in &report.notes {
-            not_applied += 1;
-            writeln!(out, "{note}")?;
-        }
-        for (api_version, kind) in report.unsupported {
-            if unsupported.insert((api_version.clone(), kind.clone())) {
-                writeln!(
-                    out,
-                    "{}: note: {kind} ({api_version}) is not served by axon, skipped",
-                    path.display()
-                )?;
-            }
-        }
-    }
-    let commit = set.commit();
-    for key in &commit.duplicates {
-        writeln!(
-            out,
-            "note: {key} is defined more than once; the last file in path order wins"
-        )?;
-    }
-    writeln!(
-        out,
-        "{} files, {} configs, {} errors, {} fields accepted but not applied{}",
-        files.len(),
-        set.configs().len(),
-        errors,
-        not_applied,
-        if strict && not_applied > 0 {
-            " (--strict: that fails)"
-        } else {
-            ""
-        }
-    )?;
-    Ok(errors == 0 && !(strict && not_applied > 0))
 }
 
 pub fn serve(args: ServeArgs) -> anyhow::Result<()> {

@@ -81,6 +81,74 @@ fn validate_on_a_missing_directory_fails() {
     );
 }
 
+/// A root VirtualService delegating to one that does not exist, and two mesh VirtualServices
+/// for one host: problems only the built push context shows.
+const VS_PROBLEMS: &str = "apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: root, namespace: shop}
+spec:
+  hosts: [shop.example.com]
+  gateways: [istio-system/gw]
+  http:
+  - name: to-missing
+    delegate: {name: missing, namespace: shop}
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: first, namespace: shop, creationTimestamp: '2024-01-01T00:00:00Z'}
+spec:
+  hosts: [reviews]
+  http:
+  - route: [{destination: {host: reviews}}]
+";
+
+const VS_SECOND: &str = "apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: second, namespace: shop, creationTimestamp: '2024-06-01T00:00:00Z'}
+spec:
+  hosts: [reviews]
+  http:
+  - route: [{destination: {host: reviews}}]
+";
+
+#[test]
+fn validate_warns_of_virtual_service_problems_with_their_file_and_fails_them_with_strict() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.yaml"), VS_PROBLEMS).unwrap();
+    std::fs::write(dir.path().join("b.yaml"), VS_SECOND).unwrap();
+    let out = axon(&["validate", dir.path().to_str().unwrap()]);
+    let report = text(&out);
+    assert!(out.status.success(), "a warning, not an error: {report}");
+    let a = dir.path().join("a.yaml");
+    let b = dir.path().join("b.yaml");
+    assert!(
+        report.contains(&format!(
+            "{}: document 1 (line 1): warning: VirtualService/shop/root: delegate VirtualService/shop/missing not found: route \"to-missing\" dropped",
+            a.display()
+        )),
+        "{report}"
+    );
+    // The conflict points at the VirtualService a sidecar does not take (the newer).
+    assert!(
+        report.contains(&format!(
+            "{}: document 1 (line 1): warning: host reviews.shop.svc.cluster.local is routed by VirtualService/shop/first, VirtualService/shop/second for sidecars",
+            b.display()
+        )),
+        "{report}"
+    );
+    assert!(report.contains("2 VirtualService problems"), "{report}");
+    let out = axon(&["validate", "--strict", dir.path().to_str().unwrap()]);
+    let report = text(&out);
+    assert_eq!(out.status.code(), Some(1), "--strict fails: {report}");
+    assert!(report.contains("(--strict: that fails)"), "{report}");
+
+    // Without them, --strict passes.
+    std::fs::remove_file(&b).unwrap();
+    std::fs::write(&a, VS_PROBLEMS.split("---").nth(1).unwrap()).unwrap();
+    let out = axon(&["validate", "--strict", dir.path().to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out));
+}
+
 #[test]
 fn serve_refuses_a_bad_limits_file_naming_the_key() {
     let dir = tempfile::tempdir().unwrap();

@@ -87,3 +87,39 @@ fn with_a_token_file_every_debug_request_needs_the_token() {
     // The probes need no token.
     assert_eq!(axon.monitoring_get("/healthz").status, 200);
 }
+
+/// A root VirtualService delegating to one that does not exist: a problem only the push
+/// context shows, listed by `/debug/configz` beside the configs.
+#[test]
+fn configz_lists_the_virtual_service_problems_of_the_push_context() {
+    const ROOT: &str = "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: root, namespace: demo}\nspec:\n  hosts: [svc.demo.svc.cluster.local]\n  http:\n  - name: to-missing\n    delegate: {name: missing}\n";
+    let dir = ConfigDir::new();
+    dir.write("mesh.yaml", MESH);
+    let axon = Axon::start(dir.path());
+    assert!(
+        axon.wait_built_after(None, Duration::from_secs(10))
+            .is_some()
+    );
+    let configz = axon.debug_json("/debug/configz");
+    assert_eq!(
+        configz["virtual_service_problems"],
+        serde_json::json!([]),
+        "{configz}"
+    );
+
+    let before = axon.built_version();
+    dir.write("root.yaml", ROOT);
+    assert!(
+        axon.wait_built_after(before, Duration::from_secs(10))
+            .is_some()
+    );
+    let configz = axon.debug_json("/debug/configz");
+    assert_eq!(
+        configz["virtual_service_problems"],
+        serde_json::json!([{
+            "virtual_services": ["VirtualService/demo/root"],
+            "problem": "VirtualService/demo/root: delegate VirtualService/demo/missing not found: route \"to-missing\" dropped",
+        }]),
+        "{configz}"
+    );
+}

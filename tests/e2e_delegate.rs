@@ -220,7 +220,7 @@ fn a_sidecar_serves_the_merged_routes_and_follows_a_change_to_the_child() {
     use sidecar::{NODE_A, REVIEWS, reviews_se_yaml, sidecar_options, sidecar_yaml};
     let v1 = Upstream::start("reviews-v1");
     let v2 = Upstream::start("reviews-v2");
-    let egress_port = free_port();
+    let egress_addr = own_loopback(&[sidecar::SERVICE_PORT]);
     let config = ConfigDir::new();
     config.write(
         "services.yaml",
@@ -229,22 +229,16 @@ fn a_sidecar_serves_the_merged_routes_and_follows_a_change_to_the_child() {
             destination_rule_yaml("reviews", "a", "reviews"),
         ]),
     );
-    config.write("sidecar.yaml", &sidecar_yaml(egress_port));
+    config.write("sidecar.yaml", &sidecar_yaml(egress_addr));
     config.write("root.yaml", MESH_ROOT);
     config.write("child.yaml", &mesh_child("/v2"));
     let axon = Axon::start(config.path());
-    let (envoy, egress_port) = start_envoy_listening(
-        &axon,
-        egress_port,
-        |port| format!("127.0.0.1_{port}"),
-        |port| config.write("sidecar.yaml", &sidecar_yaml(port)),
-        || Envoy::start(axon.xds_addr(), sidecar_options(NODE_A, "productpage", "a")),
-        CONVERGE,
-    );
+    let envoy = Envoy::start(axon.xds_addr(), sidecar_options(NODE_A, "productpage", "a"));
+    let egress = std::net::SocketAddr::from((egress_addr, sidecar::SERVICE_PORT));
     let get = |path: &str, headers: &[(&str, &str)]| {
         let mut all = vec![("Host", REVIEWS)];
         all.extend_from_slice(headers);
-        http_get(Envoy::local(egress_port), path, &all)
+        http_get(egress, path, &all)
     };
     let jason = [("end-user", "jason")];
     wait_for_answer("the merged route", CONVERGE, "reviews-v2", &envoy, || {

@@ -93,7 +93,8 @@ fn sidecar_scenario() {
 
     let dump = s.envoy.config_dump();
     let listeners = dynamic_listener_names(&dump);
-    let want_listener = format!("127.0.0.1_{egress}");
+    let bind = s.egress_addr.to_string();
+    let want_listener = format!("{bind}_{egress}");
     assert!(
         listeners.contains(&want_listener),
         "no listener {want_listener}: {listeners:?}"
@@ -112,7 +113,7 @@ fn sidecar_scenario() {
     assert_eq!(
         (addr.get("address"), addr.get("port_value")),
         (
-            Some(&serde_json::json!("127.0.0.1")),
+            Some(&serde_json::json!(bind)),
             Some(&serde_json::json!(egress))
         ),
         "listener {want_listener} address: {listener}"
@@ -202,7 +203,10 @@ fn sidecar_scenario() {
         (0, 0),
         "no CDS or LDS response for a route change: {delta:?}"
     );
-    let rds_name = format!("http.outbound_127.0.0.1_{egress}.rds.{egress}.update_attempt");
+    let rds_name = format!(
+        "http.outbound_{}_{egress}.rds.{egress}.update_attempt",
+        s.egress_addr
+    );
     assert!(
         after.rds.contains_key(&rds_name),
         "no RDS stat {rds_name}: {:?}",

@@ -1,5 +1,6 @@
 //! End-to-end: routing through a real sidecar Envoy (`INTERCEPTION_MODE: NONE`, namespace
-//! `a`, a Sidecar with two bound egress listeners: one declared GRPC, one HTTP).
+//! `a`, a Sidecar with two bound egress listeners on a loopback address of the test's own:
+//! one declared GRPC on grpc-echo's port, one HTTP on reviews').
 //!
 //! - gRPC: a call through the GRPC egress listener to `grpc-echo` (a GRPC service port) gets
 //!   HTTP/2 to a real gRPC server (Python `grpcio`, `tests/grpc/echo.py`) and is answered;
@@ -24,9 +25,13 @@ use support::*;
 
 const GRPC_HOST: &str = "grpc-echo.a.svc.cluster.local";
 
-/// Sidecar `default` in `a`: bound egress listeners on 127.0.0.1, `grpc_port` (GRPC) and
-/// `http_port` (HTTP), importing namespace `a`.
-fn sidecar_yaml(grpc_port: u16, http_port: u16) -> String {
+const GRPC_PORT: u16 = 7070;
+
+/// Sidecar `default` in `a`: bound egress listeners on `bind`, on grpc-echo's port (GRPC)
+/// and on reviews' (HTTP), importing namespace `a` (istiod serves on a declared listener
+/// only the services with its port).
+fn sidecar_yaml(bind: std::net::Ipv4Addr) -> String {
+    let (grpc_port, http_port) = (GRPC_PORT, SERVICE_PORT);
     format!(
         r#"apiVersion: networking.istio.io/v1
 kind: Sidecar
@@ -36,11 +41,11 @@ metadata:
 spec:
   egress:
   - port: {{number: {grpc_port}, protocol: GRPC, name: grpc-egress}}
-    bind: 127.0.0.1
+    bind: {bind}
     captureMode: NONE
     hosts: ["./*"]
   - port: {{number: {http_port}, protocol: HTTP, name: http-egress}}
-    bind: 127.0.0.1
+    bind: {bind}
     captureMode: NONE
     hosts: ["./*"]
 "#
@@ -65,7 +70,7 @@ fn grpc_and_several_virtual_services_for_one_host_through_a_sidecar() {
     let grpc = EchoServer::start("grpc:");
     let v1 = Upstream::start("reviews-v1");
     let v2 = Upstream::start("reviews-v2");
-    let (grpc_port, http_port) = (free_port(), free_port());
+    let bind = own_loopback(&[GRPC_PORT, SERVICE_PORT]);
     let config = ConfigDir::new();
     config.write(
         "services.yaml",
@@ -85,7 +90,7 @@ fn grpc_and_several_virtual_services_for_one_host_through_a_sidecar() {
             ),
         ]),
     );
-    config.write("sidecar.yaml", &sidecar_yaml(grpc_port, http_port));
+    config.write("sidecar.yaml", &sidecar_yaml(bind));
     // By name, aa-newer would come first; by creation time, zz-older does.
     config.write(
         "routes.yaml",
@@ -95,15 +100,17 @@ fn grpc_and_several_virtual_services_for_one_host_through_a_sidecar() {
         ]),
     );
     let axon = Axon::start(config.path());
-    let (envoy, http_port) = start_envoy_listening(
-        &axon,
-        http_port,
-        |port| format!("127.0.0.1_{port}"),
-        |port| config.write("sidecar.yaml", &sidecar_yaml(grpc_port, port)),
-        || Envoy::start(axon.xds_addr(), sidecar_options(NODE_A, "productpage", "a")),
-        CONVERGE,
-    );
-    let egress = Envoy::local(http_port);
+    let envoy = Envoy::start(axon.xds_addr(), sidecar_options(NODE_A, "productpage", "a"));
+    for port in [GRPC_PORT, SERVICE_PORT] {
+        let name = format!("{bind}_{port}");
+        assert!(
+            wait_until(CONVERGE, || dynamic_listener(&envoy.config_dump(), &name)
+                .is_some_and(|l| l.get("active_state").is_some())),
+            "no active listener {name}\n{}",
+            describe_envoy(&envoy)
+        );
+    }
+    let egress = std::net::SocketAddr::from((bind, SERVICE_PORT));
     let get = |headers: &[(&str, &str)]| {
         let mut all = vec![("Host", REVIEWS)];
         all.extend_from_slice(headers);
@@ -135,10 +142,7 @@ fn grpc_and_several_virtual_services_for_one_host_through_a_sidecar() {
     );
 
     // gRPC through the GRPC egress listener: HTTP/2 upstream, answered.
-    let (ok, output) = client_call(
-        &format!("127.0.0.1:{grpc_port}"),
-        &["--authority", GRPC_HOST],
-    );
+    let (ok, output) = client_call(&format!("{bind}:{GRPC_PORT}"), &["--authority", GRPC_HOST]);
     assert!(
         ok && output.contains("reply: grpc:hello"),
         "{output}\n{}",
@@ -155,7 +159,9 @@ fn grpc_and_several_virtual_services_for_one_host_through_a_sidecar() {
             .map(|c| c["cluster"].to_string())
             .unwrap_or_default()
     };
-    assert!(cluster(&format!("outbound|7070||{GRPC_HOST}")).contains("http2_protocol_options"));
+    assert!(
+        cluster(&format!("outbound|{GRPC_PORT}||{GRPC_HOST}")).contains("http2_protocol_options")
+    );
     let reviews_cluster = cluster(&format!("outbound|{SERVICE_PORT}|v2|{REVIEWS}"));
     assert!(!reviews_cluster.is_empty() && !reviews_cluster.contains("http2_protocol_options"));
 

@@ -3,7 +3,8 @@
 //! Receives [`Flush`] from the Debouncer; merges the sources' config sets; builds an immutable
 //! `PushContext` that reuses every index the request did not touch; sends [`Push`] to the
 //! PushQueue. Answers [`GetReady`] (`/ready`) from the sources of the contexts it built
-//! ([`Readiness`]) and [`GetPushStatus`] (`/debug/push_status`).
+//! ([`Readiness`]), [`GetPushStatus`] (`/debug/push_status`) and
+//! [`GetVirtualServiceProblems`] (`/debug/configz`).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -96,6 +97,12 @@ pub struct SetDraining;
 #[rtype(result = "serde_json::Value")]
 pub struct GetPushStatus;
 
+/// The VirtualService problems of the current context (`/debug/configz`): for each, the
+/// VirtualServices it concerns and what happened.
+#[derive(Message)]
+#[rtype(result = "serde_json::Value")]
+pub struct GetVirtualServiceProblems;
+
 pub struct SnapshotBuilder {
     current: Option<Arc<PushContext>>,
     last: serde_json::Value,
@@ -140,6 +147,27 @@ impl Handler<GetPushStatus> for SnapshotBuilder {
 
     fn handle(&mut self, _: GetPushStatus, _: &mut Context<Self>) -> Self::Result {
         MessageResult(self.last.clone())
+    }
+}
+
+impl Handler<GetVirtualServiceProblems> for SnapshotBuilder {
+    type Result = MessageResult<GetVirtualServiceProblems>;
+
+    fn handle(&mut self, _: GetVirtualServiceProblems, _: &mut Context<Self>) -> Self::Result {
+        let problems = self
+            .current
+            .iter()
+            .flat_map(|ctx| &ctx.virtual_services.problems);
+        MessageResult(serde_json::Value::Array(
+            problems
+                .map(|p| {
+                    serde_json::json!({
+                        "virtual_services": p.configs.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                        "problem": p.message,
+                    })
+                })
+                .collect(),
+        ))
     }
 }
 
@@ -236,7 +264,7 @@ impl Handler<Flush> for SnapshotBuilder {
             "services": ctx.services.by_host.len(),
             "endpoint_sets": ctx.endpoints.by_service_port.len(),
             "virtual_service_bindings": ctx.virtual_services.by_gateway.values().map(Vec::len).sum::<usize>(),
-            "virtual_service_problems": ctx.virtual_services.problems,
+            "virtual_service_problems": ctx.virtual_services.problems.iter().map(ToString::to_string).collect::<Vec<_>>(),
             "destination_rule_hosts": ctx.destination_rules.by_host.len(),
             "gateways": ctx.gateways.all.len(),
             "sidecar_namespaces": ctx.sidecars.by_namespace.len(),

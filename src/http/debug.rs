@@ -20,7 +20,7 @@ use crate::actors::directory::{CollectStatus, ConnectionDirectory, Dump, DumpFor
 use crate::actors::distribution::{DistributionTracker, GetDistribution};
 use crate::actors::messages::ForcePush;
 use crate::actors::messages::GetConfigz;
-use crate::actors::snapshot_builder::{GetPushStatus, SnapshotBuilder};
+use crate::actors::snapshot_builder::{GetPushStatus, GetVirtualServiceProblems, SnapshotBuilder};
 use crate::xds::ResourceType;
 
 #[derive(Clone)]
@@ -162,12 +162,19 @@ async fn config_dump(State(s): State<Debug>, Query(q): Query<HashMap<String, Str
 }
 
 /// The config directory's configs and errors; with `--kubernetes`, each Kubernetes
-/// registry's under `kubernetes`.
+/// registry's under `kubernetes`; and what the current push context found wrong with the
+/// VirtualServices (delegates, hosts several mesh VirtualServices name), from the
+/// SnapshotBuilder, under `virtual_service_problems`.
 async fn configz(State(s): State<Debug>) -> Answer {
     let mut out = match &s.registry {
         Some(registry) => registry.send(GetConfigz).await.map_err(unavailable)?,
         None => json!({"source": null, "configs": [], "errors": []}),
     };
+    out["virtual_service_problems"] = s
+        .builder
+        .send(GetVirtualServiceProblems)
+        .await
+        .map_err(unavailable)?;
     if !s.kubernetes.is_empty() {
         let mut registries = Vec::new();
         for registry in &s.kubernetes {

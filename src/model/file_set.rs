@@ -88,7 +88,29 @@ pub struct FileSet {
     default_namespace: String,
     bounds: YamlBounds,
     files: BTreeMap<PathBuf, Vec<Arc<Config>>>,
+    /// Where each file's configs are: key, document index and line.
+    places: BTreeMap<PathBuf, Vec<(ConfigKey, usize, usize)>>,
     merged: Arc<ConfigSet>,
+}
+
+/// Where a config was read: its file, document index and the document's first line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Place {
+    pub path: PathBuf,
+    pub index: usize,
+    pub line: usize,
+}
+
+impl std::fmt::Display for Place {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: document {} (line {})",
+            self.path.display(),
+            self.index,
+            self.line
+        )
+    }
 }
 
 impl FileSet {
@@ -97,6 +119,7 @@ impl FileSet {
             default_namespace: default_namespace.into(),
             bounds: YamlBounds::default(),
             files: BTreeMap::new(),
+            places: BTreeMap::new(),
             merged: Arc::default(),
         }
     }
@@ -135,10 +158,12 @@ impl FileSet {
     pub fn apply(&mut self, path: &Path, text: Option<&str>) -> FileReport {
         let Some(text) = text else {
             self.files.remove(path);
+            self.places.remove(path);
             return FileReport::default();
         };
         let mut report = FileReport::default();
         let mut configs = Vec::new();
+        let mut places = Vec::new();
         for doc in parse_documents_within(text, &self.default_namespace, &self.bounds) {
             match doc.outcome {
                 DocOutcome::Empty => {}
@@ -153,6 +178,7 @@ impl FileSet {
                             index: doc.index,
                             note,
                         }));
+                    places.push((config.key.clone(), doc.index, doc.line));
                     configs.push(Arc::new(*config))
                 }
                 DocOutcome::Invalid(error) => report.errors.push(DocReport {
@@ -170,7 +196,24 @@ impl FileSet {
         }
         report.configs = configs.len();
         self.files.insert(path.to_path_buf(), configs);
+        self.places.insert(path.to_path_buf(), places);
         report
+    }
+
+    /// Where the config `key` that the merge keeps was read (the last file in path order, its
+    /// last document, as [`FileSet::commit`] merges).
+    pub fn place(&self, key: &ConfigKey) -> Option<Place> {
+        self.places.iter().rev().find_map(|(path, places)| {
+            places
+                .iter()
+                .rev()
+                .find(|(k, _, _)| k == key)
+                .map(|(_, index, line)| Place {
+                    path: path.clone(),
+                    index: *index,
+                    line: *line,
+                })
+        })
     }
 
     /// Merges every file's configs (in path order; a later file or document wins a duplicate

@@ -83,9 +83,10 @@ pub fn ratings_vs_yaml(revision: u32) -> String {
     )
 }
 
-/// Sidecar `default` in `a`: one bound egress listener on 127.0.0.1:EGRESS_PORT importing
-/// only namespace `a`.
-pub fn sidecar_yaml(egress_port: u16) -> String {
+/// Sidecar `default` in `a`: one bound egress listener on `bind`:SERVICE_PORT (istiod serves
+/// on a declared listener only the services with its port) importing only namespace `a`.
+pub fn sidecar_yaml(bind: std::net::Ipv4Addr) -> String {
+    let egress_port = SERVICE_PORT;
     format!(
         r#"apiVersion: networking.istio.io/v1
 kind: Sidecar
@@ -98,7 +99,7 @@ spec:
       number: {egress_port}
       protocol: HTTP
       name: egress-http
-    bind: 127.0.0.1
+    bind: {bind}
     captureMode: NONE
     hosts:
     - "./*"
@@ -125,6 +126,8 @@ pub struct Scenario {
     pub envoy_b: Option<Envoy>,
     pub axon: Axon,
     pub config: ConfigDir,
+    /// The egress listener's address (its port is [`SERVICE_PORT`]).
+    pub egress_addr: std::net::Ipv4Addr,
     pub egress_port: u16,
     pub v1: Upstream,
     pub v2: Upstream,
@@ -136,7 +139,8 @@ impl Scenario {
         let v1 = Upstream::start("reviews-v1");
         let v2 = Upstream::start("reviews-v2");
         let ratings = Upstream::start("ratings");
-        let egress_port = free_port();
+        let egress_addr = own_loopback(&[SERVICE_PORT]);
+        let egress_port = SERVICE_PORT;
         let config = ConfigDir::new();
         config.write("reviews-se.yaml", &reviews_se_yaml(v1.port(), v2.port()));
         config.write(
@@ -146,17 +150,18 @@ impl Scenario {
         config.write("reviews-vs.yaml", &reviews_vs_yaml("v1"));
         config.write("ratings-se.yaml", &ratings_se_yaml(ratings.port()));
         config.write("ratings-vs.yaml", &ratings_vs_yaml(1));
-        config.write("sidecar-a.yaml", &sidecar_yaml(egress_port));
+        config.write("sidecar-a.yaml", &sidecar_yaml(egress_addr));
         let axon = Axon::start(config.path());
-        // The egress port was free when picked; if something took it before Envoy could
-        // bind it, another one.
-        let (envoy, egress_port) = start_envoy_listening(
-            &axon,
-            egress_port,
-            |port| format!("127.0.0.1_{port}"),
-            |port| config.write("sidecar-a.yaml", &sidecar_yaml(port)),
-            || Envoy::start(axon.xds_addr(), sidecar_options(NODE_A, "productpage", "a")),
-            CONVERGE,
+        let envoy = Envoy::start(axon.xds_addr(), sidecar_options(NODE_A, "productpage", "a"));
+        let listener = format!("{egress_addr}_{egress_port}");
+        assert!(
+            wait_until(CONVERGE, || dynamic_listener(
+                &envoy.config_dump(),
+                &listener
+            )
+            .is_some_and(|l| l.get("active_state").is_some())),
+            "no active listener {listener}\n{}",
+            describe_envoy(&envoy)
         );
         let envoy_b = with_b_proxy
             .then(|| Envoy::start(axon.xds_addr(), sidecar_options(NODE_B, "client", "b")));
@@ -165,6 +170,7 @@ impl Scenario {
             envoy_b,
             axon,
             config,
+            egress_addr,
             egress_port,
             v1,
             v2,
@@ -173,7 +179,7 @@ impl Scenario {
     }
 
     pub fn egress(&self) -> SocketAddr {
-        Envoy::local(self.egress_port)
+        SocketAddr::from((self.egress_addr, self.egress_port))
     }
 
     /// `GET path` through the egress listener with `Host: host` and `headers`.
@@ -245,7 +251,7 @@ impl Scenario {
     /// the virtual host of reviews routing to `clusters`, those clusters warm with endpoints,
     /// nothing warming, nothing rejected. Only then is a request worth sending.
     pub fn wait_reviews_route(&self, clusters: &[&str], min_version: Option<u64>) {
-        let listener = format!("127.0.0.1_{}", self.egress_port);
+        let listener = format!("{}_{}", self.egress_addr, self.egress_port);
         let route_config = self.egress_port.to_string();
         let want = RouteInForce {
             listener: &listener,

@@ -1,7 +1,7 @@
 //! Waiting on conditions and picking ports: [`wait_until`] (the one way tests wait: poll a
-//! condition against a deadline, never a fixed sleep) and [`free_port`].
+//! condition against a deadline, never a fixed sleep), [`free_port`] and [`own_loopback`].
 
-use std::net::TcpListener;
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -26,4 +26,33 @@ pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
 pub fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
     listener.local_addr().expect("local_addr").port()
+}
+
+/// A loopback address of the caller's own (any 127/8 address is local on Linux) on which
+/// every port of `ports` was free a moment ago: a listener that must have a given port (a
+/// Sidecar egress listener on a service's port, or 80) binds it there whatever else runs.
+pub fn own_loopback(ports: &[u16]) -> Ipv4Addr {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let seed = std::process::id().wrapping_mul(7919) ^ nanos;
+    for _ in 0..100 {
+        let n = seed.wrapping_add(NEXT.fetch_add(1, Ordering::SeqCst).wrapping_mul(104_729));
+        let addr = Ipv4Addr::new(
+            127,
+            100 + (n % 100) as u8,
+            (n >> 8) as u8,
+            1 + ((n >> 16) % 250) as u8,
+        );
+        let free = ports
+            .iter()
+            .all(|port| TcpListener::bind(SocketAddr::from((addr, *port))).is_ok());
+        if free {
+            return addr;
+        }
+    }
+    panic!("no loopback address with ports {ports:?} free");
 }

@@ -28,7 +28,7 @@ pub use destination_rules::ChosenRule;
 pub use endpoints::changed_clusters;
 use endpoints::{endpoint_differences, index_endpoints, update_endpoints};
 use virtual_services::index_virtual_services;
-pub use virtual_services::{VirtualServiceIndex, gateway_ref};
+pub use virtual_services::{VirtualServiceIndex, VirtualServiceProblem, gateway_ref};
 
 /// The configs of one kind, in key order.
 pub fn of_kind(configs: &ConfigSet, kind: ConfigKind) -> impl Iterator<Item = &Arc<Config>> {

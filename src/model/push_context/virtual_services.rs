@@ -27,12 +27,29 @@ pub struct VirtualServiceIndex {
     /// The delegates each root VirtualService names (found or not): a proxy that reads the
     /// root depends on them.
     pub delegates: BTreeMap<ConfigKey, BTreeSet<ConfigKey>>,
-    /// What the merge dropped, and why, one line each (logged when the index is built,
-    /// shown in `/debug/push_status`), and the hosts in `duplicate_hosts`.
-    pub problems: Vec<String>,
+    /// What the merge dropped, and why, one each (logged when the index is built, shown in
+    /// `/debug/push_status` and `/debug/configz`, printed by `axon validate`), and the hosts
+    /// in `duplicate_hosts`.
+    pub problems: Vec<VirtualServiceProblem>,
     /// Hosts that several mesh VirtualServices name: a sidecar serves one of them
     /// (`pilot_vservice_dup_domain` counts them).
     pub duplicate_hosts: Vec<String>,
+}
+
+/// A VirtualService not applied in full, as only the built index shows: a delegate missing,
+/// not exported or with a match outside its root's, a host several mesh VirtualServices
+/// name. `configs` are the VirtualServices to look at (the root for a delegate problem; for
+/// a host, those a sidecar does not take when it sees all of them); `message` names them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VirtualServiceProblem {
+    pub configs: Vec<ConfigKey>,
+    pub message: String,
+}
+
+impl std::fmt::Display for VirtualServiceProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
 }
 
 impl VirtualServiceIndex {
@@ -62,7 +79,17 @@ pub(super) fn index_virtual_services(
                 |ns, name| configs.get(&ConfigKey::new(ConfigKind::VirtualService, ns, name)),
                 default_export_to,
             );
-            index.problems.extend(merged.problems);
+            index
+                .problems
+                .extend(
+                    merged
+                        .problems
+                        .into_iter()
+                        .map(|message| VirtualServiceProblem {
+                            configs: vec![config.key.clone()],
+                            message,
+                        }),
+                );
             index.delegates.insert(config.key.clone(), merged.children);
             Arc::new(Config {
                 spec: Spec::VirtualService(merged.spec),
@@ -116,7 +143,7 @@ pub(super) fn index_virtual_services(
 /// istiod gives a sidecar one VirtualService per host (the first it sees, in
 /// [`PushContext::in_proxy_order`]; the others' virtual hosts are duplicates, which istiod
 /// counts in `pilot_vservice_dup_domain`): hosts that several mesh VirtualServices name.
-fn mesh_host_conflicts(index: &VirtualServiceIndex) -> Vec<(String, String)> {
+fn mesh_host_conflicts(index: &VirtualServiceIndex) -> Vec<(String, VirtualServiceProblem)> {
     let mesh: BTreeSet<&ConfigKey> = index
         .by_gateway
         .get("mesh")
@@ -135,10 +162,12 @@ fn mesh_host_conflicts(index: &VirtualServiceIndex) -> Vec<(String, String)> {
             }
             on_mesh.sort_by(|a, b| a.creation_order(b));
             let names: Vec<String> = on_mesh.iter().map(|c| c.key.to_string()).collect();
-            Some((host.clone(), format!(
+            let message = format!(
                 "host {host} is routed by {} for sidecars: a sidecar takes the first it sees (exported to its namespace only, then to it, then everywhere; each by creation time, name, namespace) and not the others",
                 names.join(", ")
-            )))
+            );
+            let configs = on_mesh[1..].iter().map(|c| c.key.clone()).collect();
+            Some((host.clone(), VirtualServiceProblem { configs, message }))
         })
         .collect()
 }

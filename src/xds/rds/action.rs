@@ -71,6 +71,7 @@ pub(super) fn translate(
             namespace,
             http,
             ops.authority,
+            port,
             &mut out,
         )?)
     });
@@ -86,6 +87,7 @@ fn route_action(
     namespace: &str,
     http: &HttpRoute,
     mut authority: Option<String>,
+    port: u32,
     out: &mut Route,
 ) -> Option<RouteAction> {
     let mut action = RouteAction {
@@ -117,7 +119,7 @@ fn route_action(
     let destinations: Vec<(&HttpRouteDestination, String)> = http
         .route
         .iter()
-        .filter_map(|rd| Some((rd, cluster_of(ctx, namespace, rd)?)))
+        .filter_map(|rd| Some((rd, cluster_of(ctx, namespace, rd, port)?)))
         .collect();
     match destinations.as_slice() {
         [] => return None,
@@ -152,28 +154,43 @@ fn route_action(
         .collect();
     action.retry_policy = retry_policy(http.retries.as_ref());
     action.request_mirror_policies =
-        filters::mirror_policies(http, |d| cluster_name(ctx, namespace, d));
+        filters::mirror_policies(http, |d| cluster_name(ctx, namespace, d, port));
     Some(action)
 }
 
-fn cluster_of(ctx: &PushContext, namespace: &str, rd: &HttpRouteDestination) -> Option<String> {
-    Some(cluster_name(ctx, namespace, rd.destination.as_ref()?))
+fn cluster_of(
+    ctx: &PushContext,
+    namespace: &str,
+    rd: &HttpRouteDestination,
+    listener_port: u32,
+) -> Option<String> {
+    Some(cluster_name(
+        ctx,
+        namespace,
+        rd.destination.as_ref()?,
+        listener_port,
+    ))
 }
 
-/// A destination's cluster: its port, else the service's first, else 80.
-fn cluster_name(ctx: &PushContext, namespace: &str, d: &Destination) -> String {
+/// A destination's cluster, as istiod's `GetDestinationCluster`: its port, else the port of
+/// a service with one port, else the listener's port (a multi-port service is reached on the
+/// port it was called on). For a sidecar istiod looks the service up among those on the
+/// listener's port only, so a one-port service on another port would get the listener's
+/// port, a cluster that does not exist: axon keeps its port.
+fn cluster_name(ctx: &PushContext, namespace: &str, d: &Destination, listener_port: u32) -> String {
     let hostname = host::resolve(&d.host, namespace);
     let port = d
         .port
         .as_ref()
         .map(|p| p.number)
         .filter(|p| *p != 0)
-        .or_else(|| {
-            ctx.service(&hostname)
-                .and_then(|s| s.ports.first())
-                .map(|p| p.number)
-        })
-        .unwrap_or(80);
+        .or_else(
+            || match ctx.service(&hostname).map(|s| s.ports.as_slice()) {
+                Some([only]) => Some(only.number),
+                _ => None,
+            },
+        )
+        .unwrap_or(listener_port);
     outbound_cluster_name(port, &d.subset, &hostname)
 }
 

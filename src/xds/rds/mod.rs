@@ -5,16 +5,13 @@
 //! (the more specific of server host and VirtualService host, its domain alone, the port
 //! ignored in host matching), holding the routes of every such VirtualService in istiod's
 //! order with the catch-all routes last; a request that no host or route matches gets
-//! Envoy's 404, as from istiod. For a sidecar, the route configuration named by port: a
-//! virtual host per service it sees on that port (full host, short names, `host:port`),
-//! routed by the mesh VirtualServices it imports or straight to the service's cluster, and
-//! `allow_any` to the original destination.
+//! Envoy's 404, as from istiod. For a sidecar, the route configuration named by port
+//! ([`sidecar`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use envoy_types::pb::envoy::config::route::v3::{
-    Route, RouteAction, RouteConfiguration, VirtualHost, route::Action,
-    route_action::ClusterSpecifier, virtual_host::TlsRequirementType as RequireTls,
+    Route, RouteConfiguration, VirtualHost, virtual_host::TlsRequirementType as RequireTls,
 };
 use envoy_types::pb::google::protobuf::Duration;
 
@@ -24,18 +21,17 @@ mod hash;
 mod headers;
 mod matching;
 mod route;
+mod sidecar;
 
-use super::cds::PASSTHROUGH;
-use super::is_http;
+pub(super) use sidecar::sidecar_virtual_host;
+
 use super::resource::Resource;
 use crate::model::config::ConfigKey;
 use crate::model::gateway::{self, GatewayServer};
 use crate::model::host;
 use crate::model::proxy::{Proxy, ProxyType};
 use crate::model::push_context::PushContext;
-use crate::model::service::{Service, outbound_cluster_name};
-use crate::model::sidecar_scope::{EgressScope, SidecarScope};
-use matching::route_match;
+use crate::model::sidecar_scope::SidecarScope;
 use route::{RouteTarget, translate_routes};
 
 pub fn generate(
@@ -49,178 +45,11 @@ pub fn generate(
         ProxyType::Sidecar => names
             .iter()
             .map(|name| {
-                let config = RouteConfiguration {
-                    name: name.clone(),
-                    virtual_hosts: name
-                        .parse()
-                        .map(|port| sidecar_virtual_hosts(ctx, proxy, scope, port))
-                        .unwrap_or_default(),
-                    validate_clusters: Some(Default::default()),
-                    ..Default::default()
-                };
+                let config = sidecar::route_configuration(ctx, proxy, scope, name);
                 Resource::new(name.clone(), &config)
             })
             .collect(),
     }
-}
-
-/// The virtual hosts of the sidecar route configuration for `port`: from the egress listener
-/// declared on that port, else from the services the catch-all listener sees on it.
-fn sidecar_virtual_hosts(
-    ctx: &PushContext,
-    proxy: &Proxy,
-    scope: &SidecarScope,
-    port: u32,
-) -> Vec<VirtualHost> {
-    let (egress, explicit) = match scope.egress_for_port(port) {
-        Some(e) => (e, true),
-        None => match scope.default_egress() {
-            Some(e) => (e, false),
-            None => return Vec::new(),
-        },
-    };
-    let mut vhosts: Vec<VirtualHost> = egress
-        .services
-        .iter()
-        .filter_map(|service| {
-            // On an explicit listener, a service is reached on its own (first HTTP) port.
-            let service_port = if explicit {
-                service
-                    .port(port)
-                    .or_else(|| service.ports.iter().find(|p| is_http(&p.protocol)))?
-            } else {
-                service.port(port).filter(|p| is_http(&p.protocol))?
-            };
-            Some(sidecar_virtual_host(
-                ctx,
-                proxy,
-                egress,
-                service,
-                service_port.number,
-                port,
-            ))
-        })
-        .collect();
-    vhosts.push(VirtualHost {
-        name: "allow_any".to_string(),
-        domains: vec!["*".to_string()],
-        routes: vec![Route {
-            r#match: Some(route_match(None)),
-            action: Some(Action::Route(passthrough_action())),
-            ..Default::default()
-        }],
-        ..Default::default()
-    });
-    vhosts
-}
-
-/// istiod's `allow_any` action: the original destination, no timeout, `max_grpc_timeout` 0.
-#[allow(deprecated)]
-fn passthrough_action() -> RouteAction {
-    RouteAction {
-        cluster_specifier: Some(ClusterSpecifier::Cluster(PASSTHROUGH.to_string())),
-        timeout: Some(Duration {
-            seconds: 0,
-            nanos: 0,
-        }),
-        max_grpc_timeout: Some(Duration {
-            seconds: 0,
-            nanos: 0,
-        }),
-        ..Default::default()
-    }
-}
-
-pub(super) fn sidecar_virtual_host(
-    ctx: &PushContext,
-    proxy: &Proxy,
-    egress: &EgressScope,
-    service: &Service,
-    service_port: u32,
-    listener_port: u32,
-) -> VirtualHost {
-    // The first VirtualService with routes here (istiod skips one without, and a later one
-    // for the same host builds the virtual host).
-    let mut routes: Vec<Route> = egress
-        .virtual_services_for(&service.hostname)
-        .into_iter()
-        .map(|(config, vs)| {
-            let target = RouteTarget {
-                proxy,
-                gateway: "mesh",
-                port: service_port,
-            };
-            translate_routes(ctx, config, vs, target)
-        })
-        .find(|routes| !routes.is_empty())
-        .unwrap_or_default();
-    if routes.is_empty() {
-        // istiod's `BuildDefaultHTTPOutboundRoute`: no timeout (a gRPC request's
-        // `grpc-timeout` honoured, unbounded: `max_grpc_timeout` 0, for proxyless clients
-        // too), the default retries.
-        #[allow(deprecated)]
-        let action = RouteAction {
-            cluster_specifier: Some(ClusterSpecifier::Cluster(outbound_cluster_name(
-                service_port,
-                "",
-                &service.hostname,
-            ))),
-            timeout: Some(Duration {
-                seconds: 0,
-                nanos: 0,
-            }),
-            max_grpc_timeout: Some(Duration {
-                seconds: 0,
-                nanos: 0,
-            }),
-            retry_policy: action::retry_policy(None),
-            hash_policy: hash::for_service(ctx, proxy, &service.hostname, service_port)
-                .into_iter()
-                .collect(),
-            ..Default::default()
-        };
-        routes.push(Route {
-            name: "default".to_string(),
-            r#match: Some(route_match(None)),
-            action: Some(Action::Route(action)),
-            ..Default::default()
-        });
-    }
-    VirtualHost {
-        name: format!("{}:{listener_port}", service.hostname),
-        domains: service_domains(
-            &service.hostname,
-            &service.namespace,
-            &proxy.namespace,
-            listener_port,
-        ),
-        routes,
-        ..Default::default()
-    }
-}
-
-/// The names a client may use for a service: the full host, the short forms of a
-/// `NAME.NAMESPACE.svc.DOMAIN` host (`NAME` only from the same namespace), each with and
-/// without `:port`.
-fn service_domains(
-    hostname: &str,
-    namespace: &str,
-    proxy_namespace: &str,
-    port: u32,
-) -> Vec<String> {
-    let mut names = vec![hostname.to_string()];
-    let suffix = format!(".{namespace}.{}", crate::model::host::DEFAULT_DOMAIN);
-    if let Some(name) = hostname.strip_suffix(&suffix) {
-        names.push(format!("{name}.{namespace}.svc"));
-        names.push(format!("{name}.{namespace}"));
-        if namespace == proxy_namespace {
-            names.push(name.to_string());
-        }
-    }
-    names
-        .iter()
-        .flat_map(|n| [n.clone(), format!("{n}:{port}")])
-        .collect()
 }
 
 fn gateway_routes(ctx: &PushContext, proxy: &Proxy, names: &BTreeSet<String>) -> Vec<Resource> {

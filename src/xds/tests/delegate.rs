@@ -99,7 +99,10 @@ fn a_gateway_serves_the_child_routes_inside_the_root_match() {
     );
     let problems = &ctx.virtual_services.problems;
     assert_eq!(problems.len(), 1, "{problems:?}");
-    assert!(problems[0].contains("\"elsewhere\""), "{problems:?}");
+    assert!(
+        problems[0].message.contains("\"elsewhere\""),
+        "{problems:?}"
+    );
 }
 
 #[test]

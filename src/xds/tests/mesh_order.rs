@@ -168,7 +168,7 @@ fn hosts_that_several_mesh_virtual_services_name_are_reported() {
         ["reviews.shop.svc.cluster.local"]
     );
     assert!(
-        problems[0].starts_with(
+        problems[0].message.starts_with(
             "host reviews.shop.svc.cluster.local is routed by VirtualService/shop/b, VirtualService/shop/a for sidecars"
         ),
         "{problems:?}"

@@ -392,6 +392,7 @@ mod hash;
 mod locality;
 mod mesh_order;
 mod sidecar;
+mod sidecar_hosts;
 mod source_match;
 mod timeouts;
 

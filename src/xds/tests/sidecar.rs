@@ -62,26 +62,54 @@ fn sidecar_listeners_follow_the_sidecar_resource() {
 
 #[test]
 fn sidecar_routes_and_clusters() {
-    let ctx = context(&format!("{MESH}---{SIDECAR_MESH}"));
     let proxy = sidecar_proxy("10.0.0.1", "shop", true);
+    // As istiod (`serviceMatchingListenerPort`): a declared egress listener serves only the
+    // services with its port; none has 15123.
+    let ctx = context(&format!("{MESH}---{SIDECAR_MESH}"));
     let routes: Vec<RouteConfiguration> = decode(&generate_for(
         ResourceType::Route,
         &ctx,
         &proxy,
         &names(&["15123"]),
     ));
+    let vh_names: Vec<&str> = routes[0]
+        .virtual_hosts
+        .iter()
+        .map(|v| v.name.as_str())
+        .collect();
+    assert_eq!(vh_names, ["allow_any"]);
+    // Declared on 9080, it serves both.
+    let ctx = context(&format!(
+        "{MESH}---{}",
+        SIDECAR_MESH.replace("15123", "9080")
+    ));
+    let routes: Vec<RouteConfiguration> = decode(&generate_for(
+        ResourceType::Route,
+        &ctx,
+        &proxy,
+        &names(&["9080"]),
+    ));
     let vh = &routes[0].virtual_hosts;
     let vh_names: Vec<&str> = vh.iter().map(|v| v.name.as_str()).collect();
     assert_eq!(
         vh_names,
         [
-            "ratings.shop.svc.cluster.local:15123",
-            "reviews.shop.svc.cluster.local:15123",
+            "ratings.shop.svc.cluster.local:9080",
+            "reviews.shop.svc.cluster.local:9080",
             "allow_any"
         ]
     );
-    assert!(vh[1].domains.contains(&"reviews".to_string()));
-    assert!(vh[1].domains.contains(&"reviews.shop:15123".to_string()));
+    // As istiod for an Envoy sidecar: domains without a port, the port ignored.
+    assert_eq!(
+        vh[1].domains,
+        [
+            "reviews.shop.svc.cluster.local",
+            "reviews.shop.svc",
+            "reviews.shop",
+            "reviews"
+        ]
+    );
+    assert!(routes[0].ignore_port_in_host_matching);
     let Some(Action::Route(action)) = &vh[1].routes[0].action else {
         panic!("a route")
     };

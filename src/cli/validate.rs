@@ -1,0 +1,117 @@
+//! `axon validate`: reads a file or a directory as `serve` would (every document parsed and
+//! validated, fields accepted but not applied noted), then builds the push context of what
+//! loaded (pure model, no actor) to report what only it shows: VirtualService delegate
+//! problems and hosts several mesh VirtualServices name, with the file and document of each
+//! VirtualService concerned. `--strict` fails on notes and on these problems.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Context as _;
+
+use super::DEFAULT_NAMESPACE;
+use crate::limits::Limits;
+use crate::model::file_set::{FileSet, Place};
+use crate::model::push_context::PushContext;
+use crate::model::push_request::{PushRequest, TriggerReason};
+use crate::registry::files::list_config_tree;
+use crate::registry::files::watch::Content;
+
+/// Checks `path`, a file or every config file under a directory; writes each problem, each
+/// field accepted but not applied and each VirtualService problem to `out`. Returns whether
+/// there was no error (and, with `strict`, no such field or VirtualService problem either).
+pub fn validate(path: &Path, strict: bool, out: &mut impl std::io::Write) -> anyhow::Result<bool> {
+    let mut errors_before = 0;
+    let mut not_applied = 0;
+    let files = if path.is_file() {
+        vec![path.to_path_buf()]
+    } else {
+        let tree = list_config_tree(path).with_context(|| format!("reading {}", path.display()))?;
+        for dir in &tree.loops {
+            writeln!(
+                out,
+                "{}: note: a directory already read (a symlink loop), skipped",
+                dir.display()
+            )?;
+        }
+        for (dir, why) in &tree.unreadable_dirs {
+            errors_before += 1;
+            writeln!(out, "{}: cannot list: {why}", dir.display())?;
+        }
+        tree.files
+    };
+    let mut set = FileSet::new(DEFAULT_NAMESPACE);
+    let mut errors = errors_before;
+    let mut unsupported = std::collections::BTreeSet::new();
+    for path in &files {
+        let text = match Content::read(path, Limits::default().max_file_bytes) {
+            Content::Text(t) => t,
+            Content::Gone => {
+                errors += 1;
+                writeln!(out, "{}: cannot read: the file is gone", path.display())?;
+                continue;
+            }
+            Content::Unreadable(reason) | Content::Rejected(reason) => {
+                errors += 1;
+                writeln!(out, "{}: {reason}", path.display())?;
+                continue;
+            }
+        };
+        let report = set.apply(path, Some(&text));
+        for error in &report.errors {
+            errors += 1;
+            writeln!(out, "{error}")?;
+        }
+        for note in &report.notes {
+            not_applied += 1;
+            writeln!(out, "{note}")?;
+        }
+        for (api_version, kind) in report.unsupported {
+            if unsupported.insert((api_version.clone(), kind.clone())) {
+                writeln!(
+                    out,
+                    "{}: note: {kind} ({api_version}) is not served by axon, skipped",
+                    path.display()
+                )?;
+            }
+        }
+    }
+    let commit = set.commit();
+    for key in &commit.duplicates {
+        writeln!(
+            out,
+            "note: {key} is defined more than once; the last file in path order wins"
+        )?;
+    }
+    // What only the built index shows: delegates and hosts several mesh VirtualServices
+    // name, as `serve` logs them (pure model: the context of these configs alone).
+    let request = PushRequest::full_push(TriggerReason::Config, Instant::now());
+    let ctx = PushContext::build(None, &set.configs(), &request, &Arc::default());
+    let problems = &ctx.virtual_services.problems;
+    for problem in problems {
+        let places: Vec<Place> = problem
+            .configs
+            .iter()
+            .filter_map(|k| set.place(k))
+            .collect();
+        if places.is_empty() {
+            writeln!(out, "warning: {problem}")?;
+        }
+        for place in places {
+            writeln!(out, "{place}: warning: {problem}")?;
+        }
+    }
+    let fails = strict && (not_applied > 0 || !problems.is_empty());
+    writeln!(
+        out,
+        "{} files, {} configs, {} errors, {} fields accepted but not applied, {} VirtualService problems{}",
+        files.len(),
+        set.configs().len(),
+        errors,
+        not_applied,
+        problems.len(),
+        if fails { " (--strict: that fails)" } else { "" }
+    )?;
+    Ok(errors == 0 && !fails)
+}
