@@ -20,6 +20,10 @@ use super::push_context::PushContext;
 use super::push_request::PushRequest;
 use super::service::Service;
 
+mod outbound;
+
+pub use outbound::OutboundPolicy;
+
 /// One `namespace/host` import of an egress listener.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HostImport {
@@ -54,6 +58,10 @@ impl HostImport {
 pub struct EgressScope {
     /// `None` for the catch-all listener (outbound listeners per service port).
     pub port: Option<u32>,
+    /// The declared port's protocol (`port.protocol`, upper-cased; empty: none declared):
+    /// an HTTP one gets an HTTP listener, another a TCP one (istiod's
+    /// `ModelProtocolToListenerProtocol`).
+    pub protocol: String,
     pub bind: Option<String>,
     /// `captureMode: NONE`: a bound listener that applications call directly.
     pub capture_none: bool,
@@ -120,6 +128,8 @@ pub struct SidecarScope {
     /// Every service some egress listener imports, in host order.
     pub services: Vec<Arc<Service>>,
     pub inbound: Vec<InboundPort>,
+    /// What becomes of traffic to destinations the sidecar does not know.
+    pub outbound: OutboundPolicy,
     /// The configs generation reads for this proxy.
     pub deps: BTreeSet<ConfigKey>,
 }
@@ -295,6 +305,10 @@ fn sidecar_scope(ctx: &PushContext, proxy: &Proxy) -> SidecarScope {
     };
     let mut scope = SidecarScope {
         sidecar: selected.map(|(c, _)| c.key.clone()),
+        outbound: OutboundPolicy::resolve(
+            selected.and_then(|(_, sc)| sc.outbound_traffic_policy.as_ref()),
+            ctx.mesh.outbound_registry_only,
+        ),
         ..Default::default()
     };
     scope.deps.extend(scope.sidecar.clone());
@@ -306,6 +320,11 @@ fn sidecar_scope(ctx: &PushContext, proxy: &Proxy) -> SidecarScope {
             .collect();
         let mut egress = EgressScope {
             port: listener.port.as_ref().map(|p| p.number).filter(|p| *p != 0),
+            protocol: listener
+                .port
+                .as_ref()
+                .map(|p| p.protocol.to_ascii_uppercase())
+                .unwrap_or_default(),
             bind: Some(listener.bind.clone()).filter(|b| !b.is_empty()),
             capture_none: listener.capture_mode == CaptureMode::None,
             imports,
@@ -373,6 +392,7 @@ fn gateway_scope(ctx: &PushContext, proxy: &Proxy) -> SidecarScope {
     }
     scope.egress.push(EgressScope {
         port: None,
+        protocol: String::new(),
         bind: None,
         capture_none: false,
         imports: vec![HostImport {

@@ -8,12 +8,13 @@
 //! Envoy's 404, as from istiod. For a sidecar, the route configuration named by port: a
 //! virtual host per service it sees on that port (full host, short names, `host:port`),
 //! routed by the mesh VirtualServices it imports or straight to the service's cluster, and
-//! `allow_any` to the original destination.
+//! `allow_any` to the original destination (or the `egressProxy`), or `block_all` (502)
+//! under REGISTRY_ONLY.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use envoy_types::pb::envoy::config::route::v3::{
-    Route, RouteAction, RouteConfiguration, VirtualHost, route::Action,
+    DirectResponseAction, Route, RouteAction, RouteConfiguration, VirtualHost, route::Action,
     route_action::ClusterSpecifier, virtual_host::TlsRequirementType as RequireTls,
 };
 use envoy_types::pb::google::protobuf::Duration;
@@ -101,24 +102,53 @@ fn sidecar_virtual_hosts(
             ))
         })
         .collect();
-    vhosts.push(VirtualHost {
-        name: "allow_any".to_string(),
-        domains: vec!["*".to_string()],
-        routes: vec![Route {
-            r#match: Some(route_match(None)),
-            action: Some(Action::Route(passthrough_action())),
-            ..Default::default()
-        }],
-        ..Default::default()
-    });
+    vhosts.push(catch_all_virtual_host(scope));
     vhosts
 }
 
-/// istiod's `allow_any` action: the original destination, no timeout, `max_grpc_timeout` 0.
+/// istiod's `buildCatchAllVirtualHost`: `allow_any` to the original destination (or the
+/// `egressProxy` cluster), or, under REGISTRY_ONLY, `block_all`, answering 502.
+fn catch_all_virtual_host(scope: &SidecarScope) -> VirtualHost {
+    if scope.outbound.registry_only {
+        return VirtualHost {
+            name: "block_all".to_string(),
+            domains: vec!["*".to_string()],
+            routes: vec![Route {
+                name: "block_all".to_string(),
+                r#match: Some(route_match(None)),
+                action: Some(Action::DirectResponse(DirectResponseAction {
+                    status: 502,
+                    ..Default::default()
+                })),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+    }
+    let cluster = scope
+        .outbound
+        .egress_cluster
+        .as_deref()
+        .unwrap_or(PASSTHROUGH);
+    VirtualHost {
+        name: "allow_any".to_string(),
+        domains: vec!["*".to_string()],
+        routes: vec![Route {
+            name: "allow_any".to_string(),
+            r#match: Some(route_match(None)),
+            action: Some(Action::Route(passthrough_action(cluster))),
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
+
+/// istiod's `allow_any` action: the original destination (`cluster`), no timeout,
+/// `max_grpc_timeout` 0.
 #[allow(deprecated)]
-fn passthrough_action() -> RouteAction {
+fn passthrough_action(cluster: &str) -> RouteAction {
     RouteAction {
-        cluster_specifier: Some(ClusterSpecifier::Cluster(PASSTHROUGH.to_string())),
+        cluster_specifier: Some(ClusterSpecifier::Cluster(cluster.to_string())),
         timeout: Some(Duration {
             seconds: 0,
             nanos: 0,

@@ -279,3 +279,41 @@ fn an_endpoint_only_context_keeps_a_proxys_scope_unless_its_own_ports_moved() {
         &scope
     ));
 }
+
+#[test]
+fn registry_only_replaces_allow_any_with_block_all() {
+    let policy = |mode: &str| {
+        format!(
+            "{MESH}---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {{name: default, namespace: web}}\nspec:\n  outboundTrafficPolicy: {{mode: {mode}}}\n"
+        )
+    };
+    let last_vhost = |yaml: &str| {
+        let ctx = context(yaml);
+        let proxy = sidecar_proxy("10.9.0.1", "web", false);
+        let routes: Vec<RouteConfiguration> = decode(&generate_for(
+            ResourceType::Route,
+            &ctx,
+            &proxy,
+            &names(&["9080"]),
+        ));
+        let vh = routes[0].virtual_hosts.clone();
+        assert!(vh.len() > 1, "the services are still routed: {vh:?}");
+        vh.last().cloned().unwrap()
+    };
+    let blocked = last_vhost(&policy("REGISTRY_ONLY"));
+    assert_eq!(blocked.name, "block_all");
+    assert_eq!(blocked.domains, ["*"]);
+    match &blocked.routes[0].action {
+        Some(Action::DirectResponse(d)) => assert_eq!(d.status, 502),
+        other => panic!("{other:?}"),
+    }
+    let open = last_vhost(&policy("ALLOW_ANY"));
+    assert_eq!(open.name, "allow_any");
+    match &open.routes[0].action {
+        Some(Action::Route(r)) => assert_eq!(
+            r.cluster_specifier,
+            Some(ClusterSpecifier::Cluster("PassthroughCluster".into()))
+        ),
+        other => panic!("{other:?}"),
+    }
+}
