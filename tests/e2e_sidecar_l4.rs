@@ -1,0 +1,188 @@
+//! End-to-end: a sidecar's TCP listeners and its outbound traffic policy through a real
+//! sidecar Envoy (`INTERCEPTION_MODE: NONE`, namespace `a`, a Sidecar with bound egress
+//! listeners: two declared TCP, importing `echo`, and one HTTP, importing `./*`;
+//! `outboundTrafficPolicy: REGISTRY_ONLY`).
+//!
+//! - A VirtualService `tcp` route matching the first TCP port splits connections between
+//!   `echo`'s v1 and v2 by weight (both seen, never v3); on the second TCP port the route does
+//!   not match, and connections go to the service's own cluster (v3 among them).
+//! - REGISTRY_ONLY: an HTTP request for an unknown host gets istiod's `block_all` 502; the
+//!   known `reviews` is still routed. No update is rejected.
+
+#[path = "support/scenario.rs"]
+mod scenario;
+#[path = "support/sidecar.rs"]
+mod sidecar;
+mod support;
+#[path = "support/tcp_echo.rs"]
+mod tcp_echo;
+
+use std::collections::BTreeSet;
+
+use scenario::*;
+use sidecar::{CONVERGE, NODE_A, REVIEWS, reviews_se_yaml, sidecar_options};
+use support::*;
+use tcp_echo::{tcp_call, tcp_echo};
+
+const ECHO: &str = "echo.a.svc.cluster.local";
+
+/// Sidecar `default` in `a`: TCP egress listeners on `tcp_a` and `tcp_b` for `echo`, an HTTP
+/// one on `http` for the namespace, nothing unknown let out.
+fn sidecar_yaml(tcp_a: u16, tcp_b: u16, http: u16) -> String {
+    format!(
+        r#"apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata: {{name: default, namespace: a}}
+spec:
+  outboundTrafficPolicy: {{mode: REGISTRY_ONLY}}
+  egress:
+  - port: {{number: {tcp_a}, protocol: TCP, name: tcp-a}}
+    bind: 127.0.0.1
+    captureMode: NONE
+    hosts: ["./{ECHO}"]
+  - port: {{number: {tcp_b}, protocol: TCP, name: tcp-b}}
+    bind: 127.0.0.1
+    captureMode: NONE
+    hosts: ["./{ECHO}"]
+  - port: {{number: {http}, protocol: HTTP, name: http}}
+    bind: 127.0.0.1
+    captureMode: NONE
+    hosts: ["./*"]
+"#
+    )
+}
+
+/// `echo` (TCP 9000, endpoints v1, v2, v3), its subsets, and a mesh `tcp` route on `tcp_a`
+/// only, 50/50 to v1 and v2.
+fn echo_yaml(ports: [u16; 3], tcp_a: u16) -> String {
+    let mut se = service_entry_yaml(
+        "echo",
+        "a",
+        ECHO,
+        Port {
+            number: 9000,
+            name: "tcp",
+            protocol: "TCP",
+        },
+        &[
+            (ports[0], Some("v1")),
+            (ports[1], Some("v2")),
+            (ports[2], Some("v3")),
+        ],
+    );
+    se.push_str(&format!(
+        r#"---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {{name: echo, namespace: a}}
+spec:
+  host: {ECHO}
+  subsets:
+  - {{name: v1, labels: {{version: v1}}}}
+  - {{name: v2, labels: {{version: v2}}}}
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: echo, namespace: a}}
+spec:
+  hosts: [echo]
+  tcp:
+  - match: [{{port: {tcp_a}}}]
+    route:
+    - {{destination: {{host: echo, subset: v1}}, weight: 50}}
+    - {{destination: {{host: echo, subset: v2}}, weight: 50}}
+"#
+    ));
+    se
+}
+
+/// Who answered `n` connections to `port` (the echo names).
+fn answers(port: u16, n: usize) -> BTreeSet<String> {
+    (0..n)
+        .map(|_| {
+            let reply = tcp_call(port);
+            reply
+                .split_once(':')
+                .map_or(reply.clone(), |(name, _)| name.to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn tcp_routes_and_registry_only_through_a_sidecar() {
+    let echoes = [tcp_echo("echo-1"), tcp_echo("echo-2"), tcp_echo("echo-3")];
+    let reviews = Upstream::start("reviews-v1");
+    let (tcp_a, tcp_b, http) = (free_port(), free_port(), free_port());
+    let config = ConfigDir::new();
+    config.write(
+        "services.yaml",
+        &documents(&[
+            reviews_se_yaml(reviews.port(), reviews.port()),
+            echo_yaml(echoes, tcp_a),
+        ]),
+    );
+    config.write("sidecar.yaml", &sidecar_yaml(tcp_a, tcp_b, http));
+    let axon = Axon::start(config.path());
+    let (envoy, http) = start_envoy_listening(
+        &axon,
+        http,
+        |port| format!("127.0.0.1_{port}"),
+        |port| config.write("sidecar.yaml", &sidecar_yaml(tcp_a, tcp_b, port)),
+        || Envoy::start(axon.xds_addr(), sidecar_options(NODE_A, "productpage", "a")),
+        CONVERGE,
+    );
+    assert!(
+        wait_until(CONVERGE, || tcp_call(tcp_a).starts_with("echo-")
+            && tcp_call(tcp_b).starts_with("echo-")),
+        "the TCP listeners never answered\n{}",
+        describe_envoy(&envoy)
+    );
+
+    // The route on tcp_a: both weighted destinations, never v3.
+    let seen = answers(tcp_a, 40);
+    assert_eq!(
+        seen,
+        BTreeSet::from(["echo-1".to_string(), "echo-2".to_string()]),
+        "{}",
+        describe_envoy(&envoy)
+    );
+    // On tcp_b the route does not match: the service's own cluster, v3 among its endpoints.
+    let mut seen_b = BTreeSet::new();
+    assert!(
+        wait_until(CONVERGE, || {
+            seen_b.extend(answers(tcp_b, 5));
+            seen_b.contains("echo-3")
+        }),
+        "tcp_b never reached v3: {seen_b:?}"
+    );
+
+    // REGISTRY_ONLY: the unknown host is blocked, the known one routed.
+    let egress = Envoy::local(http);
+    wait_for_answer("reviews", CONVERGE, "reviews-v1", &envoy, || {
+        http_get(egress, "/", &[("Host", REVIEWS)])
+    });
+    let (status, _) = http_get(egress, "/", &[("Host", "unknown.example.com")]);
+    assert_eq!(status, 502, "{}", describe_envoy(&envoy));
+
+    let dump = envoy.config_dump();
+    // The 502 is istiod's `block_all`, not a failed passthrough.
+    let routes = dump_section(&dump, "RoutesConfigDump").expect("a routes dump");
+    let blocked = routes["dynamic_route_configs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["route_config"]["name"].as_str() == Some(http.to_string().as_str()))
+        .flat_map(|r| {
+            r["route_config"]["virtual_hosts"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .any(|vh| vh["name"] == "block_all" && vh["routes"][0]["direct_response"]["status"] == 502);
+    assert!(blocked, "{routes}");
+    let names = dynamic_listener_names(&dump);
+    for port in [tcp_a, tcp_b, http] {
+        assert!(names.contains(&format!("127.0.0.1_{port}")), "{names:?}");
+    }
+    assert_no_rejected_updates(&envoy);
+}
