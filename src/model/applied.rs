@@ -63,6 +63,17 @@ pub fn partial_notes(spec: &Spec) -> Vec<String> {
             }
         }
         Spec::DestinationRule(dr) => destination_rule::notes(dr, &mut notes),
+        Spec::Sidecar(sc) => {
+            for (i, ingress) in sc.ingress.iter().enumerate() {
+                let endpoint = ingress["defaultEndpoint"].as_str().unwrap_or("");
+                if endpoint.starts_with("unix://") {
+                    notes.push(format!(
+                        "spec.ingress[{i}].defaultEndpoint: {endpoint}: axon serves no Unix \
+                         socket endpoints; the ingress listener is not built"
+                    ));
+                }
+            }
+        }
         _ => {}
     }
     notes

@@ -62,9 +62,9 @@ pub fn generate(ctx: &PushContext, proxy: &Proxy, scope: &SidecarScope) -> Vec<R
         out.push(passthrough(mesh_connect_timeout(ctx)));
         for inbound in &scope.inbound {
             let name = inbound_cluster_name(inbound.port);
-            out.push(static_cluster(
+            out.push(inbound_cluster(
                 &name,
-                Some(inbound.port),
+                inbound.endpoint.as_ref(),
                 mesh_connect_timeout(ctx),
             ));
         }
@@ -292,6 +292,37 @@ fn static_cluster(name: &str, local_port: Option<u32>, connect_timeout: Duration
         // istiod's inbound clusters get the default connection pool (`applyTrafficPolicy`).
         circuit_breakers: local_port.map(|_| default_circuit_breakers()),
         ..Default::default()
+    };
+    Resource::new(name, &cluster)
+}
+
+/// An inbound cluster: static to `endpoint`, or, for a Sidecar ingress listener without
+/// `defaultEndpoint`, to the original destination (istiod's `buildInboundCluster` with no
+/// endpoint address).
+fn inbound_cluster(
+    name: &str,
+    endpoint: Option<&(String, u32)>,
+    connect_timeout: Duration,
+) -> Resource {
+    let cluster = match endpoint {
+        Some((address, port)) => Cluster {
+            name: name.to_string(),
+            connect_timeout: Some(connect_timeout),
+            cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Static as i32)),
+            load_assignment: Some(eds::load_assignment_at(name, address, *port)),
+            circuit_breakers: Some(default_circuit_breakers()),
+            ..Default::default()
+        },
+        None => Cluster {
+            name: name.to_string(),
+            connect_timeout: Some(connect_timeout),
+            cluster_discovery_type: Some(ClusterDiscoveryType::Type(
+                DiscoveryType::OriginalDst as i32,
+            )),
+            lb_policy: LbPolicy::ClusterProvided as i32,
+            circuit_breakers: Some(default_circuit_breakers()),
+            ..Default::default()
+        },
     };
     Resource::new(name, &cluster)
 }

@@ -2,12 +2,14 @@
 //! reached through `virtualOutbound` on 15001: an HTTP one for HTTP ports, a TCP one,
 //! [`sidecar_l4`]'s, for the others), a bound listener per Sidecar egress listener
 //! with a port (`captureMode: NONE` is how an application calls it without iptables), and
-//! `virtualInbound` on 15006 for its own workload's ports. What no listener claims falls
+//! `virtualInbound` on 15006 for its own workload's ports (a Sidecar ingress listener bound
+//! to its port, `captureMode: NONE`, gets a listener `BIND_PORT` instead). What no listener claims falls
 //! through as the scope's outbound traffic policy says ([`fallthrough_cluster`]). A proxy
 //! that runs with `INTERCEPTION_MODE: NONE` gets no virtual listeners.
 
 use envoy_types::pb::envoy::config::core::v3::{
-    Address, HttpProtocolOptions, SocketAddress, address, socket_address::PortSpecifier,
+    Address, HttpProtocolOptions, SocketAddress, TrafficDirection, address,
+    socket_address::PortSpecifier,
 };
 use envoy_types::pb::envoy::config::listener::v3::{
     Filter, FilterChain, FilterChainMatch, Listener, filter,
@@ -42,7 +44,7 @@ use super::is_http;
 use super::resource::{Resource, any};
 use crate::model::proxy::{Proxy, ProxyType};
 use crate::model::push_context::PushContext;
-use crate::model::sidecar_scope::SidecarScope;
+use crate::model::sidecar_scope::{InboundPort, SidecarScope};
 use l4::L4Port;
 use sidecar_l4::{TcpEntry, WILDCARD};
 
@@ -144,6 +146,11 @@ fn sidecar_listeners(ctx: &PushContext, proxy: &Proxy, scope: &SidecarScope) -> 
         }
         out.extend(tcp.into_values().map(|entry| entry.build(&fallthrough)));
     }
+    for inbound in &scope.inbound {
+        if let Some(bind) = &inbound.bind {
+            out.push(inbound_listener(bind, inbound, proxy.idle_timeout));
+        }
+    }
     if !proxy.interception_none {
         out.push(virtual_outbound(&fallthrough));
         out.push(virtual_inbound(scope, proxy.idle_timeout));
@@ -212,39 +219,55 @@ fn virtual_outbound(fallthrough: &str) -> Resource {
     Resource::new("virtualOutbound", &listener)
 }
 
-/// `virtualInbound`: a filter chain per workload port, to `inbound|PORT||`.
+/// The filter chain of one inbound port, to `inbound|PORT||`: an HTTP connection manager
+/// with istiod's inbound route, or a `tcp_proxy`.
+fn inbound_chain(inbound: &InboundPort, idle_timeout: Option<i128>) -> FilterChain {
+    let cluster = inbound_cluster_name(inbound.port);
+    let filter = if is_http(&inbound.protocol) {
+        http_connection_manager(
+            &cluster,
+            RouteSpecifier::RouteConfig(inbound_route(&cluster, inbound.port, &inbound.protocol)),
+            HcmKind::Sidecar,
+            idle_timeout,
+        )
+    } else {
+        tcp_proxy(&cluster, &cluster)
+    };
+    FilterChain {
+        name: format!("0.0.0.0_{}", inbound.port),
+        filter_chain_match: Some(FilterChainMatch {
+            destination_port: Some(UInt32Value {
+                value: inbound.port,
+            }),
+            ..Default::default()
+        }),
+        filters: vec![filter],
+        ..Default::default()
+    }
+}
+
+/// A bound inbound listener of a Sidecar ingress listener (istiod's
+/// `inboundCustomListener`): `BIND_PORT`, its one chain.
+fn inbound_listener(bind: &str, inbound: &InboundPort, idle_timeout: Option<i128>) -> Resource {
+    let name = format!("{bind}_{}", inbound.port);
+    let listener = Listener {
+        name: name.clone(),
+        address: Some(socket_address(bind, inbound.port)),
+        traffic_direction: TrafficDirection::Inbound as i32,
+        continue_on_listener_filters_timeout: true,
+        filter_chains: vec![inbound_chain(inbound, idle_timeout)],
+        ..Default::default()
+    };
+    Resource::new(name, &listener)
+}
+
+/// `virtualInbound`: a filter chain per workload port not bound to a listener of its own.
 fn virtual_inbound(scope: &SidecarScope, idle_timeout: Option<i128>) -> Resource {
     let mut chains: Vec<FilterChain> = scope
         .inbound
         .iter()
-        .map(|inbound| {
-            let cluster = inbound_cluster_name(inbound.port);
-            let filter = if is_http(&inbound.protocol) {
-                http_connection_manager(
-                    &cluster,
-                    RouteSpecifier::RouteConfig(inbound_route(
-                        &cluster,
-                        inbound.port,
-                        &inbound.protocol,
-                    )),
-                    HcmKind::Sidecar,
-                    idle_timeout,
-                )
-            } else {
-                tcp_proxy(&cluster, &cluster)
-            };
-            FilterChain {
-                name: format!("0.0.0.0_{}", inbound.port),
-                filter_chain_match: Some(FilterChainMatch {
-                    destination_port: Some(UInt32Value {
-                        value: inbound.port,
-                    }),
-                    ..Default::default()
-                }),
-                filters: vec![filter],
-                ..Default::default()
-            }
-        })
+        .filter(|inbound| inbound.bind.is_none())
+        .map(|inbound| inbound_chain(inbound, idle_timeout))
         .collect();
     chains.push(FilterChain {
         name: "virtualInbound-catchall-tcp".to_string(),

@@ -2196,11 +2196,12 @@ pub static SIDECAR: Message = Message {
             kind: Kind::Message(&WORKLOAD_SELECTOR),
             applied: Applied::Yes,
         },
-        // A list.
+        // A list. Applied: `sidecar_scope::ingress` (the inbound ports, replacing the
+        // service endpoints'), `lds::inbound_listener`, `cds::inbound_cluster`.
         Field {
             name: "ingress",
             kind: Kind::Message(&ISTIO_INGRESS_LISTENER),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // A list. Applied: `sidecar_scope::sidecar_scope`.
         Field {
@@ -2226,25 +2227,31 @@ pub static SIDECAR: Message = Message {
 pub static ISTIO_INGRESS_LISTENER: Message = Message {
     name: "IstioIngressListener",
     fields: &[
+        // Applied: `sidecar_scope::ingress` (number and protocol).
         Field {
             name: "port",
             kind: Kind::Message(&SIDECAR_PORT),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
+        // Applied: `sidecar_scope::ingress` (the bound listener's address).
         Field {
             name: "bind",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
+        // Applied: `sidecar_scope::ingress` (NONE, or DEFAULT on a proxy that intercepts
+        // nothing: a bound listener `lds::inbound_listener`).
         Field {
             name: "captureMode",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
+        // Applied: `sidecar_scope::ingress` (`127.0.0.1:P`, `0.0.0.0:P`, none: the original
+        // destination; `unix://` is noted by `model::applied`).
         Field {
             name: "defaultEndpoint",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "tls",
