@@ -7,7 +7,10 @@
 //!   `echo`'s v1 and v2 by weight (both seen, never v3); on the second TCP port the route does
 //!   not match, and connections go to the service's own cluster (v3 among them).
 //! - REGISTRY_ONLY: an HTTP request for an unknown host gets istiod's `block_all` 502; the
-//!   known `reviews` is still routed. No update is rejected.
+//!   known `reviews` is still routed.
+//! - An `ingress` listener (HTTP, `captureMode: NONE`, bound on 127.0.0.1) reaches the app at
+//!   its `defaultEndpoint`; a second ingress port without one is not bound (it is a
+//!   `virtualInbound` chain, to the original destination). No update is rejected.
 
 #[path = "support/scenario.rs"]
 mod scenario;
@@ -27,14 +30,23 @@ use tcp_echo::{tcp_call, tcp_echo};
 const ECHO: &str = "echo.a.svc.cluster.local";
 
 /// Sidecar `default` in `a`: TCP egress listeners on `tcp_a` and `tcp_b` for `echo`, an HTTP
-/// one on `http` for the namespace, nothing unknown let out.
-fn sidecar_yaml(tcp_a: u16, tcp_b: u16, http: u16) -> String {
+/// one on `http` for the namespace, nothing unknown let out; an ingress listener on
+/// `ingress.0` to the app on `ingress.1`, and one on `ingress.2` captured (not bound).
+fn sidecar_yaml(tcp_a: u16, tcp_b: u16, http: u16, ingress: (u16, u16, u16)) -> String {
+    let (inbound, app, captured) = ingress;
     format!(
         r#"apiVersion: networking.istio.io/v1
 kind: Sidecar
 metadata: {{name: default, namespace: a}}
 spec:
   outboundTrafficPolicy: {{mode: REGISTRY_ONLY}}
+  ingress:
+  - port: {{number: {inbound}, protocol: HTTP, name: http-in}}
+    defaultEndpoint: 127.0.0.1:{app}
+    captureMode: NONE
+    bind: 127.0.0.1
+  - port: {{number: {captured}, protocol: TCP, name: tcp-in}}
+    captureMode: IPTABLES
   egress:
   - port: {{number: {tcp_a}, protocol: TCP, name: tcp-a}}
     bind: 127.0.0.1
@@ -112,7 +124,9 @@ fn answers(port: u16, n: usize) -> BTreeSet<String> {
 fn tcp_routes_and_registry_only_through_a_sidecar() {
     let echoes = [tcp_echo("echo-1"), tcp_echo("echo-2"), tcp_echo("echo-3")];
     let reviews = Upstream::start("reviews-v1");
+    let app = Upstream::start("the-app");
     let (tcp_a, tcp_b, http) = (free_port(), free_port(), free_port());
+    let ingress = (free_port(), app.port(), free_port());
     let config = ConfigDir::new();
     config.write(
         "services.yaml",
@@ -121,13 +135,13 @@ fn tcp_routes_and_registry_only_through_a_sidecar() {
             echo_yaml(echoes, tcp_a),
         ]),
     );
-    config.write("sidecar.yaml", &sidecar_yaml(tcp_a, tcp_b, http));
+    config.write("sidecar.yaml", &sidecar_yaml(tcp_a, tcp_b, http, ingress));
     let axon = Axon::start(config.path());
     let (envoy, http) = start_envoy_listening(
         &axon,
         http,
         |port| format!("127.0.0.1_{port}"),
-        |port| config.write("sidecar.yaml", &sidecar_yaml(tcp_a, tcp_b, port)),
+        |port| config.write("sidecar.yaml", &sidecar_yaml(tcp_a, tcp_b, port, ingress)),
         || Envoy::start(axon.xds_addr(), sidecar_options(NODE_A, "productpage", "a")),
         CONVERGE,
     );
@@ -181,8 +195,21 @@ fn tcp_routes_and_registry_only_through_a_sidecar() {
         .any(|vh| vh["name"] == "block_all" && vh["routes"][0]["direct_response"]["status"] == 502);
     assert!(blocked, "{routes}");
     let names = dynamic_listener_names(&dump);
-    for port in [tcp_a, tcp_b, http] {
+    for port in [tcp_a, tcp_b, http, ingress.0] {
         assert!(names.contains(&format!("127.0.0.1_{port}")), "{names:?}");
     }
+
+    // The ingress listener reaches the app at its defaultEndpoint; the captured one has no
+    // listener of its own.
+    wait_for_answer("the ingress listener", CONVERGE, "the-app", &envoy, || {
+        http_get(Envoy::local(ingress.0), "/", &[("Host", "anything")])
+    });
+    assert!(
+        !names
+            .iter()
+            .any(|n| n.ends_with(&format!("_{}", ingress.2))),
+        "{names:?}"
+    );
+    assert!(std::net::TcpStream::connect(("127.0.0.1", ingress.2)).is_err());
     assert_no_rejected_updates(&envoy);
 }
