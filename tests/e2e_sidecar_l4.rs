@@ -11,6 +11,8 @@
 //! - An `ingress` listener (HTTP, `captureMode: NONE`, bound on 127.0.0.1) reaches the app at
 //!   its `defaultEndpoint`; a second ingress port without one is not bound (it is a
 //!   `virtualInbound` chain, to the original destination). No update is rejected.
+//! - The mesh's `outboundTrafficPolicy.mode: REGISTRY_ONLY` (`--mesh-config`) blocks unknown
+//!   hosts for a Sidecar that sets no policy; a Sidecar's `ALLOW_ANY` wins over it.
 
 #[path = "support/scenario.rs"]
 mod scenario;
@@ -106,6 +108,27 @@ spec:
 "#
     ));
     se
+}
+
+/// The virtual host names of route configuration `name` in Envoy's config dump.
+fn virtual_hosts(envoy: &Envoy, name: &str) -> Vec<String> {
+    let dump = envoy.config_dump();
+    let Some(routes) = dump_section(&dump, "RoutesConfigDump") else {
+        return Vec::new();
+    };
+    routes["dynamic_route_configs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["route_config"]["name"].as_str() == Some(name))
+        .flat_map(|r| {
+            r["route_config"]["virtual_hosts"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter_map(|vh| vh["name"].as_str().map(str::to_string))
+        .collect()
 }
 
 /// Who answered `n` connections to `port` (the echo names).
@@ -211,5 +234,84 @@ fn tcp_routes_and_registry_only_through_a_sidecar() {
         "{names:?}"
     );
     assert!(std::net::TcpStream::connect(("127.0.0.1", ingress.2)).is_err());
+    assert_no_rejected_updates(&envoy);
+}
+
+/// Sidecar `default` in `a`: an HTTP egress listener on `http` for the namespace, and
+/// `policy` as its `outboundTrafficPolicy` (none when empty).
+fn http_sidecar_yaml(http: u16, policy: &str) -> String {
+    let policy = if policy.is_empty() {
+        String::new()
+    } else {
+        format!("  outboundTrafficPolicy: {{mode: {policy}}}\n")
+    };
+    format!(
+        r#"apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata: {{name: default, namespace: a}}
+spec:
+{policy}  egress:
+  - port: {{number: {http}, protocol: HTTP, name: http}}
+    bind: 127.0.0.1
+    captureMode: NONE
+    hosts: ["./*"]
+"#
+    )
+}
+
+#[test]
+fn the_mesh_outbound_policy_applies_unless_the_sidecar_sets_one() {
+    let reviews = Upstream::start("reviews-v1");
+    let config = ConfigDir::new();
+    config.write(
+        "services.yaml",
+        &reviews_se_yaml(reviews.port(), reviews.port()),
+    );
+    let http = free_port();
+    config.write("sidecar.yaml", &http_sidecar_yaml(http, ""));
+    let mesh = tempfile::NamedTempFile::new().expect("a mesh config file");
+    std::fs::write(
+        mesh.path(),
+        "outboundTrafficPolicy: {mode: REGISTRY_ONLY}\n",
+    )
+    .unwrap();
+    let axon = Axon::start_with_args(
+        config.path(),
+        &["--mesh-config", mesh.path().to_str().unwrap()],
+    );
+    let (envoy, http) = start_envoy_listening(
+        &axon,
+        http,
+        |port| format!("127.0.0.1_{port}"),
+        |port| config.write("sidecar.yaml", &http_sidecar_yaml(port, "")),
+        || Envoy::start(axon.xds_addr(), sidecar_options(NODE_A, "productpage", "a")),
+        CONVERGE,
+    );
+    let egress = Envoy::local(http);
+    wait_for_answer("reviews", CONVERGE, "reviews-v1", &envoy, || {
+        http_get(egress, "/", &[("Host", REVIEWS)])
+    });
+    let (status, _) = http_get(egress, "/", &[("Host", "unknown.example.com")]);
+    assert_eq!(status, 502, "{}", describe_envoy(&envoy));
+    assert_eq!(
+        virtual_hosts(&envoy, &http.to_string())
+            .last()
+            .map(String::as_str),
+        Some("block_all")
+    );
+
+    // The Sidecar's own ALLOW_ANY wins over the mesh's mode.
+    config.write("sidecar.yaml", &http_sidecar_yaml(http, "ALLOW_ANY"));
+    assert!(
+        wait_until(CONVERGE, || virtual_hosts(&envoy, &http.to_string())
+            .last()
+            .is_some_and(|v| v == "allow_any")),
+        "{:?}",
+        virtual_hosts(&envoy, &http.to_string())
+    );
+    assert_eq!(
+        http_get(egress, "/", &[("Host", REVIEWS)]),
+        (200, "reviews-v1".to_string())
+    );
     assert_no_rejected_updates(&envoy);
 }
