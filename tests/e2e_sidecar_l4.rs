@@ -11,9 +11,15 @@
 //! - An `ingress` listener (HTTP, `captureMode: NONE`, bound on 127.0.0.1) reaches the app at
 //!   its `defaultEndpoint`; a second ingress port without one is not bound (it is a
 //!   `virtualInbound` chain, to the original destination). No update is rejected.
+//! - A TLS egress port: a VirtualService `tls` route by `sniHosts` takes `y.example.org` to
+//!   its upstream (which sees the client's SNI), and leaves `x.example.org` to the default
+//!   chain of the first service on the port (`tls_inspector` reads the SNI; Envoy does not
+//!   terminate).
 //! - The mesh's `outboundTrafficPolicy.mode: REGISTRY_ONLY` (`--mesh-config`) blocks unknown
 //!   hosts for a Sidecar that sets no policy; a Sidecar's `ALLOW_ANY` wins over it.
 
+#[path = "support/pki.rs"]
+mod pki;
 #[path = "support/scenario.rs"]
 mod scenario;
 #[path = "support/sidecar.rs"]
@@ -21,13 +27,17 @@ mod sidecar;
 mod support;
 #[path = "support/tcp_echo.rs"]
 mod tcp_echo;
+#[path = "support/tls_upstream.rs"]
+mod tls_upstream;
 
 use std::collections::BTreeSet;
 
+use pki::Pki;
 use scenario::*;
 use sidecar::{CONVERGE, NODE_A, REVIEWS, reviews_se_yaml, sidecar_options};
 use support::*;
 use tcp_echo::{tcp_call, tcp_echo};
+use tls_upstream::TlsEchoUpstream;
 
 const ECHO: &str = "echo.a.svc.cluster.local";
 
@@ -312,6 +322,112 @@ fn the_mesh_outbound_policy_applies_unless_the_sidecar_sets_one() {
     assert_eq!(
         http_get(egress, "/", &[("Host", REVIEWS)]),
         (200, "reviews-v1".to_string())
+    );
+    assert_no_rejected_updates(&envoy);
+}
+
+/// `curl https://HOST:PORT/` to 127.0.0.1 with the test CA: whether it succeeded, and the body
+/// then the status.
+fn https(pki: &Pki, host: &str, port: u16) -> (bool, String) {
+    let out = std::process::Command::new("curl")
+        .args(["-sS", "--max-time", "5", "-w", " %{http_code}", "--cacert"])
+        .arg(pki.file("ca.crt"))
+        .arg("--resolve")
+        .arg(format!("{host}:{port}:127.0.0.1"))
+        .arg(format!("https://{host}:{port}/"))
+        .output()
+        .expect("curl must be installed");
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+#[test]
+fn tls_routes_by_sni_through_a_sidecar() {
+    let pki = Pki::new();
+    pki.issue("x", "DNS:x.example.org");
+    pki.issue("y", "DNS:y.example.org");
+    let x = TlsEchoUpstream::start("secure-x", &pki.path("x.crt"), &pki.path("x.key"), None);
+    let y = TlsEchoUpstream::start("secure-y", &pki.path("y.crt"), &pki.path("y.key"), None);
+    let tls_port = |name| Port {
+        number: 443,
+        name,
+        protocol: "TLS",
+    };
+    let config = ConfigDir::new();
+    config.write(
+        "services.yaml",
+        &documents(&[
+            service_entry_yaml(
+                "x",
+                "a",
+                "x.example.org",
+                tls_port("tls"),
+                &[(x.port(), None)],
+            ),
+            service_entry_yaml(
+                "y",
+                "a",
+                "y.example.org",
+                tls_port("tls"),
+                &[(y.port(), None)],
+            ),
+            r#"apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: y, namespace: a}
+spec:
+  hosts: [y.example.org]
+  tls:
+  - match: [{sniHosts: [y.example.org]}]
+    route: [{destination: {host: y.example.org, port: {number: 443}}}]
+"#
+            .to_string(),
+        ]),
+    );
+    let sidecar = |port: u16| {
+        format!(
+            "apiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {{name: default, namespace: a}}\nspec:\n  egress:\n  - port: {{number: {port}, protocol: TLS, name: tls}}\n    bind: 127.0.0.1\n    captureMode: NONE\n    hosts: [\"./*\"]\n"
+        )
+    };
+    let port = free_port();
+    config.write("sidecar.yaml", &sidecar(port));
+    let axon = Axon::start(config.path());
+    let (envoy, port) = start_envoy_listening(
+        &axon,
+        port,
+        |port| format!("127.0.0.1_{port}"),
+        |port| config.write("sidecar.yaml", &sidecar(port)),
+        || Envoy::start(axon.xds_addr(), sidecar_options(NODE_A, "productpage", "a")),
+        CONVERGE,
+    );
+    let mut last = (false, String::new());
+    assert!(
+        wait_until(CONVERGE, || {
+            last = https(&pki, "y.example.org", port);
+            last == (true, "secure-y 200".to_string())
+        }),
+        "{last:?}\n{}",
+        describe_envoy(&envoy)
+    );
+    assert_eq!(
+        https(&pki, "x.example.org", port),
+        (true, "secure-x 200".to_string())
+    );
+    assert!(
+        y.handshakes()
+            .iter()
+            .all(|h| h.sni.as_deref() == Some("y.example.org")),
+        "{:?}",
+        y.handshakes()
+    );
+    assert!(!x.handshakes().is_empty());
+    let dump = envoy.config_dump();
+    let listener = dynamic_listener(&dump, &format!("127.0.0.1_{port}")).expect("the listener");
+    assert!(
+        listener
+            .to_string()
+            .contains("envoy.filters.listener.tls_inspector"),
+        "{listener}"
     );
     assert_no_rejected_updates(&envoy);
 }
