@@ -7,7 +7,8 @@
 //! `0.0.0.0` for a ServiceEntry without addresses, not bound and reached through
 //! `virtualOutbound`; an egress listener's own bind when it declares a TCP port). Each
 //! service on that port adds its filter chains, dropped when they match like one already
-//! there (istiod's `mergeTCPFilterChains`: the first service, in host order, wins):
+//! there (istiod's `mergeTCPFilterChains`: the first service, in host order, wins; also
+//! when they share an SNI host, which Envoy would refuse):
 //! - a TCP port: the first mesh VirtualService `tcp` route of the service's host whose match
 //!   blocks match (port, source labels, source namespace, gateway `mesh`), else a
 //!   `tcp_proxy` to the service's cluster;
@@ -51,7 +52,8 @@ impl ChainOpts {
         self.sni_hosts.is_empty() || self.sni_hosts.iter().any(|h| h == "*")
     }
 
-    /// istiod's `conflictsWith`: the same SNI hosts, in any order, `*` ignored.
+    /// istiod's `conflictsWith`: the same SNI hosts, in any order, `*` ignored; and, as
+    /// Envoy refuses two chains that match one server name alike, chains that share one.
     fn conflicts_with(&self, other: &ChainOpts) -> bool {
         let set = |c: &ChainOpts| {
             c.sni_hosts
@@ -60,7 +62,8 @@ impl ChainOpts {
                 .cloned()
                 .collect::<std::collections::BTreeSet<_>>()
         };
-        set(self) == set(other)
+        let (a, b) = (set(self), set(other));
+        a == b || !a.is_disjoint(&b)
     }
 }
 

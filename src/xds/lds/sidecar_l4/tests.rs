@@ -247,3 +247,27 @@ spec:
         "outbound|5432||db.a.svc.cluster.local"
     );
 }
+
+#[test]
+fn chains_sharing_an_sni_host_are_not_both_served() {
+    use super::{ChainOpts, TcpEntry};
+    let chain = |hosts: &[&str]| ChainOpts {
+        sni_hosts: hosts.iter().map(|h| h.to_string()).collect(),
+        filters: Vec::new(),
+    };
+    let mut entry = TcpEntry::new("0.0.0.0", 443, false);
+    entry.merge(vec![
+        chain(&["a.example.org"]),
+        chain(&["b.example.org", "a.example.org"]),
+    ]);
+    entry.merge(vec![chain(&["c.example.org"]), chain(&[]), chain(&["*"])]);
+    let kept: Vec<Vec<String>> = entry.chains.iter().map(|c| c.sni_hosts.clone()).collect();
+    assert_eq!(
+        kept,
+        [
+            vec!["a.example.org".to_string()],
+            vec!["c.example.org".to_string()],
+            vec![]
+        ]
+    );
+}
