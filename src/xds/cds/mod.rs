@@ -57,7 +57,7 @@ fn mesh_connect_timeout(ctx: &PushContext) -> Duration {
 }
 
 pub fn generate(ctx: &PushContext, proxy: &Proxy, scope: &SidecarScope) -> Vec<Resource> {
-    let mut out = vec![static_cluster(BLACK_HOLE, None, mesh_connect_timeout(ctx))];
+    let mut out = vec![black_hole(mesh_connect_timeout(ctx))];
     if proxy.proxy_type == ProxyType::Sidecar {
         out.push(passthrough(mesh_connect_timeout(ctx)));
         for inbound in &scope.inbound {
@@ -282,18 +282,15 @@ pub fn inbound_cluster_name(port: u32) -> String {
     format!("inbound|{port}||")
 }
 
-/// A static cluster: no endpoints (the black hole), or the workload on `127.0.0.1:port`.
-fn static_cluster(name: &str, local_port: Option<u32>, connect_timeout: Duration) -> Resource {
+/// `BlackHoleCluster`: static, no endpoints.
+fn black_hole(connect_timeout: Duration) -> Resource {
     let cluster = Cluster {
-        name: name.to_string(),
+        name: BLACK_HOLE.to_string(),
         connect_timeout: Some(connect_timeout),
         cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Static as i32)),
-        load_assignment: local_port.map(|port| eds::local_load_assignment(name, port)),
-        // istiod's inbound clusters get the default connection pool (`applyTrafficPolicy`).
-        circuit_breakers: local_port.map(|_| default_circuit_breakers()),
         ..Default::default()
     };
-    Resource::new(name, &cluster)
+    Resource::new(BLACK_HOLE, &cluster)
 }
 
 /// An inbound cluster: static to `endpoint`, or, for a Sidecar ingress listener without
