@@ -203,7 +203,8 @@ spec:
   - route:
     - destination: {host: a.example.com}
   tcp:
-  - route: [{destination: {host: a.example.com}}]
+  - match: [{sourceSubnet: 10.0.0.0/8}]
+    route: [{destination: {host: a.example.com}}]
 ";
     std::fs::write(dir.path().join("typos.yaml"), typos).unwrap();
     let out = axon(&["validate", dir.path().join("typos.yaml").to_str().unwrap()]);
@@ -227,7 +228,9 @@ spec:
         "not applied is not an error: {report}"
     );
     assert!(
-        report.contains("document 1 (line 9): spec.tcp: accepted but not applied by axon"),
+        report.contains(
+            "document 1 (line 10): spec.tcp[0].match[0].sourceSubnet: accepted but not applied by axon"
+        ),
         "{report}"
     );
     assert!(

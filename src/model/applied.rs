@@ -7,7 +7,6 @@ mod gateway;
 
 use super::config::Spec;
 use super::istio::routing_claim;
-use super::service::is_http_protocol;
 
 /// The notes of one typed spec.
 pub fn partial_notes(spec: &Spec) -> Vec<String> {
@@ -17,29 +16,20 @@ pub fn partial_notes(spec: &Spec) -> Vec<String> {
         Spec::ServiceEntry(se) => {
             for (i, port) in se.ports.iter().enumerate() {
                 let protocol = port.protocol.to_ascii_uppercase();
-                if !is_http_protocol(&protocol) {
-                    let shown = if protocol.is_empty() {
-                        "TCP (none given)"
-                    } else {
-                        &protocol
-                    };
+                if protocol.is_empty() {
                     notes.push(format!(
-                        "spec.ports[{i}].protocol: {shown}: the port gets a cluster but no \
-                         outbound listener (axon serves HTTP listeners only)"
+                        "spec.ports[{i}].protocol: none given: istiod sniffs such a port (HTTP \
+                         or TCP); axon's sidecars proxy it as TCP"
+                    ));
+                } else if protocol == "UDP" {
+                    notes.push(format!(
+                        "spec.ports[{i}].protocol: UDP: the port gets a cluster but no \
+                         outbound listener (as from istiod)"
                     ));
                 }
             }
         }
         Spec::VirtualService(vs) => {
-            let on_mesh = vs.gateways.is_empty() || vs.gateways.iter().any(|g| g == "mesh");
-            for (field, routes) in [("tcp", vs.tcp.len()), ("tls", vs.tls.len())] {
-                if on_mesh && routes > 0 {
-                    notes.push(format!(
-                        "spec.{field}: on sidecars (the VirtualService is bound to the mesh), \
-                         whose {field} routes axon does not build yet (gateways' are applied)"
-                    ));
-                }
-            }
             for (i, http) in vs.http.iter().enumerate() {
                 for (j, m) in http.matches.iter().enumerate() {
                     let claims = |map: &std::collections::BTreeMap<String, _>| {
@@ -73,6 +63,17 @@ pub fn partial_notes(spec: &Spec) -> Vec<String> {
             }
         }
         Spec::DestinationRule(dr) => destination_rule::notes(dr, &mut notes),
+        Spec::Sidecar(sc) => {
+            for (i, ingress) in sc.ingress.iter().enumerate() {
+                let endpoint = ingress["defaultEndpoint"].as_str().unwrap_or("");
+                if endpoint.starts_with("unix://") {
+                    notes.push(format!(
+                        "spec.ingress[{i}].defaultEndpoint: {endpoint}: axon serves no Unix \
+                         socket endpoints; the ingress listener is not built"
+                    ));
+                }
+            }
+        }
         _ => {}
     }
     notes
@@ -109,9 +110,21 @@ mod tests {
         let se = spec(
             "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: s}\nspec:\n  hosts: [db.example.com]\n  ports: [{number: 80, name: http, protocol: HTTP}, {number: 5432, name: pg, protocol: TCP}]\n  resolution: DNS\n",
         );
+        assert!(partial_notes(&se).is_empty(), "TCP ports get TCP listeners");
+        let se = spec(
+            "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: s}\nspec:\n  hosts: [db.example.com]\n  ports: [{number: 53, name: dns, protocol: UDP}, {number: 5432, name: pg}]\n  resolution: DNS\n",
+        );
         let notes = partial_notes(&se);
-        assert_eq!(notes.len(), 1, "{notes:?}");
-        assert!(notes[0].starts_with("spec.ports[1].protocol: TCP: the port gets a cluster"));
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert!(notes[0].starts_with("spec.ports[0].protocol: UDP: the port gets a cluster"));
+        assert!(notes[1].starts_with("spec.ports[1].protocol: none given: istiod sniffs"));
+        let mesh_l4 = spec(
+            "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: v}\nspec:\n  hosts: [a]\n  tcp: [{route: [{destination: {host: a}}]}]\n",
+        );
+        assert!(
+            partial_notes(&mesh_l4).is_empty(),
+            "sidecars build tcp routes"
+        );
 
         let vs = spec(
             "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: v}\nspec:\n  hosts: [a]\n  exportTo: ['.']\n  http: [{route: [{destination: {host: a}}]}]\n",

@@ -36,6 +36,10 @@ pub struct MeshConfig {
     /// Whether TLS Secrets are served to proxies whose identity is not verified (the
     /// plaintext xDS port); istiod never does (`--plaintext-secrets`).
     pub plaintext_secrets: bool,
+    /// `outboundTrafficPolicy.mode: REGISTRY_ONLY`: sidecars whose Sidecar sets no
+    /// `outboundTrafficPolicy` block traffic to unknown destinations (istiod's default
+    /// `ALLOW_ANY` lets it out).
+    pub outbound_registry_only: bool,
 }
 
 impl Default for MeshConfig {
@@ -54,6 +58,7 @@ impl Default for MeshConfig {
             h2_upgrade: false,
             connect_timeout_nanos: 10_000_000_000,
             plaintext_secrets: true,
+            outbound_registry_only: false,
         }
     }
 }
@@ -113,7 +118,7 @@ pub const FIELDS: [&str; 50] = [
 ];
 
 /// The fields axon applies.
-pub const APPLIED: [&str; 9] = [
+pub const APPLIED: [&str; 10] = [
     "rootNamespace",
     "defaultServiceExportTo",
     "defaultVirtualServiceExportTo",
@@ -123,6 +128,7 @@ pub const APPLIED: [&str; 9] = [
     "h2UpgradePolicy",
     "connectTimeout",
     "trustDomain",
+    "outboundTrafficPolicy",
 ];
 
 #[derive(Debug, Clone, PartialEq, Error)]
@@ -165,6 +171,14 @@ struct Applied {
     h2_upgrade_policy: Option<String>,
     connect_timeout: Option<String>,
     trust_domain: Option<String>,
+    outbound_traffic_policy: Option<MeshOutboundPolicy>,
+}
+
+/// `MeshConfig.OutboundTrafficPolicy` (only a mode; `egressProxy` is the Sidecar's).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MeshOutboundPolicy {
+    mode: Option<String>,
 }
 
 /// Reads a `MeshConfig` YAML document.
@@ -288,6 +302,25 @@ pub fn parse(text: &str) -> Result<MeshFile, MeshConfigError> {
             }
         }
     }
+    match applied
+        .outbound_traffic_policy
+        .as_ref()
+        .and_then(|p| p.mode.as_deref())
+    {
+        None | Some("ALLOW_ANY") => {}
+        Some("REGISTRY_ONLY") => mesh.outbound_registry_only = true,
+        Some("ALLOW_ANY_DYNAMIC_DNS") => not_applied.push(format!(
+            "line {}: outboundTrafficPolicy.mode: ALLOW_ANY_DYNAMIC_DNS is served as ALLOW_ANY \
+             by axon (no dynamic forward proxy)",
+            line("outboundTrafficPolicy")
+        )),
+        Some(other) => {
+            return Err(invalid(
+                "outboundTrafficPolicy",
+                format!("mode {other:?} is not ALLOW_ANY, REGISTRY_ONLY or ALLOW_ANY_DYNAMIC_DNS"),
+            ));
+        }
+    }
     Ok(MeshFile {
         mesh,
         trust_domain: applied.trust_domain.filter(|t| !t.is_empty()),
@@ -320,6 +353,17 @@ mod tests {
             ["line 6: accessLogFile: accepted but not applied by axon"]
         );
         assert_eq!(parse("").unwrap().mesh, MeshConfig::default());
+        let file = parse("outboundTrafficPolicy: {mode: REGISTRY_ONLY}\n").unwrap();
+        assert!(file.mesh.outbound_registry_only && file.not_applied.is_empty());
+        assert!(
+            !parse("outboundTrafficPolicy: {mode: ALLOW_ANY}\n")
+                .unwrap()
+                .mesh
+                .outbound_registry_only
+        );
+        let file = parse("outboundTrafficPolicy: {mode: ALLOW_ANY_DYNAMIC_DNS}\n").unwrap();
+        assert_eq!(file.not_applied.len(), 1);
+        assert!(parse("outboundTrafficPolicy: {mode: NEVER}\n").is_err());
     }
 
     #[test]

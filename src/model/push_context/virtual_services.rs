@@ -108,6 +108,19 @@ pub(super) fn index_virtual_services(
                 .filter(|m| m.gateways.is_empty() && !m.source_labels.is_empty())
                 .map(|m| m.source_labels.clone()),
         );
+        // And the `tcp` and `tls` match blocks' (sidecars' TCP listeners).
+        let l4 = vs
+            .tcp_routes()
+            .into_iter()
+            .flat_map(|t| t.matches)
+            .chain(
+                vs.tls_routes()
+                    .into_iter()
+                    .flat_map(|t| t.matches.into_iter().map(|m| m.to_l4())),
+            )
+            .filter(|m| !m.source_labels.is_empty())
+            .map(|m| m.source_labels);
+        index.source_selectors.extend(l4);
         let hosts: BTreeSet<String> = vs
             .hosts
             .iter()

@@ -20,6 +20,11 @@ use super::push_context::PushContext;
 use super::push_request::PushRequest;
 use super::service::Service;
 
+mod ingress;
+mod outbound;
+
+pub use outbound::OutboundPolicy;
+
 /// One `namespace/host` import of an egress listener.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HostImport {
@@ -54,6 +59,10 @@ impl HostImport {
 pub struct EgressScope {
     /// `None` for the catch-all listener (outbound listeners per service port).
     pub port: Option<u32>,
+    /// The declared port's protocol (`port.protocol`, upper-cased; empty: none declared):
+    /// an HTTP one gets an HTTP listener, another a TCP one (istiod's
+    /// `ModelProtocolToListenerProtocol`).
+    pub protocol: String,
     pub bind: Option<String>,
     /// `captureMode: NONE`: a bound listener that applications call directly.
     pub capture_none: bool,
@@ -102,11 +111,19 @@ impl EgressScope {
     }
 }
 
-/// A port of the proxy's own workload, from the service endpoints at its IP.
+/// A port of the proxy's own workload: from the service endpoints at its IP, or from the
+/// Sidecar's `ingress` listeners when it has any (`ingress`).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct InboundPort {
     pub port: u32,
     pub protocol: String,
+    /// Where its cluster `inbound|PORT||` sends: an address and port (`127.0.0.1:PORT` for
+    /// a service endpoint's port), or none: the original destination (an ingress listener
+    /// without `defaultEndpoint`).
+    pub endpoint: Option<(String, u32)>,
+    /// The address of a listener of its own (an ingress listener bound to its port); none:
+    /// a filter chain of `virtualInbound`.
+    pub bind: Option<String>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -120,6 +137,8 @@ pub struct SidecarScope {
     /// Every service some egress listener imports, in host order.
     pub services: Vec<Arc<Service>>,
     pub inbound: Vec<InboundPort>,
+    /// What becomes of traffic to destinations the sidecar does not know.
+    pub outbound: OutboundPolicy,
     /// The configs generation reads for this proxy.
     pub deps: BTreeSet<ConfigKey>,
     /// A gateway's terminating credentials and whether each is there to serve (a server
@@ -184,8 +203,16 @@ impl SidecarScope {
 /// include (the match blocks that apply to them), and which DestinationRules select them.
 fn scope_key(ctx: &PushContext, proxy: &Proxy) -> String {
     let selected = match proxy.proxy_type {
+        // And, for a Sidecar with ingress listeners, the proxy's IP (their default bind and
+        // `0.0.0.0:PORT` endpoints).
         ProxyType::Sidecar => select_sidecar(ctx, proxy)
-            .map(|(c, _)| c.key.to_string())
+            .map(|(c, sc)| {
+                if sc.ingress.is_empty() {
+                    c.key.to_string()
+                } else {
+                    format!("{}@{}", c.key, proxy.ip)
+                }
+            })
             .unwrap_or_default(),
         // And the ports its own Service maps (the ports its listeners listen on).
         ProxyType::Router => format!(
@@ -242,6 +269,8 @@ fn inbound_ports(ctx: &PushContext, proxy: &Proxy) -> BTreeSet<InboundPort> {
             Some(InboundPort {
                 port: *ep_port,
                 protocol: service.port(*service_port)?.protocol.clone(),
+                endpoint: Some(("127.0.0.1".to_string(), *ep_port)),
+                bind: None,
             })
         })
         .collect()
@@ -305,6 +334,10 @@ fn sidecar_scope(ctx: &PushContext, proxy: &Proxy) -> SidecarScope {
     };
     let mut scope = SidecarScope {
         sidecar: selected.map(|(c, _)| c.key.clone()),
+        outbound: OutboundPolicy::resolve(
+            selected.and_then(|(_, sc)| sc.outbound_traffic_policy.as_ref()),
+            ctx.mesh.outbound_registry_only,
+        ),
         ..Default::default()
     };
     scope.deps.extend(scope.sidecar.clone());
@@ -316,6 +349,11 @@ fn sidecar_scope(ctx: &PushContext, proxy: &Proxy) -> SidecarScope {
             .collect();
         let mut egress = EgressScope {
             port: listener.port.as_ref().map(|p| p.number).filter(|p| *p != 0),
+            protocol: listener
+                .port
+                .as_ref()
+                .map(|p| p.protocol.to_ascii_uppercase())
+                .unwrap_or_default(),
             bind: Some(listener.bind.clone()).filter(|b| !b.is_empty()),
             capture_none: listener.capture_mode == CaptureMode::None,
             imports,
@@ -394,6 +432,7 @@ fn gateway_scope(ctx: &PushContext, proxy: &Proxy) -> SidecarScope {
     }
     scope.egress.push(EgressScope {
         port: None,
+        protocol: String::new(),
         bind: None,
         capture_none: false,
         imports: vec![HostImport {
@@ -439,7 +478,18 @@ fn finish(ctx: &PushContext, proxy: &Proxy, mut scope: SidecarScope) -> SidecarS
                 .extend(chosen.configs.iter().map(|c| c.key.clone()));
         }
     }
-    scope.inbound = inbound_ports(ctx, proxy).into_iter().collect();
+    // A Sidecar's ingress listeners replace the service endpoints' ports (istiod's
+    // `HasIngressListener`).
+    let ingress = scope
+        .sidecar
+        .as_ref()
+        .and_then(|key| ctx.sidecars_in(&key.namespace).find(|(c, _)| c.key == *key))
+        .map(|(_, sc)| sc.ingress.as_slice())
+        .filter(|i| !i.is_empty());
+    scope.inbound = match ingress {
+        Some(listeners) => ingress::inbound_ports(listeners, proxy),
+        None => inbound_ports(ctx, proxy).into_iter().collect(),
+    };
     for (host, _, _) in ctx
         .endpoints
         .by_address

@@ -163,7 +163,9 @@ fn inbound_ports_come_from_endpoints_at_the_proxy_ip() {
         scope.inbound,
         [InboundPort {
             port: 80,
-            protocol: "HTTP".into()
+            protocol: "HTTP".into(),
+            endpoint: Some(("127.0.0.1".into(), 80)),
+            bind: None,
         }]
     );
 }

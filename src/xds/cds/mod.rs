@@ -57,14 +57,14 @@ fn mesh_connect_timeout(ctx: &PushContext) -> Duration {
 }
 
 pub fn generate(ctx: &PushContext, proxy: &Proxy, scope: &SidecarScope) -> Vec<Resource> {
-    let mut out = vec![static_cluster(BLACK_HOLE, None, mesh_connect_timeout(ctx))];
+    let mut out = vec![black_hole(mesh_connect_timeout(ctx))];
     if proxy.proxy_type == ProxyType::Sidecar {
         out.push(passthrough(mesh_connect_timeout(ctx)));
         for inbound in &scope.inbound {
             let name = inbound_cluster_name(inbound.port);
-            out.push(static_cluster(
+            out.push(inbound_cluster(
                 &name,
-                Some(inbound.port),
+                inbound.endpoint.as_ref(),
                 mesh_connect_timeout(ctx),
             ));
         }
@@ -284,16 +284,44 @@ pub fn inbound_cluster_name(port: u32) -> String {
     format!("inbound|{port}||")
 }
 
-/// A static cluster: no endpoints (the black hole), or the workload on `127.0.0.1:port`.
-fn static_cluster(name: &str, local_port: Option<u32>, connect_timeout: Duration) -> Resource {
+/// `BlackHoleCluster`: static, no endpoints.
+fn black_hole(connect_timeout: Duration) -> Resource {
     let cluster = Cluster {
-        name: name.to_string(),
+        name: BLACK_HOLE.to_string(),
         connect_timeout: Some(connect_timeout),
         cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Static as i32)),
-        load_assignment: local_port.map(|port| eds::local_load_assignment(name, port)),
-        // istiod's inbound clusters get the default connection pool (`applyTrafficPolicy`).
-        circuit_breakers: local_port.map(|_| default_circuit_breakers()),
         ..Default::default()
+    };
+    Resource::new(BLACK_HOLE, &cluster)
+}
+
+/// An inbound cluster: static to `endpoint`, or, for a Sidecar ingress listener without
+/// `defaultEndpoint`, to the original destination (istiod's `buildInboundCluster` with no
+/// endpoint address).
+fn inbound_cluster(
+    name: &str,
+    endpoint: Option<&(String, u32)>,
+    connect_timeout: Duration,
+) -> Resource {
+    let cluster = match endpoint {
+        Some((address, port)) => Cluster {
+            name: name.to_string(),
+            connect_timeout: Some(connect_timeout),
+            cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Static as i32)),
+            load_assignment: Some(eds::load_assignment_at(name, address, *port)),
+            circuit_breakers: Some(default_circuit_breakers()),
+            ..Default::default()
+        },
+        None => Cluster {
+            name: name.to_string(),
+            connect_timeout: Some(connect_timeout),
+            cluster_discovery_type: Some(ClusterDiscoveryType::Type(
+                DiscoveryType::OriginalDst as i32,
+            )),
+            lb_policy: LbPolicy::ClusterProvided as i32,
+            circuit_breakers: Some(default_circuit_breakers()),
+            ..Default::default()
+        },
     };
     Resource::new(name, &cluster)
 }

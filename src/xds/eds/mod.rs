@@ -244,8 +244,13 @@ fn to_lb_endpoint(ep: &Endpoint) -> LbEndpoint {
 
 /// A single endpoint on `127.0.0.1:port`: a proxy's own workload.
 pub fn local_load_assignment(cluster_name: &str, port: u32) -> ClusterLoadAssignment {
+    load_assignment_at(cluster_name, "127.0.0.1", port)
+}
+
+/// One endpoint, `address:port`, for `cluster_name` (an inbound cluster's).
+pub fn load_assignment_at(cluster_name: &str, address: &str, port: u32) -> ClusterLoadAssignment {
     let endpoint = Endpoint {
-        address: "127.0.0.1".to_string(),
+        address: address.to_string(),
         port,
         labels: Default::default(),
         weight: 1,

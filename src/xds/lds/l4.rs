@@ -54,9 +54,6 @@ pub(super) fn route_filters(
         return Vec::new();
     };
     let first_host = host::resolve(&first.host, namespace);
-    let chosen =
-        ctx.destination_rule_for_workload(&first_host, &proxy.namespace, Some(&proxy.labels));
-    let rule = chosen.as_ref().map(|c| c.rule.as_ref());
     let cluster_of = |d: &crate::model::istio::Destination| {
         let hostname = host::resolve(&d.host, namespace);
         let explicit = d.port.as_ref().map(|p| p.number).filter(|p| *p != 0);
@@ -93,6 +90,45 @@ pub(super) fn route_filters(
         let specifier = ClusterSpecifier::WeightedClusters(WeightedCluster { clusters });
         (format!("{}.{namespace}", config.name()), specifier, "")
     };
+    network_filters(
+        ctx,
+        proxy,
+        &first_host,
+        subset,
+        stat_prefix,
+        specifier,
+        port,
+    )
+}
+
+/// istiod's `buildOutboundNetworkFiltersWithSingleDestination` for a sidecar's TCP or TLS
+/// port with no route of its own: a `tcp_proxy` to `cluster` (the stat prefix), with the
+/// DestinationRule of `hostname`.
+pub(super) fn single_destination_filters(
+    ctx: &PushContext,
+    proxy: &Proxy,
+    hostname: &str,
+    cluster: String,
+    port: L4Port,
+) -> Vec<Filter> {
+    let specifier = ClusterSpecifier::Cluster(cluster.clone());
+    network_filters(ctx, proxy, hostname, "", cluster, specifier, port)
+}
+
+/// The `tcp_proxy` (after a `mongo_proxy` on a MONGO port) of `specifier`, with the policy of
+/// the DestinationRule of `first_host` and the first destination's `subset`.
+fn network_filters(
+    ctx: &PushContext,
+    proxy: &Proxy,
+    first_host: &str,
+    subset: &str,
+    stat_prefix: String,
+    specifier: ClusterSpecifier,
+    port: L4Port,
+) -> Vec<Filter> {
+    let chosen =
+        ctx.destination_rule_for_workload(first_host, &proxy.namespace, Some(&proxy.labels));
+    let rule = chosen.as_ref().map(|c| c.rule.as_ref());
     let tcp = rule
         .and_then(|r| r.traffic_policy.as_ref())
         .and_then(|p| p.policy.connection_pool.as_ref())

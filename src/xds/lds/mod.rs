@@ -1,11 +1,15 @@
 //! LDS. A gateway's listeners are [`gateway`]'s. A sidecar gets an outbound listener per service port it sees (`0.0.0.0_PORT`, not bound,
-//! reached through `virtualOutbound` on 15001), a bound listener per Sidecar egress listener
+//! reached through `virtualOutbound` on 15001: an HTTP one for HTTP ports, a TCP one,
+//! [`sidecar_l4`]'s, for the others), a bound listener per Sidecar egress listener
 //! with a port (`captureMode: NONE` is how an application calls it without iptables), and
-//! `virtualInbound` on 15006 for its own workload's ports. A proxy that runs with
-//! `INTERCEPTION_MODE: NONE` gets no virtual listeners.
+//! `virtualInbound` on 15006 for its own workload's ports (a Sidecar ingress listener bound
+//! to its port, `captureMode: NONE`, gets a listener `BIND_PORT` instead). What no listener claims falls
+//! through as the scope's outbound traffic policy says ([`fallthrough_cluster`]). A proxy
+//! that runs with `INTERCEPTION_MODE: NONE` gets no virtual listeners.
 
 use envoy_types::pb::envoy::config::core::v3::{
-    Address, HttpProtocolOptions, SocketAddress, address, socket_address::PortSpecifier,
+    Address, HttpProtocolOptions, SocketAddress, TrafficDirection, address,
+    socket_address::PortSpecifier,
 };
 use envoy_types::pb::envoy::config::listener::v3::{
     Filter, FilterChain, FilterChainMatch, Listener, filter,
@@ -33,13 +37,16 @@ mod gateway;
 mod gateway_l4;
 mod l4;
 mod server_tls;
+mod sidecar_l4;
 
-use super::cds::{PASSTHROUGH, ads_config_source, inbound_cluster_name};
+use super::cds::{BLACK_HOLE, PASSTHROUGH, ads_config_source, inbound_cluster_name};
 use super::is_http;
 use super::resource::{Resource, any};
 use crate::model::proxy::{Proxy, ProxyType};
 use crate::model::push_context::PushContext;
-use crate::model::sidecar_scope::SidecarScope;
+use crate::model::sidecar_scope::{InboundPort, SidecarScope};
+use l4::L4Port;
+use sidecar_l4::{TcpEntry, WILDCARD};
 
 /// istiod's outbound capture port.
 pub const VIRTUAL_OUTBOUND_PORT: u32 = 15001;
@@ -49,11 +56,12 @@ pub const VIRTUAL_INBOUND_PORT: u32 = 15006;
 pub fn generate(ctx: &PushContext, proxy: &Proxy, scope: &SidecarScope) -> Vec<Resource> {
     match proxy.proxy_type {
         ProxyType::Router => gateway::listeners(ctx, proxy),
-        ProxyType::Sidecar => sidecar_listeners(proxy, scope),
+        ProxyType::Sidecar => sidecar_listeners(ctx, proxy, scope),
     }
 }
 
-fn sidecar_listeners(proxy: &Proxy, scope: &SidecarScope) -> Vec<Resource> {
+fn sidecar_listeners(ctx: &PushContext, proxy: &Proxy, scope: &SidecarScope) -> Vec<Resource> {
+    let fallthrough = fallthrough_cluster(scope);
     let mut out = Vec::new();
     let mut ports = std::collections::BTreeSet::new();
     for egress in &scope.egress {
@@ -62,6 +70,24 @@ fn sidecar_listeners(proxy: &Proxy, scope: &SidecarScope) -> Vec<Resource> {
         let default_bind = if capture_none { "127.0.0.1" } else { "0.0.0.0" };
         let bind = egress.bind.as_deref().unwrap_or(default_bind);
         ports.insert(port);
+        if !egress.protocol.is_empty() && sidecar_l4::is_tcp(&egress.protocol) {
+            let listen = L4Port {
+                number: port,
+                protocol: &egress.protocol,
+            };
+            let mut entry = TcpEntry::new(bind, port, capture_none);
+            for service in egress
+                .services
+                .iter()
+                .filter(|s| !s.hostname.starts_with('*'))
+            {
+                entry.merge(sidecar_l4::service_chains(
+                    ctx, proxy, egress, service, listen, bind,
+                ));
+            }
+            out.push(entry.build(&fallthrough));
+            continue;
+        }
         out.push(listener(
             bind,
             port,
@@ -80,6 +106,34 @@ fn sidecar_listeners(proxy: &Proxy, scope: &SidecarScope) -> Vec<Resource> {
             .map(|p| p.number)
             .filter(|p| !ports.contains(p))
             .collect();
+        // TCP ports: one listener per port (a port some service serves as HTTP keeps its
+        // HTTP listener), the services' chains merged in host order.
+        let mut tcp: std::collections::BTreeMap<u32, TcpEntry> = Default::default();
+        for service in egress
+            .services
+            .iter()
+            .filter(|s| !s.hostname.starts_with('*'))
+        {
+            for p in &service.ports {
+                let number = p.number;
+                if !sidecar_l4::is_tcp(&p.protocol)
+                    || ports.contains(&number)
+                    || service_ports.contains(&number)
+                    || [VIRTUAL_OUTBOUND_PORT, VIRTUAL_INBOUND_PORT].contains(&number)
+                {
+                    continue;
+                }
+                let listen = L4Port {
+                    number,
+                    protocol: &p.protocol,
+                };
+                let chains =
+                    sidecar_l4::service_chains(ctx, proxy, egress, service, listen, WILDCARD);
+                tcp.entry(number)
+                    .or_insert_with(|| TcpEntry::new(WILDCARD, number, false))
+                    .merge(chains);
+            }
+        }
         for port in service_ports {
             out.push(listener(
                 "0.0.0.0",
@@ -90,12 +144,33 @@ fn sidecar_listeners(proxy: &Proxy, scope: &SidecarScope) -> Vec<Resource> {
                 proxy.idle_timeout,
             ));
         }
+        out.extend(tcp.into_values().map(|entry| entry.build(&fallthrough)));
+    }
+    for inbound in &scope.inbound {
+        if let Some(bind) = &inbound.bind {
+            out.push(inbound_listener(bind, inbound, proxy.idle_timeout));
+        }
     }
     if !proxy.interception_none {
-        out.push(virtual_outbound());
+        out.push(virtual_outbound(&fallthrough));
         out.push(virtual_inbound(scope, proxy.idle_timeout));
     }
     out
+}
+
+/// Where a sidecar sends what no listener or chain claims (istiod's
+/// `buildOutboundCatchAllNetworkFiltersOnly`): the original destination, the `egressProxy`
+/// cluster, or, under REGISTRY_ONLY, nowhere (`BlackHoleCluster`).
+fn fallthrough_cluster(scope: &SidecarScope) -> String {
+    if scope.outbound.registry_only {
+        BLACK_HOLE.to_string()
+    } else {
+        scope
+            .outbound
+            .egress_cluster
+            .clone()
+            .unwrap_or_else(|| PASSTHROUGH.to_string())
+    }
 }
 
 /// An HTTP listener on `bind:port` whose routes come over RDS as `route`.
@@ -129,14 +204,14 @@ fn listener(
     Resource::new(name, &listener)
 }
 
-fn virtual_outbound() -> Resource {
+fn virtual_outbound(fallthrough: &str) -> Resource {
     let listener = Listener {
         name: "virtualOutbound".to_string(),
         address: Some(socket_address("0.0.0.0", VIRTUAL_OUTBOUND_PORT)),
         use_original_dst: Some(BoolValue { value: true }),
         filter_chains: vec![FilterChain {
             name: "virtualOutbound-catchall-tcp".to_string(),
-            filters: vec![tcp_proxy("PassthroughCluster", PASSTHROUGH)],
+            filters: vec![tcp_proxy(fallthrough, fallthrough)],
             ..Default::default()
         }],
         ..Default::default()
@@ -144,39 +219,55 @@ fn virtual_outbound() -> Resource {
     Resource::new("virtualOutbound", &listener)
 }
 
-/// `virtualInbound`: a filter chain per workload port, to `inbound|PORT||`.
+/// The filter chain of one inbound port, to `inbound|PORT||`: an HTTP connection manager
+/// with istiod's inbound route, or a `tcp_proxy`.
+fn inbound_chain(inbound: &InboundPort, idle_timeout: Option<i128>) -> FilterChain {
+    let cluster = inbound_cluster_name(inbound.port);
+    let filter = if is_http(&inbound.protocol) {
+        http_connection_manager(
+            &cluster,
+            RouteSpecifier::RouteConfig(inbound_route(&cluster, inbound.port, &inbound.protocol)),
+            HcmKind::Sidecar,
+            idle_timeout,
+        )
+    } else {
+        tcp_proxy(&cluster, &cluster)
+    };
+    FilterChain {
+        name: format!("0.0.0.0_{}", inbound.port),
+        filter_chain_match: Some(FilterChainMatch {
+            destination_port: Some(UInt32Value {
+                value: inbound.port,
+            }),
+            ..Default::default()
+        }),
+        filters: vec![filter],
+        ..Default::default()
+    }
+}
+
+/// A bound inbound listener of a Sidecar ingress listener (istiod's
+/// `inboundCustomListener`): `BIND_PORT`, its one chain.
+fn inbound_listener(bind: &str, inbound: &InboundPort, idle_timeout: Option<i128>) -> Resource {
+    let name = format!("{bind}_{}", inbound.port);
+    let listener = Listener {
+        name: name.clone(),
+        address: Some(socket_address(bind, inbound.port)),
+        traffic_direction: TrafficDirection::Inbound as i32,
+        continue_on_listener_filters_timeout: true,
+        filter_chains: vec![inbound_chain(inbound, idle_timeout)],
+        ..Default::default()
+    };
+    Resource::new(name, &listener)
+}
+
+/// `virtualInbound`: a filter chain per workload port not bound to a listener of its own.
 fn virtual_inbound(scope: &SidecarScope, idle_timeout: Option<i128>) -> Resource {
     let mut chains: Vec<FilterChain> = scope
         .inbound
         .iter()
-        .map(|inbound| {
-            let cluster = inbound_cluster_name(inbound.port);
-            let filter = if is_http(&inbound.protocol) {
-                http_connection_manager(
-                    &cluster,
-                    RouteSpecifier::RouteConfig(inbound_route(
-                        &cluster,
-                        inbound.port,
-                        &inbound.protocol,
-                    )),
-                    HcmKind::Sidecar,
-                    idle_timeout,
-                )
-            } else {
-                tcp_proxy(&cluster, &cluster)
-            };
-            FilterChain {
-                name: format!("0.0.0.0_{}", inbound.port),
-                filter_chain_match: Some(FilterChainMatch {
-                    destination_port: Some(UInt32Value {
-                        value: inbound.port,
-                    }),
-                    ..Default::default()
-                }),
-                filters: vec![filter],
-                ..Default::default()
-            }
-        })
+        .filter(|inbound| inbound.bind.is_none())
+        .map(|inbound| inbound_chain(inbound, idle_timeout))
         .collect();
     chains.push(FilterChain {
         name: "virtualInbound-catchall-tcp".to_string(),

@@ -21,7 +21,7 @@
 use std::collections::BTreeSet;
 
 use envoy_types::pb::envoy::config::route::v3::{
-    Route, RouteAction, RouteConfiguration, VirtualHost, route::Action,
+    DirectResponseAction, Route, RouteAction, RouteConfiguration, VirtualHost, route::Action,
     route_action::ClusterSpecifier,
 };
 use envoy_types::pb::google::protobuf::Duration;
@@ -223,28 +223,57 @@ fn sidecar_virtual_hosts(
     }
     let mut out = vhosts.out;
     out.sort_by(|a, b| a.name.cmp(&b.name));
-    out.push(VirtualHost {
+    out.push(catch_all_virtual_host(scope));
+    out
+}
+
+/// istiod's `buildCatchAllVirtualHost`: `allow_any` to the original destination (or the
+/// `egressProxy` cluster), or, under REGISTRY_ONLY, `block_all`, answering 502.
+fn catch_all_virtual_host(scope: &SidecarScope) -> VirtualHost {
+    if scope.outbound.registry_only {
+        return VirtualHost {
+            name: "block_all".to_string(),
+            domains: vec!["*".to_string()],
+            routes: vec![Route {
+                name: "block_all".to_string(),
+                r#match: Some(route_match(None)),
+                action: Some(Action::DirectResponse(DirectResponseAction {
+                    status: 502,
+                    ..Default::default()
+                })),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+    }
+    let cluster = scope
+        .outbound
+        .egress_cluster
+        .as_deref()
+        .unwrap_or(PASSTHROUGH);
+    VirtualHost {
         name: "allow_any".to_string(),
         domains: vec!["*".to_string()],
         routes: vec![Route {
+            name: "allow_any".to_string(),
             r#match: Some(route_match(None)),
-            action: Some(Action::Route(passthrough_action())),
+            action: Some(Action::Route(passthrough_action(cluster))),
             ..Default::default()
         }],
         ..Default::default()
-    });
-    out
+    }
 }
 
 fn proxyless(proxy: &Proxy) -> bool {
     proxy.generator.as_deref() == Some("grpc")
 }
 
-/// istiod's `allow_any` action: the original destination, no timeout, `max_grpc_timeout` 0.
+/// istiod's `allow_any` action: the original destination (`cluster`: the passthrough, or
+/// the `egressProxy`), no timeout, `max_grpc_timeout` 0.
 #[allow(deprecated)]
-fn passthrough_action() -> RouteAction {
+fn passthrough_action(cluster: &str) -> RouteAction {
     RouteAction {
-        cluster_specifier: Some(ClusterSpecifier::Cluster(PASSTHROUGH.to_string())),
+        cluster_specifier: Some(ClusterSpecifier::Cluster(cluster.to_string())),
         timeout: Some(no_timeout()),
         max_grpc_timeout: Some(no_timeout()),
         ..Default::default()

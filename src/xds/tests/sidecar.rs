@@ -307,3 +307,107 @@ fn an_endpoint_only_context_keeps_a_proxys_scope_unless_its_own_ports_moved() {
         &scope
     ));
 }
+
+#[test]
+fn registry_only_replaces_allow_any_with_block_all() {
+    let policy = |mode: &str| {
+        format!(
+            "{MESH}---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {{name: default, namespace: web}}\nspec:\n  outboundTrafficPolicy: {{mode: {mode}}}\n"
+        )
+    };
+    let last_vhost = |yaml: &str| {
+        let ctx = context(yaml);
+        let proxy = sidecar_proxy("10.9.0.1", "web", false);
+        let routes: Vec<RouteConfiguration> = decode(&generate_for(
+            ResourceType::Route,
+            &ctx,
+            &proxy,
+            &names(&["9080"]),
+        ));
+        let vh = routes[0].virtual_hosts.clone();
+        assert!(vh.len() > 1, "the services are still routed: {vh:?}");
+        vh.last().cloned().unwrap()
+    };
+    let blocked = last_vhost(&policy("REGISTRY_ONLY"));
+    assert_eq!(blocked.name, "block_all");
+    assert_eq!(blocked.domains, ["*"]);
+    match &blocked.routes[0].action {
+        Some(Action::DirectResponse(d)) => assert_eq!(d.status, 502),
+        other => panic!("{other:?}"),
+    }
+    let open = last_vhost(&policy("ALLOW_ANY"));
+    assert_eq!(open.name, "allow_any");
+    match &open.routes[0].action {
+        Some(Action::Route(r)) => assert_eq!(
+            r.cluster_specifier,
+            Some(ClusterSpecifier::Cluster("PassthroughCluster".into()))
+        ),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn sidecar_ingress_listeners_build_the_inbound_side() {
+    let sidecar = r#"
+apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata: {name: default, namespace: web}
+spec:
+  ingress:
+  - port: {number: 9180, protocol: HTTP, name: http}
+    defaultEndpoint: 127.0.0.1:8080
+    captureMode: NONE
+    bind: 127.0.0.1
+  - port: {number: 9190, protocol: TCP, name: tcp}
+"#;
+    let ctx = context(&format!("{MESH}---{sidecar}"));
+    let proxy = sidecar_proxy("10.9.0.1", "web", false);
+    let listeners: Vec<Listener> = decode(&generate_for(
+        ResourceType::Listener,
+        &ctx,
+        &proxy,
+        &names(&[]),
+    ));
+    let bound = listeners
+        .iter()
+        .find(|l| l.name == "127.0.0.1_9180")
+        .expect("the bound ingress listener");
+    assert_eq!(bound.bind_to_port, None);
+    assert_eq!(
+        bound.filter_chains[0].filters[0].name,
+        "envoy.filters.network.http_connection_manager"
+    );
+    let inbound = listeners
+        .iter()
+        .find(|l| l.name == "virtualInbound")
+        .unwrap();
+    let chains: Vec<&str> = inbound
+        .filter_chains
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(chains, ["0.0.0.0_9190", "virtualInbound-catchall-tcp"]);
+
+    let clusters: Vec<Cluster> = decode(&generate_for(
+        ResourceType::Cluster,
+        &ctx,
+        &proxy,
+        &names(&[]),
+    ));
+    let cluster = |name: &str| clusters.iter().find(|c| c.name == name).cloned().unwrap();
+    let local = cluster("inbound|9180||");
+    let endpoint = format!("{:?}", local.load_assignment);
+    assert!(
+        endpoint.contains("127.0.0.1") && endpoint.contains("8080"),
+        "{endpoint}"
+    );
+    use envoy_types::pb::envoy::config::cluster::v3::cluster::{
+        ClusterDiscoveryType, DiscoveryType,
+    };
+    assert_eq!(
+        cluster("inbound|9190||").cluster_discovery_type,
+        Some(ClusterDiscoveryType::Type(
+            DiscoveryType::OriginalDst as i32
+        ))
+    );
+}

@@ -74,15 +74,15 @@ pub static VIRTUAL_SERVICE: Message = Message {
             kind: Kind::Message(&HTTP_ROUTE),
             applied: Applied::Yes,
         },
-        // A list. Applied on gateways: `lds::gateway_l4` (PASSTHROUGH servers; sidecars
-        // do not read it yet, `model::applied` says so).
+        // A list. Applied: on gateways, `lds::gateway_l4` (PASSTHROUGH servers); on
+        // sidecars, `lds::sidecar_l4` (TLS and HTTPS ports).
         Field {
             name: "tls",
             kind: Kind::Message(&TLS_ROUTE),
             applied: Applied::Yes,
         },
-        // A list. Applied on gateways: `lds::gateway_l4` (TCP and terminated TLS servers;
-        // sidecars do not read it yet, `model::applied` says so).
+        // A list. Applied: on gateways, `lds::gateway_l4` (TCP and terminated TLS servers);
+        // on sidecars, `lds::sidecar_l4` (TCP ports).
         Field {
             name: "tcp",
             kind: Kind::Message(&TCP_ROUTE),
@@ -454,7 +454,7 @@ pub static L4_MATCH_ATTRIBUTES: Message = Message {
             kind: Kind::Scalar,
             applied: Applied::No,
         },
-        // Applied: `lds::l4::single_match`.
+        // Applied: `lds::l4::single_match`, `lds::sidecar_l4::sidecar_match`.
         Field {
             name: "port",
             kind: Kind::Scalar,
@@ -465,10 +465,12 @@ pub static L4_MATCH_ATTRIBUTES: Message = Message {
             kind: Kind::Scalar,
             applied: Applied::No,
         },
+        // Applied on sidecars: `lds::sidecar_l4::sidecar_match` (the proxy's labels);
+        // gateways ignore it, as istiod's `l4SingleMatch`.
         Field {
             name: "sourceLabels",
             kind: Kind::ScalarMap,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // A list. Applied: `lds::l4::single_match`.
         Field {
@@ -476,10 +478,12 @@ pub static L4_MATCH_ATTRIBUTES: Message = Message {
             kind: Kind::Scalar,
             applied: Applied::Yes,
         },
+        // Applied on sidecars: `lds::sidecar_l4::sidecar_match` (the proxy's namespace);
+        // gateways ignore it, as istiod's `l4SingleMatch`.
         Field {
             name: "sourceNamespace",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
@@ -487,7 +491,8 @@ pub static L4_MATCH_ATTRIBUTES: Message = Message {
 pub static TLS_MATCH_ATTRIBUTES: Message = Message {
     name: "TLSMatchAttributes",
     fields: &[
-        // A list. Applied: `lds::gateway_l4::passthrough_chains` (a filter chain by SNI).
+        // A list. Applied: `lds::gateway_l4::passthrough_chains`, `lds::sidecar_l4::service_chains`
+        // (a filter chain by SNI).
         Field {
             name: "sniHosts",
             kind: Kind::Scalar,
@@ -499,16 +504,18 @@ pub static TLS_MATCH_ATTRIBUTES: Message = Message {
             kind: Kind::Scalar,
             applied: Applied::No,
         },
-        // Applied: `lds::l4::single_match`.
+        // Applied: `lds::l4::single_match`, `lds::sidecar_l4::sidecar_match`.
         Field {
             name: "port",
             kind: Kind::Scalar,
             applied: Applied::Yes,
         },
+        // Applied on sidecars: `lds::sidecar_l4::sidecar_match` (the proxy's labels);
+        // gateways ignore it, as istiod's `l4SingleMatch`.
         Field {
             name: "sourceLabels",
             kind: Kind::ScalarMap,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // A list. Applied: `lds::l4::single_match`.
         Field {
@@ -516,10 +523,12 @@ pub static TLS_MATCH_ATTRIBUTES: Message = Message {
             kind: Kind::Scalar,
             applied: Applied::Yes,
         },
+        // Applied on sidecars: `lds::sidecar_l4::sidecar_match` (the proxy's namespace);
+        // gateways ignore it, as istiod's `l4SingleMatch`.
         Field {
             name: "sourceNamespace",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
@@ -2188,11 +2197,12 @@ pub static SIDECAR: Message = Message {
             kind: Kind::Message(&WORKLOAD_SELECTOR),
             applied: Applied::Yes,
         },
-        // A list.
+        // A list. Applied: `sidecar_scope::ingress` (the inbound ports, replacing the
+        // service endpoints'), `lds::inbound_listener`, `cds::inbound_cluster`.
         Field {
             name: "ingress",
             kind: Kind::Message(&ISTIO_INGRESS_LISTENER),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // A list. Applied: `sidecar_scope::sidecar_scope`.
         Field {
@@ -2205,10 +2215,12 @@ pub static SIDECAR: Message = Message {
             kind: Kind::Message(&CONNECTION_POOL_SETTINGS),
             applied: Applied::No,
         },
+        // Applied: `sidecar_scope::OutboundPolicy` (`lds::fallthrough_cluster`,
+        // `rds::catch_all_virtual_host`).
         Field {
             name: "outboundTrafficPolicy",
             kind: Kind::Message(&OUTBOUND_TRAFFIC_POLICY),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
@@ -2216,25 +2228,31 @@ pub static SIDECAR: Message = Message {
 pub static ISTIO_INGRESS_LISTENER: Message = Message {
     name: "IstioIngressListener",
     fields: &[
+        // Applied: `sidecar_scope::ingress` (number and protocol).
         Field {
             name: "port",
             kind: Kind::Message(&SIDECAR_PORT),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
+        // Applied: `sidecar_scope::ingress` (the bound listener's address).
         Field {
             name: "bind",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
+        // Applied: `sidecar_scope::ingress` (NONE, or DEFAULT on a proxy that intercepts
+        // nothing: a bound listener `lds::inbound_listener`).
         Field {
             name: "captureMode",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
+        // Applied: `sidecar_scope::ingress` (`127.0.0.1:P`, `0.0.0.0:P`, none: the original
+        // destination; `unix://` is noted by `model::applied`).
         Field {
             name: "defaultEndpoint",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "tls",
@@ -2296,15 +2314,19 @@ pub static WORKLOAD_SELECTOR: Message = Message {
 pub static OUTBOUND_TRAFFIC_POLICY: Message = Message {
     name: "OutboundTrafficPolicy",
     fields: &[
+        // Applied: `sidecar_scope::OutboundPolicy` (REGISTRY_ONLY: `block_all`, 502, and
+        // `BlackHoleCluster`).
         Field {
             name: "mode",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
+        // Applied: `sidecar_scope::OutboundPolicy` (the cluster of `allow_any` and of the
+        // TCP fall-through).
         Field {
             name: "egressProxy",
             kind: Kind::Message(&DESTINATION),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
@@ -2318,10 +2340,13 @@ pub static SIDECAR_PORT: Message = Message {
             kind: Kind::Scalar,
             applied: Applied::Yes,
         },
+        // Applied: `sidecar_scope::sidecar_scope` (an egress listener declared TCP, TLS,
+        // HTTPS, MONGO, …: a TCP listener in `lds::sidecar_listeners`; HTTP-like or none:
+        // an HTTP one). Sidecar ingress ports are not applied (`ingress`).
         Field {
             name: "protocol",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         Field {
             name: "name",
