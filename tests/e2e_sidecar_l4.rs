@@ -31,10 +31,11 @@ mod tcp_echo;
 mod tls_upstream;
 
 use std::collections::BTreeSet;
+use std::net::{Ipv4Addr, SocketAddr};
 
 use pki::Pki;
 use scenario::*;
-use sidecar::{CONVERGE, NODE_A, REVIEWS, reviews_se_yaml, sidecar_options};
+use sidecar::{CONVERGE, NODE_A, REVIEWS, SERVICE_PORT, reviews_se_yaml, sidecar_options};
 use support::*;
 use tcp_echo::{tcp_call, tcp_echo};
 use tls_upstream::TlsEchoUpstream;
@@ -42,9 +43,10 @@ use tls_upstream::TlsEchoUpstream;
 const ECHO: &str = "echo.a.svc.cluster.local";
 
 /// Sidecar `default` in `a`: TCP egress listeners on `tcp_a` and `tcp_b` for `echo`, an HTTP
-/// one on `http` for the namespace, nothing unknown let out; an ingress listener on
-/// `ingress.0` to the app on `ingress.1`, and one on `ingress.2` captured (not bound).
-fn sidecar_yaml(tcp_a: u16, tcp_b: u16, http: u16, ingress: (u16, u16, u16)) -> String {
+/// one on `http`:9080 (reviews' port) for the namespace, nothing unknown let out; an ingress
+/// listener on `ingress.0` to the app on `ingress.1`, and one on `ingress.2` captured (not
+/// bound).
+fn sidecar_yaml(tcp_a: u16, tcp_b: u16, http: Ipv4Addr, ingress: (u16, u16, u16)) -> String {
     let (inbound, app, captured) = ingress;
     format!(
         r#"apiVersion: networking.istio.io/v1
@@ -68,8 +70,8 @@ spec:
     bind: 127.0.0.1
     captureMode: NONE
     hosts: ["./{ECHO}"]
-  - port: {{number: {http}, protocol: HTTP, name: http}}
-    bind: 127.0.0.1
+  - port: {{number: {SERVICE_PORT}, protocol: HTTP, name: http}}
+    bind: {http}
     captureMode: NONE
     hosts: ["./*"]
 "#
@@ -120,6 +122,16 @@ spec:
     se
 }
 
+/// Waits until Envoy's listener `name` is active.
+fn wait_listener_active(envoy: &Envoy, name: &str) {
+    assert!(
+        wait_until(CONVERGE, || dynamic_listener(&envoy.config_dump(), name)
+            .is_some_and(|l| l.get("active_state").is_some())),
+        "no active listener {name}\n{}",
+        describe_envoy(envoy)
+    );
+}
+
 /// The virtual host names of route configuration `name` in Envoy's config dump.
 fn virtual_hosts(envoy: &Envoy, name: &str) -> Vec<String> {
     let dump = envoy.config_dump();
@@ -158,7 +170,8 @@ fn tcp_routes_and_registry_only_through_a_sidecar() {
     let echoes = [tcp_echo("echo-1"), tcp_echo("echo-2"), tcp_echo("echo-3")];
     let reviews = Upstream::start("reviews-v1");
     let app = Upstream::start("the-app");
-    let (tcp_a, tcp_b, http) = (free_port(), free_port(), free_port());
+    let (tcp_a, tcp_b) = (free_port(), free_port());
+    let http_addr = own_loopback(&[SERVICE_PORT]);
     let ingress = (free_port(), app.port(), free_port());
     let config = ConfigDir::new();
     config.write(
@@ -168,16 +181,13 @@ fn tcp_routes_and_registry_only_through_a_sidecar() {
             echo_yaml(echoes, tcp_a),
         ]),
     );
-    config.write("sidecar.yaml", &sidecar_yaml(tcp_a, tcp_b, http, ingress));
-    let axon = Axon::start(config.path());
-    let (envoy, http) = start_envoy_listening(
-        &axon,
-        http,
-        |port| format!("127.0.0.1_{port}"),
-        |port| config.write("sidecar.yaml", &sidecar_yaml(tcp_a, tcp_b, port, ingress)),
-        || Envoy::start(axon.xds_addr(), sidecar_options(NODE_A, "productpage", "a")),
-        CONVERGE,
+    config.write(
+        "sidecar.yaml",
+        &sidecar_yaml(tcp_a, tcp_b, http_addr, ingress),
     );
+    let axon = Axon::start(config.path());
+    let envoy = Envoy::start(axon.xds_addr(), sidecar_options(NODE_A, "productpage", "a"));
+    wait_listener_active(&envoy, &format!("{http_addr}_{SERVICE_PORT}"));
     assert!(
         wait_until(CONVERGE, || tcp_call(tcp_a).starts_with("echo-")
             && tcp_call(tcp_b).starts_with("echo-")),
@@ -204,7 +214,7 @@ fn tcp_routes_and_registry_only_through_a_sidecar() {
     );
 
     // REGISTRY_ONLY: the unknown host is blocked, the known one routed.
-    let egress = Envoy::local(http);
+    let egress = SocketAddr::from((http_addr, SERVICE_PORT));
     wait_for_answer("reviews", CONVERGE, "reviews-v1", &envoy, || {
         http_get(egress, "/", &[("Host", REVIEWS)])
     });
@@ -218,7 +228,7 @@ fn tcp_routes_and_registry_only_through_a_sidecar() {
         .as_array()
         .into_iter()
         .flatten()
-        .filter(|r| r["route_config"]["name"].as_str() == Some(http.to_string().as_str()))
+        .filter(|r| r["route_config"]["name"] == SERVICE_PORT.to_string().as_str())
         .flat_map(|r| {
             r["route_config"]["virtual_hosts"]
                 .as_array()
@@ -228,9 +238,13 @@ fn tcp_routes_and_registry_only_through_a_sidecar() {
         .any(|vh| vh["name"] == "block_all" && vh["routes"][0]["direct_response"]["status"] == 502);
     assert!(blocked, "{routes}");
     let names = dynamic_listener_names(&dump);
-    for port in [tcp_a, tcp_b, http, ingress.0] {
+    for port in [tcp_a, tcp_b, ingress.0] {
         assert!(names.contains(&format!("127.0.0.1_{port}")), "{names:?}");
     }
+    assert!(
+        names.contains(&format!("{http_addr}_{SERVICE_PORT}")),
+        "{names:?}"
+    );
 
     // The ingress listener reaches the app at its defaultEndpoint; the captured one has no
     // listener of its own.
@@ -247,9 +261,9 @@ fn tcp_routes_and_registry_only_through_a_sidecar() {
     assert_no_rejected_updates(&envoy);
 }
 
-/// Sidecar `default` in `a`: an HTTP egress listener on `http` for the namespace, and
-/// `policy` as its `outboundTrafficPolicy` (none when empty).
-fn http_sidecar_yaml(http: u16, policy: &str) -> String {
+/// Sidecar `default` in `a`: an HTTP egress listener on `http`:9080 (reviews' port) for the
+/// namespace, and `policy` as its `outboundTrafficPolicy` (none when empty).
+fn http_sidecar_yaml(http: Ipv4Addr, policy: &str) -> String {
     let policy = if policy.is_empty() {
         String::new()
     } else {
@@ -261,8 +275,8 @@ kind: Sidecar
 metadata: {{name: default, namespace: a}}
 spec:
 {policy}  egress:
-  - port: {{number: {http}, protocol: HTTP, name: http}}
-    bind: 127.0.0.1
+  - port: {{number: {SERVICE_PORT}, protocol: HTTP, name: http}}
+    bind: {http}
     captureMode: NONE
     hosts: ["./*"]
 "#
@@ -277,7 +291,7 @@ fn the_mesh_outbound_policy_applies_unless_the_sidecar_sets_one() {
         "services.yaml",
         &reviews_se_yaml(reviews.port(), reviews.port()),
     );
-    let http = free_port();
+    let http = own_loopback(&[SERVICE_PORT]);
     config.write("sidecar.yaml", &http_sidecar_yaml(http, ""));
     let mesh = tempfile::NamedTempFile::new().expect("a mesh config file");
     std::fs::write(
@@ -289,22 +303,16 @@ fn the_mesh_outbound_policy_applies_unless_the_sidecar_sets_one() {
         config.path(),
         &["--mesh-config", mesh.path().to_str().unwrap()],
     );
-    let (envoy, http) = start_envoy_listening(
-        &axon,
-        http,
-        |port| format!("127.0.0.1_{port}"),
-        |port| config.write("sidecar.yaml", &http_sidecar_yaml(port, "")),
-        || Envoy::start(axon.xds_addr(), sidecar_options(NODE_A, "productpage", "a")),
-        CONVERGE,
-    );
-    let egress = Envoy::local(http);
+    let envoy = Envoy::start(axon.xds_addr(), sidecar_options(NODE_A, "productpage", "a"));
+    wait_listener_active(&envoy, &format!("{http}_{SERVICE_PORT}"));
+    let egress = SocketAddr::from((http, SERVICE_PORT));
     wait_for_answer("reviews", CONVERGE, "reviews-v1", &envoy, || {
         http_get(egress, "/", &[("Host", REVIEWS)])
     });
     let (status, _) = http_get(egress, "/", &[("Host", "unknown.example.com")]);
     assert_eq!(status, 502, "{}", describe_envoy(&envoy));
     assert_eq!(
-        virtual_hosts(&envoy, &http.to_string())
+        virtual_hosts(&envoy, &SERVICE_PORT.to_string())
             .last()
             .map(String::as_str),
         Some("block_all")
@@ -313,11 +321,14 @@ fn the_mesh_outbound_policy_applies_unless_the_sidecar_sets_one() {
     // The Sidecar's own ALLOW_ANY wins over the mesh's mode.
     config.write("sidecar.yaml", &http_sidecar_yaml(http, "ALLOW_ANY"));
     assert!(
-        wait_until(CONVERGE, || virtual_hosts(&envoy, &http.to_string())
-            .last()
-            .is_some_and(|v| v == "allow_any")),
+        wait_until(CONVERGE, || virtual_hosts(
+            &envoy,
+            &SERVICE_PORT.to_string()
+        )
+        .last()
+        .is_some_and(|v| v == "allow_any")),
         "{:?}",
-        virtual_hosts(&envoy, &http.to_string())
+        virtual_hosts(&envoy, &SERVICE_PORT.to_string())
     );
     assert_eq!(
         http_get(egress, "/", &[("Host", REVIEWS)]),

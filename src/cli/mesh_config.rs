@@ -49,6 +49,7 @@ pub fn load(
         .map(str::to_string)
         .or(file_trust_domain)
         .unwrap_or_else(|| "cluster.local".to_string());
+    mesh.trust_domain = trust_domain.clone();
     Ok(MeshSettings { mesh, trust_domain })
 }
 

@@ -109,6 +109,7 @@ mod tests {
             weight: 1,
             locality: String::new(),
             network: String::new(),
+            service_account: String::new(),
         }
     }
 

@@ -40,6 +40,9 @@ pub struct MeshConfig {
     /// `outboundTrafficPolicy` block traffic to unknown destinations (istiod's default
     /// `ALLOW_ANY` lets it out).
     pub outbound_registry_only: bool,
+    /// The mesh's trust domain: the SPIFFE identities of its workloads
+    /// (`spiffe://TRUST_DOMAIN/ns/NS/sa/SA`).
+    pub trust_domain: String,
 }
 
 impl Default for MeshConfig {
@@ -59,6 +62,7 @@ impl Default for MeshConfig {
             connect_timeout_nanos: 10_000_000_000,
             plaintext_secrets: true,
             outbound_registry_only: false,
+            trust_domain: "cluster.local".to_string(),
         }
     }
 }

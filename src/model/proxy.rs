@@ -40,6 +40,10 @@ pub struct NodeInfo {
     pub locality: Option<Locality>,
     /// `metadata.NETWORK`, if set.
     pub network: Option<String>,
+    /// `metadata.TLS_CLIENT_CERT_CHAIN`, `TLS_CLIENT_KEY` and `TLS_CLIENT_ROOT_CERT`, if set.
+    pub client_certs: Option<MetadataCerts>,
+    /// `metadata.ISTIO_VERSION`, if set (istio's pilot-agent sets it).
+    pub istio_version: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Error)]
@@ -50,6 +54,15 @@ pub enum InvalidNode {
     Malformed(String),
     #[error("node id {0:?}: unknown proxy type {1:?} (want router or sidecar)")]
     UnknownType(String, String),
+}
+
+/// The client certificate files of a proxy's node metadata (`TLS_CLIENT_CERT_CHAIN`,
+/// `TLS_CLIENT_KEY`, `TLS_CLIENT_ROOT_CERT`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MetadataCerts {
+    pub cert_chain: String,
+    pub key: String,
+    pub root_cert: String,
 }
 
 /// A proxy as the generators see it.
@@ -75,6 +88,12 @@ pub struct Proxy {
     /// Its network (`NETWORK`; empty if unknown): its `topology.istio.io/network` label for
     /// `failoverPriority`.
     pub network: String,
+    /// The client certificate files its node metadata names (istiod's `metadataCerts`): a
+    /// DestinationRule's `MUTUAL` and `ISTIO_MUTUAL` use them.
+    pub client_certs: Option<MetadataCerts>,
+    /// Run by istio's pilot-agent (`ISTIO_VERSION` in its metadata): its bootstrap has the
+    /// `sds-grpc` cluster of the agent's workload certificate, which `ISTIO_MUTUAL` reads.
+    pub istio_agent: bool,
     /// Its namespace was proven: the TLS port authorized its identity for it. Only then, or
     /// with `MeshConfig::plaintext_secrets`, are TLS Secrets served to it.
     pub verified: bool,
@@ -109,6 +128,8 @@ impl Proxy {
             verified: false,
             locality,
             network: node.network.unwrap_or_default(),
+            client_certs: node.client_certs,
+            istio_agent: node.istio_version.is_some_and(|v| !v.is_empty()),
             proxy_type,
             ip: ip.to_string(),
             pod: pod.to_string(),

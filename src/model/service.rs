@@ -51,6 +51,9 @@ pub struct Endpoint {
     /// The WorkloadEntry's (or ServiceEntry endpoint's) `network`: its
     /// `topology.istio.io/network` label for `failoverPriority`.
     pub network: String,
+    /// The WorkloadEntry's `serviceAccount` (a Pod's, from Kubernetes): the identity
+    /// `ISTIO_MUTUAL` checks the upstream for.
+    pub service_account: String,
 }
 
 /// Whether every label of `selector` is in `labels`.
@@ -115,6 +118,7 @@ pub fn endpoints_of<'a>(
         weight: we.weight.filter(|w| *w > 0).unwrap_or(1),
         locality: we.locality.clone(),
         network: we.network.clone(),
+        service_account: we.service_account.clone(),
     };
     let mut out: Vec<Endpoint> = match &se.workload_selector {
         Some(selector) => workloads

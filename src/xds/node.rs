@@ -1,13 +1,14 @@
 //! Envoy `Node` → [`NodeInfo`]: the id, and the Istio metadata keys axon reads
 //! (`NAMESPACE`, `LABELS`, `GENERATOR`, `INTERCEPTION_MODE`, `SERVICE_ACCOUNT`, `IDLE_TIMEOUT`,
-//! `NETWORK`), and `locality`.
+//! `NETWORK`, `TLS_CLIENT_CERT_CHAIN`/`TLS_CLIENT_KEY`/`TLS_CLIENT_ROOT_CERT`, `ISTIO_VERSION`),
+//! and `locality`.
 
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind};
 
 use crate::model::istio::Labels;
 use crate::model::locality::Locality;
-use crate::model::proxy::NodeInfo;
+use crate::model::proxy::{MetadataCerts, NodeInfo};
 
 impl From<&Node> for NodeInfo {
     fn from(node: &Node) -> NodeInfo {
@@ -22,6 +23,19 @@ impl From<&Node> for NodeInfo {
             service_account: field("SERVICE_ACCOUNT").and_then(string_value),
             idle_timeout: field("IDLE_TIMEOUT").and_then(string_value),
             network: field("NETWORK").and_then(string_value),
+            client_certs: field("TLS_CLIENT_CERT_CHAIN")
+                .and_then(string_value)
+                .filter(|c| !c.is_empty())
+                .map(|cert_chain| MetadataCerts {
+                    cert_chain,
+                    key: field("TLS_CLIENT_KEY")
+                        .and_then(string_value)
+                        .unwrap_or_default(),
+                    root_cert: field("TLS_CLIENT_ROOT_CERT")
+                        .and_then(string_value)
+                        .unwrap_or_default(),
+                }),
+            istio_version: field("ISTIO_VERSION").and_then(string_value),
             locality: node.locality.as_ref().map(|l| Locality {
                 region: l.region.clone(),
                 zone: l.zone.clone(),

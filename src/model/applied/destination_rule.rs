@@ -1,6 +1,6 @@
 //! The values of a DestinationRule's traffic policies that axon accepts and does not apply:
-//! `tls.mode: ISTIO_MUTUAL` (istiod's SDS names `default` and `ROOTCA` are served by a
-//! workload-certificate agent beside Envoy, which axon's proxies do not have) and a
+//! `tls.mode: ISTIO_MUTUAL` (applied only for proxies beside istio's agent, which serves
+//! istiod's SDS names `default` and `ROOTCA`, or with metadata certificates) and a
 //! `configmap://` `credentialName` (axon serves Secrets, not ConfigMaps), wherever a `tls`
 //! block is (the rule, a port, a subset, a subset's port).
 
@@ -43,8 +43,10 @@ fn tls_note(tls: Option<&ClientTls>, path: &str, out: &mut Vec<String>) {
     }
     if tls.is_some_and(|t| t.mode == TlsMode::IstioMutual) {
         out.push(format!(
-            "{path}.tls.mode: ISTIO_MUTUAL is not applied (it needs a workload-certificate \
-             agent beside Envoy, which axon does not run); the cluster sends plaintext"
+            "{path}.tls.mode: ISTIO_MUTUAL is applied for proxies run by istio's agent \
+             (ISTIO_VERSION metadata: the workload certificate over its sds-grpc cluster) or \
+             with TLS_CLIENT_* certificate files in their metadata; any other proxy sends \
+             plaintext"
         ));
     }
 }

@@ -49,6 +49,7 @@ fn service_endpoints(
                     weight: 1,
                     locality: String::new(),
                     network: String::new(),
+                    service_account: String::new(),
                 });
             }
             ((service.hostname.clone(), port.number), Arc::new(endpoints))

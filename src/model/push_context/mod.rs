@@ -288,6 +288,28 @@ impl PushContext {
             .map_or(&[], |e| e.as_slice())
     }
 
+    /// istiod's `ServiceAccounts`: the identities the endpoints of `hostname:port` run as
+    /// (`spiffe://TRUST_DOMAIN/ns/NS/sa/SA` for each endpoint's service account, in the
+    /// service's namespace), then the ServiceEntry's `subjectAltNames`; sorted, each once.
+    pub fn service_accounts(&self, hostname: &str, port: u32) -> Vec<String> {
+        let Some(service) = self.service(hostname) else {
+            return Vec::new();
+        };
+        let mut out: BTreeSet<String> = self
+            .endpoints(hostname, port)
+            .iter()
+            .filter(|e| !e.service_account.is_empty())
+            .map(|e| {
+                format!(
+                    "spiffe://{}/ns/{}/sa/{}",
+                    self.mesh.trust_domain, service.namespace, e.service_account
+                )
+            })
+            .collect();
+        out.extend(service.subject_alt_names.iter().cloned());
+        out.into_iter().collect()
+    }
+
     /// The DestinationRule of `hostname` (the first by key, whatever its namespace).
     pub fn destination_rule(&self, hostname: &str) -> Option<(&Config, &DestinationRule)> {
         self.destination_rules_of(hostname).next()

@@ -240,8 +240,15 @@ fn scope_key(ctx: &PushContext, proxy: &Proxy) -> String {
         .destination_rules_selecting(&proxy.namespace, &proxy.labels)
         .map(|c| c.key.to_string())
         .collect();
+    // Upstream TLS reads the proxy's metadata certificates and whether it runs beside
+    // istio's agent (`cds::tls`).
+    let certs = proxy
+        .client_certs
+        .as_ref()
+        .map(|c| format!("{}~{}~{}", c.cert_chain, c.key, c.root_cert))
+        .unwrap_or_default();
     format!(
-        "{:?}|{}|{}|{}|{:?}|{}|{}|{}|{}",
+        "{:?}|{}|{}|{}|{:?}|{}|{}|{}|{}|{certs}|{}",
         proxy.proxy_type,
         proxy.namespace,
         selected,
@@ -250,7 +257,8 @@ fn scope_key(ctx: &PushContext, proxy: &Proxy) -> String {
         proxy.generator.as_deref().unwrap_or(""),
         inbound.join(","),
         sources.join(","),
-        rules.join(",")
+        rules.join(","),
+        proxy.istio_agent,
     )
 }
 

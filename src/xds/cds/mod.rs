@@ -202,6 +202,15 @@ fn to_cluster(
             }
         ))
     );
+    let istio_mutual = policy
+        .tls
+        .is_some_and(|t| t.mode == crate::model::istio::traffic_policy::TlsMode::IstioMutual);
+    let service_accounts = if istio_mutual {
+        ctx.service_accounts(&service.hostname, port)
+    } else {
+        Vec::new()
+    };
+    let sni = format!("outbound_.{port}_.{subset}_.{}", service.hostname);
     tls::apply(
         &mut cluster,
         &mut http,
@@ -210,6 +219,14 @@ fn to_cluster(
         &service.subject_alt_names,
         proxy.proxy_type == ProxyType::Sidecar
             && dr.is_none_or(|dr| dr.workload_selector.is_none()),
+        tls::Mesh {
+            client_certs: proxy.client_certs.as_ref(),
+            istio_agent: proxy.istio_agent,
+            sni: &sni,
+            service_accounts: &service_accounts,
+            // `location` is not applied (README): every service counts as in the mesh.
+            mesh_external: false,
+        },
     );
     proxy_protocol::apply(&mut cluster, policy.proxy_protocol);
     if discovery_type(&cluster) == Some(DiscoveryType::OriginalDst) {

@@ -515,3 +515,4 @@ spec:
 }
 
 mod credential;
+mod istio_mutual;

@@ -15,6 +15,7 @@ fn endpoint(locality: &str, labels: &[(&str, &str)]) -> Endpoint {
         weight: 1,
         locality: locality.into(),
         network: String::new(),
+        service_account: String::new(),
     }
 }
 

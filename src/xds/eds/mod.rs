@@ -256,6 +256,7 @@ pub fn load_assignment_at(cluster_name: &str, address: &str, port: u32) -> Clust
         weight: 1,
         locality: String::new(),
         network: String::new(),
+        service_account: String::new(),
     };
     ClusterLoadAssignment {
         cluster_name: cluster_name.to_string(),

@@ -1992,10 +1992,12 @@ pub static WORKLOAD_ENTRY: Message = Message {
             kind: Kind::Scalar,
             applied: Applied::Yes,
         },
+        // Applied: `service::endpoints_of` (`PushContext::service_accounts`: the SANs an
+        // ISTIO_MUTUAL cluster checks, `cds::tls`).
         Field {
             name: "serviceAccount",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
