@@ -22,10 +22,22 @@ pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
     }
 }
 
-/// A port that was free on 127.0.0.1 a moment ago.
+/// A port that was free on 127.0.0.1 a moment ago, and that no other call in this process
+/// has handed out: two tests of one binary run at once, and Envoy binds its listeners with
+/// `SO_REUSEPORT`, so two Envoys given the same port would both listen on it and share its
+/// connections instead of one failing.
 pub fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    listener.local_addr().expect("local_addr").port()
+    use std::collections::HashSet;
+    use std::sync::Mutex;
+    static HANDED_OUT: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
+    loop {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+        let port = listener.local_addr().expect("local_addr").port();
+        let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
+        if handed_out.get_or_insert_with(HashSet::new).insert(port) {
+            return port;
+        }
+    }
 }
 
 /// A loopback address of the caller's own (any 127/8 address is local on Linux) on which
