@@ -77,14 +77,7 @@ fn get(gw_port: u16, headers: &[(&str, &str)]) -> HttpResponse {
 /// Waits until Envoy's cluster `CLUSTER` has `key` in its config dump (the policy arrived).
 fn wait_for_cluster_field(envoy: &Envoy, key: &str) {
     let ok = wait_until(CONVERGE, || {
-        let dump = envoy.config_dump();
-        dump_section(&dump, "ClustersConfigDump")
-            .and_then(|s| s.get("dynamic_active_clusters"))
-            .and_then(|l| l.as_array())
-            .is_some_and(|cs| {
-                cs.iter()
-                    .any(|c| c["cluster"]["name"] == CLUSTER && c["cluster"].get(key).is_some())
-            })
+        dynamic_cluster(&envoy.config_dump(), CLUSTER).is_some_and(|c| c.get(key).is_some())
     });
     assert!(ok, "{CLUSTER} never had {key}:\n{}", describe_envoy(envoy));
 }

@@ -57,16 +57,6 @@ fn gateway(axon: &Axon, config: &ConfigDir, gw_port: u16, options: EnvoyOptions)
     (envoy, port)
 }
 
-/// The dump of `CLUSTER`.
-fn cluster(dump: &serde_json::Value) -> serde_json::Value {
-    dump_section(dump, "ClustersConfigDump")
-        .and_then(|s| s.get("dynamic_active_clusters"))
-        .and_then(|l| l.as_array())
-        .and_then(|cs| cs.iter().find(|c| c["cluster"]["name"] == CLUSTER))
-        .map(|c| c["cluster"].clone())
-        .unwrap_or_default()
-}
-
 fn get(gw_port: u16) -> HttpResponse {
     http_request(
         Envoy::local(gw_port),
@@ -129,7 +119,7 @@ fn istio_mutual_with_metadata_certificates_plaintext_without_and_the_agents_sds(
 
     // Neither certificates nor an agent: plaintext, refused by the upstream.
     let (envoy, port) = gateway(&axon, &config, gw_port, gateway_options());
-    let cluster = cluster(&envoy.config_dump());
+    let cluster = dynamic_cluster(&envoy.config_dump(), CLUSTER).unwrap_or_default();
     assert!(
         cluster.get("transport_socket").is_none(),
         "TLS without a certificate: {cluster}"

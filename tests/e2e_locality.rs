@@ -146,18 +146,11 @@ fn a_distribute_rule_sends_everything_to_the_locality_it_names() {
     wait_for_endpoints(&envoy, &["\"region\":\"r2\""]);
     // The near locality, which the rule does not name, has no endpoints left.
     let ok = wait_until(CONVERGE, || {
-        let dump = envoy.config_dump();
-        dump_section(&dump, "ClustersConfigDump")
-            .and_then(|s| s.get("dynamic_active_clusters"))
-            .and_then(|l| l.as_array())
-            .is_some_and(|cs| {
-                cs.iter().any(|c| {
-                    c["cluster"]["name"] == CLUSTER
-                        && c["cluster"]["common_lb_config"]
-                            .get("locality_weighted_lb_config")
-                            .is_some()
-                })
-            })
+        dynamic_cluster(&envoy.config_dump(), CLUSTER).is_some_and(|c| {
+            c["common_lb_config"]
+                .get("locality_weighted_lb_config")
+                .is_some()
+        })
     });
     assert!(
         ok,

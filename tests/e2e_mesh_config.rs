@@ -91,12 +91,7 @@ fn call_through(mesh: Option<&str>, extra: &str) -> (bool, String, serde_json::V
 
 /// The dump of `CLUSTER`.
 fn cluster(dump: &serde_json::Value) -> serde_json::Value {
-    dump_section(dump, "ClustersConfigDump")
-        .and_then(|s| s.get("dynamic_active_clusters"))
-        .and_then(|l| l.as_array())
-        .and_then(|cs| cs.iter().find(|c| c["cluster"]["name"] == CLUSTER))
-        .map(|c| c["cluster"].clone())
-        .expect("the cluster is in the dump")
+    dynamic_cluster(dump, CLUSTER).expect("the cluster is in the dump")
 }
 
 #[test]

@@ -231,18 +231,9 @@ fn a_rule_with_a_workload_selector_applies_to_the_selected_proxies_only() {
     assert!(ok, "{}", describe_envoy(&plain));
     let plain_answer = get(plain_port);
     assert_ne!(plain_answer.status, 200, "{plain_answer:?}");
-    let dump = plain.config_dump();
-    let clusters = dump_section(&dump, "ClustersConfigDump")
-        .and_then(|s| s.get("dynamic_active_clusters"))
-        .and_then(|l| l.as_array())
-        .cloned()
-        .unwrap_or_default();
-    let ours = clusters
-        .iter()
-        .find(|c| c["cluster"]["name"] == cluster.as_str())
-        .expect("the cluster");
+    let ours = dynamic_cluster(&plain.config_dump(), &cluster).expect("the cluster");
     assert!(
-        ours["cluster"].get("transport_socket").is_none(),
+        ours.get("transport_socket").is_none(),
         "the plain gateway got the rule's TLS: {ours}"
     );
     assert_no_rejected_updates(&canary);

@@ -303,6 +303,23 @@ mod tests {
         }
     }
 
+    /// Flushes seen by a probe, with their time.
+    type Flushes = std::sync::Arc<std::sync::Mutex<Vec<(Instant, PushRequest)>>>;
+
+    /// A started Debouncer (`after`, `max`) whose flushes a probe records.
+    fn probed(after: Duration, max: Duration) -> (Addr<Debouncer>, Flushes) {
+        let flushes = Flushes::default();
+        let probe = Probe(flushes.clone()).start();
+        let debouncer = Debouncer::new(
+            DebounceState::new(after, max, true),
+            probe.recipient(),
+            16,
+            Metrics::new(),
+        )
+        .start();
+        (debouncer, flushes)
+    }
+
     fn update(at: Instant) -> ConfigUpdate {
         ConfigUpdate {
             source: "test",
@@ -314,15 +331,7 @@ mod tests {
     #[actix_rt::test]
     async fn the_actor_flushes_a_burst_once_with_paused_time() {
         tokio::time::pause();
-        let flushes = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let probe = Probe(flushes.clone()).start();
-        let debouncer = Debouncer::new(
-            DebounceState::new(100 * MS, 10_000 * MS, true),
-            probe.recipient(),
-            16,
-            Metrics::new(),
-        )
-        .start();
+        let (debouncer, flushes) = probed(100 * MS, 10_000 * MS);
         let t0 = Instant::now();
         for i in 0..50 {
             // 50 events within 40 ms (the timer wheel has millisecond resolution).
@@ -340,15 +349,7 @@ mod tests {
     #[actix_rt::test]
     async fn the_actor_flushes_at_max_when_events_never_stop() {
         tokio::time::pause();
-        let flushes = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let probe = Probe(flushes.clone()).start();
-        let debouncer = Debouncer::new(
-            DebounceState::new(100 * MS, 2_000 * MS, true),
-            probe.recipient(),
-            16,
-            Metrics::new(),
-        )
-        .start();
+        let (debouncer, flushes) = probed(100 * MS, 2_000 * MS);
         let t0 = Instant::now();
         while Instant::now() - t0 < 2_500 * MS {
             debouncer.do_send(update(Instant::now()));
@@ -480,15 +481,7 @@ mod tests {
     #[actix_rt::test]
     async fn the_actor_flushes_a_quiet_namespace_beside_a_busy_one() {
         tokio::time::pause();
-        let flushes = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let probe = Probe(flushes.clone()).start();
-        let debouncer = Debouncer::new(
-            DebounceState::new(100 * MS, 10_000 * MS, true),
-            probe.recipient(),
-            16,
-            Metrics::new(),
-        )
-        .start();
+        let (debouncer, flushes) = probed(100 * MS, 10_000 * MS);
         let t0 = Instant::now();
         let send = |namespace: &str| {
             debouncer.do_send(ConfigUpdate {

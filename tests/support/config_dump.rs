@@ -87,6 +87,16 @@ fn route_config_entry<'a>(dump: &'a Value, name: &str) -> Option<&'a Value> {
         .find(|r| r.pointer("/route_config/name").and_then(|n| n.as_str()) == Some(name))
 }
 
+/// The active dynamic cluster named `name` (its `cluster` object).
+pub fn dynamic_cluster(dump: &Value, name: &str) -> Option<Value> {
+    dump_section(dump, "ClustersConfigDump")?
+        .get("dynamic_active_clusters")?
+        .as_array()?
+        .iter()
+        .find(|c| c.pointer("/cluster/name").and_then(|n| n.as_str()) == Some(name))
+        .and_then(|c| c.get("cluster").cloned())
+}
+
 /// The dynamic listener named `name` (`active_state` and/or `warming_state`).
 pub fn dynamic_listener(dump: &Value, name: &str) -> Option<Value> {
     dump_section(dump, "ListenersConfigDump")?
