@@ -74,12 +74,15 @@ pub fn generate_shared(
     names: &std::collections::BTreeSet<String>,
 ) -> std::sync::Arc<ResourceSet> {
     let digest = names_digest(names);
-    // Load assignments depend on the proxy only where a DestinationRule orders endpoints by
-    // locality: then on its scope and its locality key too.
-    let local = ctx
-        .locality_key(proxy)
-        .map(|k| format!("{}|{k}", scope.key));
+    // Load assignments (EDS, and the inline ones of DNS clusters) depend on the proxy only
+    // where a DestinationRule orders endpoints by locality: then on its scope and its
+    // locality key too.
+    let local = || {
+        ctx.locality_key(proxy)
+            .map(|k| format!("{}|{k}", scope.key))
+    };
     if type_url == ResourceType::Endpoint {
+        let local = local();
         let set_key = match &local {
             None => format!("eds|{digest}"),
             Some(k) => format!("eds|{digest}|{k}"),
@@ -111,10 +114,13 @@ pub fn generate_shared(
                 .into()
         });
     }
-    let key = match (&local, type_url) {
-        (Some(k), ResourceType::Cluster) => format!("{}|{k}|{digest}", type_url.short()),
+    let key = match type_url {
+        ResourceType::Cluster => match local() {
+            Some(k) => format!("{}|{k}|{digest}", type_url.short()),
+            None => format!("{}|{}|{digest}", type_url.short(), scope.key),
+        },
         // Secrets also depend on whether the proxy's identity was verified.
-        (_, ResourceType::Secret) => format!("sds|{}|{}|{digest}", scope.key, proxy.verified),
+        ResourceType::Secret => format!("sds|{}|{}|{digest}", scope.key, proxy.verified),
         _ => format!("{}|{}|{digest}", type_url.short(), scope.key),
     };
     ctx.memo.get_or_compute(&key, || {

@@ -205,12 +205,15 @@ fn to_cluster(
     let istio_mutual = policy
         .tls
         .is_some_and(|t| t.mode == crate::model::istio::traffic_policy::TlsMode::IstioMutual);
-    let service_accounts = if istio_mutual {
-        ctx.service_accounts(&service.hostname, port)
+    // What ISTIO_MUTUAL reads: istiod's SNI and the destination's service accounts.
+    let (sni, service_accounts) = if istio_mutual {
+        (
+            format!("outbound_.{port}_.{subset}_.{}", service.hostname),
+            ctx.service_accounts(&service.hostname, port),
+        )
     } else {
-        Vec::new()
+        (String::new(), Vec::new())
     };
-    let sni = format!("outbound_.{port}_.{subset}_.{}", service.hostname);
     tls::apply(
         &mut cluster,
         &mut http,

@@ -39,14 +39,9 @@ pub fn generate(
         .iter()
         .map(|name| {
             let cla = match parse_outbound_cluster_name(name) {
-                Some((port, subset, host)) => match proxy {
-                    Some(p)
-                        if per_proxy_setting(ctx, p, host, subset, port, |_, _| ()).is_some() =>
-                    {
-                        load_assignment_for(ctx, name, port, subset, host, Some(p))
-                    }
-                    _ => shared_load_assignment(ctx, name, port, subset, host),
-                },
+                Some((port, subset, host)) => proxy
+                    .and_then(|p| ordered_for(ctx, p, name, port, subset, host))
+                    .unwrap_or_else(|| shared_load_assignment(ctx, name, port, subset, host)),
                 None => ClusterLoadAssignment {
                     cluster_name: name.clone(),
                     ..Default::default()
@@ -105,31 +100,37 @@ pub fn load_assignment_for(
     host: &str,
     proxy: Option<&Proxy>,
 ) -> ClusterLoadAssignment {
-    let mut groups = Some(groups(ctx, port, subset, host, proxy));
-    let ordered = proxy.and_then(|p| {
-        per_proxy_setting(ctx, p, host, subset, port, |setting, outlier| {
-            let labels = p.locality.augment(&p.labels, &p.network);
-            let receiver = Receiver {
-                locality: &p.locality,
-                labels: &labels,
-            };
-            locality::apply(
-                groups.take().unwrap_or_default(),
-                &receiver,
-                setting,
-                outlier,
-            )
+    proxy
+        .and_then(|p| ordered_for(ctx, p, cluster_name, port, subset, host))
+        .unwrap_or_else(|| {
+            let groups = groups(ctx, port, subset, host, proxy);
+            assignment(cluster_name, groups.into_iter().map(|g| g.envoy).collect())
         })
-    });
-    let endpoints = ordered.unwrap_or_else(|| {
-        groups
-            .take()
-            .unwrap_or_default()
-            .into_iter()
-            .map(|g| g.envoy)
-            .collect()
-    });
-    assignment(cluster_name, endpoints)
+}
+
+/// The endpoints of `host:port` (`subset` by the DestinationRule `proxy` uses) with their
+/// localities ordered or weighed for `proxy`; `None` when its rule does not ask for it
+/// ([`per_proxy_setting`]), so that the assignment is the same for every proxy.
+fn ordered_for(
+    ctx: &PushContext,
+    proxy: &Proxy,
+    cluster_name: &str,
+    port: u32,
+    subset: &str,
+    host: &str,
+) -> Option<ClusterLoadAssignment> {
+    per_proxy_setting(ctx, proxy, host, subset, port, |setting, outlier| {
+        let labels = proxy.locality.augment(&proxy.labels, &proxy.network);
+        let receiver = Receiver {
+            locality: &proxy.locality,
+            labels: &labels,
+        };
+        let groups = groups(ctx, port, subset, host, Some(proxy));
+        assignment(
+            cluster_name,
+            locality::apply(groups, &receiver, setting, outlier),
+        )
+    })
 }
 
 fn assignment(cluster_name: &str, endpoints: Vec<LocalityLbEndpoints>) -> ClusterLoadAssignment {
