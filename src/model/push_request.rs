@@ -126,6 +126,12 @@ impl PushRequest {
             .collect()
     }
 
+    /// Whether every updated config is of one of `kinds` (never when everything changed).
+    pub fn only_kinds(&self, kinds: &[ConfigKind]) -> bool {
+        !self.configs_updated.is_empty()
+            && self.configs_updated.iter().all(|k| kinds.contains(&k.kind))
+    }
+
     /// Whether a config of `kind` is among the updated ones (or everything changed).
     pub fn touches(&self, kind: ConfigKind) -> bool {
         self.configs_updated.is_empty() || self.configs_updated.iter().any(|k| k.kind == kind)
@@ -138,6 +144,20 @@ mod tests {
 
     fn key(kind: ConfigKind, name: &str) -> ConfigKey {
         ConfigKey::new(kind, "default", name)
+    }
+
+    #[test]
+    fn only_kinds_is_never_true_when_everything_changed() {
+        let t0 = Instant::now();
+        let vs = BTreeSet::from([key(ConfigKind::VirtualService, "a")]);
+        let routes = [ConfigKind::VirtualService, ConfigKind::Gateway];
+        assert!(PushRequest::config_change(vs.clone(), t0).only_kinds(&routes));
+        let mixed = PushRequest::config_change(vs, t0).merge(PushRequest::config_change(
+            BTreeSet::from([key(ConfigKind::ServiceEntry, "a")]),
+            t0,
+        ));
+        assert!(!mixed.only_kinds(&routes));
+        assert!(!PushRequest::full_push(TriggerReason::Config, t0).only_kinds(&routes));
     }
 
     #[test]

@@ -33,6 +33,18 @@ use crate::model::push_context::{PushContext, changed_clusters};
 use crate::model::push_request::PushRequest;
 use crate::model::sidecar_scope::{SidecarScope, needs_push};
 
+/// Config kinds that never change a load assignment, istiod's `skippedEdsConfigs`: EDS reads
+/// services, endpoints, DestinationRules and the proxy's locality, never routes, gateways,
+/// Sidecars (they change which clusters a proxy has, and so CDS) or Secrets. A push of only
+/// these does not generate EDS at all, unless EDS must follow a CDS response.
+const EDS_UNREAD: [ConfigKind; 5] = [
+    ConfigKind::VirtualService,
+    ConfigKind::Gateway,
+    ConfigKind::Sidecar,
+    ConfigKind::Secret,
+    ConfigKind::WorkloadGroup,
+];
+
 /// Why the server ends a stream.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CloseReason {
@@ -248,9 +260,14 @@ impl StreamState {
         }
         // SotW: a type whose generated set is the one the proxy has is not sent again (not
         // on a forced push, nor EDS right after a CDS response: Envoy warms the clusters it
-        // gets with the EDS that follows).
+        // gets with the EDS that follows). EDS is not even generated when the changed kinds
+        // cannot change it.
         let mut sent_cds = false;
+        let eds_unchanged = !request.forced && request.only_kinds(&EDS_UNREAD);
         for &type_url in types {
+            if type_url == ResourceType::Endpoint && eds_unchanged && !sent_cds {
+                continue;
+            }
             if self.needs_type(type_url, version) {
                 let skip = !(request.forced || type_url == ResourceType::Endpoint && sent_cds);
                 let before = out.responses.len();
