@@ -408,7 +408,8 @@ async fn run(
             limits.debounce_after,
             limits.debounce_max,
             limits.enable_eds_debounce,
-        ),
+        )
+        .with_lone(limits.debounce_lone),
         builder.clone().recipient(),
         cap,
         metrics.clone(),

@@ -35,6 +35,9 @@ pub struct Limits {
     /// Longest a push waits while events keep coming.
     #[serde(deserialize_with = "duration")]
     pub debounce_max: Duration,
+    /// A lone edit in a quiet mesh is flushed this long after it; zero: off.
+    #[serde(deserialize_with = "duration")]
+    pub debounce_lone: Duration,
     /// Whether endpoint-only changes wait for the debounce too.
     pub enable_eds_debounce: bool,
     /// How many connections are pushed at once.
@@ -157,6 +160,7 @@ impl Default for Limits {
         Limits {
             debounce_after: Duration::from_millis(100),
             debounce_max: Duration::from_secs(10),
+            debounce_lone: Duration::from_millis(10),
             enable_eds_debounce: true,
             push_concurrency: 100,
             push_timeout: Duration::from_secs(5),
@@ -250,6 +254,12 @@ impl Limits {
             return Err(invalid(
                 "debounce_max",
                 "must not be shorter than debounce_after",
+            ));
+        }
+        if self.debounce_lone > self.debounce_after {
+            return Err(invalid(
+                "debounce_lone",
+                "must not be longer than debounce_after",
             ));
         }
         for (key, value) in [

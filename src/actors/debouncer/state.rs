@@ -1,20 +1,13 @@
-//! The Debouncer: merges bursts of `ConfigUpdate`s into one `Flush` for the SnapshotBuilder.
-//!
-//! Receives [`ConfigUpdate`] from every registry actor; keeps the newest config set of each
-//! source and one merged `PushRequest`; sends [`Flush`] when no event came for
-//! `debounce_after`, or `debounce_max` after the first event of the batch. Only one flush is
-//! being built at a time: events that arrive meanwhile merge into the next one.
+//! The pure debounce rule behind the [`super::Debouncer`]: istiod's `debounce`, with a lane
+//! per namespace and a short wait for a lone edit in a quiet mesh. No actix, no timers: it is
+//! told the time ([`DebounceState::on_event`], [`DebounceState::step`]) and answers with a
+//! [`Step`].
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
-use actix::prelude::*;
 use tokio::time::Instant;
 
-use super::messages::{ConfigUpdate, Flush, ForcePush};
-use crate::metrics::Metrics;
-use crate::model::config_set::{ConfigSet, SourceId};
 use crate::model::push_request::PushRequest;
 
 /// What the debounce state wants done now.
@@ -32,13 +25,25 @@ pub enum Step {
 /// every 50 ms holds back only itself (flushed at `max`), and a change elsewhere is flushed
 /// `after` its own last event, never later than the build in progress. Still one build at a
 /// time: lanes that become ready meanwhile go into the next flush.
+///
+/// A lone edit: the first event after the whole mesh has been quiet for `after`, with
+/// nothing pending and nothing being built, is flushed `lone` after it instead of `after`,
+/// unless any other event comes before that; then its lane waits as any other. So a burst
+/// whose events come closer together than `lone` is still one flush, and a burst with wider
+/// gaps costs at most one flush more than without it (its first event), once per quiet
+/// period. `lone` of zero turns it off.
 #[derive(Debug)]
 pub struct DebounceState {
     after: Duration,
     max: Duration,
+    lone: Duration,
     eds_debounce: bool,
     lanes: BTreeMap<String, Lane>,
     building: bool,
+    /// When the last event of any lane came.
+    last_event: Option<Instant>,
+    /// The lane of a lone edit, while it is one.
+    lone_lane: Option<String>,
     pub events: u64,
 }
 
@@ -51,7 +56,7 @@ struct Lane {
 }
 
 impl Lane {
-    /// When it is ready to flush.
+    /// When it is ready to flush; `after` is `lone` for a lone edit.
     fn due(&self, after: Duration, max: Duration, eds_debounce: bool) -> Option<Instant> {
         if !self.pending.full && !eds_debounce {
             return None;
@@ -65,16 +70,34 @@ impl DebounceState {
         DebounceState {
             after,
             max,
+            lone: Duration::ZERO,
             eds_debounce,
             lanes: BTreeMap::new(),
             building: false,
+            last_event: None,
+            lone_lane: None,
             events: 0,
         }
     }
 
+    /// Flushes a lone edit in a quiet mesh `lone` after it (zero: off); at most `after`.
+    pub fn with_lone(mut self, lone: Duration) -> DebounceState {
+        self.lone = lone.min(self.after);
+        self
+    }
+
     pub fn on_event(&mut self, request: PushRequest, now: Instant) {
         self.events += 1;
-        for (namespace, part) in request.split_by_namespace() {
+        let quiet = self.lanes.is_empty()
+            && !self.building
+            && self.last_event.is_none_or(|at| now >= at + self.after);
+        self.last_event = Some(now);
+        let parts = request.split_by_namespace();
+        self.lone_lane = match &parts[..] {
+            [(namespace, _)] if quiet && !self.lone.is_zero() => Some(namespace.clone()),
+            _ => None,
+        };
+        for (namespace, part) in parts {
             match self.lanes.remove(&namespace) {
                 None => {
                     let lane = Lane {
@@ -99,20 +122,21 @@ impl DebounceState {
     /// Decides at `now`: flush the ready lanes merged, wait for the next one, or nothing
     /// pending.
     pub fn step(&mut self, now: Instant) -> Step {
-        let (after, max, eds) = (self.after, self.max, self.eds_debounce);
+        let due = |ns: &String, lane: &Lane| {
+            let after = match &self.lone_lane {
+                Some(lone) if lone == ns => self.lone,
+                _ => self.after,
+            };
+            lane.due(after, self.max, self.eds_debounce)
+        };
         let ready: Vec<String> = self
             .lanes
             .iter()
-            .filter(|(_, lane)| lane.due(after, max, eds).is_none_or(|at| now >= at))
+            .filter(|(ns, lane)| due(ns, lane).is_none_or(|at| now >= at))
             .map(|(ns, _)| ns.clone())
             .collect();
         if ready.is_empty() {
-            return match self
-                .lanes
-                .values()
-                .filter_map(|l| l.due(after, max, eds))
-                .min()
-            {
+            return match self.lanes.iter().filter_map(|(ns, l)| due(ns, l)).min() {
                 Some(at) => Step::WaitUntil(at),
                 None => Step::Idle,
             };
@@ -121,6 +145,7 @@ impl DebounceState {
             return Step::Idle;
         }
         self.building = true;
+        self.lone_lane = None;
         let merged = ready
             .iter()
             .filter_map(|ns| self.lanes.remove(ns))
@@ -141,111 +166,8 @@ impl DebounceState {
     }
 }
 
-pub struct Debouncer {
-    state: DebounceState,
-    sources: BTreeMap<SourceId, Arc<ConfigSet>>,
-    builder: Recipient<Flush>,
-    timer: Option<SpawnHandle>,
-    mailbox_capacity: usize,
-    metrics: Metrics,
-}
-
-impl Debouncer {
-    pub fn new(
-        state: DebounceState,
-        builder: Recipient<Flush>,
-        mailbox_capacity: usize,
-        metrics: Metrics,
-    ) -> Self {
-        Debouncer {
-            state,
-            sources: BTreeMap::new(),
-            builder,
-            timer: None,
-            mailbox_capacity,
-            metrics,
-        }
-    }
-
-    fn step(&mut self, ctx: &mut Context<Self>) {
-        if let Some(timer) = self.timer.take() {
-            ctx.cancel_future(timer);
-        }
-        let now = Instant::now();
-        match self.state.step(now) {
-            Step::Idle => {}
-            Step::WaitUntil(at) => {
-                self.timer = Some(ctx.run_later(at - now, |act, ctx| {
-                    act.timer = None;
-                    act.step(ctx);
-                }));
-            }
-            Step::Flush(request) => {
-                tracing::debug!(
-                    events = self.state.events,
-                    full = request.full,
-                    configs = request.configs_updated.len(),
-                    "debounce: flushing"
-                );
-                self.state.events = 0;
-                self.metrics
-                    .debounce_time
-                    .observe(request.start.elapsed().as_secs_f64());
-                let flush = Flush {
-                    request,
-                    sources: self.sources.clone(),
-                };
-                ctx.spawn(
-                    super::mailbox::ask(&self.metrics, "snapshot_builder", &self.builder, flush)
-                        .into_actor(self)
-                        .map(|res, act, ctx| {
-                            if let Err(e) = res {
-                                tracing::error!(error = %e, "snapshot builder unreachable");
-                            }
-                            act.state.built();
-                            act.step(ctx);
-                        }),
-                );
-            }
-        }
-    }
-}
-
-impl Actor for Debouncer {
-    type Context = Context<Self>;
-
-    fn started(&mut self, ctx: &mut Context<Self>) {
-        ctx.set_mailbox_capacity(self.mailbox_capacity);
-    }
-}
-
-impl Handler<ForcePush> for Debouncer {
-    type Result = ();
-
-    fn handle(&mut self, _: ForcePush, ctx: &mut Context<Self>) {
-        let request = PushRequest::full_push(
-            crate::model::push_request::TriggerReason::Forced,
-            std::time::Instant::now(),
-        );
-        self.state.on_event(request, Instant::now());
-        self.step(ctx);
-    }
-}
-
-impl Handler<ConfigUpdate> for Debouncer {
-    type Result = ();
-
-    fn handle(&mut self, msg: ConfigUpdate, ctx: &mut Context<Self>) {
-        let started = std::time::Instant::now();
-        self.sources.insert(msg.source, msg.configs);
-        self.state.on_event(msg.request, Instant::now());
-        self.step(ctx);
-        self.metrics.handled("debouncer", started);
-    }
-}
-
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::model::push_request::TriggerReason;
 
@@ -289,81 +211,6 @@ mod tests {
         assert!(matches!(s.step(t0 + 1_000 * MS), Step::Flush(_)));
     }
 
-    /// Records when each flush arrives.
-    struct Probe(std::sync::Arc<std::sync::Mutex<Vec<(Instant, PushRequest)>>>);
-
-    impl Actor for Probe {
-        type Context = Context<Self>;
-    }
-
-    impl Handler<Flush> for Probe {
-        type Result = ();
-        fn handle(&mut self, msg: Flush, _: &mut Context<Self>) {
-            self.0.lock().unwrap().push((Instant::now(), msg.request));
-        }
-    }
-
-    /// Flushes seen by a probe, with their time.
-    type Flushes = std::sync::Arc<std::sync::Mutex<Vec<(Instant, PushRequest)>>>;
-
-    /// A started Debouncer (`after`, `max`) whose flushes a probe records.
-    fn probed(after: Duration, max: Duration) -> (Addr<Debouncer>, Flushes) {
-        let flushes = Flushes::default();
-        let probe = Probe(flushes.clone()).start();
-        let debouncer = Debouncer::new(
-            DebounceState::new(after, max, true),
-            probe.recipient(),
-            16,
-            Metrics::new(),
-        )
-        .start();
-        (debouncer, flushes)
-    }
-
-    fn update(at: Instant) -> ConfigUpdate {
-        ConfigUpdate {
-            source: "test",
-            configs: Arc::default(),
-            request: req(at),
-        }
-    }
-
-    #[actix_rt::test]
-    async fn the_actor_flushes_a_burst_once_with_paused_time() {
-        tokio::time::pause();
-        let (debouncer, flushes) = probed(100 * MS, 10_000 * MS);
-        let t0 = Instant::now();
-        for i in 0..50 {
-            // 50 events within 40 ms (the timer wheel has millisecond resolution).
-            tokio::time::sleep_until(t0 + (i * 40 / 50) * MS).await;
-            debouncer.do_send(update(Instant::now()));
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        let flushes = flushes.lock().unwrap();
-        assert_eq!(flushes.len(), 1, "one flush for the burst");
-        let at = flushes[0].0 - t0;
-        assert!(at >= 139 * MS && at <= 142 * MS, "flushed at {at:?}");
-        assert_eq!(flushes[0].1.reasons.values().sum::<u32>(), 50);
-    }
-
-    #[actix_rt::test]
-    async fn the_actor_flushes_at_max_when_events_never_stop() {
-        tokio::time::pause();
-        let (debouncer, flushes) = probed(100 * MS, 2_000 * MS);
-        let t0 = Instant::now();
-        while Instant::now() - t0 < 2_500 * MS {
-            debouncer.do_send(update(Instant::now()));
-            tokio::time::sleep(50 * MS).await;
-        }
-        let flushes = flushes.lock().unwrap();
-        assert!(!flushes.is_empty(), "a flush despite endless events");
-        let at = flushes[0].0 - t0;
-        assert!(
-            at >= 2_000 * MS && at <= 2_060 * MS,
-            "first flush at {at:?}"
-        );
-    }
-
     #[test]
     fn endpoint_requests_skip_the_wait_unless_eds_debounce() {
         let t0 = Instant::now();
@@ -405,7 +252,7 @@ mod tests {
         assert!(matches!(s.step(t0 + 300 * MS), Step::Flush(_)));
     }
 
-    fn edit(namespace: &str, at: Instant) -> PushRequest {
+    pub(crate) fn edit(namespace: &str, at: Instant) -> PushRequest {
         use crate::model::config::{ConfigKey, ConfigKind};
         PushRequest::config_change(
             std::collections::BTreeSet::from([ConfigKey::new(
@@ -478,40 +325,77 @@ mod tests {
         assert_eq!(both.reasons.values().sum::<u32>(), 2);
     }
 
-    #[actix_rt::test]
-    async fn the_actor_flushes_a_quiet_namespace_beside_a_busy_one() {
-        tokio::time::pause();
-        let (debouncer, flushes) = probed(100 * MS, 10_000 * MS);
+    #[test]
+    fn a_lone_edit_in_a_quiet_mesh_is_flushed_after_lone() {
         let t0 = Instant::now();
-        let send = |namespace: &str| {
-            debouncer.do_send(ConfigUpdate {
-                source: "test",
-                configs: Arc::default(),
-                request: edit(namespace, Instant::now()),
-            })
-        };
-        let mut quiet_at = None;
-        while Instant::now() - t0 < 3_000 * MS {
-            send("busy");
-            if quiet_at.is_none() && Instant::now() - t0 >= 1_000 * MS {
-                send("quiet");
-                quiet_at = Some(Instant::now());
+        let mut s = DebounceState::new(100 * MS, 1_000 * MS, true).with_lone(10 * MS);
+        s.on_event(edit("a", t0), t0);
+        assert_eq!(s.step(t0), Step::WaitUntil(t0 + 10 * MS));
+        assert!(matches!(s.step(t0 + 10 * MS), Step::Flush(_)));
+        s.built();
+        // The mesh has not been quiet for `after`: the next edit waits the whole window.
+        let t1 = t0 + 50 * MS;
+        s.on_event(edit("a", t1), t1);
+        assert_eq!(s.step(t1), Step::WaitUntil(t1 + 100 * MS));
+        assert!(matches!(s.step(t1 + 100 * MS), Step::Flush(_)));
+        s.built();
+        // Quiet again for `after`: lone again, in another namespace too.
+        let t2 = t1 + 200 * MS;
+        s.on_event(edit("b", t2), t2);
+        assert_eq!(s.step(t2), Step::WaitUntil(t2 + 10 * MS));
+    }
+
+    #[test]
+    fn a_burst_closer_than_lone_is_still_one_flush() {
+        let t0 = Instant::now();
+        let mut s = DebounceState::new(100 * MS, 10_000 * MS, true).with_lone(10 * MS);
+        let mut flushes = 0;
+        for i in 0..50 {
+            let at = t0 + i * MS;
+            s.on_event(edit("a", at), at);
+            if let Step::Flush(_) = s.step(at) {
+                flushes += 1;
             }
-            tokio::time::sleep(50 * MS).await;
         }
-        tokio::time::sleep(20 * MS).await;
-        let flushes = flushes.lock().unwrap();
-        assert_eq!(
-            flushes.len(),
-            1,
-            "only the quiet namespace, before busy's max"
-        );
-        let after = flushes[0].0 - quiet_at.unwrap();
-        assert!(
-            after >= 100 * MS && after <= 105 * MS,
-            "flushed {after:?} after the edit"
-        );
-        let keys = &flushes[0].1.configs_updated;
-        assert!(keys.iter().all(|k| k.namespace == "quiet"), "{keys:?}");
+        let last = t0 + 49 * MS;
+        assert_eq!(s.step(last), Step::WaitUntil(last + 100 * MS));
+        let Step::Flush(r) = s.step(last + 100 * MS) else {
+            panic!("expected a flush")
+        };
+        assert_eq!((flushes, r.reasons.values().sum::<u32>()), (0, 50));
+    }
+
+    #[test]
+    fn a_lone_edit_stops_being_lone_at_any_other_event() {
+        let t0 = Instant::now();
+        let mut s = DebounceState::new(100 * MS, 1_000 * MS, true).with_lone(10 * MS);
+        s.on_event(edit("a", t0), t0);
+        s.on_event(edit("b", t0 + 5 * MS), t0 + 5 * MS);
+        assert_eq!(s.step(t0 + 10 * MS), Step::WaitUntil(t0 + 100 * MS));
+        // Nothing lone while a flush is built.
+        let mut s = DebounceState::new(100 * MS, 1_000 * MS, true).with_lone(10 * MS);
+        s.on_event(edit("a", t0), t0);
+        assert!(matches!(s.step(t0 + 10 * MS), Step::Flush(_)));
+        let t1 = t0 + 500 * MS;
+        s.on_event(edit("a", t1), t1);
+        assert_eq!(s.step(t1), Step::WaitUntil(t1 + 100 * MS), "not lone");
+        assert_eq!(s.step(t1 + 100 * MS), Step::Idle, "still building");
+        s.built();
+        assert!(matches!(s.step(t1 + 100 * MS), Step::Flush(_)));
+        // An edit of two namespaces at once is no lone edit.
+        let mut s = DebounceState::new(100 * MS, 1_000 * MS, true).with_lone(10 * MS);
+        s.on_event(edit("a", t0).merge(edit("b", t0)), t0);
+        assert_eq!(s.step(t0), Step::WaitUntil(t0 + 100 * MS));
+    }
+
+    #[test]
+    fn lone_zero_is_off_and_lone_is_at_most_after() {
+        let t0 = Instant::now();
+        let mut s = DebounceState::new(100 * MS, 1_000 * MS, true);
+        s.on_event(edit("a", t0), t0);
+        assert_eq!(s.step(t0), Step::WaitUntil(t0 + 100 * MS));
+        let mut s = DebounceState::new(100 * MS, 1_000 * MS, true).with_lone(500 * MS);
+        s.on_event(edit("a", t0), t0);
+        assert_eq!(s.step(t0), Step::WaitUntil(t0 + 100 * MS));
     }
 }
