@@ -1,7 +1,9 @@
 //! The floor: a replay server on raw h2 that writes pre-encoded gRPC frames (the exact
 //! responses axon sent, captured per view) to the same simulated proxies. It answers the
 //! first request of each type with that type's frame, ignores ACKs, and on a `push` line on
-//! stdin writes all four frames to every open stream.
+//! stdin writes all four frames to every open stream; `push TYPES NAMESPACES` (e.g.
+//! `push rds ns-0,ns-3`) writes only those types to the streams of those namespaces: the
+//! floor for the bytes an edit changes.
 //!
 //! Runs as its own process (`axon-load replay`), so that its CPU and RSS are measured like
 //! axon's.
@@ -73,6 +75,48 @@ pub fn read_views(path: &Path) -> anyhow::Result<Views> {
     Ok(views)
 }
 
+/// What a `push` line re-sends: a type mask (bit per CDS, EDS, LDS, RDS) and the namespaces
+/// (all when `None`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PushSpec {
+    pub types: u8,
+    pub namespaces: Option<Vec<String>>,
+}
+
+impl PushSpec {
+    /// `push`, or `push TYPES NAMESPACES` with comma lists (`*` for every namespace).
+    pub fn parse(line: &str) -> Option<PushSpec> {
+        let mut words = line.split_whitespace();
+        if words.next()? != "push" {
+            return None;
+        }
+        let Some(types) = words.next() else {
+            return Some(PushSpec {
+                types: 0b1111,
+                namespaces: None,
+            });
+        };
+        let mut mask = 0u8;
+        for t in types.split(',') {
+            mask |= 1 << ["cds", "eds", "lds", "rds"].iter().position(|x| *x == t)?;
+        }
+        let namespaces = match words.next()? {
+            "*" => None,
+            list => Some(list.split(',').map(str::to_string).collect()),
+        };
+        Some(PushSpec {
+            types: mask,
+            namespaces,
+        })
+    }
+
+    fn reaches(&self, namespace: &str) -> bool {
+        self.namespaces
+            .as_ref()
+            .is_none_or(|list| list.iter().any(|n| n == namespace))
+    }
+}
+
 /// Serves `views` on `addr` until stdin closes. Prints `replay listening ADDR`.
 pub fn serve(views_path: &Path, addr: std::net::SocketAddr, delta: bool) -> anyhow::Result<()> {
     let views = Arc::new(read_views(views_path)?);
@@ -83,15 +127,18 @@ pub fn serve(views_path: &Path, addr: std::net::SocketAddr, delta: bool) -> anyh
         let listener = tokio::net::TcpListener::bind(addr).await?;
         println!("replay listening {}", listener.local_addr()?);
         std::io::stdout().flush()?;
-        let (push_tx, push_rx) = tokio::sync::watch::channel(0u64);
+        let (push_tx, push_rx) = tokio::sync::watch::channel(Arc::new(PushSpec {
+            types: 0,
+            namespaces: None,
+        }));
         // stdin: a `push` line re-sends everything to every stream; EOF stops.
         let (eof_tx, mut eof_rx) = tokio::sync::oneshot::channel::<()>();
         std::thread::spawn(move || {
             let stdin = std::io::stdin();
             for line in stdin.lock().lines() {
                 let Ok(line) = line else { break };
-                if line.trim() == "push" {
-                    push_tx.send_modify(|g| *g += 1);
+                if let Some(spec) = PushSpec::parse(&line) {
+                    push_tx.send_replace(Arc::new(spec));
                 }
             }
             let _ = eof_tx.send(());
@@ -119,7 +166,7 @@ pub fn serve(views_path: &Path, addr: std::net::SocketAddr, delta: bool) -> anyh
 async fn connection(
     tcp: tokio::net::TcpStream,
     views: Arc<Views>,
-    push_rx: tokio::sync::watch::Receiver<u64>,
+    push_rx: tokio::sync::watch::Receiver<Arc<PushSpec>>,
     delta: bool,
 ) -> anyhow::Result<()> {
     let mut conn = h2::server::Builder::new()
@@ -141,7 +188,7 @@ async fn stream(
     request: http::Request<h2::RecvStream>,
     mut respond: h2::server::SendResponse<Bytes>,
     views: Arc<Views>,
-    mut push_rx: tokio::sync::watch::Receiver<u64>,
+    mut push_rx: tokio::sync::watch::Receiver<Arc<PushSpec>>,
     delta: bool,
 ) -> anyhow::Result<()> {
     let response = http::Response::builder()
@@ -152,6 +199,7 @@ async fn stream(
     let mut body = request.into_body();
     let mut deframer = Deframer::default();
     let mut view: Option<&[Option<Bytes>; 4]> = None;
+    let mut namespace = String::new();
     push_rx.borrow_and_update();
     loop {
         tokio::select! {
@@ -170,8 +218,8 @@ async fn stream(
                     };
                     if view.is_none() {
                         let id = node.map(|n| n.id).unwrap_or_default();
-                        let ns = namespace_of(&id).unwrap_or("").to_string();
-                        view = Some(views.get(&ns).ok_or_else(|| anyhow::anyhow!("no view for {id}"))?);
+                        namespace = namespace_of(&id).unwrap_or("").to_string();
+                        view = Some(views.get(&namespace).ok_or_else(|| anyhow::anyhow!("no view for {id}"))?);
                     }
                     let Some(ty) = wire::type_index(&type_url) else { continue };
                     if nonce.is_empty()
@@ -183,13 +231,33 @@ async fn stream(
             }
             changed = push_rx.changed() => {
                 if changed.is_err() { break }
-                if let Some(v) = view {
-                    for frame in v.iter().flatten() {
-                        tx.send_data(frame.clone(), false)?;
+                let spec = push_rx.borrow_and_update().clone();
+                if let Some(v) = view.filter(|_| spec.reaches(&namespace)) {
+                    for (ty, frame) in v.iter().enumerate() {
+                        if let Some(frame) = frame.as_ref().filter(|_| spec.types & (1 << ty) != 0) {
+                            tx.send_data(frame.clone(), false)?;
+                        }
                     }
                 }
             }
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn push_lines() {
+        let all = PushSpec::parse("push").unwrap();
+        assert_eq!((all.types, all.namespaces), (0b1111, None));
+        let rds = PushSpec::parse("push rds ns-0,ns-3").unwrap();
+        assert_eq!(rds.types, 0b1000);
+        assert!(rds.reaches("ns-3") && !rds.reaches("ns-1"));
+        assert_eq!(PushSpec::parse("push eds,cds *").unwrap().types, 0b0011);
+        assert_eq!(PushSpec::parse("push xds *"), None);
+        assert_eq!(PushSpec::parse("hello"), None);
+    }
 }

@@ -297,6 +297,8 @@ pub(super) fn mib(kib: u64) -> String {
 /// The latencies (ms from `since`) of the proxies that ACKed anything after it.
 pub(super) struct Edit {
     pub(super) affected: usize,
+    /// The affected proxies' indexes.
+    pub(super) proxies: Vec<usize>,
     pub(super) lat: Vec<f64>,
     pub(super) per_type: Vec<[u32; 4]>,
 }
@@ -312,6 +314,7 @@ impl Edit {
         lat.sort_by(f64::total_cmp);
         Edit {
             affected: acks.len(),
+            proxies: acks.iter().map(|(j, ..)| *j).collect(),
             lat,
             per_type: acks.iter().map(|(_, _, p)| *p).collect(),
         }
@@ -323,6 +326,13 @@ impl Edit {
 
     pub(super) fn last(&self) -> f64 {
         self.lat.last().copied().unwrap_or(f64::NAN)
+    }
+
+    /// The namespaces of the affected proxies (proxy `j` is in `ns-{j % namespaces}`).
+    pub(super) fn namespaces(&self, namespaces: usize) -> Vec<String> {
+        let set: std::collections::BTreeSet<usize> =
+            self.proxies.iter().map(|j| j % namespaces).collect();
+        set.into_iter().map(|i| format!("ns-{i}")).collect()
     }
 }
 
@@ -372,8 +382,17 @@ impl Replay {
     }
 
     pub(super) fn push(&mut self) -> anyhow::Result<()> {
+        self.command("push\n")
+    }
+
+    /// Re-sends only `types` (e.g. `rds`) to the streams of `namespaces`.
+    pub(super) fn push_only(&mut self, types: &str, namespaces: &[String]) -> anyhow::Result<()> {
+        self.command(&format!("push {types} {}\n", namespaces.join(",")))
+    }
+
+    fn command(&mut self, line: &str) -> anyhow::Result<()> {
         let stdin = self.child.stdin.as_mut().expect("piped");
-        stdin.write_all(b"push\n")?;
+        stdin.write_all(line.as_bytes())?;
         stdin.flush()?;
         Ok(())
     }

@@ -22,7 +22,7 @@ use prost::Message;
 use crate::wire::{self, CDS, LDS};
 
 mod stats;
-pub use stats::{acks_after, quantile, sync_times_ms};
+pub use stats::{acks_after, bytes_by_type, quantile, sync_times_ms};
 
 /// One ACK: which type, which version (for `run --hold` and debugging), when (µs since `Shared::epoch`).
 #[derive(Debug, Clone, Copy)]
@@ -41,6 +41,8 @@ pub struct ProxyStat {
     pub error: Mutex<Option<String>>,
     /// Response bytes (gRPC payloads) received.
     pub bytes: AtomicU64,
+    /// The same, per type (CDS, EDS, LDS, RDS).
+    pub bytes_by_type: [AtomicU64; 4],
     /// For capture proxies: the first response of each type, as received.
     pub captured: Option<Mutex<[Option<Bytes>; 4]>>,
 }
@@ -321,6 +323,7 @@ impl Proxy<'_> {
         let Some(ty) = wire::type_index(&type_url) else {
             anyhow::bail!("unexpected type {type_url}");
         };
+        stat.bytes_by_type[ty].fetch_add(msg.len() as u64, Ordering::Relaxed);
         if let Some(cap) = &stat.captured {
             let mut cap = cap.lock().unwrap();
             if cap[ty].is_none() {

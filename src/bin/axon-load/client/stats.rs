@@ -44,3 +44,14 @@ pub fn quantile(v: &[f64], q: f64) -> f64 {
     let i = ((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1;
     v[i]
 }
+
+/// Response bytes received so far by every proxy, per type (CDS, EDS, LDS, RDS).
+pub fn bytes_by_type(shared: &Shared) -> [u64; 4] {
+    let mut total = [0u64; 4];
+    for p in &shared.proxies {
+        for (t, b) in total.iter_mut().zip(&p.bytes_by_type) {
+            *t += b.load(Ordering::Relaxed);
+        }
+    }
+    total
+}
