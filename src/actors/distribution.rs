@@ -89,8 +89,40 @@ struct Change {
     start: Instant,
     changed_at: SystemTime,
     proxies: BTreeMap<String, ProxyState>,
+    /// How many of `proxies` are Pending, and how many Nacked: an ACK needs no scan of them
+    /// all to tell whether the change is complete.
+    pending: usize,
+    nacked: usize,
     last_ack: Option<Duration>,
     observed: bool,
+}
+
+impl Change {
+    /// Sets a proxy's state, keeping the counts.
+    fn set(&mut self, proxy: &str, state: ProxyState) {
+        let old = match self.proxies.get_mut(proxy) {
+            Some(slot) => Some(std::mem::replace(slot, state.clone())),
+            None => {
+                self.proxies.insert(proxy.to_string(), state.clone());
+                None
+            }
+        };
+        self.count(old.as_ref(), -1);
+        self.count(Some(&state), 1);
+    }
+
+    fn count(&mut self, state: Option<&ProxyState>, by: isize) {
+        match state {
+            Some(ProxyState::Pending) => self.pending = self.pending.saturating_add_signed(by),
+            Some(ProxyState::Nacked { .. }) => self.nacked = self.nacked.saturating_add_signed(by),
+            _ => {}
+        }
+    }
+
+    /// Every affected proxy has ACKed.
+    fn done(&self) -> bool {
+        self.pending == 0 && self.nacked == 0
+    }
 }
 
 /// The pure tracker.
@@ -108,6 +140,8 @@ impl Distribution {
                 start: msg.start,
                 changed_at: now,
                 proxies: BTreeMap::new(),
+                pending: 0,
+                nacked: 0,
                 last_ack: None,
                 observed: false,
             });
@@ -118,15 +152,15 @@ impl Distribution {
                 change.start = msg.start;
                 change.changed_at = now;
                 change.proxies.clear();
+                change.pending = 0;
+                change.nacked = 0;
                 change.last_ack = None;
                 change.observed = false;
             } else if change.generation == 0 {
                 change.generation = 1;
                 change.version = msg.version;
             }
-            change
-                .proxies
-                .insert(msg.proxy.clone(), ProxyState::Pending);
+            change.set(&msg.proxy, ProxyState::Pending);
         }
     }
 
@@ -137,20 +171,18 @@ impl Distribution {
             if change.version > version {
                 continue;
             }
-            if let Some(state) = change.proxies.get_mut(proxy) {
-                if *state == ProxyState::Pending {
-                    let after = now.saturating_duration_since(change.start);
-                    *state = ProxyState::Acked {
+            // Only a change still waiting for someone can be waiting for this proxy.
+            if change.pending > 0 && change.proxies.get(proxy) == Some(&ProxyState::Pending) {
+                let after = now.saturating_duration_since(change.start);
+                change.set(
+                    proxy,
+                    ProxyState::Acked {
                         seconds_after_change: after.as_secs_f64(),
-                    };
-                    change.last_ack = Some(change.last_ack.map_or(after, |l| l.max(after)));
-                }
+                    },
+                );
+                change.last_ack = Some(change.last_ack.map_or(after, |l| l.max(after)));
             }
-            let done = change
-                .proxies
-                .values()
-                .all(|s| matches!(s, ProxyState::Acked { .. }));
-            if done && !change.observed {
+            if change.done() && !change.observed {
                 change.observed = true;
                 completed.extend(change.last_ack);
             }
@@ -160,20 +192,22 @@ impl Distribution {
 
     pub fn nacked(&mut self, proxy: &str, error: &str) {
         for change in self.changes.values_mut() {
-            if let Some(state) = change.proxies.get_mut(proxy) {
-                if *state == ProxyState::Pending {
-                    *state = ProxyState::Nacked {
+            if change.pending > 0 && change.proxies.get(proxy) == Some(&ProxyState::Pending) {
+                change.set(
+                    proxy,
+                    ProxyState::Nacked {
                         error: error.to_string(),
-                    };
-                }
+                    },
+                );
             }
         }
     }
 
     pub fn gone(&mut self, proxy: &str) {
         for change in self.changes.values_mut() {
-            if change.proxies.get(proxy) == Some(&ProxyState::Pending) {
+            if change.pending > 0 && change.proxies.get(proxy) == Some(&ProxyState::Pending) {
                 change.proxies.remove(proxy);
+                change.pending -= 1;
             }
         }
     }
@@ -347,5 +381,42 @@ mod tests {
         );
         let r = &d.report(None)[0];
         assert_eq!((r.generation, r.version, r.affected, r.acked), (2, 7, 1, 0));
+    }
+
+    proptest::proptest! {
+        /// The counts behind `done` always agree with the proxies' states, and a change is
+        /// reported complete exactly when every affected proxy ACKed.
+        #[test]
+        fn the_counts_agree_with_the_states(ops in proptest::collection::vec((0u8..4, 0usize..4, 0u64..4), 0..60)) {
+            let t0 = Instant::now();
+            let mut d = Distribution::default();
+            for (op, p, v) in ops {
+                let proxy = format!("p{p}");
+                match op {
+                    0 => d.affected(
+                        Affected {
+                            proxy,
+                            keys: vec![vs("r")],
+                            version: v,
+                            start: t0 + Duration::from_secs(v),
+                        },
+                        SystemTime::now(),
+                    ),
+                    1 => {
+                        d.acked(&proxy, v, t0 + Duration::from_secs(5));
+                    }
+                    2 => d.nacked(&proxy, "bad"),
+                    _ => d.gone(&proxy),
+                }
+                for c in d.changes.values() {
+                    let pending = c.proxies.values().filter(|s| **s == ProxyState::Pending).count();
+                    let nacked = c.proxies.values().filter(|s| matches!(s, ProxyState::Nacked { .. })).count();
+                    proptest::prop_assert_eq!((c.pending, c.nacked), (pending, nacked));
+                }
+                for r in d.report(None) {
+                    proptest::prop_assert_eq!(r.complete, r.acked == r.affected);
+                }
+            }
+        }
     }
 }
