@@ -381,13 +381,29 @@ impl Replay {
         self.child.id()
     }
 
-    pub(super) fn push(&mut self) -> anyhow::Result<()> {
-        self.command("push\n")
-    }
-
-    /// Re-sends only `types` (e.g. `rds`) to the streams of `namespaces`.
-    pub(super) fn push_only(&mut self, types: &str, namespaces: &[String]) -> anyhow::Result<()> {
-        self.command(&format!("push {types} {}\n", namespaces.join(",")))
+    /// Re-sends every type to every stream, or only `types` (e.g. `rds`) to the streams of
+    /// `namespaces` (`*`: all), and measures it: the ACKs after it, and the replay's CPU.
+    pub(super) fn measure_push(
+        &mut self,
+        fleet: &Fleet,
+        only: Option<(&str, &[String])>,
+        timeout: Duration,
+    ) -> anyhow::Result<(Edit, f64)> {
+        let cpu0 = crate::proc::cpu_seconds(self.pid());
+        let pushed = Instant::now();
+        match only {
+            None => self.command("push\n")?,
+            Some((types, namespaces)) => {
+                self.command(&format!("push {types} {}\n", namespaces.join(",")))?
+            }
+        }
+        fleet.wait_quiet(
+            Duration::from_millis(300),
+            Duration::from_millis(500),
+            timeout,
+        );
+        let cpu = crate::proc::cpu_seconds(self.pid()) - cpu0;
+        Ok((Edit::measure(&fleet.shared, pushed), cpu))
     }
 
     fn command(&mut self, line: &str) -> anyhow::Result<()> {

@@ -447,16 +447,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
                 mib(proc::hwm_kib(replay.pid()))
             ),
         );
-        let cpu0 = proc::cpu_seconds(replay.pid());
-        let pushed = Instant::now();
-        replay.push()?;
-        fleet.wait_quiet(
-            Duration::from_millis(300),
-            Duration::from_millis(500),
-            timeout,
-        );
-        let cpu = proc::cpu_seconds(replay.pid()) - cpu0;
-        let e = Edit::measure(&fleet.shared, pushed);
+        let (e, cpu) = replay.measure_push(&fleet, None, timeout)?;
         println!(
             "floor push: {} proxies, last ACK {}, replay CPU {cpu:.2} s",
             e.affected,
@@ -469,16 +460,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
         floor_push = Some((e.last(), cpu));
         if !push_types.is_empty() {
             // The floor for axon's full push: the types it sent, to every proxy.
-            let cpu0 = proc::cpu_seconds(replay.pid());
-            let pushed = Instant::now();
-            replay.push_only(&push_types, &["*".to_string()])?;
-            fleet.wait_quiet(
-                Duration::from_millis(300),
-                Duration::from_millis(500),
-                timeout,
-            );
-            let cpu = proc::cpu_seconds(replay.pid()) - cpu0;
-            let e = Edit::measure(&fleet.shared, pushed);
+            let all = ["*".to_string()];
+            let (e, cpu) = replay.measure_push(&fleet, Some((&push_types, &all)), timeout)?;
             report.add(
                 format!("floor: a push of {push_types}, last ACK / CPU"),
                 format!("{} / {cpu:.2} s ({} proxies)", ms(e.last()), e.affected),
@@ -491,14 +474,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
         ] {
             let Some(edit) = edit else { continue };
             let namespaces = edit.namespaces(mesh.namespaces);
-            let pushed = Instant::now();
-            replay.push_only(types, &namespaces)?;
-            fleet.wait_quiet(
-                Duration::from_millis(300),
-                Duration::from_millis(500),
-                timeout,
-            );
-            let e = Edit::measure(&fleet.shared, pushed);
+            let (e, _) = replay.measure_push(&fleet, Some((types, &namespaces)), timeout)?;
             println!(
                 "floor {types} to {} namespaces: {} proxies, p99 {}",
                 namespaces.len(),
