@@ -324,7 +324,10 @@ fn three_replicas_lose_no_proxy_and_rebalance_after_a_restart() {
         .iter()
         .map(|&i| rebalance_closed(fleet.replicas[i].as_ref().unwrap()))
         .sum();
-    assert!(closed > 0, "the survivors closed no connection to rebalance");
+    assert!(
+        closed > 0,
+        "the survivors closed no connection to rebalance"
+    );
     eprintln!("[replicas] the survivors closed {closed} connections to rebalance");
 
     // kill -9: replica 2 vanishes without a GOAWAY.

@@ -1,7 +1,7 @@
 //! The debug HTTP server (istiod's debug endpoints, JSON), on `--debug-addr` (localhost by
 //! default): `/debug/syncz`, `/debug/config_dump?proxyID=…&types=…`, `/debug/configz`,
 //! `/debug/push_status`, `/debug/connections`, `/debug/adsz[?push=true]`,
-//! `/debug/distribution[?key=Kind/namespace/name]`, `/version`.
+//! `/debug/distribution[?key=Kind/namespace/name]`, `/debug/fleet`, `/version`.
 //!
 //! Every answer comes from the actor that owns the state, by message. `/debug/syncz`,
 //! `/debug/connections` and `/debug/distribution` answer for the whole fleet with
@@ -76,6 +76,7 @@ pub fn router(state: Debug) -> Router {
         .route("/debug/connections", get(connections))
         .route("/debug/adsz", get(adsz).post(adsz_push))
         .route("/debug/distribution", get(distribution))
+        .route("/debug/fleet", get(fleet_peers))
         .route("/version", get(version))
         .layer(axum::middleware::from_fn_with_state(state.clone(), guard))
         .with_state(state)
@@ -310,6 +311,17 @@ async fn distribution(State(s): State<Debug>, Query(q): Query<HashMap<String, St
         "unreachable": gathered.unreachable,
         "distribution": fleet::merge_distribution(parts),
     })))
+}
+
+/// This replica's name and its peers, each with its last answer (`/fleet/replica`: name,
+/// streams, draining) or why it has none.
+async fn fleet_peers(State(s): State<Debug>) -> Answer {
+    let peers = s
+        .fleet
+        .send(crate::actors::fleet::GetPeers)
+        .await
+        .map_err(unavailable)?;
+    Ok(Json(json!({"replica": s.replica, "peers": peers})))
 }
 
 /// `key` as a query value: everything but unreserved characters and `/` percent-encoded.

@@ -196,13 +196,15 @@ fn run(
             shared.errors.load(Ordering::Relaxed)
         );
     }
-    while reconnect {
-        std::thread::sleep(Duration::from_secs(1));
-        println!(
-            "reconnects {} acks {}",
-            shared.retries.load(Ordering::Relaxed),
-            shared.total_acks.load(Ordering::Relaxed)
-        );
+    if reconnect {
+        loop {
+            std::thread::sleep(Duration::from_secs(1));
+            println!(
+                "reconnects {} acks {}",
+                shared.retries.load(Ordering::Relaxed),
+                shared.total_acks.load(Ordering::Relaxed)
+            );
+        }
     }
     Ok(if times.len() == n {
         ExitCode::SUCCESS
