@@ -13,6 +13,9 @@
 //!        ▲ requests │ responses
 //!        │          ▼
 //!  transport (ADS over tonic) ◀──▶ Envoy
+//!        ▲ close_oldest (rebalance)
+//!  Fleet ◀─ SetPeers (--peers, the peer Service's watch), GetReplica, GetPeers (monitoring, debug)
+//!        └─ polls each peer's /fleet/replica (PeerClient)
 //! ```
 //!
 //! | actor | module | receives | sends |
