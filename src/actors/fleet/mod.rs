@@ -211,3 +211,6 @@ impl Handler<StopBalancing> for Fleet {
         self.draining = true;
     }
 }
+
+#[cfg(test)]
+mod tests;
