@@ -2,8 +2,10 @@
 //! (that is on the debug server, which listens on localhost by default): this address is
 //! open (`0.0.0.0`) for the kubelet's probes and Prometheus.
 //!
-//! `/fleet/replica` (and, with peers, `/fleet/syncz` and `/fleet/distribution`) is what
-//! peer replicas ask ([`super::fleet`]).
+//! Beside them, what peer replicas ask ([`super::fleet`]): `/fleet/replica` (a name and a
+//! count) and, only with peers configured, `/fleet/syncz` and `/fleet/distribution`: the
+//! one per-proxy exception, this replica's part of the fleet view, which needs the debug
+//! token when there is one.
 //!
 //! `/ready` asks the SnapshotBuilder ([`GetReady`]): ready once a PushContext is built that
 //! holds every registry's first update (the config directory's says why it waits, asked of
