@@ -298,6 +298,7 @@ fn three_replicas_lose_no_proxy_and_rebalance_after_a_restart() {
     assert!(status.success(), "the drained replica exits 0: {status}");
     fleet.stopped.push(r1);
     let after_drain = fleet.wait_all_synced(total, "after SIGTERM");
+    wait_connected(&envoy, "after SIGTERM");
     let reconnect_drain = drained.elapsed();
     assert_eq!(
         fleet.synced().2,
@@ -336,6 +337,7 @@ fn three_replicas_lose_no_proxy_and_rebalance_after_a_restart() {
     r2.stop();
     fleet.stopped.push(r2);
     fleet.wait_all_synced(total, "after kill -9");
+    wait_connected(&envoy, "after kill -9");
     let reconnect_kill = killed.elapsed();
     eprintln!(
         "[replicas] kill -9: every proxy synced again {reconnect_kill:?} after the kill; counts {:?}",
@@ -351,6 +353,7 @@ fn three_replicas_lose_no_proxy_and_rebalance_after_a_restart() {
         fleet.counts()
     );
     fleet.wait_all_synced(total, "after the restarts");
+    wait_connected(&envoy, "after the restarts");
 
     stop.store(true, Ordering::Relaxed);
     let bad = traffic.join().unwrap();
@@ -394,6 +397,16 @@ fn three_replicas_lose_no_proxy_and_rebalance_after_a_restart() {
         .collect();
     assert_eq!(replicas.len(), 3, "{connections}");
     assert_no_rejected_updates(&envoy);
+}
+
+/// Waits until the real Envoy says it is connected to a control plane (its own stats).
+fn wait_connected(envoy: &Envoy, what: &str) {
+    assert!(
+        wait_until(RECONNECT, || stat(envoy, "control_plane.connected_state")
+            == 1),
+        "{what}: the gateway Envoy is not connected to a replica\n{}",
+        describe_envoy(envoy)
+    );
 }
 
 /// `axon_rebalance_closed_connections` of a replica.
