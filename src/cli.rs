@@ -2,6 +2,7 @@
 //! config directory exactly as `serve` would load it.
 
 mod fd_limit;
+mod fleet;
 mod mesh_config;
 pub mod token_auth;
 mod validate;
@@ -21,10 +22,13 @@ use crate::actors::connection::{ConnectionStarter, Peers};
 use crate::actors::debouncer::{DebounceState, Debouncer};
 use crate::actors::directory::ConnectionDirectory;
 use crate::actors::distribution::DistributionTracker;
+use crate::actors::fleet::StopBalancing;
 use crate::actors::push_queue::PushQueue;
 use crate::actors::snapshot_builder::{SetDraining, SnapshotBuilder};
 use crate::http::debug::{self, Debug};
+use crate::http::fleet::PeerSide;
 use crate::http::monitoring::{self, Monitoring};
+use crate::http::peer_client::HttpPeers;
 use crate::limits::Limits;
 use crate::metrics::Metrics;
 use crate::model::config_set::{FILES, SourceId};
@@ -153,6 +157,19 @@ pub struct ServeArgs {
     /// the TLS port verified, as istiod.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub plaintext_secrets: bool,
+    /// The other replicas' monitoring addresses (`HOST:PORT,...`; this replica's own may be
+    /// among them): their stream counts drive the rebalance, and `?fleet=true` on the debug
+    /// endpoints asks them.
+    #[arg(long, value_delimiter = ',', conflicts_with = "peer_service")]
+    pub peers: Vec<String>,
+    /// With --kubernetes: the headless Service (in axon's own namespace) whose EndpointSlices
+    /// are the replicas; its port named `http-monitoring` is their monitoring port.
+    #[arg(long, requires = "kubernetes")]
+    pub peer_service: Option<String>,
+    /// This replica's name in the fleet view and `/debug/connections` (default: `POD_NAME`,
+    /// else the host name).
+    #[arg(long)]
+    pub replica_name: Option<String>,
 }
 
 /// Runs the command line. A start-up error is one line on stderr naming what failed (the
@@ -471,6 +488,30 @@ async fn run(
             &metrics,
         ));
     }
+    let replica = fleet::replica_name(args.replica_name.as_deref());
+    let peer_source = match (&args.peer_service, &kube_client) {
+        (Some(service), Some(client)) => fleet::PeerSource::Service {
+            client: client.clone(),
+            namespace: client.default_namespace().to_string(),
+            service: service.clone(),
+        },
+        _ if !args.peers.is_empty() => fleet::PeerSource::Static(args.peers.clone()),
+        _ => fleet::PeerSource::None,
+    };
+    let fleet_configured = peer_source.configured();
+    let peer_client = HttpPeers {
+        token: debug_token.clone(),
+        max_bytes: limits.max_peer_answer_bytes,
+    };
+    let fleet_actor = fleet::start(
+        &replica,
+        peer_source,
+        monitoring_addr.port(),
+        &ads,
+        peer_client.clone(),
+        &limits,
+        &metrics,
+    );
     if let Some(xds) = listeners.xds {
         serve_xds(xds, &arbiters, &ads, &limits, &drain, None)?;
     }
@@ -508,6 +549,13 @@ async fn run(
                 metrics: metrics.clone(),
                 builder: builder.clone(),
                 files: file_registry.clone().map(Addr::recipient),
+                peers: PeerSide {
+                    fleet: fleet_actor.clone(),
+                    directory: directory.clone(),
+                    distribution: distribution.clone(),
+                    per_proxy: fleet_configured,
+                    token: debug_token.clone(),
+                },
             }),
         )
         .into_future(),
@@ -541,6 +589,10 @@ async fn run(
                 kubernetes,
                 debouncer,
                 distribution,
+                replica: replica.clone(),
+                fleet: fleet_actor.clone(),
+                peers: std::sync::Arc::new(peer_client),
+                peer_timeout: limits.peer_poll_interval.max(Duration::from_secs(2)),
             }),
         )
         .into_future(),
@@ -552,6 +604,7 @@ async fn run(
         %debug_addr,
         config_dir = ?args.config_dir,
         kubernetes = args.kubernetes,
+        %replica,
         max_connections = limits.max_connections,
         "axon listening"
     );
@@ -560,6 +613,7 @@ async fn run(
         r = monitoring_server => r.context("monitoring server task").and_then(|r| r.context("monitoring server")),
         r = debug_server => r.context("debug server task").and_then(|r| r.context("debug server")),
         _ = shutdown_signal() => {
+            let _ = fleet_actor.send(StopBalancing).await;
             drain_connections(&drain, &builder, limits.drain_duration, limits.close_grace).await;
             Ok(())
         }

@@ -153,6 +153,21 @@ pub struct Limits {
     /// stream is refused with UNAVAILABLE.
     #[serde(deserialize_with = "duration")]
     pub token_review_timeout: Duration,
+    /// How often each peer replica (`--peers`, `--peer-service`) is asked its stream count;
+    /// also how long one answer may take (a peer slower than this is left out).
+    #[serde(deserialize_with = "duration")]
+    pub peer_poll_interval: Duration,
+    /// Peer replicas known at once; addresses past it (in sorted order) are ignored.
+    pub max_peers: usize,
+    /// The largest answer read from a peer (its stream count, or its part of a fleet-wide
+    /// debug answer), bytes; a larger one leaves the peer out of that answer.
+    pub max_peer_answer_bytes: usize,
+    /// A replica holding more than `ceil(total / replicas × (1 + rebalance_slack))` streams
+    /// closes connections (GOAWAY, oldest first) down to the even share `ceil(total /
+    /// replicas)`.
+    pub rebalance_slack: f64,
+    /// Connections closed to rebalance, at most this many per second (0: never rebalance).
+    pub rebalance_rate: u32,
 }
 
 impl Default for Limits {
@@ -197,6 +212,11 @@ impl Default for Limits {
             token_cache_ttl: Duration::from_secs(5 * 60),
             max_token_reviews: 32,
             token_review_timeout: Duration::from_secs(10),
+            peer_poll_interval: Duration::from_secs(1),
+            max_peers: 64,
+            max_peer_answer_bytes: 16 << 20,
+            rebalance_slack: 0.1,
+            rebalance_rate: 20,
         }
     }
 }
@@ -273,6 +293,8 @@ impl Limits {
             ("max_request_buffer_bytes", self.max_request_buffer_bytes),
             ("max_token_reviews", self.max_token_reviews),
             ("max_pending_streams", self.max_pending_streams),
+            ("max_peers", self.max_peers),
+            ("max_peer_answer_bytes", self.max_peer_answer_bytes),
             (
                 "max_streams_per_connection",
                 self.max_streams_per_connection as usize,
@@ -306,6 +328,7 @@ impl Limits {
             ("message_timeout", self.message_timeout),
             ("idle_connection_timeout", self.idle_connection_timeout),
             ("token_review_timeout", self.token_review_timeout),
+            ("peer_poll_interval", self.peer_poll_interval),
         ] {
             if value.is_zero() {
                 return Err(invalid(key, "must be longer than 0"));
@@ -316,6 +339,12 @@ impl Limits {
         }
         if self.file_rescan_interval.is_zero() {
             return Err(invalid("file_rescan_interval", "must be longer than 0"));
+        }
+        if !(self.rebalance_slack.is_finite() && self.rebalance_slack >= 0.0) {
+            return Err(invalid(
+                "rebalance_slack",
+                "must be a number at least 0 (0.1: 10 % above the even share)",
+            ));
         }
         if self.max_file_bytes == 0 {
             return Err(invalid("max_file_bytes", "must be at least 1"));

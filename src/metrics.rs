@@ -69,6 +69,11 @@ pub struct Metrics {
     pub accept_errors: prometheus::IntCounter,
     /// `axon_xds_refused_connections`: xDS connections closed at once for `max_connections`.
     pub refused_connections: prometheus::IntCounter,
+    /// `axon_rebalance_closed_connections`: connections closed (GOAWAY) to bring this replica
+    /// back to the even share of the fleet's streams.
+    pub rebalance_closed: prometheus::IntCounter,
+    /// `axon_fleet_peers`: peer replicas that answered their last poll.
+    pub fleet_peers: IntGauge,
     /// `pilot_services`: services known.
     pub services: IntGauge,
     /// `pilot_vservice_dup_domain`: hosts several mesh VirtualServices name (a sidecar
@@ -245,6 +250,14 @@ impl Metrics {
             refused_connections: plain_counter(
                 "axon_xds_refused_connections",
                 "xDS connections closed as soon as accepted: max_connections were open.",
+            ),
+            rebalance_closed: plain_counter(
+                "axon_rebalance_closed_connections",
+                "xDS connections closed (GOAWAY, oldest first) to bring this replica back to the even share of the fleet's streams.",
+            ),
+            fleet_peers: gauge(
+                "axon_fleet_peers",
+                "Peer replicas (--peers, --peer-service) that answered their last poll.",
             ),
             xds_clients: gauge(
                 "pilot_xds",

@@ -13,6 +13,9 @@
 //!        ▲ requests │ responses
 //!        │          ▼
 //!  transport (ADS over tonic) ◀──▶ Envoy
+//!        ▲ close_oldest (rebalance)
+//!  Fleet ◀─ SetPeers (--peers, the peer Service's watch), GetReplica, GetPeers (monitoring, debug)
+//!        └─ polls each peer's /fleet/replica (PeerClient)
 //! ```
 //!
 //! | actor | module | receives | sends |
@@ -24,6 +27,7 @@
 //! | ConnectionActor, one per stream | [`connection`] | the stream's requests, `Push`, `GetStatus`, `Dump` | responses; `Connect`, `PushDone`, `Disconnect`; `Register`, `Unregister`; `Affected`, `Acked`, `Nacked`, `Gone` |
 //! | ConnectionDirectory | [`directory`] | `Register`, `Unregister`, `CollectStatus`, `DumpFor` | `GetStatus`, `Dump` |
 //! | DistributionTracker | [`distribution`] | `Affected`, `Acked`, `Nacked`, `Gone`, `GetDistribution` | |
+//! | Fleet | [`fleet`] | `SetPeers`, `GetReplica`, `GetPeers`, `StopBalancing` | (polls the peers; closes the oldest connections to rebalance) |
 //!
 //! The pipeline's messages are in [`messages`]; queries live beside the actor that answers
 //! them, but for `GetStatus` and `Dump`, beside the ConnectionDirectory that sends them. Each actor owns its state and changes it only in its handlers; what crosses between
@@ -36,6 +40,7 @@ pub mod connection;
 pub mod debouncer;
 pub mod directory;
 pub mod distribution;
+pub mod fleet;
 pub mod mailbox;
 pub mod messages;
 pub mod push_queue;

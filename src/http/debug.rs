@@ -1,9 +1,13 @@
 //! The debug HTTP server (istiod's debug endpoints, JSON), on `--debug-addr` (localhost by
 //! default): `/debug/syncz`, `/debug/config_dump?proxyID=…&types=…`, `/debug/configz`,
 //! `/debug/push_status`, `/debug/connections`, `/debug/adsz[?push=true]`,
-//! `/debug/distribution[?key=Kind/namespace/name]`, `/version`.
+//! `/debug/distribution[?key=Kind/namespace/name]`, `/debug/fleet`, `/version`.
 //!
-//! Every answer comes from the actor that owns the state, by message.
+//! Every answer comes from the actor that owns the state, by message. `/debug/syncz`,
+//! `/debug/connections` and `/debug/distribution` answer for the whole fleet with
+//! `?fleet=true`: each peer's part is asked of its monitoring address and merged
+//! ([`super::fleet`]), every entry naming its replica; `/debug/connections` names this
+//! replica on every entry.
 
 use std::collections::HashMap;
 
@@ -18,10 +22,13 @@ use serde_json::{Value, json};
 use crate::actors::debouncer::Debouncer;
 use crate::actors::directory::{CollectStatus, ConnectionDirectory, Dump, DumpFor};
 use crate::actors::distribution::{DistributionTracker, GetDistribution};
+use crate::actors::fleet::{Fleet, PeerClient};
 use crate::actors::messages::ForcePush;
 use crate::actors::messages::GetConfigz;
 use crate::actors::snapshot_builder::{GetPushStatus, GetVirtualServiceProblems, SnapshotBuilder};
 use crate::xds::ResourceType;
+
+use super::fleet;
 
 #[derive(Clone)]
 pub struct Debug {
@@ -38,6 +45,17 @@ pub struct Debug {
     pub kubernetes: Vec<Recipient<GetConfigz>>,
     pub debouncer: Addr<Debouncer>,
     pub distribution: Addr<DistributionTracker>,
+    /// This replica's name (`--replica-name`, `POD_NAME` or the host name).
+    pub replica: String,
+    /// Knows the peers (the fleet view asks them).
+    pub fleet: Addr<Fleet>,
+    pub peers: std::sync::Arc<dyn PeerClient>,
+    /// How long a peer's part of a fleet-wide answer may take.
+    pub peer_timeout: std::time::Duration,
+}
+
+fn fleet_wide(q: &HashMap<String, String>) -> bool {
+    q.get("fleet").is_some_and(|v| v == "true")
 }
 
 type Answer = Result<Json<Value>, (StatusCode, String)>;
@@ -58,6 +76,7 @@ pub fn router(state: Debug) -> Router {
         .route("/debug/connections", get(connections))
         .route("/debug/adsz", get(adsz).post(adsz_push))
         .route("/debug/distribution", get(distribution))
+        .route("/debug/fleet", get(fleet_peers))
         .route("/version", get(version))
         .layer(axum::middleware::from_fn_with_state(state.clone(), guard))
         .with_state(state)
@@ -120,9 +139,20 @@ async fn guard(
     next.run(request).await
 }
 
-async fn syncz(State(s): State<Debug>) -> Answer {
+async fn syncz(State(s): State<Debug>, Query(q): Query<HashMap<String, String>>) -> Answer {
     let all = s.directory.send(CollectStatus).await.map_err(unavailable)?;
-    Ok(Json(json!(all)))
+    if !fleet_wide(&q) {
+        return Ok(Json(json!(all)));
+    }
+    let gathered = fleet::gather(
+        &s.fleet,
+        &*s.peers,
+        &s.replica,
+        "/fleet/syncz",
+        s.peer_timeout,
+    )
+    .await?;
+    Ok(Json(fleet::merge_syncz(&s.replica, json!(all), gathered)))
 }
 
 /// `types` takes istiod's short names or type URLs, comma-separated.
@@ -193,22 +223,42 @@ async fn push_status(State(s): State<Debug>) -> Answer {
         .map_err(unavailable)
 }
 
-async fn connections(State(s): State<Debug>) -> Answer {
+/// Every connection, naming the replica that holds it; with `?fleet=true`, every
+/// replica's (and the peers that did not answer, under `unreachable`).
+async fn connections(State(s): State<Debug>, Query(q): Query<HashMap<String, String>>) -> Answer {
     let all = s.directory.send(CollectStatus).await.map_err(unavailable)?;
-    let brief: Vec<Value> = all
-        .iter()
-        .map(|c| {
-            json!({
-                "proxy": c.proxy,
-                "connection_id": c.connection_id,
-                "protocol": c.protocol,
-                "connected_seconds": c.connected_seconds,
-                "context_version": c.context_version,
-                "synced": c.synced,
-            })
+    let brief = |c: &Value, replica: &str| {
+        json!({
+            "proxy": c["proxy"],
+            "replica": replica,
+            "connection_id": c["connection_id"],
+            "protocol": c["protocol"],
+            "connected_seconds": c["connected_seconds"],
+            "context_version": c["context_version"],
+            "synced": c["synced"],
         })
-        .collect();
-    Ok(Json(json!({"total": brief.len(), "connections": brief})))
+    };
+    let mut out: Vec<Value> = all.iter().map(|c| brief(&json!(c), &s.replica)).collect();
+    let mut answer = json!({"replica": s.replica});
+    if fleet_wide(&q) {
+        let gathered = fleet::gather(
+            &s.fleet,
+            &*s.peers,
+            &s.replica,
+            "/fleet/syncz",
+            s.peer_timeout,
+        )
+        .await?;
+        for (replica, _, part) in &gathered.parts {
+            for c in part["proxies"].as_array().into_iter().flatten() {
+                out.push(brief(c, replica));
+            }
+        }
+        answer["unreachable"] = json!(gathered.unreachable);
+    }
+    answer["total"] = json!(out.len());
+    answer["connections"] = json!(out);
+    Ok(Json(answer))
 }
 
 async fn adsz(State(s): State<Debug>, Query(q): Query<HashMap<String, String>>) -> Answer {
@@ -218,7 +268,7 @@ async fn adsz(State(s): State<Debug>, Query(q): Query<HashMap<String, String>>) 
             "a push changes state: POST /debug/adsz?push=true\n".to_string(),
         ));
     }
-    syncz(State(s)).await
+    syncz(State(s), Query(HashMap::new())).await
 }
 
 /// `POST /debug/adsz?push=true`: a full push to every proxy.
@@ -233,15 +283,59 @@ async fn adsz_push(State(s): State<Debug>, Query(q): Query<HashMap<String, Strin
     Ok(Json(json!({"pushed": true})))
 }
 
+/// With `?fleet=true`: each config's latest change across the fleet (see
+/// [`fleet::merge_distribution`]), and the peers that did not answer.
 async fn distribution(State(s): State<Debug>, Query(q): Query<HashMap<String, String>>) -> Answer {
+    let key = q.get("key").cloned();
     let report = s
         .distribution
-        .send(GetDistribution {
-            key: q.get("key").cloned(),
-        })
+        .send(GetDistribution { key: key.clone() })
         .await
         .map_err(unavailable)?;
-    Ok(Json(json!(report)))
+    if !fleet_wide(&q) {
+        return Ok(Json(json!(report)));
+    }
+    let path = match &key {
+        Some(key) => format!("/fleet/distribution?key={}", escape_query(key)),
+        None => "/fleet/distribution".to_string(),
+    };
+    let gathered = fleet::gather(&s.fleet, &*s.peers, &s.replica, &path, s.peer_timeout).await?;
+    let mut parts = vec![(s.replica.clone(), json!(report))];
+    let mut replicas = vec![json!({"replica": s.replica, "address": null})];
+    for (replica, address, mut part) in gathered.parts {
+        replicas.push(json!({"replica": replica, "address": address}));
+        parts.push((replica, part["distribution"].take()));
+    }
+    Ok(Json(json!({
+        "replicas": replicas,
+        "unreachable": gathered.unreachable,
+        "distribution": fleet::merge_distribution(parts),
+    })))
+}
+
+/// This replica's name and its peers, each with its last answer (`/fleet/replica`: name,
+/// streams, draining) or why it has none.
+async fn fleet_peers(State(s): State<Debug>) -> Answer {
+    let peers = s
+        .fleet
+        .send(crate::actors::fleet::GetPeers)
+        .await
+        .map_err(unavailable)?;
+    Ok(Json(json!({"replica": s.replica, "peers": peers})))
+}
+
+/// `key` as a query value: everything but unreserved characters and `/` percent-encoded.
+fn escape_query(key: &str) -> String {
+    let mut out = String::new();
+    for b in key.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => {
+                out.push(b as char)
+            }
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
 }
 
 async fn version() -> Json<Value> {

@@ -1,5 +1,9 @@
-//! The HTTP servers: [`monitoring`] (`/metrics`, `/healthz`, `/ready`, `/debug/syncz`) and
-//! [`debug`] (istiod's debug endpoints). They ask actors by message only.
+//! The HTTP servers: [`monitoring`] (`/metrics`, `/healthz`, `/ready`, and what peer
+//! replicas ask: [`fleet`]) and [`debug`] (istiod's debug endpoints, fleet-wide with
+//! `?fleet=true`). They ask actors by message only; [`peer_client`] is how a replica asks
+//! its peers (the Fleet actor's polls and the fleet view).
 
 pub mod debug;
+pub mod fleet;
 pub mod monitoring;
+pub mod peer_client;

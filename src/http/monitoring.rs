@@ -2,6 +2,11 @@
 //! (that is on the debug server, which listens on localhost by default): this address is
 //! open (`0.0.0.0`) for the kubelet's probes and Prometheus.
 //!
+//! Beside them, what peer replicas ask ([`super::fleet`]): `/fleet/replica` (a name and a
+//! count) and, only with peers configured, `/fleet/syncz` and `/fleet/distribution`: the
+//! one per-proxy exception, this replica's part of the fleet view, which needs the debug
+//! token when there is one.
+//!
 //! `/ready` asks the SnapshotBuilder ([`GetReady`]): ready once a PushContext is built that
 //! holds every registry's first update (the config directory's says why it waits, asked of
 //! the FileRegistry by [`GetWaiting`]), and not while draining.
@@ -23,14 +28,22 @@ pub struct Monitoring {
     pub builder: Addr<SnapshotBuilder>,
     /// Says why the config directory is not served yet, when `/ready` is not.
     pub files: Option<Recipient<GetWaiting>>,
+    /// What the peer replicas ask.
+    pub peers: super::fleet::PeerSide,
 }
 
 pub fn router(state: Monitoring) -> Router {
+    let peers = Router::new()
+        .route("/fleet/replica", get(super::fleet::replica))
+        .route("/fleet/syncz", get(super::fleet::syncz))
+        .route("/fleet/distribution", get(super::fleet::distribution))
+        .with_state(state.peers.clone());
     Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/ready", get(ready))
         .with_state(state)
+        .merge(peers)
 }
 
 async fn metrics(State(state): State<Monitoring>) -> ([(&'static str, &'static str); 1], String) {

@@ -11,6 +11,7 @@
 //! per view, shared by reference. Mapping to `tonic::Status` happens here and nowhere else.
 
 pub mod admission;
+mod ages;
 mod buffers;
 mod pending;
 mod requests;
@@ -134,6 +135,8 @@ struct Inner {
     buffers: buffers::Budget,
     pending_buffers: buffers::Budget,
     pending: Arc<pending::Pending>,
+    /// The open connections, oldest first, for a rebalance.
+    ages: Arc<ages::Ages>,
     limits: AdsLimits,
     admission: TokenBucket,
     metrics: Metrics,
@@ -171,6 +174,7 @@ impl AdsService {
                     metrics.pending_streams.clone(),
                 ),
                 admission: TokenBucket::new(limits.max_requests_per_second),
+                ages: Arc::default(),
                 limits,
                 metrics,
             }),
@@ -192,6 +196,29 @@ impl AdsService {
     /// of the connection's requests, and closes the connection when told.
     pub fn connection_handle(&self) -> ConnectionHandle {
         self.inner.connection_handle()
+    }
+
+    /// ADS streams admitted and served now (each holds a `max_streams` slot).
+    pub fn streams(&self) -> usize {
+        self.inner.streams.load(Ordering::SeqCst)
+    }
+
+    /// Tells the `n` oldest connections that hold a stream to close as at
+    /// `max_connection_age` (GOAWAY, streams ended with UNAVAILABLE), so that their proxies
+    /// reconnect, through the Service, to another replica; returns how many were told.
+    pub fn close_oldest(&self, n: usize) -> usize {
+        self.inner.ages.close_oldest(n)
+    }
+
+    /// Enters an accepted connection into the age order; `close` closes it, `open` counts
+    /// its streams. Held for the connection's life.
+    fn enter_age(
+        &self,
+        handle: &ConnectionHandle,
+        close: Arc<tokio::sync::Notify>,
+        open: tokio::sync::watch::Receiver<usize>,
+    ) -> ages::Aged {
+        self.inner.ages.enter(handle.id, close, open)
     }
 
     /// `max_connections`.

@@ -8,7 +8,8 @@
 //! replica if the Service has one. A connection that is still open `close_grace` later is
 //! dropped. On drain ([`Drain::start`]) the listener stops accepting at once and the open
 //! connections are closed one by one, spread evenly over `drain_duration`, so that their
-//! proxies do not all reconnect in the same instant.
+//! proxies do not all reconnect in the same instant. A rebalance across replicas
+//! (`AdsService::close_oldest`) closes the oldest connections by the same path.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -347,6 +348,8 @@ async fn connection<IO>(
     let (open, mut open_rx) = watch::channel(0usize);
     let handle = ads.connection_handle();
     let close = handle.close.clone();
+    let rebalance = Arc::new(Notify::new());
+    let _aged = ads.enter_age(&handle, rebalance.clone(), open_rx.clone());
     let service = ConnService {
         handle,
         ads,
@@ -407,6 +410,10 @@ async fn connection<IO>(
                     "closing an xDS connection: it holds the most streams waiting for a first \
                      request, past max_pending_streams"
                 );
+                closing = true;
+            }
+            _ = rebalance.notified(), if !closing => {
+                tracing::debug!("closing an xDS connection: rebalancing across replicas");
                 closing = true;
             }
             _ = &mut grace, if closing => {

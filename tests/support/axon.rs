@@ -107,6 +107,55 @@ impl Axon {
         env: &[(&str, &str)],
         wrapper: &[&str],
     ) -> Result<Axon, StartFailure> {
+        Self::try_start_at(
+            config_dir,
+            xds_addr_arg,
+            "127.0.0.1:0",
+            extra_args,
+            env,
+            wrapper,
+        )
+    }
+
+    /// Starts `axon serve` with its xDS server on `127.0.0.1:xds_port` and its monitoring
+    /// server on `127.0.0.1:monitoring_port` (a replica its peers know by that address, and
+    /// restart in place); retries for up to 10 s while a port is still held.
+    pub fn start_at(
+        config_dir: &Path,
+        xds_port: u16,
+        monitoring_port: u16,
+        extra_args: &[&str],
+    ) -> Axon {
+        let xds_addr = format!("127.0.0.1:{xds_port}");
+        let monitoring_addr = format!("127.0.0.1:{monitoring_port}");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match Self::try_start_at(
+                Some(config_dir),
+                &xds_addr,
+                &monitoring_addr,
+                extra_args,
+                &[],
+                &[],
+            ) {
+                Ok(axon) => return axon,
+                Err(failure) if failure.in_use && Instant::now() < deadline => {
+                    eprintln!("[harness] axon could not bind its ports yet; retrying");
+                    thread::sleep(Duration::from_millis(100));
+                }
+                Err(failure) => failure.panic(),
+            }
+        }
+    }
+
+    fn try_start_at(
+        config_dir: Option<&Path>,
+        xds_addr_arg: &str,
+        monitoring_addr_arg: &str,
+        extra_args: &[&str],
+        env: &[(&str, &str)],
+        wrapper: &[&str],
+    ) -> Result<Axon, StartFailure> {
         let dir = new_temp_dir("axon-e2e-axon-");
         let log_path = dir.path().join("axon.log");
         let file = Arc::new(Mutex::new(
@@ -129,7 +178,7 @@ impl Axon {
             "--xds-addr",
             xds_addr_arg,
             "--monitoring-addr",
-            "127.0.0.1:0",
+            monitoring_addr_arg,
             "--debug-addr",
             "127.0.0.1:0",
         ])
@@ -192,6 +241,7 @@ impl Axon {
                 let bind_failed = exited
                     && logs.contains("binding the xDS address")
                     && logs.to_ascii_lowercase().contains("in use");
+                let in_use = exited && logs.to_ascii_lowercase().contains("in use");
                 Err(StartFailure {
                     msg,
                     command: format!(
@@ -203,6 +253,7 @@ impl Axon {
                     logs,
                     dir,
                     bind_failed,
+                    in_use,
                 })
             }
         }
@@ -370,6 +421,8 @@ struct StartFailure {
     dir: tempfile::TempDir,
     /// axon exited because the xDS address was in use.
     bind_failed: bool,
+    /// axon exited because one of its addresses was in use.
+    in_use: bool,
 }
 
 impl StartFailure {

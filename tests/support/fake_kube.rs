@@ -5,7 +5,8 @@
 //!   (APIResourceList);
 //! - list: `GET /api/v1/services`, `/api/v1/pods`, `/api/v1/namespaces`,
 //!   `/apis/discovery.k8s.io/v1/endpointslices`, `/apis/networking.istio.io/v1/PLURAL`,
-//!   with `metadata.resourceVersion` and `labelSelector` (equality terms);
+//!   with `metadata.resourceVersion` and `labelSelector` (equality terms), and each in one
+//!   namespace (`/apis/G/V/namespaces/NS/PLURAL`);
 //! - watch: `?watch=true&resourceVersion=N`, a chunked stream of newline-delimited JSON
 //!   events (ADDED, MODIFIED, DELETED, BOOKMARK when `allowWatchBookmarks`), replaying what
 //!   happened after N; a watch from a compacted resourceVersion gets an ERROR event with a
@@ -341,10 +342,30 @@ fn object_key(object: &Value) -> (String, String) {
     )
 }
 
+/// The selector term a namespaced path (`…/namespaces/NS/PLURAL`) adds: the object's
+/// namespace, not a label.
+const NAMESPACE_TERM: &str = "\0namespace";
+
 fn matches(selector: &[(String, String)], object: &Value) -> bool {
-    selector
-        .iter()
-        .all(|(k, v)| object["metadata"]["labels"][k].as_str() == Some(v.as_str()))
+    selector.iter().all(|(k, v)| {
+        let have = match k.as_str() {
+            NAMESPACE_TERM => object["metadata"]["namespace"].as_str(),
+            _ => object["metadata"]["labels"][k].as_str(),
+        };
+        have == Some(v.as_str())
+    })
+}
+
+/// `/apis/G/V/namespaces/NS/PLURAL` as the collection's path and the namespace; any other
+/// path as it is.
+fn split_namespace(path: &str) -> (String, Option<String>) {
+    if let Some((head, rest)) = path.split_once("/namespaces/")
+        && let Some((ns, plural)) = rest.split_once('/')
+        && !plural.contains('/')
+    {
+        return (format!("{head}/{plural}"), Some(ns.to_string()));
+    }
+    (path.to_string(), None)
 }
 
 /// The watch event a change is for a watch with `selector`: an object that starts matching
@@ -463,6 +484,7 @@ async fn handle(State(shared): State<Arc<Shared>>, uri: Uri) -> Response {
     if path == "/apis/networking.istio.io/v1" && serve_istio {
         return json_response(StatusCode::OK, istio_resources());
     }
+    let (path, namespace) = split_namespace(&path);
     let Some((path, api_version, kind)) = COLLECTIONS.iter().find(|(p, _, _)| *p == path).copied()
     else {
         return not_found(&path);
@@ -471,7 +493,10 @@ async fn handle(State(shared): State<Arc<Shared>>, uri: Uri) -> Response {
         return not_found(path);
     }
     let watch = matches!(q.get("watch").map(String::as_str), Some("true" | "1"));
-    let selector = parse_selector(q.get("labelSelector"));
+    let mut selector = parse_selector(q.get("labelSelector"));
+    if let Some(ns) = namespace {
+        selector.push((NAMESPACE_TERM.to_string(), ns));
+    }
     if watch {
         watch_response(&shared, path, kind, &q, selector)
     } else {

@@ -64,6 +64,10 @@ enum Cmd {
         client_threads: usize,
         #[arg(long, default_value_t = 120)]
         timeout: u64,
+        /// Reconnect every proxy whose stream ends, for ever (as Envoy does), and keep
+        /// running until killed, printing the reconnects once a second.
+        #[arg(long)]
+        reconnect: bool,
     },
     /// Start axon on a generated mesh, run the scenarios and the floor, print the figures.
     Bench(bench::BenchArgs),
@@ -98,6 +102,7 @@ fn main() -> anyhow::Result<ExitCode> {
             hold,
             client_threads,
             timeout,
+            reconnect,
         } => run(
             xds,
             proxies,
@@ -106,6 +111,7 @@ fn main() -> anyhow::Result<ExitCode> {
             hold,
             client_threads,
             timeout,
+            reconnect,
         ),
         Cmd::Bench(args) => Ok(if bench::run(args)? {
             ExitCode::SUCCESS
@@ -132,6 +138,7 @@ fn main() -> anyhow::Result<ExitCode> {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run(
     xds: SocketAddr,
     n: usize,
@@ -140,6 +147,7 @@ fn run(
     hold: u64,
     threads: usize,
     timeout: u64,
+    reconnect: bool,
 ) -> anyhow::Result<ExitCode> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads.max(1))
@@ -155,7 +163,11 @@ fn run(
     let shared = client::Shared::new(n, |_| false);
     let started = Instant::now();
     for j in 0..n {
-        rt.spawn(client::run(j, cfg.clone(), shared.clone()));
+        if reconnect {
+            rt.spawn(client::run_forever(j, cfg.clone(), shared.clone()));
+        } else {
+            rt.spawn(client::run(j, cfg.clone(), shared.clone()));
+        }
     }
     let deadline = started + Duration::from_secs(timeout);
     while shared.synced.load(Ordering::Relaxed) + shared.errors.load(Ordering::Relaxed) < n as u64
@@ -183,6 +195,16 @@ fn run(
             shared.total_acks.load(Ordering::Relaxed),
             shared.errors.load(Ordering::Relaxed)
         );
+    }
+    if reconnect {
+        loop {
+            std::thread::sleep(Duration::from_secs(1));
+            println!(
+                "reconnects {} acks {}",
+                shared.retries.load(Ordering::Relaxed),
+                shared.total_acks.load(Ordering::Relaxed)
+            );
+        }
     }
     Ok(if times.len() == n {
         ExitCode::SUCCESS

@@ -12,6 +12,9 @@
 //!                           Debouncer
 //! ```
 //!
+//! Beside them, [`peers`] watches the peer Service's EndpointSlices (`--peer-service`) for the
+//! Fleet actor.
+//!
 //! The indexes ([`services::ServiceObjectIndex`], [`config::IstioObjectIndex`]) are pure:
 //! objects in, a [`ConfigSet`](crate::model::config_set::ConfigSet) out, tested without I/O.
 //! The actors ([`ServiceRegistry`], [`IstioRegistry`]) only forward watch events to them and
@@ -20,6 +23,7 @@
 pub mod config;
 mod istio_registry;
 pub mod namespaces;
+pub mod peers;
 pub mod protocol;
 mod service_registry;
 pub mod services;

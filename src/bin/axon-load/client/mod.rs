@@ -199,6 +199,23 @@ pub async fn run(j: usize, cfg: ClientConfig, shared: Arc<Shared>) {
     }
 }
 
+/// Runs proxy `j` for ever: like Envoy, a proxy whose stream ends (GOAWAY from a draining
+/// or rebalancing axon, a killed one) or that cannot connect reconnects, after 100 ms
+/// doubling to 1 s (counted in `Shared::retries`), on a fresh stream.
+pub async fn run_forever(j: usize, cfg: ClientConfig, shared: Arc<Shared>) {
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        let started = Instant::now();
+        let _ = run_inner(j, &cfg, &shared).await;
+        if started.elapsed() > Duration::from_secs(5) {
+            backoff = Duration::from_millis(100);
+        }
+        shared.retries.fetch_add(1, Ordering::Relaxed);
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(1));
+    }
+}
+
 async fn run_inner(j: usize, cfg: &ClientConfig, shared: &Shared) -> anyhow::Result<()> {
     let tcp = connect_retry(cfg.addr).await?;
     tcp.set_nodelay(true)?;

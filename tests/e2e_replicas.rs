@@ -1,0 +1,429 @@
+//! End-to-end: three axon replicas on one config directory behind a local TCP load balancer
+//! (a real Envoy as an L4 proxy, `tcp_proxy` over the three xDS ports, with TCP health
+//! checks), many simulated proxies (`axon-load run --reconnect`, 300 by default;
+//! `AXON_E2E_REPLICA_PROXIES` sets fewer on a small machine) and a real gateway Envoy whose
+//! xDS goes through the balancer and which routes traffic the whole time.
+//!
+//! One replica is stopped with SIGTERM (drained), then another with `kill -9`: every proxy
+//! reconnects to the survivors and is synced again (the fleet-wide `/debug/syncz?fleet=true`
+//! says so, the stopped replica named unreachable), and the real Envoy loses no request.
+//! Each time the replica is started again and the three end within the slack of an even
+//! share (their `/fleet/replica` counts). Then a mesh VirtualService change is reported by
+//! `/debug/distribution?fleet=true` as ACKed by every proxy, across the three replicas.
+//! The reconnect and rebalance times are printed (`[replicas] …`) for BENCHMARKS.md.
+
+#[path = "support/scenario.rs"]
+mod scenario;
+mod support;
+
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use scenario::*;
+use serde_json::{Value, json};
+use support::*;
+
+const SLACK: f64 = 0.1;
+/// How long every proxy may take to be synced again after a replica stops.
+const RECONNECT: Duration = Duration::from_secs(60);
+/// How long the fleet may take to be back within the slack after a replica restarts.
+const REBALANCE: Duration = Duration::from_secs(60);
+
+fn proxies() -> usize {
+    std::env::var("AXON_E2E_REPLICA_PROXIES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(300)
+}
+
+/// The simulated proxies; killed on drop.
+struct Load(Child);
+
+impl Drop for Load {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The L4 balancer's bootstrap: `lb_port` → the three xDS ports, least connections first,
+/// a replica that does not accept left out by a TCP health check.
+fn balancer_bootstrap(lb_port: u16, xds: &[u16]) -> Value {
+    let endpoints: Vec<Value> = xds
+        .iter()
+        .map(|p| {
+            json!({"endpoint": {"address": {"socket_address": {
+                "address": "127.0.0.1", "port_value": p}}}})
+        })
+        .collect();
+    json!({
+        "admin": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": 0}}},
+        "static_resources": {
+            "listeners": [{
+                "name": "xds-lb",
+                "address": {"socket_address": {"address": "127.0.0.1", "port_value": lb_port}},
+                "filter_chains": [{"filters": [{
+                    "name": "envoy.filters.network.tcp_proxy",
+                    "typed_config": {
+                        "@type": "type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy",
+                        "stat_prefix": "xds_lb",
+                        "cluster": "axons",
+                        "max_connect_attempts": 5
+                    }
+                }]}]
+            }],
+            "clusters": [{
+                "name": "axons",
+                "type": "STATIC",
+                "connect_timeout": "1s",
+                "lb_policy": "LEAST_REQUEST",
+                "health_checks": [{
+                    "timeout": "1s",
+                    "interval": "0.5s",
+                    "unhealthy_threshold": 1,
+                    "healthy_threshold": 1,
+                    "tcp_health_check": {}
+                }],
+                "load_assignment": {"cluster_name": "axons", "endpoints": [{"lb_endpoints": endpoints}]}
+            }]
+        }
+    })
+}
+
+struct Fleet {
+    config: ConfigDir,
+    limits: ConfigDir,
+    xds: [u16; 3],
+    monitoring: [u16; 3],
+    replicas: [Option<Axon>; 3],
+    /// Stopped replicas, kept so that their logs are printed if the test fails.
+    stopped: Vec<Axon>,
+}
+
+impl Fleet {
+    fn start(&mut self, i: usize) {
+        let peers = self
+            .monitoring
+            .iter()
+            .map(|p| format!("127.0.0.1:{p}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let limits = self.limits.path().join("limits.toml");
+        let name = format!("r{i}");
+        let axon = Axon::start_at(
+            self.config.path(),
+            self.xds[i],
+            self.monitoring[i],
+            &[
+                "--replica-name",
+                &name,
+                "--peers",
+                &peers,
+                "--limits",
+                limits.to_str().unwrap(),
+            ],
+        );
+        self.replicas[i] = Some(axon);
+    }
+
+    fn any(&self) -> &Axon {
+        self.replicas
+            .iter()
+            .flatten()
+            .next()
+            .expect("a replica runs")
+    }
+
+    /// Each running replica's stream count (`/fleet/replica`).
+    fn counts(&self) -> Vec<u64> {
+        self.replicas
+            .iter()
+            .flatten()
+            .map(|a| {
+                let r = a.monitoring_get("/fleet/replica");
+                serde_json::from_str::<Value>(&r.body).unwrap_or_default()["streams"]
+                    .as_u64()
+                    .unwrap_or(0)
+            })
+            .collect()
+    }
+
+    /// Proxies synced across the fleet, as the fleet view of a running replica says, and the
+    /// peers it could not reach.
+    fn synced(&self) -> (usize, usize, usize) {
+        let view = self.any().debug_json("/debug/syncz?fleet=true");
+        let proxies = view["proxies"].as_array().cloned().unwrap_or_default();
+        let synced = proxies.iter().filter(|p| p["synced"] == true).count();
+        let unreachable = view["unreachable"].as_array().map_or(0, Vec::len);
+        (synced, proxies.len(), unreachable)
+    }
+
+    /// Waits until all `want` proxies are connected once each and synced; returns how long.
+    fn wait_all_synced(&self, want: usize, what: &str) -> Duration {
+        let start = Instant::now();
+        let mut last = (0, 0, 0);
+        let ok = wait_until(RECONNECT, || {
+            last = self.synced();
+            last.0 == want && last.1 == want
+        });
+        assert!(
+            ok,
+            "{what}: not every proxy synced again: (synced, connected, unreachable peers) = \
+             {last:?} of {want}; counts {:?}",
+            self.counts()
+        );
+        start.elapsed()
+    }
+
+    /// Waits until the three replicas hold within the slack of the even share, above and
+    /// below; returns how long it took.
+    fn wait_balanced(&self, total: usize, what: &str) -> Duration {
+        let start = Instant::now();
+        let share = total.div_ceil(3) as f64;
+        let (low, high) = (
+            (share * (1.0 - SLACK)).floor() as u64,
+            (share * (1.0 + SLACK)).ceil() as u64,
+        );
+        let mut last = Vec::new();
+        let ok = wait_until(REBALANCE, || {
+            last = self.counts();
+            last.len() == 3
+                && last.iter().sum::<u64>() == total as u64
+                && last.iter().all(|c| (low..=high).contains(c))
+        });
+        assert!(
+            ok,
+            "{what}: the replicas are not within [{low}, {high}] of {total} streams: {last:?}"
+        );
+        start.elapsed()
+    }
+}
+
+#[test]
+fn three_replicas_lose_no_proxy_and_rebalance_after_a_restart() {
+    let n = proxies();
+    let total = n + 1; // and the real gateway Envoy
+    let v1 = Upstream::start("backend-v1");
+    let v2 = Upstream::start("backend-v2");
+    let gw_port = free_port();
+    let config = ConfigDir::new();
+    config.write("gateway.yaml", &gateway_yaml(gw_port));
+    config.write("backend.yaml", &backend_yaml(v1.port(), v2.port()));
+    config.write(
+        "routes.yaml",
+        &backend_routes_yaml("v1", false, false, &[("v1", 100)]),
+    );
+    config.write("mesh-routes.yaml", &mesh_routes("5s"));
+    let limits = ConfigDir::new();
+    limits.write(
+        "limits.toml",
+        "peer_poll_interval = \"200ms\"\nrebalance_rate = 50\nrebalance_slack = 0.1\n\
+         drain_duration = \"2s\"\nclose_grace = \"2s\"\n",
+    );
+    let mut fleet = Fleet {
+        config,
+        limits,
+        xds: [free_port(), free_port(), free_port()],
+        monitoring: [free_port(), free_port(), free_port()],
+        replicas: [None, None, None],
+        stopped: Vec::new(),
+    };
+    for i in 0..3 {
+        fleet.start(i);
+    }
+    let lb_port = free_port();
+    let mut lb_options = gateway_options();
+    lb_options.bootstrap_override = Some(balancer_bootstrap(lb_port, &fleet.xds));
+    lb_options.wait_live = true;
+    let _balancer = Envoy::start(Envoy::local(lb_port), lb_options);
+    let lb = SocketAddr::from(([127, 0, 0, 1], lb_port));
+
+    let mut options = gateway_options();
+    options.xds_retry_back_off = Some(("0.1s".to_string(), "0.5s".to_string()));
+    let envoy = Envoy::start(lb, options);
+    let v1_cluster = format!("outbound|80|v1|{BACKEND}");
+    wait_gateway_route(&envoy, gw_port, "*", &[&v1_cluster], RECONNECT);
+    let gw = Envoy::local(gw_port);
+    wait_for_answer("initial route", RECONNECT, "backend-v1", &envoy, || {
+        http_get(gw, "/", &[])
+    });
+
+    let load = Command::new(env!("CARGO_BIN_EXE_axon-load"))
+        .args(["run", "--xds", &lb.to_string(), "--proxies", &n.to_string()])
+        .args(["--namespaces", "4", "--reconnect", "--client-threads", "1"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("axon-load");
+    let _load = Load(load);
+    let first = fleet.wait_all_synced(total, "at start");
+    eprintln!(
+        "[replicas] {total} proxies synced over 3 replicas in {first:?}: {:?}",
+        fleet.counts()
+    );
+    fleet.wait_balanced(total, "at start");
+
+    // Traffic through the gateway the whole time: every request must be answered by v1.
+    let stop = Arc::new(AtomicBool::new(false));
+    let (served, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let traffic = {
+        let (stop, served, failed) = (stop.clone(), served.clone(), failed.clone());
+        std::thread::spawn(move || {
+            let mut bad = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                let r = http_get(gw, "/", &[]);
+                if r == (200, "backend-v1".to_string()) {
+                    served.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    failed.fetch_add(1, Ordering::Relaxed);
+                    if bad.len() < 5 {
+                        bad.push(r);
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            bad
+        })
+    };
+
+    // SIGTERM: replica 1 drains; its proxies move to the other two.
+    let drained = Instant::now();
+    let mut r1 = fleet.replicas[1].take().unwrap();
+    r1.signal_term();
+    let status = r1.wait_exit(Duration::from_secs(20));
+    assert!(status.success(), "the drained replica exits 0: {status}");
+    fleet.stopped.push(r1);
+    let after_drain = fleet.wait_all_synced(total, "after SIGTERM");
+    wait_connected(&envoy, "after SIGTERM");
+    let reconnect_drain = drained.elapsed();
+    assert_eq!(
+        fleet.synced().2,
+        1,
+        "the stopped replica is named unreachable"
+    );
+    eprintln!(
+        "[replicas] SIGTERM: every proxy synced again {reconnect_drain:?} after the signal \
+         ({after_drain:?} after the drain's exit); counts {:?}",
+        fleet.counts()
+    );
+    let restarted = Instant::now();
+    fleet.start(1);
+    let rebalance_1 = fleet.wait_balanced(total, "after restarting the drained replica");
+    eprintln!(
+        "[replicas] restart after SIGTERM: within the slack {:?} after the start ({rebalance_1:?} \
+         of waiting); counts {:?}",
+        restarted.elapsed(),
+        fleet.counts()
+    );
+
+    // The survivors got there by closing connections (nothing else closes them here).
+    let closed: u64 = [0, 2]
+        .iter()
+        .map(|&i| rebalance_closed(fleet.replicas[i].as_ref().unwrap()))
+        .sum();
+    assert!(
+        closed > 0,
+        "the survivors closed no connection to rebalance"
+    );
+    eprintln!("[replicas] the survivors closed {closed} connections to rebalance");
+
+    // kill -9: replica 2 vanishes without a GOAWAY.
+    let killed = Instant::now();
+    let mut r2 = fleet.replicas[2].take().unwrap();
+    r2.stop();
+    fleet.stopped.push(r2);
+    fleet.wait_all_synced(total, "after kill -9");
+    wait_connected(&envoy, "after kill -9");
+    let reconnect_kill = killed.elapsed();
+    eprintln!(
+        "[replicas] kill -9: every proxy synced again {reconnect_kill:?} after the kill; counts {:?}",
+        fleet.counts()
+    );
+    let restarted = Instant::now();
+    fleet.start(2);
+    fleet.wait_balanced(total, "after restarting the killed replica");
+    let rebalance_2 = restarted.elapsed();
+    eprintln!(
+        "[replicas] restart after kill -9: within the slack {rebalance_2:?} after the start; \
+         counts {:?}",
+        fleet.counts()
+    );
+    fleet.wait_all_synced(total, "after the restarts");
+    wait_connected(&envoy, "after the restarts");
+
+    stop.store(true, Ordering::Relaxed);
+    let bad = traffic.join().unwrap();
+    let (served, failed) = (
+        served.load(Ordering::Relaxed),
+        failed.load(Ordering::Relaxed),
+    );
+    eprintln!("[replicas] gateway traffic: {served} requests served, {failed} failed");
+    assert!(served > 100, "traffic ran: {served}");
+    assert_eq!(failed, 0, "the real Envoy lost requests: {bad:?}");
+
+    // A mesh VirtualService change, ACKed by every simulated proxy across the three.
+    fleet.config.write("mesh-routes.yaml", &mesh_routes("7s"));
+    let key = "VirtualService/demo/backend-mesh";
+    let mut last = Value::Null;
+    let done = wait_until(RECONNECT, || {
+        last = fleet
+            .any()
+            .debug_json(&format!("/debug/distribution?fleet=true&key={key}"));
+        let d = &last["distribution"][0];
+        d["key"] == key
+            && d["complete"] == true
+            && d["affected"].as_u64() == Some(n as u64)
+            && d["replicas"].as_array().is_some_and(|r| r.len() == 3)
+    });
+    assert!(
+        done,
+        "the change was not ACKed by every proxy across the three: {last}"
+    );
+    eprintln!(
+        "[replicas] mesh VirtualService change ACKed by {n} proxies over 3 replicas in {}s",
+        last["distribution"][0]["seconds_to_last_ack"]
+    );
+    // /debug/connections names each proxy's replica.
+    let connections = fleet.any().debug_json("/debug/connections?fleet=true");
+    let replicas: std::collections::BTreeSet<_> = connections["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["replica"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(replicas.len(), 3, "{connections}");
+    assert_no_rejected_updates(&envoy);
+}
+
+/// Waits until the real Envoy says it is connected to a control plane (its own stats).
+fn wait_connected(envoy: &Envoy, what: &str) {
+    assert!(
+        wait_until(RECONNECT, || stat(envoy, "control_plane.connected_state")
+            == 1),
+        "{what}: the gateway Envoy is not connected to a replica\n{}",
+        describe_envoy(envoy)
+    );
+}
+
+/// `axon_rebalance_closed_connections` of a replica.
+fn rebalance_closed(axon: &Axon) -> u64 {
+    axon.metrics()
+        .lines()
+        .find_map(|l| l.strip_prefix("axon_rebalance_closed_connections "))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map_or(0, |v| v as u64)
+}
+
+/// A mesh VirtualService for the backend (every simulated sidecar imports it), with a
+/// `timeout` to change.
+fn mesh_routes(timeout: &str) -> String {
+    format!(
+        "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata:\n  name: \
+         backend-mesh\n  namespace: demo\nspec:\n  hosts:\n  - {BACKEND}\n  http:\n  - timeout: \
+         {timeout}\n    route:\n    - destination:\n        host: {BACKEND}\n        subset: v1\n"
+    )
+}
