@@ -6,7 +6,9 @@
 //! DestinationRule policy merged for its port and subset (`model::traffic_policy`), applied as
 //! istiod's `applyTrafficPolicy` does: the connection pool (`pool`), outlier detection
 //! (`outlier`), the load balancer (`lb`), upstream TLS (`tls`) and the PROXY protocol
-//! (`proxy_protocol`).
+//! (`proxy_protocol`). A MESH_EXTERNAL service (`Service::mesh_external`, the ServiceEntry's
+//! `location`) is what istiod makes of it: its TLS never takes the proxy's metadata client
+//! certificates, and its own cluster carries the `istio` metadata `external: true`.
 
 mod grpc;
 mod lb;
@@ -25,15 +27,15 @@ use envoy_types::pb::envoy::config::cluster::v3::{
         LbPolicy,
     },
 };
-use envoy_types::pb::envoy::config::core::v3::Http2ProtocolOptions;
 use envoy_types::pb::envoy::config::core::v3::{
     AggregatedConfigSource, ApiVersion, ConfigSource, config_source::ConfigSourceSpecifier,
 };
+use envoy_types::pb::envoy::config::core::v3::{Http2ProtocolOptions, Metadata};
 use envoy_types::pb::envoy::extensions::upstreams::http::v3::HttpProtocolOptions;
 use envoy_types::pb::envoy::extensions::upstreams::http::v3::http_protocol_options::{
     ExplicitHttpConfig, UpstreamProtocolOptions, explicit_http_config::ProtocolConfig,
 };
-use envoy_types::pb::google::protobuf::Duration;
+use envoy_types::pb::google::protobuf::{Duration, Value, value::Kind};
 
 use super::eds;
 use super::resource::Resource;
@@ -227,11 +229,15 @@ fn to_cluster(
             istio_agent: proxy.istio_agent,
             sni: &sni,
             service_accounts: &service_accounts,
-            // `location` is not applied (README): every service counts as in the mesh.
-            mesh_external: false,
+            mesh_external: service.mesh_external,
         },
     );
     proxy_protocol::apply(&mut cluster, policy.proxy_protocol);
+    // istiod's `applyDestinationRule`: the service's own cluster (not a subset's) of a
+    // MESH_EXTERNAL service is marked for the metadata exchange to skip.
+    if service.mesh_external && subset.is_empty() {
+        mark_external(&mut cluster);
+    }
     if discovery_type(&cluster) == Some(DiscoveryType::OriginalDst) {
         cluster.lb_policy = LbPolicy::ClusterProvided as i32;
     }
@@ -255,6 +261,23 @@ fn to_cluster(
         );
     }
     Some(cluster)
+}
+
+/// istiod's `getOrCreateIstioMetadata(...).Fields["external"] = true`: the `istio` filter
+/// metadata of a MESH_EXTERNAL service's cluster.
+fn mark_external(cluster: &mut Cluster) {
+    let istio = cluster
+        .metadata
+        .get_or_insert_with(Metadata::default)
+        .filter_metadata
+        .entry("istio".to_string())
+        .or_default();
+    istio.fields.insert(
+        "external".to_string(),
+        Value {
+            kind: Some(Kind::BoolValue(true)),
+        },
+    );
 }
 
 fn discovery_type(cluster: &Cluster) -> Option<DiscoveryType> {

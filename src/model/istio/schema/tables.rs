@@ -1876,10 +1876,12 @@ pub static SERVICE_ENTRY: Message = Message {
             kind: Kind::Message(&SERVICE_PORT),
             applied: Applied::Yes,
         },
+        // Applied: `service::services_of` (`Service::mesh_external`: `cds::tls`, the `istio`
+        // cluster metadata in `cds::to_cluster`).
         Field {
             name: "location",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // Applied: `service::services_of` (the cluster type in `cds::to_cluster`),
         // `push_context::endpoints::service_endpoints`.
