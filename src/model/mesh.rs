@@ -7,7 +7,9 @@
 use serde::Deserialize;
 use thiserror::Error;
 
-use super::istio::traffic_policy::{LocalityLbSetting, ZoneAwareLbSetting};
+use super::istio::traffic_policy::{
+    ConnectionPoolSettings, LocalityLbSetting, OutlierDetection, ZoneAwareLbSetting,
+};
 
 /// Mesh-wide defaults.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,6 +45,13 @@ pub struct MeshConfig {
     /// The mesh's trust domain: the SPIFFE identities of its workloads
     /// (`spiffe://TRUST_DOMAIN/ns/NS/sa/SA`).
     pub trust_domain: String,
+    /// `defaultTrafficPolicy.connectionPool`: the connection pool of the clusters whose
+    /// DestinationRule policy sets none (outbound and inbound clusters, and the
+    /// PassthroughCluster), istiod's `applyDefaultTrafficPolicy`.
+    pub default_connection_pool: Option<ConnectionPoolSettings>,
+    /// `defaultTrafficPolicy.outlierDetection`: the outlier detection of the outbound
+    /// clusters whose policy sets none.
+    pub default_outlier_detection: Option<OutlierDetection>,
 }
 
 impl Default for MeshConfig {
@@ -63,6 +72,8 @@ impl Default for MeshConfig {
             plaintext_secrets: true,
             outbound_registry_only: false,
             trust_domain: "cluster.local".to_string(),
+            default_connection_pool: None,
+            default_outlier_detection: None,
         }
     }
 }

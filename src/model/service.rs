@@ -37,6 +37,10 @@ pub struct Service {
     /// `MeshExternal`. Such a destination's clusters never use the proxy's metadata client
     /// certificates and carry the `istio` metadata `external: true` (`cds`).
     pub mesh_external: bool,
+    /// The ServiceEntry's `metadata.creationTimestamp` (istiod's `CreationTime`): which of the
+    /// services on one workload port is its primary one (`sidecar_scope::InboundPort`).
+    #[serde(skip)]
+    pub created: Option<i64>,
 }
 
 impl Service {
@@ -100,6 +104,7 @@ pub fn services_of(config: &Config, default_export_to: &[String]) -> Vec<Service
             source: config.key.clone(),
             subject_alt_names: se.subject_alt_names.clone(),
             mesh_external: se.location == Location::MeshExternal,
+            created: config.created,
         })
         .collect()
 }

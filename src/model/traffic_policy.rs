@@ -149,5 +149,7 @@ pub fn service_hash(dr: &DestinationRule, port: u32) -> Option<&ConsistentHash> 
     route_hash(dr, "", Some(port))
 }
 
+pub mod inbound;
+
 #[cfg(test)]
 mod tests;

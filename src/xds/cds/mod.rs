@@ -46,6 +46,7 @@ use crate::model::push_context::PushContext;
 use crate::model::service::{Service, outbound_cluster_name};
 use crate::model::sidecar_scope::SidecarScope;
 use crate::model::traffic_policy::cluster_policy;
+use crate::model::traffic_policy::inbound::{InboundPolicy, inbound_policy};
 
 /// istiod's default connect timeout.
 /// The mesh's `connectTimeout` (istiod's default 10 s), of clusters whose DestinationRule
@@ -64,10 +65,12 @@ pub fn generate(ctx: &PushContext, proxy: &Proxy, scope: &SidecarScope) -> Vec<R
         out.push(passthrough(mesh_connect_timeout(ctx)));
         for inbound in &scope.inbound {
             let name = inbound_cluster_name(inbound.port);
+            let policy = inbound_policy(ctx, proxy, scope, inbound);
             out.push(inbound_cluster(
                 &name,
                 inbound.endpoint.as_ref(),
                 mesh_connect_timeout(ctx),
+                &policy,
             ));
         }
     }
@@ -248,18 +251,7 @@ fn to_cluster(
             service_name: name.to_string(),
         });
     }
-    if let Some(mut http) = http {
-        // Envoy requires an upstream protocol: HTTP/1.1 unless one is set.
-        if http.upstream_protocol_options.is_none() {
-            http.upstream_protocol_options = Some(pool::explicit(
-                ProtocolConfig::HttpProtocolOptions(Default::default()),
-            ));
-        }
-        cluster.typed_extension_protocol_options.insert(
-            HTTP_PROTOCOL_OPTIONS.to_string(),
-            super::resource::any(&http),
-        );
-    }
+    insert_http_options(&mut cluster, http);
     Some(cluster)
 }
 
@@ -340,19 +332,20 @@ fn black_hole(connect_timeout: Duration) -> Resource {
 
 /// An inbound cluster: static to `endpoint`, or, for a Sidecar ingress listener without
 /// `defaultEndpoint`, to the original destination (istiod's `buildInboundCluster` with no
-/// endpoint address).
+/// endpoint address); with the connection pool `policy` gives it (istiod's
+/// `applyTrafficPolicy` inbound: the pool and retry budget only, no HTTP/2 upgrade).
 fn inbound_cluster(
     name: &str,
     endpoint: Option<&(String, u32)>,
     connect_timeout: Duration,
+    policy: &InboundPolicy,
 ) -> Resource {
-    let cluster = match endpoint {
+    let mut cluster = match endpoint {
         Some((address, port)) => Cluster {
             name: name.to_string(),
             connect_timeout: Some(connect_timeout),
             cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Static as i32)),
             load_assignment: Some(eds::load_assignment_at(name, address, *port)),
-            circuit_breakers: Some(default_circuit_breakers()),
             ..Default::default()
         },
         None => Cluster {
@@ -362,11 +355,33 @@ fn inbound_cluster(
                 DiscoveryType::OriginalDst as i32,
             )),
             lb_policy: LbPolicy::ClusterProvided as i32,
-            circuit_breakers: Some(default_circuit_breakers()),
             ..Default::default()
         },
     };
+    let mut http = None;
+    pool::apply(
+        &mut cluster,
+        &mut http,
+        policy.connection_pool.as_ref(),
+        policy.retry_budget.as_ref(),
+    );
+    insert_http_options(&mut cluster, http);
     Resource::new(name, &cluster)
+}
+
+/// Puts `http` (if any) on the cluster; Envoy requires an upstream protocol: HTTP/1.1 unless
+/// one is set.
+fn insert_http_options(cluster: &mut Cluster, http: Option<HttpProtocolOptions>) {
+    let Some(mut http) = http else { return };
+    if http.upstream_protocol_options.is_none() {
+        http.upstream_protocol_options = Some(pool::explicit(ProtocolConfig::HttpProtocolOptions(
+            Default::default(),
+        )));
+    }
+    cluster.typed_extension_protocol_options.insert(
+        HTTP_PROTOCOL_OPTIONS.to_string(),
+        super::resource::any(&http),
+    );
 }
 
 fn passthrough(connect_timeout: Duration) -> Resource {

@@ -515,6 +515,7 @@ spec:
 }
 
 mod credential;
+mod inbound;
 mod istio_mutual;
 
 /// istiod's `applyDestinationRule`: the own cluster of a MESH_EXTERNAL service (the API's

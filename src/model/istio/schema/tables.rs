@@ -1254,8 +1254,9 @@ pub static WARMUP_CONFIGURATION: Message = Message {
     ],
 };
 
-// Applied for DestinationRules: `cds::pool` (a Sidecar's ingress `connectionPool` is
-// reported whole, by its parent field).
+// Applied: `cds::pool`, for DestinationRules' outbound clusters and, as istiod, the inbound
+// ones (`traffic_policy::inbound`: the own service's rule, a Sidecar's `inboundConnectionPool`
+// and ingress listeners' `connectionPool`).
 pub static CONNECTION_POOL_SETTINGS: Message = Message {
     name: "ConnectionPoolSettings",
     fields: &[
@@ -2214,10 +2215,11 @@ pub static SIDECAR: Message = Message {
             kind: Kind::Message(&ISTIO_EGRESS_LISTENER),
             applied: Applied::Yes,
         },
+        // Applied: `traffic_policy::inbound` (`cds::inbound_cluster`).
         Field {
             name: "inboundConnectionPool",
             kind: Kind::Message(&CONNECTION_POOL_SETTINGS),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // Applied: `sidecar_scope::OutboundPolicy` (`lds::fallthrough_cluster`,
         // `rds::catch_all_virtual_host`).
@@ -2263,10 +2265,11 @@ pub static ISTIO_INGRESS_LISTENER: Message = Message {
             kind: Kind::Message(&SERVER_TLS_SETTINGS),
             applied: Applied::No,
         },
+        // Applied: `traffic_policy::inbound` (`cds::inbound_cluster`).
         Field {
             name: "connectionPool",
             kind: Kind::Message(&CONNECTION_POOL_SETTINGS),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };
