@@ -273,19 +273,34 @@ fn holds_no_secret(envoy: &Envoy) -> bool {
         })
 }
 
-#[test]
-fn envoy_accepts_every_cluster_axon_generates() {
+/// Starts axon (with `mesh` as its mesh config, if any), a gateway and a sidecar Envoy, and
+/// loads each of `sets` in turn, checking that both Envoys took every update.
+fn load_every_set(
+    mesh: Option<&str>,
+    sets: Vec<(String, String)>,
+) -> (ConfigDir, Axon, Envoy, Envoy) {
     let config = ConfigDir::new();
     let gw_port = free_port();
     config.write("gateway.yaml", &gateway_yaml(gw_port));
-    let axon = Axon::start(config.path());
+    let mesh_dir = tempfile::tempdir().unwrap();
+    let mesh_path = mesh_dir.path().join("mesh.yaml");
+    let axon = match mesh {
+        Some(text) => {
+            std::fs::write(&mesh_path, text).unwrap();
+            Axon::start_with_args(
+                config.path(),
+                &["--mesh-config", mesh_path.to_str().unwrap()],
+            )
+        }
+        None => Axon::start(config.path()),
+    };
     let (gateway, _) = start_gateway_listening(&axon, &config, gw_port, CONVERGE);
     let sidecar = Envoy::start(
         axon.xds_addr(),
         EnvoyOptions::sidecar(SIDECAR_NODE_ID, &[("app", "app")], "default"),
     );
     let ids = [gateway.options.node_id.clone(), SIDECAR_NODE_ID.to_string()];
-    for (what, yaml) in config_sets() {
+    for (what, yaml) in sets {
         let before = axon.built_version();
         config.write("set.yaml", &yaml);
         let status = axon
@@ -306,6 +321,23 @@ fn envoy_accepts_every_cluster_axon_generates() {
             assert_eq!(rejects, 0.0, "{t} rejected after {what}");
         }
     }
+    (config, axon, gateway, sidecar)
+}
+
+/// The mesh's `defaultTrafficPolicy` with every field axon applies, below the policies'
+/// clusters, the inbound ones and the PassthroughCluster.
+#[test]
+fn envoy_accepts_the_clusters_of_the_meshs_default_traffic_policy() {
+    let mesh = "defaultTrafficPolicy:\n  connectionPool:\n    tcp: {maxConnections: 10, connectTimeout: 1s, tcpKeepalive: {time: 10s, interval: 2s, probes: 3}, maxConnectionDuration: 1h, idleTimeout: 5s}\n    http: {http1MaxPendingRequests: 5, http2MaxRequests: 50, maxRequestsPerConnection: 3, maxRetries: 2, idleTimeout: 60s, maxConcurrentStreams: 10, http2KeepAlive: {interval: 30s, timeout: 5s}, h2UpgradePolicy: UPGRADE}\n  outlierDetection: {consecutive5xxErrors: 3, consecutiveGatewayErrors: 2, interval: 5s, baseEjectionTime: 30s, maxEjectionPercent: 50, minHealthPercent: 10, outlierDetectionHttpErrorCodes: [500]}\n";
+    let sets = config_sets().into_iter().take(3).collect();
+    let (_config, _axon, _gateway, sidecar) = load_every_set(Some(mesh), sets);
+    let names = dynamic_cluster_names(&sidecar.config_dump());
+    assert!(names.iter().any(|n| n.starts_with("inbound|")), "{names:?}");
+}
+
+#[test]
+fn envoy_accepts_every_cluster_axon_generates() {
+    let (config, _axon, _gateway, sidecar) = load_every_set(None, config_sets());
     // The policies' clusters were there: a subset that selects no endpoint of a DNS service
     // has none (istiod leaves it out), the DNS_ROUND_ROBIN host resolves itself.
     config.write("set.yaml", POLICIES);

@@ -21,7 +21,7 @@ mod tests;
 mod tls;
 
 use envoy_types::pb::envoy::config::cluster::v3::{
-    CircuitBreakers, Cluster,
+    Cluster,
     cluster::{
         ClusterDiscoveryType, CommonLbConfig, DiscoveryType, DnsLookupFamily, EdsClusterConfig,
         LbPolicy,
@@ -39,13 +39,14 @@ use envoy_types::pb::google::protobuf::{Duration, Value, value::Kind};
 
 use super::eds;
 use super::resource::Resource;
+use crate::model::istio::traffic_policy::ConnectionPoolSettings;
 use crate::model::istio::{DestinationRule, Resolution};
 use crate::model::locality::LbSetting;
 use crate::model::proxy::{Proxy, ProxyType};
 use crate::model::push_context::PushContext;
 use crate::model::service::{Service, outbound_cluster_name};
 use crate::model::sidecar_scope::SidecarScope;
-use crate::model::traffic_policy::cluster_policy;
+use crate::model::traffic_policy::cluster_policy_in;
 use crate::model::traffic_policy::inbound::{InboundPolicy, inbound_policy};
 
 /// istiod's default connect timeout.
@@ -62,7 +63,10 @@ fn mesh_connect_timeout(ctx: &PushContext) -> Duration {
 pub fn generate(ctx: &PushContext, proxy: &Proxy, scope: &SidecarScope) -> Vec<Resource> {
     let mut out = vec![black_hole(mesh_connect_timeout(ctx))];
     if proxy.proxy_type == ProxyType::Sidecar {
-        out.push(passthrough(mesh_connect_timeout(ctx)));
+        out.push(passthrough(
+            mesh_connect_timeout(ctx),
+            ctx.mesh.default_connection_pool.as_ref(),
+        ));
         for inbound in &scope.inbound {
             let name = inbound_cluster_name(inbound.port);
             let policy = inbound_policy(ctx, proxy, scope, inbound);
@@ -97,9 +101,7 @@ pub fn generate(ctx: &PushContext, proxy: &Proxy, scope: &SidecarScope) -> Vec<R
                 };
                 // A proxyless gRPC client (`xds::grpc::is_grpc`, which imports this module).
                 if proxy.generator.as_deref() == Some("grpc") {
-                    let policy = dr
-                        .map(|dr| cluster_policy(dr, subset, port.number))
-                        .unwrap_or_default();
+                    let policy = cluster_policy_in(&ctx.mesh, dr, subset, port.number);
                     grpc::for_grpc(&mut cluster, &policy, is_http2(&port.protocol));
                 }
                 out.push(Resource::new(name, &cluster));
@@ -120,7 +122,7 @@ pub fn ads_config_source() -> ConfigSource {
 
 /// istiod's `buildCluster` and `applyDestinationRule` for one cluster: the discovery type of
 /// the service's resolution, HTTP/2 for HTTP/2 ports, then the traffic policy `dr` gives the
-/// cluster ([`cluster_policy`]; none: istiod's defaults, LEAST_REQUEST and the largest
+/// cluster ([`cluster_policy_in`]: over the mesh's `defaultTrafficPolicy`; none: istiod's defaults, LEAST_REQUEST and the largest
 /// circuit breakers), and the EDS config if the cluster is still an EDS one. `None` for a
 /// DNS cluster without endpoints (a subset that selects none), which istiod leaves out: Envoy
 /// rejects a LOGICAL_DNS cluster without exactly one endpoint, and with it the whole update.
@@ -133,9 +135,7 @@ fn to_cluster(
     proxy: &Proxy,
     dr: Option<&DestinationRule>,
 ) -> Option<Cluster> {
-    let policy = dr
-        .map(|dr| cluster_policy(dr, subset, port))
-        .unwrap_or_default();
+    let policy = cluster_policy_in(&ctx.mesh, dr, subset, port);
     let mut cluster = Cluster {
         name: name.to_string(),
         connect_timeout: Some(mesh_connect_timeout(ctx)),
@@ -384,24 +384,19 @@ fn insert_http_options(cluster: &mut Cluster, http: Option<HttpProtocolOptions>)
     );
 }
 
-fn passthrough(connect_timeout: Duration) -> Resource {
-    let cluster = Cluster {
+/// istiod's `buildDefaultPassthroughCluster`: the mesh's `defaultTrafficPolicy`
+/// connection pool (else the empty one: the largest circuit breakers). Its upstream HTTP
+/// options are not kept: istiod applies the pool to a wrapper it never builds.
+fn passthrough(connect_timeout: Duration, pool: Option<&ConnectionPoolSettings>) -> Resource {
+    let mut cluster = Cluster {
         name: PASSTHROUGH.to_string(),
         connect_timeout: Some(connect_timeout),
         cluster_discovery_type: Some(ClusterDiscoveryType::Type(
             DiscoveryType::OriginalDst as i32,
         )),
         lb_policy: LbPolicy::ClusterProvided as i32,
-        // istiod's `buildDefaultPassthroughCluster`: the default connection pool.
-        circuit_breakers: Some(default_circuit_breakers()),
         ..Default::default()
     };
+    pool::apply(&mut cluster, &mut None, pool, None);
     Resource::new(PASSTHROUGH, &cluster)
-}
-
-fn default_circuit_breakers() -> CircuitBreakers {
-    CircuitBreakers {
-        thresholds: vec![pool::default_thresholds()],
-        ..Default::default()
-    }
 }

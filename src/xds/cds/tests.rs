@@ -517,6 +517,7 @@ spec:
 mod credential;
 mod inbound;
 mod istio_mutual;
+mod mesh_default;
 
 /// istiod's `applyDestinationRule`: the own cluster of a MESH_EXTERNAL service (the API's
 /// default `location`) carries `istio: {external: true}`, its subsets' clusters do not, and a

@@ -1408,6 +1408,26 @@ pub static CONNECTION_POOL_SETTINGS_HTTP_SETTINGS_CONNECTION_KEEPALIVE: Message 
 };
 
 // Applied: `cds::outlier`. `consecutiveErrors` is deprecated and istiod ignores it too.
+// MeshConfig's `DefaultTrafficPolicy` (istio/api `mesh/v1alpha1/config.proto`), checked by
+// `mesh::parse` (its not-applied fields are reported at load, not in the README's list of
+// networking fields). Applied: `traffic_policy::cluster_policy_in`, `traffic_policy::inbound`,
+// `cds::passthrough`.
+pub static MESH_DEFAULT_TRAFFIC_POLICY: Message = Message {
+    name: "DefaultTrafficPolicy",
+    fields: &[
+        Field {
+            name: "connectionPool",
+            kind: Kind::Message(&CONNECTION_POOL_SETTINGS),
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "outlierDetection",
+            kind: Kind::Message(&OUTLIER_DETECTION),
+            applied: Applied::Yes,
+        },
+    ],
+};
+
 pub static OUTLIER_DETECTION: Message = Message {
     name: "OutlierDetection",
     fields: &[
