@@ -2,7 +2,8 @@
 //! CDS update of its proxy). A gateway Envoy and a sidecar Envoy load, one config set at a
 //! time, what axon generates for: every DestinationRule policy axon translates (load
 //! balancers, connection pools, outlier detection, upstream TLS with certificate files that
-//! do not exist, ISTIO_MUTUAL and credentialName, ports and subsets), DNS and DNS_ROUND_ROBIN
+//! do not exist, ISTIO_MUTUAL and credentialName, ports and subsets), the sidecar's inbound
+//! clusters with the pools of its own service's rule and of its Sidecar, DNS and DNS_ROUND_ROBIN
 //! ServiceEntries without endpoints (the host resolves itself) and with a subset that selects
 //! none, the demo mesh (`config/demo/`), and, with `AXON_ISTIO_CORPUS` set, every valid file of
 //! the Istio corpus. After each set both Envoys have answered every push, and neither has
@@ -116,6 +117,47 @@ spec:
     labels: {version: nothing-has-this}
 "#;
 
+/// The sidecar's own service (its endpoint at the sidecar's IP) with a DestinationRule whose
+/// pools reach its inbound clusters, and a Sidecar with an ingress listener's pool and an
+/// `inboundConnectionPool` (istiod's `buildInboundCluster`).
+const INBOUND: &str = r#"apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: app, namespace: default}
+spec:
+  hosts: [app.default.svc.cluster.local]
+  location: MESH_INTERNAL
+  ports: [{number: 80, name: http, protocol: HTTP, targetPort: 8080}, {number: 81, name: grpc, protocol: GRPC, targetPort: 8081}]
+  resolution: STATIC
+  endpoints: [{address: 10.0.0.9}]
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: app, namespace: default}
+spec:
+  host: app.default.svc.cluster.local
+  trafficPolicy:
+    connectionPool:
+      tcp: {maxConnections: 10, connectTimeout: 1s, tcpKeepalive: {time: 10s}, maxConnectionDuration: 1h, idleTimeout: 5s}
+      http: {http1MaxPendingRequests: 5, http2MaxRequests: 50, maxRequestsPerConnection: 3, maxRetries: 2, idleTimeout: 60s, maxConcurrentStreams: 10, http2KeepAlive: {interval: 30s}, useClientProtocol: true}
+    retryBudget: {percent: 25}
+    portLevelSettings:
+    - port: {number: 81}
+      connectionPool: {http: {http2MaxRequests: 7, idleTimeout: 1s}}
+---
+apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata: {name: default, namespace: default}
+spec:
+  inboundConnectionPool: {tcp: {maxConnections: 3}, http: {http1MaxPendingRequests: 2}}
+  ingress:
+  - port: {number: 8080, protocol: HTTP, name: http}
+    defaultEndpoint: 127.0.0.1:18080
+    connectionPool: {http: {idleTimeout: 30s, maxRequestsPerConnection: 1}}
+  - port: {number: 8081, protocol: GRPC, name: grpc}
+    defaultEndpoint: 127.0.0.1:18081
+  - port: {number: 8082, protocol: TCP, name: tcp}
+"#;
+
 /// Waits until the proxy `id` (`envoy`) has handled the context `version` and answered every
 /// type axon sent it (each type's last nonce acknowledged, or refused: then axon counted it).
 /// An SDS response that reaches an Envoy holding no secret any more (the listener that
@@ -169,7 +211,15 @@ fn assert_no_rejects(envoy: &Envoy, what: &str) {
 
 /// The config sets: the policies, the demo mesh, the corpus's valid files.
 fn config_sets() -> Vec<(String, String)> {
-    let mut sets = vec![("policies".to_string(), POLICIES.to_string())];
+    let mut sets = vec![
+        ("policies".to_string(), POLICIES.to_string()),
+        ("inbound pools".to_string(), INBOUND.to_string()),
+        (
+            "inbound pools of the own service".to_string(),
+            // Without the Sidecar: the service endpoints' ports, the rule's pools.
+            INBOUND[..INBOUND.rfind("---").unwrap()].to_string(),
+        ),
+    ];
     let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/demo");
     let mut demo_files: Vec<PathBuf> = std::fs::read_dir(&demo)
         .unwrap()
@@ -223,19 +273,34 @@ fn holds_no_secret(envoy: &Envoy) -> bool {
         })
 }
 
-#[test]
-fn envoy_accepts_every_cluster_axon_generates() {
+/// Starts axon (with `mesh` as its mesh config, if any), a gateway and a sidecar Envoy, and
+/// loads each of `sets` in turn, checking that both Envoys took every update.
+fn load_every_set(
+    mesh: Option<&str>,
+    sets: Vec<(String, String)>,
+) -> (ConfigDir, Axon, Envoy, Envoy) {
     let config = ConfigDir::new();
     let gw_port = free_port();
     config.write("gateway.yaml", &gateway_yaml(gw_port));
-    let axon = Axon::start(config.path());
+    let mesh_dir = tempfile::tempdir().unwrap();
+    let mesh_path = mesh_dir.path().join("mesh.yaml");
+    let axon = match mesh {
+        Some(text) => {
+            std::fs::write(&mesh_path, text).unwrap();
+            Axon::start_with_args(
+                config.path(),
+                &["--mesh-config", mesh_path.to_str().unwrap()],
+            )
+        }
+        None => Axon::start(config.path()),
+    };
     let (gateway, _) = start_gateway_listening(&axon, &config, gw_port, CONVERGE);
     let sidecar = Envoy::start(
         axon.xds_addr(),
         EnvoyOptions::sidecar(SIDECAR_NODE_ID, &[("app", "app")], "default"),
     );
     let ids = [gateway.options.node_id.clone(), SIDECAR_NODE_ID.to_string()];
-    for (what, yaml) in config_sets() {
+    for (what, yaml) in sets {
         let before = axon.built_version();
         config.write("set.yaml", &yaml);
         let status = axon
@@ -256,6 +321,23 @@ fn envoy_accepts_every_cluster_axon_generates() {
             assert_eq!(rejects, 0.0, "{t} rejected after {what}");
         }
     }
+    (config, axon, gateway, sidecar)
+}
+
+/// The mesh's `defaultTrafficPolicy` with every field axon applies, below the policies'
+/// clusters, the inbound ones and the PassthroughCluster.
+#[test]
+fn envoy_accepts_the_clusters_of_the_meshs_default_traffic_policy() {
+    let mesh = "defaultTrafficPolicy:\n  connectionPool:\n    tcp: {maxConnections: 10, connectTimeout: 1s, tcpKeepalive: {time: 10s, interval: 2s, probes: 3}, maxConnectionDuration: 1h, idleTimeout: 5s}\n    http: {http1MaxPendingRequests: 5, http2MaxRequests: 50, maxRequestsPerConnection: 3, maxRetries: 2, idleTimeout: 60s, maxConcurrentStreams: 10, http2KeepAlive: {interval: 30s, timeout: 5s}, h2UpgradePolicy: UPGRADE}\n  outlierDetection: {consecutive5xxErrors: 3, consecutiveGatewayErrors: 2, interval: 5s, baseEjectionTime: 30s, maxEjectionPercent: 50, minHealthPercent: 10, outlierDetectionHttpErrorCodes: [500]}\n";
+    let sets = config_sets().into_iter().take(3).collect();
+    let (_config, _axon, _gateway, sidecar) = load_every_set(Some(mesh), sets);
+    let names = dynamic_cluster_names(&sidecar.config_dump());
+    assert!(names.iter().any(|n| n.starts_with("inbound|")), "{names:?}");
+}
+
+#[test]
+fn envoy_accepts_every_cluster_axon_generates() {
+    let (config, _axon, _gateway, sidecar) = load_every_set(None, config_sets());
     // The policies' clusters were there: a subset that selects no endpoint of a DNS service
     // has none (istiod leaves it out), the DNS_ROUND_ROBIN host resolves itself.
     config.write("set.yaml", POLICIES);

@@ -239,3 +239,105 @@ fn a_rule_with_a_workload_selector_applies_to_the_selected_proxies_only() {
     assert_no_rejected_updates(&canary);
     assert_no_rejected_updates(&plain);
 }
+
+/// ServiceEntry `name` (host `name.example.com`, port 443) at `location` with one endpoint
+/// on `port`, a MUTUAL rule with the given client certificate, and a route for `name.test`.
+fn located_backend(name: &str, location: &str, port: u16, tls: &str) -> String {
+    backend(name, port, tls).replace(
+        "  location: MESH_INTERNAL\n",
+        &format!("  location: {location}\n"),
+    )
+}
+
+/// istiod's `buildUpstreamTLSSettings` with `PREFER_DESTINATIONRULE_TLS_FOR_EXTERNAL_SERVICES`:
+/// a gateway whose metadata names client certificates (of a CA the upstream does not trust)
+/// uses them for a MUTUAL rule to a MESH_INTERNAL service, which the upstream refuses, and the
+/// rule's own certificate for a MESH_EXTERNAL one, which it accepts; the external service's
+/// cluster carries `istio: {external: true}`.
+#[test]
+fn to_a_mesh_external_service_the_rules_certificates_not_the_proxys_metadata_ones() {
+    let pki = Pki::new();
+    pki.issue("server", "DNS:server.example.com");
+    pki.issue("client", "URI:spiffe://cluster.local/ns/demo/sa/rule");
+    let other = Pki::new();
+    other.issue(
+        "client",
+        "URI:spiffe://cluster.local/ns/istio-system/sa/gateway",
+    );
+    let mtls = TlsEchoUpstream::start(
+        "mtls",
+        &pki.path("server.crt"),
+        &pki.path("server.key"),
+        Some(&pki.path("ca.crt")),
+    );
+    let tls = format!(
+        "{{mode: MUTUAL, caCertificates: {}, clientCertificate: {}, privateKey: {}, sni: server.example.com}}",
+        pki.file("ca.crt"),
+        pki.file("client.crt"),
+        pki.file("client.key"),
+    );
+    let config = ConfigDir::new();
+    let gw_port = free_port();
+    config.write("gateway.yaml", &gateway_yaml(gw_port));
+    config.write(
+        "mesh.yaml",
+        &documents(&[
+            located_backend("inside", "MESH_INTERNAL", mtls.port(), &tls),
+            located_backend("outside", "MESH_EXTERNAL", mtls.port(), &tls),
+        ]),
+    );
+    let axon = Axon::start(config.path());
+    let mut options = gateway_options();
+    options.extra_metadata = vec![
+        (
+            "TLS_CLIENT_CERT_CHAIN".into(),
+            other.file("client.crt").into(),
+        ),
+        ("TLS_CLIENT_KEY".into(), other.file("client.key").into()),
+        ("TLS_CLIENT_ROOT_CERT".into(), pki.file("ca.crt").into()),
+    ];
+    let (envoy, gw_port) = start_envoy_listening(
+        &axon,
+        gw_port,
+        |port| format!("0.0.0.0_{port}"),
+        |port| config.write("gateway.yaml", &gateway_yaml(port)),
+        || Envoy::start(axon.xds_addr(), options.clone()),
+        CONVERGE,
+    );
+    let get = |host: &str| {
+        http_request(
+            Envoy::local(gw_port),
+            "GET",
+            "/",
+            &[("host", host)],
+            Duration::from_secs(10),
+        )
+    };
+
+    // MESH_EXTERNAL: the rule's certificate, which the upstream's CA signed.
+    wait_for_answer("the external service", CONVERGE, "mtls", &envoy, || {
+        let r = get("outside.test");
+        (r.status, r.body)
+    });
+    let outside = dynamic_cluster(&envoy.config_dump(), "outbound|443||outside.example.com")
+        .expect("the external cluster");
+    assert_eq!(
+        outside.pointer("/metadata/filter_metadata/istio/external"),
+        Some(&serde_json::Value::Bool(true)),
+        "{outside}"
+    );
+
+    // MESH_INTERNAL: the metadata certificate, of another CA: the handshake fails.
+    let inside = get("inside.test");
+    assert_eq!(inside.status, 503, "{inside:?}");
+    let attempts = "cluster.outbound|443||inside.example.com.upstream_cx_total";
+    assert!(stat(&envoy, attempts) >= 1, "{}", describe_envoy(&envoy));
+    let cluster = dynamic_cluster(&envoy.config_dump(), "outbound|443||inside.example.com")
+        .expect("the internal cluster");
+    assert!(
+        cluster.to_string().contains(&other.file("client.crt")),
+        "the internal cluster does not use the metadata certificate: {cluster}"
+    );
+    assert!(cluster.pointer("/metadata").is_none(), "{cluster}");
+    assert_no_rejected_updates(&envoy);
+}

@@ -7,7 +7,9 @@
 use serde::Deserialize;
 use thiserror::Error;
 
-use super::istio::traffic_policy::{LocalityLbSetting, ZoneAwareLbSetting};
+use super::istio::traffic_policy::{
+    ConnectionPoolSettings, LocalityLbSetting, OutlierDetection, ZoneAwareLbSetting,
+};
 
 /// Mesh-wide defaults.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,6 +45,13 @@ pub struct MeshConfig {
     /// The mesh's trust domain: the SPIFFE identities of its workloads
     /// (`spiffe://TRUST_DOMAIN/ns/NS/sa/SA`).
     pub trust_domain: String,
+    /// `defaultTrafficPolicy.connectionPool`: the connection pool of the clusters whose
+    /// DestinationRule policy sets none (outbound and inbound clusters, and the
+    /// PassthroughCluster), istiod's `applyDefaultTrafficPolicy`.
+    pub default_connection_pool: Option<ConnectionPoolSettings>,
+    /// `defaultTrafficPolicy.outlierDetection`: the outlier detection of the outbound
+    /// clusters whose policy sets none.
+    pub default_outlier_detection: Option<OutlierDetection>,
 }
 
 impl Default for MeshConfig {
@@ -63,6 +72,8 @@ impl Default for MeshConfig {
             plaintext_secrets: true,
             outbound_registry_only: false,
             trust_domain: "cluster.local".to_string(),
+            default_connection_pool: None,
+            default_outlier_detection: None,
         }
     }
 }
@@ -122,7 +133,7 @@ pub const FIELDS: [&str; 50] = [
 ];
 
 /// The fields axon applies.
-pub const APPLIED: [&str; 10] = [
+pub const APPLIED: [&str; 11] = [
     "rootNamespace",
     "defaultServiceExportTo",
     "defaultVirtualServiceExportTo",
@@ -133,6 +144,7 @@ pub const APPLIED: [&str; 10] = [
     "connectTimeout",
     "trustDomain",
     "outboundTrafficPolicy",
+    "defaultTrafficPolicy",
 ];
 
 #[derive(Debug, Clone, PartialEq, Error)]
@@ -176,6 +188,15 @@ struct Applied {
     connect_timeout: Option<String>,
     trust_domain: Option<String>,
     outbound_traffic_policy: Option<MeshOutboundPolicy>,
+    default_traffic_policy: Option<serde_json::Value>,
+}
+
+/// `MeshConfig.DefaultTrafficPolicy`, typed once checked.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct DefaultTrafficPolicy {
+    connection_pool: Option<ConnectionPoolSettings>,
+    outlier_detection: Option<OutlierDetection>,
 }
 
 /// `MeshConfig.OutboundTrafficPolicy` (only a mode; `egressProxy` is the Sidecar's).
@@ -325,11 +346,62 @@ pub fn parse(text: &str) -> Result<MeshFile, MeshConfigError> {
             ));
         }
     }
+    if let Some(v) = applied.default_traffic_policy.filter(|v| !v.is_null()) {
+        let at = line("defaultTrafficPolicy");
+        let (policy, notes) = default_traffic_policy(&v, at).map_err(|problem| {
+            // `PATH: REASON`, the path under `defaultTrafficPolicy`.
+            let (field, reason) = problem
+                .split_once(": ")
+                .unwrap_or(("defaultTrafficPolicy", problem.as_str()));
+            MeshConfigError::Invalid {
+                field: field.to_string(),
+                line: at,
+                reason: reason.to_string(),
+            }
+        })?;
+        mesh.default_connection_pool = policy.connection_pool;
+        mesh.default_outlier_detection = policy.outlier_detection;
+        not_applied.extend(notes);
+    }
     Ok(MeshFile {
         mesh,
         trust_domain: applied.trust_domain.filter(|t| !t.is_empty()),
         not_applied,
     })
+}
+
+/// istiod's `defaultTrafficPolicy` (`connectionPool` and `outlierDetection`, as a
+/// DestinationRule's): checked against the API's fields and istiod's validation, typed, and
+/// the lines of its fields axon does not apply (`http2ProtocolOptions`, `consecutiveErrors`).
+fn default_traffic_policy(
+    value: &serde_json::Value,
+    line: usize,
+) -> Result<(DefaultTrafficPolicy, Vec<String>), String> {
+    use super::istio::schema;
+    let findings = schema::check(value, &schema::MESH_DEFAULT_TRAFFIC_POLICY);
+    let rename = |path: &str| path.replacen("spec", "defaultTrafficPolicy", 1);
+    if let Some(unknown) = findings.unknown.first() {
+        return Err(rename(unknown));
+    }
+    if let Some(reason) = super::validate::default_traffic_policy(value)
+        .into_iter()
+        .next()
+    {
+        return Err(reason);
+    }
+    let policy =
+        serde_json::from_value(value.clone()).map_err(|e| format!("defaultTrafficPolicy: {e}"))?;
+    let notes = findings
+        .not_applied
+        .iter()
+        .map(|path| {
+            format!(
+                "line {line}: {}: accepted but not applied by axon",
+                rename(path)
+            )
+        })
+        .collect();
+    Ok((policy, notes))
 }
 
 #[cfg(test)]
@@ -368,6 +440,39 @@ mod tests {
         let file = parse("outboundTrafficPolicy: {mode: ALLOW_ANY_DYNAMIC_DNS}\n").unwrap();
         assert_eq!(file.not_applied.len(), 1);
         assert!(parse("outboundTrafficPolicy: {mode: NEVER}\n").is_err());
+    }
+
+    #[test]
+    fn reads_the_default_traffic_policy_and_reports_what_it_does_not_apply() {
+        let file = parse(
+            "defaultTrafficPolicy:\n  connectionPool: {tcp: {maxConnections: 7}, http: {http2ProtocolOptions: {}}}\n  outlierDetection: {consecutive5xxErrors: 3}\n",
+        )
+        .unwrap();
+        let pool = file.mesh.default_connection_pool.unwrap();
+        assert_eq!(pool.tcp.and_then(|t| t.max_connections), Some(7));
+        let outlier = file.mesh.default_outlier_detection.unwrap();
+        assert_eq!(outlier.consecutive_5xx_errors, Some(3));
+        assert_eq!(
+            file.not_applied,
+            [
+                "line 1: defaultTrafficPolicy.connectionPool.http.http2ProtocolOptions: accepted but not applied by axon"
+            ]
+        );
+        let err = parse("defaultTrafficPolicy: {loadBalancer: {simple: RANDOM}}\n").unwrap_err();
+        assert!(
+            err.to_string().contains("unknown field `loadBalancer`"),
+            "{err}"
+        );
+        let err = parse("defaultTrafficPolicy: {outlierDetection: {maxEjectionPercent: 101}}\n")
+            .unwrap_err();
+        assert!(
+            err.to_string().starts_with("line 1: defaultTrafficPolicy"),
+            "{err}"
+        );
+        assert_eq!(
+            parse("defaultTrafficPolicy: {}\n").unwrap().mesh,
+            MeshConfig::default()
+        );
     }
 
     #[test]

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::config::{Config, ConfigKey, Spec};
 use super::host;
-use super::istio::{Labels, Resolution, ServiceEntry, WorkloadEntry};
+use super::istio::{Labels, Location, Resolution, ServiceEntry, WorkloadEntry};
 use super::visibility::ExportTo;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -33,6 +33,14 @@ pub struct Service {
     /// The ServiceEntry's `subjectAltNames`: the names a DestinationRule's `tls` checks the
     /// upstream's certificate for when it names none (istiod's `serviceAccounts`).
     pub subject_alt_names: Vec<String>,
+    /// The ServiceEntry's `location` is `MESH_EXTERNAL` (its default): istiod's
+    /// `MeshExternal`. Such a destination's clusters never use the proxy's metadata client
+    /// certificates and carry the `istio` metadata `external: true` (`cds`).
+    pub mesh_external: bool,
+    /// The ServiceEntry's `metadata.creationTimestamp` (istiod's `CreationTime`): which of the
+    /// services on one workload port is its primary one (`sidecar_scope::InboundPort`).
+    #[serde(skip)]
+    pub created: Option<i64>,
 }
 
 impl Service {
@@ -95,6 +103,8 @@ pub fn services_of(config: &Config, default_export_to: &[String]) -> Vec<Service
             export_to: ExportTo::resolve(&se.export_to, config.namespace(), default_export_to),
             source: config.key.clone(),
             subject_alt_names: se.subject_alt_names.clone(),
+            mesh_external: se.location == Location::MeshExternal,
+            created: config.created,
         })
         .collect()
 }

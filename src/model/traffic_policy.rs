@@ -7,6 +7,9 @@
 //! subset's policy, resolved for the port the same way, then overrides each part it sets, or
 //! every part when it has an entry for the port.
 //!
+//! Below the rule's policy, the mesh's `defaultTrafficPolicy` (`connectionPool` and
+//! `outlierDetection`) fills the parts it leaves out ([`cluster_policy_in`]).
+//!
 //! For a route (istiod's `HashForHTTPDestination`, `hashForService`): the consistent hash of
 //! the subset's entry for the destination port, else the subset's, else the rule's entry for
 //! the port, else the rule's, each taken only when it sets a consistent hash.
@@ -16,6 +19,7 @@ use super::istio::traffic_policy::{
     ClientTls, ConnectionPoolSettings, ConsistentHash, LoadBalancerSettings, OutlierDetection,
     ProxyProtocol, RetryBudget, TrafficPolicy,
 };
+use super::mesh::MeshConfig;
 
 /// The parts of a traffic policy that one cluster gets.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -90,13 +94,48 @@ impl<'a> ClusterPolicy<'a> {
 /// The policy of the cluster of `dr`'s host on `port`, for `subset` (`""`: the host's own
 /// cluster). A subset `dr` does not have gets the rule's policy.
 pub fn cluster_policy<'a>(dr: &'a DestinationRule, subset: &str, port: u32) -> ClusterPolicy<'a> {
+    merged(Some(dr), subset, port, ClusterPolicy::default())
+}
+
+/// [`cluster_policy`] over the mesh's `defaultTrafficPolicy` (istiod's
+/// `applyDefaultTrafficPolicy`): the rule's policy for the port (or none, without a rule)
+/// takes the mesh's `connectionPool` and `outlierDetection` where it sets none, before the
+/// subset's policy is merged over it (so a subset's port entry, which replaces every part,
+/// drops them too, as in istiod).
+pub fn cluster_policy_in<'a>(
+    mesh: &'a MeshConfig,
+    dr: Option<&'a DestinationRule>,
+    subset: &str,
+    port: u32,
+) -> ClusterPolicy<'a> {
+    let defaults = ClusterPolicy {
+        connection_pool: mesh.default_connection_pool.as_ref(),
+        outlier_detection: mesh.default_outlier_detection.as_ref(),
+        ..ClusterPolicy::default()
+    };
+    merged(dr, subset, port, defaults)
+}
+
+fn merged<'a>(
+    dr: Option<&'a DestinationRule>,
+    subset: &str,
+    port: u32,
+    defaults: ClusterPolicy<'a>,
+) -> ClusterPolicy<'a> {
     let base = dr
-        .traffic_policy
-        .as_ref()
+        .and_then(|dr| dr.traffic_policy.as_ref())
         .map(|doc| ClusterPolicy::for_port(&doc.policy, port).0);
-    let subset_policy = (!subset.is_empty())
-        .then(|| dr.subsets.iter().find(|s| s.name == subset))
-        .flatten()
+    let base = if defaults.connection_pool.is_none() && defaults.outlier_detection.is_none() {
+        base
+    } else {
+        let mut seeded = base.unwrap_or_default();
+        seeded.connection_pool = seeded.connection_pool.or(defaults.connection_pool);
+        seeded.outlier_detection = seeded.outlier_detection.or(defaults.outlier_detection);
+        Some(seeded)
+    };
+    let subset_policy = dr
+        .filter(|_| !subset.is_empty())
+        .and_then(|dr| dr.subsets.iter().find(|s| s.name == subset))
         .and_then(|s| s.traffic_policy.as_ref());
     match (base, subset_policy) {
         (base, None) => base.unwrap_or_default(),
@@ -148,6 +187,8 @@ pub fn route_hash<'a>(
 pub fn service_hash(dr: &DestinationRule, port: u32) -> Option<&ConsistentHash> {
     route_hash(dr, "", Some(port))
 }
+
+pub mod inbound;
 
 #[cfg(test)]
 mod tests;

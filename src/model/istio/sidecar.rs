@@ -13,6 +13,10 @@ pub struct Sidecar {
     #[serde(default)]
     pub ingress: Vec<serde_json::Value>,
     pub outbound_traffic_policy: Option<serde_json::Value>,
+    /// The connection pool of every inbound cluster an ingress listener's own
+    /// `connectionPool` does not set (as validated at load; read by
+    /// `traffic_policy::inbound`).
+    pub inbound_connection_pool: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -129,7 +129,7 @@ impl PushContext {
 
     /// Whether some load assignment may be ordered or weighed per proxy: a DestinationRule
     /// says so ([`DestinationRuleIndex::locality_dependent`]), or the mesh's default does
-    /// (zone-aware routing, or `distribute` rules).
+    /// (zone-aware routing, `distribute` rules, or a default outlier detection).
     pub fn locality_dependent(&self) -> bool {
         self.destination_rules.locality_dependent
             || self
@@ -142,6 +142,8 @@ impl PushContext {
                 .locality_lb_setting
                 .as_ref()
                 .is_some_and(|l| !l.distribute.is_empty() && l.enabled != Some(false))
+            // The mesh's default outlier detection turns locality failover on everywhere.
+            || self.mesh.default_outlier_detection.is_some()
     }
 
     /// Builds the next context. Without a previous one, or for a forced or unscoped full push,

@@ -9,6 +9,7 @@
 //! second listener on a port an earlier one took is skipped, as istiod. A `unix://`
 //! endpoint and `tls` are not applied (`model::applied` says so).
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use serde::Deserialize;
@@ -30,8 +31,14 @@ struct Ingress {
     default_endpoint: String,
 }
 
-/// The inbound ports of the ingress listeners `values` (as validated at load) for `proxy`.
-pub(super) fn inbound_ports(values: &[serde_json::Value], proxy: &Proxy) -> Vec<InboundPort> {
+/// The inbound ports of the ingress listeners `values` (as validated at load) for `proxy`;
+/// `primary`: the primary service of each workload port (istiod's `findOrCreateService`
+/// takes the first service target whose port is the listener's).
+pub(super) fn inbound_ports(
+    values: &[serde_json::Value],
+    proxy: &Proxy,
+    primary: &BTreeMap<u32, (String, u32)>,
+) -> Vec<InboundPort> {
     let mut out: Vec<InboundPort> = Vec::new();
     for value in values {
         let Ok(ingress) = serde_json::from_value::<Ingress>(value.clone()) else {
@@ -64,6 +71,9 @@ pub(super) fn inbound_ports(values: &[serde_json::Value], proxy: &Proxy) -> Vec<
             protocol: port.protocol.to_ascii_uppercase(),
             endpoint,
             bind,
+            service: primary
+                .get(&port.number)
+                .map(|(host, _)| (host.clone(), port.number)),
         });
     }
     out.sort();
@@ -117,7 +127,7 @@ mod tests {
         let values: Vec<serde_json::Value> = serde_norway::from_str(yaml).unwrap();
         let mut p = proxy("sidecar", ip, "a", &[]);
         p.interception_none = interception_none;
-        inbound_ports(&values, &p)
+        inbound_ports(&values, &p, &BTreeMap::new())
     }
 
     #[test]
@@ -132,18 +142,21 @@ mod tests {
                     protocol: "HTTP".into(),
                     endpoint: Some(("127.0.0.1".into(), 8080)),
                     bind: Some("127.0.0.1".into()),
+                    service: None,
                 },
                 InboundPort {
                     port: 9090,
                     protocol: "TCP".into(),
                     endpoint: Some(("10.0.0.7".into(), 7070)),
                     bind: None,
+                    service: None,
                 },
                 InboundPort {
                     port: 9092,
                     protocol: "TCP".into(),
                     endpoint: None,
                     bind: None,
+                    service: None,
                 },
             ]
         );

@@ -20,8 +20,11 @@ use super::push_context::PushContext;
 use super::push_request::PushRequest;
 use super::service::Service;
 
+mod inbound;
 mod ingress;
 mod outbound;
+
+use inbound::inbound_ports;
 
 pub use outbound::OutboundPolicy;
 
@@ -124,6 +127,11 @@ pub struct InboundPort {
     /// The address of a listener of its own (an ingress listener bound to its port); none:
     /// a filter chain of `virtualInbound`.
     pub bind: Option<String>,
+    /// The service whose DestinationRule gives the cluster its connection pool, and the port
+    /// that rule's `portLevelSettings` are looked up by (istiod's `buildInboundCluster`: the
+    /// port's first service target and its service port; for an ingress listener, the
+    /// listener's port); none: no service targets the port.
+    pub service: Option<(String, u32)>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -225,9 +233,10 @@ fn scope_key(ctx: &PushContext, proxy: &Proxy) -> String {
             gateway::workload_ports(ctx, proxy)
         ),
     };
+    // With the primary service of each port: its DestinationRule shapes the inbound cluster.
     let inbound: Vec<String> = inbound_ports(ctx, proxy)
         .iter()
-        .map(|p| format!("{}/{}", p.port, p.protocol))
+        .map(|p| format!("{}/{}/{:?}", p.port, p.protocol, p.service))
         .collect();
     let sources: Vec<String> = ctx
         .virtual_services
@@ -260,28 +269,6 @@ fn scope_key(ctx: &PushContext, proxy: &Proxy) -> String {
         rules.join(","),
         proxy.istio_agent,
     )
-}
-
-/// The ports of the proxy's own workload: service endpoints at its IP.
-fn inbound_ports(ctx: &PushContext, proxy: &Proxy) -> BTreeSet<InboundPort> {
-    if proxy.proxy_type != ProxyType::Sidecar {
-        return BTreeSet::new();
-    }
-    ctx.endpoints
-        .by_address
-        .get(&proxy.ip)
-        .into_iter()
-        .flatten()
-        .filter_map(|(host, service_port, ep_port)| {
-            let service = ctx.service(host)?;
-            Some(InboundPort {
-                port: *ep_port,
-                protocol: service.port(*service_port)?.protocol.clone(),
-                endpoint: Some(("127.0.0.1".to_string(), *ep_port)),
-                bind: None,
-            })
-        })
-        .collect()
 }
 
 /// Whether a push must reach a proxy whose scope was `old` and is now `new` (istiod's
@@ -495,9 +482,13 @@ fn finish(ctx: &PushContext, proxy: &Proxy, mut scope: SidecarScope) -> SidecarS
         .map(|(_, sc)| sc.ingress.as_slice())
         .filter(|i| !i.is_empty());
     scope.inbound = match ingress {
-        Some(listeners) => ingress::inbound_ports(listeners, proxy),
+        Some(listeners) => {
+            ingress::inbound_ports(listeners, proxy, &inbound::primary_services(ctx, proxy))
+        }
         None => inbound_ports(ctx, proxy).into_iter().collect(),
     };
+    let rules = inbound::rule_deps(ctx, proxy, &scope.inbound);
+    scope.deps.extend(rules);
     for (host, _, _) in ctx
         .endpoints
         .by_address

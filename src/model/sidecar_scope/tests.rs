@@ -166,6 +166,8 @@ fn inbound_ports_come_from_endpoints_at_the_proxy_ip() {
             protocol: "HTTP".into(),
             endpoint: Some(("127.0.0.1".into(), 80)),
             bind: None,
+            // Three services on the port, none with a creation time: the first host.
+            service: Some(("ratings.b.svc.cluster.local".into(), 80)),
         }]
     );
 }

@@ -190,3 +190,54 @@ subsets:
         "kept over the subset's port entry"
     );
 }
+
+/// istiod's `applyDefaultTrafficPolicy`: the mesh's pool and outlier detection below the
+/// rule's port policy, each replaced whole by the rule's own; then the subset's merge.
+#[test]
+fn the_meshs_default_policy_fills_what_the_rule_leaves_out() {
+    use crate::model::istio::traffic_policy::{OutlierDetection, TcpSettings};
+    use crate::model::mesh::MeshConfig;
+    let mesh = MeshConfig {
+        default_connection_pool: Some(ConnectionPoolSettings {
+            tcp: Some(TcpSettings {
+                max_connections: Some(11),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        default_outlier_detection: Some(OutlierDetection {
+            consecutive_5xx_errors: Some(4),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let outlier = |p: &ClusterPolicy| p.outlier_detection.and_then(|o| o.consecutive_5xx_errors);
+    // No rule: both defaults.
+    let none = cluster_policy_in(&mesh, None, "", 80);
+    assert_eq!(
+        (max_connections(&none), outlier(&none)),
+        (Some(11), Some(4))
+    );
+    // The rule's own pool and outlier detection win; a rule without them takes the mesh's.
+    let dr = rule(RULE);
+    let top = cluster_policy_in(&mesh, Some(&dr), "", 80);
+    assert_eq!((max_connections(&top), outlier(&top)), (Some(100), Some(7)));
+    let plain = rule("host: reviews\ntrafficPolicy: {loadBalancer: {simple: RANDOM}}\n");
+    let p = cluster_policy_in(&mesh, Some(&plain), "", 80);
+    assert_eq!((max_connections(&p), outlier(&p)), (Some(11), Some(4)));
+    assert_eq!(simple(&p), Some(SimpleLb::Random));
+    // A port entry for the port: its policy, with the defaults where it sets nothing.
+    let p = cluster_policy_in(&mesh, Some(&dr), "", 9080);
+    assert_eq!((max_connections(&p), outlier(&p)), (Some(11), Some(4)));
+    // A subset's port entry replaces every part: the defaults go too, as in istiod.
+    let subset_port = rule(
+        "host: reviews\nsubsets:\n- name: v1\n  labels: {version: v1}\n  trafficPolicy:\n    portLevelSettings:\n    - port: {number: 80}\n      loadBalancer: {simple: RANDOM}\n",
+    );
+    let p = cluster_policy_in(&mesh, Some(&subset_port), "v1", 80);
+    assert_eq!((max_connections(&p), outlier(&p)), (None, None));
+    // Without defaults it is `cluster_policy`.
+    assert_eq!(
+        cluster_policy_in(&MeshConfig::default(), Some(&dr), "v1", 80),
+        cluster_policy(&dr, "v1", 80)
+    );
+}

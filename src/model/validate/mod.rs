@@ -53,6 +53,14 @@ pub fn locality_lb_setting(value: &serde_json::Value) -> Vec<String> {
     errs.0
 }
 
+/// istiod's checks of the mesh config's `defaultTrafficPolicy` (a DestinationRule's, for its
+/// `connectionPool` and `outlierDetection`): the reasons it fails.
+pub fn default_traffic_policy(value: &serde_json::Value) -> Vec<String> {
+    let mut errs = fields::Errors(Vec::new());
+    traffic_policy::default_traffic_policy(&mut errs, "defaultTrafficPolicy", value);
+    errs.0
+}
+
 /// istiod's checks of a `zoneAwareLbSetting` (also the mesh config's): the reasons it fails.
 pub fn zone_aware_lb_setting(value: &serde_json::Value) -> Vec<String> {
     let mut errs = fields::Errors(Vec::new());

@@ -142,6 +142,26 @@ struct ProxyProtocol {
     version: Option<String>,
 }
 
+/// The mesh config's `defaultTrafficPolicy`: its connection pool and outlier detection,
+/// checked as a DestinationRule's.
+pub(super) fn default_traffic_policy(errs: &mut Errors, path: &str, value: &Value) {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct DefaultTrafficPolicy {
+        connection_pool: Option<ConnectionPool>,
+        outlier_detection: Option<OutlierDetection>,
+    }
+    let Some(policy) = typed::<DefaultTrafficPolicy>(errs, path, value) else {
+        return;
+    };
+    if let Some(pool) = &policy.connection_pool {
+        connection_pool(errs, &format!("{path}.connectionPool"), pool);
+    }
+    if let Some(outlier) = &policy.outlier_detection {
+        outlier_detection(errs, &format!("{path}.outlierDetection"), outlier);
+    }
+}
+
 pub(super) fn traffic_policy(errs: &mut Errors, path: &str, value: &Value) {
     if value.as_object().is_some_and(|o| o.is_empty()) {
         errs.add(path, "traffic policy must have at least one field");

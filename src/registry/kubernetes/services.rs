@@ -4,7 +4,8 @@
 //! Owned by the ServiceRegistry, which feeds it watch events (apply, delete, and the
 //! init/init-apply/init-done of a list or relist, per kind). Translation follows istiod:
 //! host `NAME.NAMESPACE.svc.DOMAIN`; port protocol from `appProtocol` or the port name
-//! ([`super::protocol`]); `MESH_INTERNAL`; `STATIC` with inline endpoints from the ready
+//! ([`super::protocol`]); `MESH_INTERNAL` (an ExternalName Service `MESH_EXTERNAL`, as
+//! istiod's); `STATIC` with inline endpoints from the ready
 //! endpoints of the Service's EndpointSlices (all of them with `publishNotReadyAddresses`),
 //! each with its Pod's labels (so DestinationRule subsets work), service account and
 //! locality (`region/zone/subzone` from the Pod's `istio-locality` label, else the Pod's

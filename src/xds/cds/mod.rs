@@ -6,7 +6,9 @@
 //! DestinationRule policy merged for its port and subset (`model::traffic_policy`), applied as
 //! istiod's `applyTrafficPolicy` does: the connection pool (`pool`), outlier detection
 //! (`outlier`), the load balancer (`lb`), upstream TLS (`tls`) and the PROXY protocol
-//! (`proxy_protocol`).
+//! (`proxy_protocol`). A MESH_EXTERNAL service (`Service::mesh_external`, the ServiceEntry's
+//! `location`) is what istiod makes of it: its TLS never takes the proxy's metadata client
+//! certificates, and its own cluster carries the `istio` metadata `external: true`.
 
 mod grpc;
 mod lb;
@@ -19,31 +21,33 @@ mod tests;
 mod tls;
 
 use envoy_types::pb::envoy::config::cluster::v3::{
-    CircuitBreakers, Cluster,
+    Cluster,
     cluster::{
         ClusterDiscoveryType, CommonLbConfig, DiscoveryType, DnsLookupFamily, EdsClusterConfig,
         LbPolicy,
     },
 };
-use envoy_types::pb::envoy::config::core::v3::Http2ProtocolOptions;
 use envoy_types::pb::envoy::config::core::v3::{
     AggregatedConfigSource, ApiVersion, ConfigSource, config_source::ConfigSourceSpecifier,
 };
+use envoy_types::pb::envoy::config::core::v3::{Http2ProtocolOptions, Metadata};
 use envoy_types::pb::envoy::extensions::upstreams::http::v3::HttpProtocolOptions;
 use envoy_types::pb::envoy::extensions::upstreams::http::v3::http_protocol_options::{
     ExplicitHttpConfig, UpstreamProtocolOptions, explicit_http_config::ProtocolConfig,
 };
-use envoy_types::pb::google::protobuf::Duration;
+use envoy_types::pb::google::protobuf::{Duration, Value, value::Kind};
 
 use super::eds;
 use super::resource::Resource;
+use crate::model::istio::traffic_policy::ConnectionPoolSettings;
 use crate::model::istio::{DestinationRule, Resolution};
 use crate::model::locality::LbSetting;
 use crate::model::proxy::{Proxy, ProxyType};
 use crate::model::push_context::PushContext;
 use crate::model::service::{Service, outbound_cluster_name};
 use crate::model::sidecar_scope::SidecarScope;
-use crate::model::traffic_policy::cluster_policy;
+use crate::model::traffic_policy::cluster_policy_in;
+use crate::model::traffic_policy::inbound::{InboundPolicy, inbound_policy};
 
 /// istiod's default connect timeout.
 /// The mesh's `connectTimeout` (istiod's default 10 s), of clusters whose DestinationRule
@@ -59,13 +63,18 @@ fn mesh_connect_timeout(ctx: &PushContext) -> Duration {
 pub fn generate(ctx: &PushContext, proxy: &Proxy, scope: &SidecarScope) -> Vec<Resource> {
     let mut out = vec![black_hole(mesh_connect_timeout(ctx))];
     if proxy.proxy_type == ProxyType::Sidecar {
-        out.push(passthrough(mesh_connect_timeout(ctx)));
+        out.push(passthrough(
+            mesh_connect_timeout(ctx),
+            ctx.mesh.default_connection_pool.as_ref(),
+        ));
         for inbound in &scope.inbound {
             let name = inbound_cluster_name(inbound.port);
+            let policy = inbound_policy(ctx, proxy, scope, inbound);
             out.push(inbound_cluster(
                 &name,
                 inbound.endpoint.as_ref(),
                 mesh_connect_timeout(ctx),
+                &policy,
             ));
         }
     }
@@ -92,9 +101,7 @@ pub fn generate(ctx: &PushContext, proxy: &Proxy, scope: &SidecarScope) -> Vec<R
                 };
                 // A proxyless gRPC client (`xds::grpc::is_grpc`, which imports this module).
                 if proxy.generator.as_deref() == Some("grpc") {
-                    let policy = dr
-                        .map(|dr| cluster_policy(dr, subset, port.number))
-                        .unwrap_or_default();
+                    let policy = cluster_policy_in(&ctx.mesh, dr, subset, port.number);
                     grpc::for_grpc(&mut cluster, &policy, is_http2(&port.protocol));
                 }
                 out.push(Resource::new(name, &cluster));
@@ -115,7 +122,7 @@ pub fn ads_config_source() -> ConfigSource {
 
 /// istiod's `buildCluster` and `applyDestinationRule` for one cluster: the discovery type of
 /// the service's resolution, HTTP/2 for HTTP/2 ports, then the traffic policy `dr` gives the
-/// cluster ([`cluster_policy`]; none: istiod's defaults, LEAST_REQUEST and the largest
+/// cluster ([`cluster_policy_in`]: over the mesh's `defaultTrafficPolicy`; none: istiod's defaults, LEAST_REQUEST and the largest
 /// circuit breakers), and the EDS config if the cluster is still an EDS one. `None` for a
 /// DNS cluster without endpoints (a subset that selects none), which istiod leaves out: Envoy
 /// rejects a LOGICAL_DNS cluster without exactly one endpoint, and with it the whole update.
@@ -128,9 +135,7 @@ fn to_cluster(
     proxy: &Proxy,
     dr: Option<&DestinationRule>,
 ) -> Option<Cluster> {
-    let policy = dr
-        .map(|dr| cluster_policy(dr, subset, port))
-        .unwrap_or_default();
+    let policy = cluster_policy_in(&ctx.mesh, dr, subset, port);
     let mut cluster = Cluster {
         name: name.to_string(),
         connect_timeout: Some(mesh_connect_timeout(ctx)),
@@ -227,11 +232,15 @@ fn to_cluster(
             istio_agent: proxy.istio_agent,
             sni: &sni,
             service_accounts: &service_accounts,
-            // `location` is not applied (README): every service counts as in the mesh.
-            mesh_external: false,
+            mesh_external: service.mesh_external,
         },
     );
     proxy_protocol::apply(&mut cluster, policy.proxy_protocol);
+    // istiod's `applyDestinationRule`: the service's own cluster (not a subset's) of a
+    // MESH_EXTERNAL service is marked for the metadata exchange to skip.
+    if service.mesh_external && subset.is_empty() {
+        mark_external(&mut cluster);
+    }
     if discovery_type(&cluster) == Some(DiscoveryType::OriginalDst) {
         cluster.lb_policy = LbPolicy::ClusterProvided as i32;
     }
@@ -242,19 +251,25 @@ fn to_cluster(
             service_name: name.to_string(),
         });
     }
-    if let Some(mut http) = http {
-        // Envoy requires an upstream protocol: HTTP/1.1 unless one is set.
-        if http.upstream_protocol_options.is_none() {
-            http.upstream_protocol_options = Some(pool::explicit(
-                ProtocolConfig::HttpProtocolOptions(Default::default()),
-            ));
-        }
-        cluster.typed_extension_protocol_options.insert(
-            HTTP_PROTOCOL_OPTIONS.to_string(),
-            super::resource::any(&http),
-        );
-    }
+    insert_http_options(&mut cluster, http);
     Some(cluster)
+}
+
+/// istiod's `getOrCreateIstioMetadata(...).Fields["external"] = true`: the `istio` filter
+/// metadata of a MESH_EXTERNAL service's cluster.
+fn mark_external(cluster: &mut Cluster) {
+    let istio = cluster
+        .metadata
+        .get_or_insert_with(Metadata::default)
+        .filter_metadata
+        .entry("istio".to_string())
+        .or_default();
+    istio.fields.insert(
+        "external".to_string(),
+        Value {
+            kind: Some(Kind::BoolValue(true)),
+        },
+    );
 }
 
 fn discovery_type(cluster: &Cluster) -> Option<DiscoveryType> {
@@ -317,19 +332,20 @@ fn black_hole(connect_timeout: Duration) -> Resource {
 
 /// An inbound cluster: static to `endpoint`, or, for a Sidecar ingress listener without
 /// `defaultEndpoint`, to the original destination (istiod's `buildInboundCluster` with no
-/// endpoint address).
+/// endpoint address); with the connection pool `policy` gives it (istiod's
+/// `applyTrafficPolicy` inbound: the pool and retry budget only, no HTTP/2 upgrade).
 fn inbound_cluster(
     name: &str,
     endpoint: Option<&(String, u32)>,
     connect_timeout: Duration,
+    policy: &InboundPolicy,
 ) -> Resource {
-    let cluster = match endpoint {
+    let mut cluster = match endpoint {
         Some((address, port)) => Cluster {
             name: name.to_string(),
             connect_timeout: Some(connect_timeout),
             cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Static as i32)),
             load_assignment: Some(eds::load_assignment_at(name, address, *port)),
-            circuit_breakers: Some(default_circuit_breakers()),
             ..Default::default()
         },
         None => Cluster {
@@ -339,31 +355,48 @@ fn inbound_cluster(
                 DiscoveryType::OriginalDst as i32,
             )),
             lb_policy: LbPolicy::ClusterProvided as i32,
-            circuit_breakers: Some(default_circuit_breakers()),
             ..Default::default()
         },
     };
+    let mut http = None;
+    pool::apply(
+        &mut cluster,
+        &mut http,
+        policy.connection_pool.as_ref(),
+        policy.retry_budget.as_ref(),
+    );
+    insert_http_options(&mut cluster, http);
     Resource::new(name, &cluster)
 }
 
-fn passthrough(connect_timeout: Duration) -> Resource {
-    let cluster = Cluster {
+/// Puts `http` (if any) on the cluster; Envoy requires an upstream protocol: HTTP/1.1 unless
+/// one is set.
+fn insert_http_options(cluster: &mut Cluster, http: Option<HttpProtocolOptions>) {
+    let Some(mut http) = http else { return };
+    if http.upstream_protocol_options.is_none() {
+        http.upstream_protocol_options = Some(pool::explicit(ProtocolConfig::HttpProtocolOptions(
+            Default::default(),
+        )));
+    }
+    cluster.typed_extension_protocol_options.insert(
+        HTTP_PROTOCOL_OPTIONS.to_string(),
+        super::resource::any(&http),
+    );
+}
+
+/// istiod's `buildDefaultPassthroughCluster`: the mesh's `defaultTrafficPolicy`
+/// connection pool (else the empty one: the largest circuit breakers). Its upstream HTTP
+/// options are not kept: istiod applies the pool to a wrapper it never builds.
+fn passthrough(connect_timeout: Duration, pool: Option<&ConnectionPoolSettings>) -> Resource {
+    let mut cluster = Cluster {
         name: PASSTHROUGH.to_string(),
         connect_timeout: Some(connect_timeout),
         cluster_discovery_type: Some(ClusterDiscoveryType::Type(
             DiscoveryType::OriginalDst as i32,
         )),
         lb_policy: LbPolicy::ClusterProvided as i32,
-        // istiod's `buildDefaultPassthroughCluster`: the default connection pool.
-        circuit_breakers: Some(default_circuit_breakers()),
         ..Default::default()
     };
+    pool::apply(&mut cluster, &mut None, pool, None);
     Resource::new(PASSTHROUGH, &cluster)
-}
-
-fn default_circuit_breakers() -> CircuitBreakers {
-    CircuitBreakers {
-        thresholds: vec![pool::default_thresholds()],
-        ..Default::default()
-    }
 }

@@ -515,4 +515,44 @@ spec:
 }
 
 mod credential;
+mod inbound;
 mod istio_mutual;
+mod mesh_default;
+
+/// istiod's `applyDestinationRule`: the own cluster of a MESH_EXTERNAL service (the API's
+/// default `location`) carries `istio: {external: true}`, its subsets' clusters do not, and a
+/// MESH_INTERNAL service's none.
+#[test]
+fn a_mesh_external_service_cluster_is_marked_external() {
+    use envoy_types::pb::google::protobuf::value::Kind;
+    let external = |c: &Cluster| {
+        c.metadata
+            .as_ref()
+            .and_then(|m| m.filter_metadata.get("istio"))
+            .and_then(|s| s.fields.get("external"))
+            .map(|v| v.kind.clone())
+    };
+    let rule = "  host: shop.example.com\n  subsets: [{name: v1, labels: {version: v1}}]\n";
+    let cs = clusters(rule);
+    assert_eq!(external(&cs[PLAIN]), Some(Some(Kind::BoolValue(true))));
+    assert_eq!(external(&cs["outbound|80|v1|shop.example.com"]), None);
+
+    let yaml = format!(
+        "{}---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {{name: dr, namespace: shop}}\nspec:\n{rule}",
+        SERVICES.replace(
+            "  resolution: STATIC\n",
+            "  resolution: STATIC\n  location: MESH_INTERNAL\n"
+        )
+    );
+    let ctx = context(&yaml);
+    let gw = proxy("router", "10.1.0.1", "shop", &[("istio", "ingressgateway")]);
+    let scope = SidecarScope::compute(&ctx, &gw);
+    let internal: Vec<Cluster> = generate(&ctx, &gw, &scope)
+        .iter()
+        .map(|r| Cluster::decode(r.value.as_ref()).unwrap())
+        .collect();
+    assert!(
+        internal.iter().all(|c| c.metadata.is_none()),
+        "{internal:?}"
+    );
+}

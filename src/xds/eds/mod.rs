@@ -20,7 +20,7 @@ use crate::model::locality::{LbSetting, Locality};
 use crate::model::proxy::Proxy;
 use crate::model::push_context::PushContext;
 use crate::model::service::{Endpoint, labels_match, parse_outbound_cluster_name};
-use crate::model::traffic_policy::cluster_policy;
+use crate::model::traffic_policy::cluster_policy_in;
 
 mod locality;
 
@@ -67,10 +67,12 @@ pub fn per_proxy_setting<R>(
         return None;
     }
     let chosen = ctx.destination_rule_for_workload(host, &proxy.namespace, Some(&proxy.labels));
-    let policy = chosen
-        .as_ref()
-        .map(|c| cluster_policy(&c.rule, subset, port))
-        .unwrap_or_default();
+    let policy = cluster_policy_in(
+        &ctx.mesh,
+        chosen.as_ref().map(|c| c.rule.as_ref()),
+        subset,
+        port,
+    );
     let outlier = policy.outlier_detection.is_some();
     let setting = LbSetting::effective(policy.load_balancer, &ctx.mesh)?;
     setting.per_proxy(outlier).then(|| f(setting, outlier))

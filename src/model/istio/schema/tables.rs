@@ -1254,8 +1254,9 @@ pub static WARMUP_CONFIGURATION: Message = Message {
     ],
 };
 
-// Applied for DestinationRules: `cds::pool` (a Sidecar's ingress `connectionPool` is
-// reported whole, by its parent field).
+// Applied: `cds::pool`, for DestinationRules' outbound clusters and, as istiod, the inbound
+// ones (`traffic_policy::inbound`: the own service's rule, a Sidecar's `inboundConnectionPool`
+// and ingress listeners' `connectionPool`).
 pub static CONNECTION_POOL_SETTINGS: Message = Message {
     name: "ConnectionPoolSettings",
     fields: &[
@@ -1407,6 +1408,26 @@ pub static CONNECTION_POOL_SETTINGS_HTTP_SETTINGS_CONNECTION_KEEPALIVE: Message 
 };
 
 // Applied: `cds::outlier`. `consecutiveErrors` is deprecated and istiod ignores it too.
+// MeshConfig's `DefaultTrafficPolicy` (istio/api `mesh/v1alpha1/config.proto`), checked by
+// `mesh::parse` (its not-applied fields are reported at load, not in the README's list of
+// networking fields). Applied: `traffic_policy::cluster_policy_in`, `traffic_policy::inbound`,
+// `cds::passthrough`.
+pub static MESH_DEFAULT_TRAFFIC_POLICY: Message = Message {
+    name: "DefaultTrafficPolicy",
+    fields: &[
+        Field {
+            name: "connectionPool",
+            kind: Kind::Message(&CONNECTION_POOL_SETTINGS),
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "outlierDetection",
+            kind: Kind::Message(&OUTLIER_DETECTION),
+            applied: Applied::Yes,
+        },
+    ],
+};
+
 pub static OUTLIER_DETECTION: Message = Message {
     name: "OutlierDetection",
     fields: &[
@@ -1876,10 +1897,12 @@ pub static SERVICE_ENTRY: Message = Message {
             kind: Kind::Message(&SERVICE_PORT),
             applied: Applied::Yes,
         },
+        // Applied: `service::services_of` (`Service::mesh_external`: `cds::tls`, the `istio`
+        // cluster metadata in `cds::to_cluster`).
         Field {
             name: "location",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // Applied: `service::services_of` (the cluster type in `cds::to_cluster`),
         // `push_context::endpoints::service_endpoints`.
@@ -2212,10 +2235,11 @@ pub static SIDECAR: Message = Message {
             kind: Kind::Message(&ISTIO_EGRESS_LISTENER),
             applied: Applied::Yes,
         },
+        // Applied: `traffic_policy::inbound` (`cds::inbound_cluster`).
         Field {
             name: "inboundConnectionPool",
             kind: Kind::Message(&CONNECTION_POOL_SETTINGS),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // Applied: `sidecar_scope::OutboundPolicy` (`lds::fallthrough_cluster`,
         // `rds::catch_all_virtual_host`).
@@ -2261,10 +2285,11 @@ pub static ISTIO_INGRESS_LISTENER: Message = Message {
             kind: Kind::Message(&SERVER_TLS_SETTINGS),
             applied: Applied::No,
         },
+        // Applied: `traffic_policy::inbound` (`cds::inbound_cluster`).
         Field {
             name: "connectionPool",
             kind: Kind::Message(&CONNECTION_POOL_SETTINGS),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
     ],
 };

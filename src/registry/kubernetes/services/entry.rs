@@ -26,7 +26,11 @@ impl ServiceObjectIndex {
                 _ => Vec::new(),
             },
             ports: svc.ports.clone(),
-            location: Location::MeshInternal,
+            // istiod's `MeshExternal: len(externalName) > 0` (kube `conversion.go`).
+            location: match svc.shape {
+                Shape::ExternalName(_) => Location::MeshExternal,
+                _ => Location::MeshInternal,
+            },
             resolution,
             endpoints,
             workload_selector: None,

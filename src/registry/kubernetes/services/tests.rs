@@ -345,6 +345,9 @@ fn headless_external_name_and_publish_not_ready() {
     assert_eq!(ext.resolution, Resolution::Dns);
     assert_eq!(addresses(ext), ["db.example.com"]);
     assert_eq!(ext.ports[0].protocol, "HTTPS");
+    // istiod's `MeshExternal` for an ExternalName Service; the others are in the mesh.
+    assert_eq!(ext.location, Location::MeshExternal);
+    assert_eq!(pg.location, Location::MeshInternal);
     assert_eq!(addresses(entry(&configs, "db", "all")), ["10.2.0.9"]);
 
     // Deleting the Service removes its entry; its slices stay held for a new Service.

@@ -6,13 +6,27 @@ use super::*;
 use crate::model::proxy::MetadataCerts;
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::CommonTlsContext;
 
-/// `SERVICES` with a service account on the endpoint, and an ISTIO_MUTUAL rule (`tls` is its
-/// `tls` flow mapping).
+/// `SERVICES` in the mesh (`MESH_INTERNAL`) with a service account on the endpoint, and an
+/// ISTIO_MUTUAL rule (`tls` is its `tls` flow mapping).
 fn clusters_for(proxy: &Proxy, tls: &str) -> std::collections::BTreeMap<String, Cluster> {
-    let services = SERVICES.replace(
-        "endpoints: [{address: 10.0.0.1, labels: {version: v1}}]",
-        "endpoints: [{address: 10.0.0.1, labels: {version: v1}, serviceAccount: shop-sa}]",
-    );
+    clusters_at(proxy, tls, "MESH_INTERNAL")
+}
+
+/// [`clusters_for`] with the ServiceEntry's `location`.
+fn clusters_at(
+    proxy: &Proxy,
+    tls: &str,
+    location: &str,
+) -> std::collections::BTreeMap<String, Cluster> {
+    let services = SERVICES
+        .replace(
+            "endpoints: [{address: 10.0.0.1, labels: {version: v1}}]",
+            "endpoints: [{address: 10.0.0.1, labels: {version: v1}, serviceAccount: shop-sa}]",
+        )
+        .replace(
+            "  resolution: STATIC\n",
+            &format!("  resolution: STATIC\n  location: {location}\n"),
+        );
     let yaml = format!(
         "{services}---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {{name: dr, namespace: shop}}\nspec:\n  host: shop.example.com\n  trafficPolicy: {{tls: {tls}}}\n  subsets: [{{name: v1, labels: {{version: v1}}}}]\n"
     );
@@ -132,6 +146,53 @@ fn with_metadata_certificates_it_is_mutual_with_those_files() {
     let cs = clusters_for(&gw, "{mode: SIMPLE, sni: s.example.com}");
     let common = tls_context(&cs[PLAIN]).common_tls_context.unwrap();
     assert!(common.tls_certificate_sds_secret_configs.is_empty());
+}
+
+/// istiod's `PREFER_DESTINATIONRULE_TLS_FOR_EXTERNAL_SERVICES` (on by default): to a
+/// MESH_EXTERNAL service the rule's own settings win over the metadata certificates.
+#[test]
+fn to_a_mesh_external_service_the_rules_certificates_win_over_the_metadata_ones() {
+    let mut gw = gateway();
+    gw.client_certs = Some(MetadataCerts {
+        cert_chain: "/certs/chain.pem".into(),
+        key: "/certs/key.pem".into(),
+        root_cert: "/certs/root.pem".into(),
+    });
+    let mutual = "{mode: MUTUAL, clientCertificate: /other.pem, privateKey: /other.key, caCertificates: /other-ca.pem}";
+    let cs = clusters_at(&gw, mutual, "MESH_EXTERNAL");
+    let common = tls_context(&cs[PLAIN]).common_tls_context.unwrap();
+    assert_eq!(
+        common.tls_certificate_sds_secret_configs[0].name,
+        "file-cert:/other.pem~/other.key"
+    );
+    let Some(ValidationContextType::CombinedValidationContext(v)) = &common.validation_context_type
+    else {
+        panic!("{common:?}")
+    };
+    assert_eq!(
+        v.validation_context_sds_secret_config
+            .as_ref()
+            .unwrap()
+            .name,
+        "file-root:/other-ca.pem"
+    );
+    // ISTIO_MUTUAL stays ISTIO_MUTUAL: without the agent, no TLS (not the metadata files).
+    let cs = clusters_at(&gw, "{mode: ISTIO_MUTUAL}", "MESH_EXTERNAL");
+    assert!(cs[PLAIN].transport_socket.is_none());
+    // No `location` is MESH_EXTERNAL, the API's default.
+    let cs = clusters_at(&gw, mutual, "MESH_EXTERNAL")
+        .remove(PLAIN)
+        .unwrap();
+    let default = context(&format!(
+        "{SERVICES}---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {{name: dr, namespace: shop}}\nspec:\n  host: shop.example.com\n  trafficPolicy: {{tls: {mutual}}}\n"
+    ));
+    let scope = SidecarScope::compute(&default, &gw);
+    let plain = generate(&default, &gw, &scope)
+        .iter()
+        .map(|r| Cluster::decode(r.value.as_ref()).unwrap())
+        .find(|c| c.name == PLAIN)
+        .unwrap();
+    assert_eq!(plain.transport_socket, cs.transport_socket);
 }
 
 #[test]

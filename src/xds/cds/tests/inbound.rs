@@ -1,0 +1,106 @@
+//! A sidecar's inbound clusters with the connection pool istiod gives them: the circuit
+//! breakers, connect timeout and upstream HTTP options of the pool its own service's
+//! DestinationRule (or its Sidecar) sets, and nothing of the rule's other parts.
+
+use super::*;
+
+const OWN: &str = "
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: app, namespace: shop}
+spec:
+  hosts: [app.shop.svc.cluster.local]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  ports: [{number: 80, name: http, protocol: HTTP, targetPort: 8080}]
+  endpoints: [{address: 10.0.0.5}]
+";
+
+/// The sidecar at 10.0.0.5's cluster `inbound|8080||` with `more` configs.
+fn inbound(more: &str) -> Cluster {
+    let ctx = context(&format!("{OWN}---\n{more}"));
+    let sidecar = proxy("sidecar", "10.0.0.5", "shop", &[("app", "app")]);
+    let scope = SidecarScope::compute(&ctx, &sidecar);
+    generate(&ctx, &sidecar, &scope)
+        .iter()
+        .map(|r| Cluster::decode(r.value.as_ref()).unwrap())
+        .find(|c| c.name == "inbound|8080||")
+        .expect("the inbound cluster")
+}
+
+#[test]
+fn the_own_services_rule_sets_the_inbound_pool() {
+    let c = inbound(
+        "apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: app, namespace: shop}
+spec:
+  host: app.shop.svc.cluster.local
+  trafficPolicy:
+    loadBalancer: {simple: RANDOM}
+    outlierDetection: {consecutive5xxErrors: 1}
+    tls: {mode: SIMPLE}
+    connectionPool:
+      tcp: {maxConnections: 2, connectTimeout: 3s}
+      http: {http1MaxPendingRequests: 1, http2MaxRequests: 4, maxRetries: 5, idleTimeout: 30s}
+",
+    );
+    let t = &c.circuit_breakers.as_ref().unwrap().thresholds[0];
+    assert_eq!(t.max_connections.unwrap().value, 2);
+    assert_eq!(t.max_pending_requests.unwrap().value, 1);
+    assert_eq!(t.max_requests.unwrap().value, 4);
+    assert_eq!(t.max_retries.unwrap().value, 5);
+    assert!(t.track_remaining);
+    assert_eq!(c.connect_timeout.unwrap().seconds, 3);
+    let http = http_options(&c);
+    assert_eq!(
+        http.common_http_protocol_options
+            .unwrap()
+            .idle_timeout
+            .unwrap()
+            .seconds,
+        30
+    );
+    // Envoy requires an upstream protocol: HTTP/1.1, no upgrade inbound.
+    assert!(matches!(
+        http.upstream_protocol_options,
+        Some(UpstreamProtocolOptions::ExplicitHttpConfig(
+            ExplicitHttpConfig {
+                protocol_config: Some(ProtocolConfig::HttpProtocolOptions(_))
+            }
+        ))
+    ));
+    // Only the pool applies inbound.
+    assert!(c.outlier_detection.is_none() && c.transport_socket.is_none());
+    assert_eq!(c.lb_policy, LbPolicy::RoundRobin as i32);
+}
+
+#[test]
+fn without_a_pool_the_largest_circuit_breakers_and_no_http_options() {
+    let c = inbound("");
+    let t = &c.circuit_breakers.as_ref().unwrap().thresholds[0];
+    assert_eq!(t.max_pending_requests.unwrap().value, u32::MAX);
+    assert!(c.typed_extension_protocol_options.is_empty());
+    assert_eq!(c.connect_timeout.unwrap().seconds, 10);
+}
+
+#[test]
+fn the_sidecars_inbound_pool_wins_over_the_rule() {
+    let c = inbound(
+        "apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: app, namespace: shop}
+spec:
+  host: app.shop.svc.cluster.local
+  trafficPolicy: {connectionPool: {http: {http1MaxPendingRequests: 1}}}
+---
+apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata: {name: default, namespace: shop}
+spec:
+  inboundConnectionPool: {http: {http1MaxPendingRequests: 9}}
+",
+    );
+    let t = &c.circuit_breakers.as_ref().unwrap().thresholds[0];
+    assert_eq!(t.max_pending_requests.unwrap().value, 9);
+}
