@@ -505,3 +505,5 @@ fn delta_pushes_send_only_changed_resources() {
         "a weight change sends the one route configuration that changed"
     );
 }
+
+mod versions;
