@@ -1,8 +1,9 @@
 //! End-to-end: a real gateway Envoy whose `xds-grpc` cluster lists two axon replicas on one
 //! config directory. The replica it holds is killed (`kill -9`); Envoy reconnects to the
-//! other, naming the versions it has, which are that replica's too (content hashes): it is
-//! sent nothing, applies nothing, rejects nothing, stays synced and serves every request;
-//! the next change reaches it through the survivor.
+//! other, naming the versions it has, which are that replica's too (content hashes). With
+//! SotW it is sent nothing and applies nothing; with Delta it is sent the empty answers the
+//! protocol requires, no resource. Either way it rejects nothing, stays synced and serves
+//! every request, and the next change reaches it through the survivor.
 
 #[path = "support/scenario.rs"]
 mod scenario;
@@ -32,6 +33,21 @@ fn applied_updates(envoy: &Envoy) -> u64 {
         .sum()
 }
 
+/// The sum over the types of the `axon` metric `name` (a counter, or a histogram's `_sum`).
+fn over_types(axon: &Axon, name: &str) -> f64 {
+    axon.metrics()
+        .lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// The bytes of the resources `axon` sent (`pilot_xds_config_size_bytes`, as istiod's: the
+/// resources of each response, not its header).
+fn bytes_sent(axon: &Axon) -> f64 {
+    over_types(axon, "pilot_xds_config_size_bytes_sum")
+}
+
 /// Whether `axon` holds the gateway's stream, synced.
 fn holds(axon: &Axon) -> bool {
     axon.connections()
@@ -40,7 +56,16 @@ fn holds(axon: &Axon) -> bool {
 }
 
 #[test]
-fn an_envoy_moved_to_another_replica_is_sent_nothing_and_stays_synced() {
+fn a_sotw_envoy_moved_to_another_replica_is_sent_nothing_and_stays_synced() {
+    move_envoy(false);
+}
+
+#[test]
+fn a_delta_envoy_moved_to_another_replica_is_sent_no_resource_and_stays_synced() {
+    move_envoy(true);
+}
+
+fn move_envoy(delta: bool) {
     let v1 = Upstream::start("backend-v1");
     let v2 = Upstream::start("backend-v2");
     let config = ConfigDir::new();
@@ -50,7 +75,11 @@ fn an_envoy_moved_to_another_replica_is_sent_nothing_and_stays_synced() {
     config.write("routes.yaml", &routes_yaml("v1"));
     let a = Axon::start(config.path());
     let b = Axon::start(config.path());
-    let mut options = gateway_options();
+    let mut options = if delta {
+        gateway_options().delta()
+    } else {
+        gateway_options()
+    };
     options.xds_retry_back_off = Some(("0.1s".to_string(), "0.5s".to_string()));
     options.more_xds = vec![b.xds_addr()];
     let (envoy, gw_port) = start_envoy_listening(
@@ -84,6 +113,8 @@ fn an_envoy_moved_to_another_replica_is_sent_nothing_and_stays_synced() {
         "the survivor built the same configs"
     );
     let applied = applied_updates(&envoy);
+    let first_sync = bytes_sent(&holder);
+    assert_eq!(bytes_sent(&survivor), 0.0, "the survivor served nobody yet");
 
     // Traffic through Envoy while its control plane dies.
     let stop = Arc::new(AtomicBool::new(false));
@@ -110,19 +141,34 @@ fn an_envoy_moved_to_another_replica_is_sent_nothing_and_stays_synced() {
         .expect("the gateway on the survivor");
     let types = entry["types"].as_array().cloned().unwrap_or_default();
     assert_eq!(types.len(), 4, "CDS, EDS, LDS, RDS: {entry}");
-    for t in &types {
+    let moved_bytes = bytes_sent(&survivor);
+    eprintln!(
+        "[replicas] delta={delta}: the first sync sent {first_sync} bytes; the move {moved_bytes}"
+    );
+    assert!(first_sync > 1000.0, "the first sync sent the resources");
+    assert_eq!(moved_bytes, 0.0, "no resource sent on moving");
+    if delta {
+        // The protocol answers the first request of each type: four empty responses.
+        assert!(
+            over_types(&survivor, "pilot_xds_pushes") >= 4.0,
+            "{}",
+            survivor.metrics()
+        );
+    } else {
+        for t in &types {
+            assert_eq!(
+                t["nonce_sent"],
+                serde_json::Value::Null,
+                "Envoy had this type at the survivor's version: nothing sent: {t}"
+            );
+        }
         assert_eq!(
-            t["nonce_sent"],
-            serde_json::Value::Null,
-            "Envoy had this type at the survivor's version: nothing sent: {t}"
+            applied_updates(&envoy),
+            applied,
+            "Envoy applied no update on moving\n{}",
+            describe_envoy(&envoy)
         );
     }
-    assert_eq!(
-        applied_updates(&envoy),
-        applied,
-        "Envoy applied no update on moving\n{}",
-        describe_envoy(&envoy)
-    );
     assert_no_rejected_updates(&envoy);
 
     // The next change reaches Envoy through the survivor.
