@@ -147,3 +147,20 @@ fn a_partial_eds_response_carries_the_version_of_the_whole_state() {
     let full = subscribe_all(&mut fresh);
     assert_eq!(partial.version_info, full[&EDS]);
 }
+
+#[test]
+fn a_partial_eds_response_after_a_skipped_context_is_versioned_as_the_whole_state() {
+    let mut s = stream_on(first_context());
+    subscribe_all(&mut s);
+    // Two endpoint-only contexts; the stream is pushed only the second (its pushes merged).
+    let (skipped, _) = endpoint_move(&first_context());
+    let keys = BTreeSet::from([key(ConfigKind::ServiceEntry, "a")]);
+    let request = PushRequest::endpoint_change(keys, Instant::now());
+    let (ctx, request) = next(&skipped, &mesh("10.0.0.7", 100), request);
+    let out = s.on_push(ctx.clone(), &request);
+    let [Response::Sotw(partial)] = &out.responses[..] else {
+        panic!("one EDS response: {out:?}");
+    };
+    let full = subscribe_all(&mut stream_on(ctx));
+    assert_eq!(partial.version_info, full[&EDS]);
+}
