@@ -35,7 +35,7 @@ fn sidecar_scenario() {
     // ---- 1. Routing through the egress listener, and what the proxy sees. ----
     // No request before Envoy has the route in force: the egress listener active, the
     // virtual host of reviews routing to both subsets, their clusters warm with endpoints.
-    s.wait_reviews_route(&[&cluster_v1, &cluster_v2], None);
+    s.wait_reviews_route(&[&cluster_v1, &cluster_v2]);
     s.wait_for_body(REVIEWS, &[], "reviews-v1");
     assert!(
         s.axon.wait_synced(&[NODE_A], Duration::from_secs(10)),

@@ -28,7 +28,7 @@ fn sidecar_pruning_between_two_proxies() {
     let b_route = SERVICE_PORT.to_string();
 
     let cluster_v1 = format!("outbound|{SERVICE_PORT}|v1|{REVIEWS}");
-    s.wait_reviews_route(&[&cluster_v1], None);
+    s.wait_reviews_route(&[&cluster_v1]);
     s.wait_for_body(REVIEWS, &[], "reviews-v1");
     // The `b` proxy (catch-all egress, no capture) gets the unbound outbound listener
     // 0.0.0.0_9080 with route config `9080` holding both services.

@@ -221,7 +221,6 @@ fn kubernetes_objects_route_through_envoy_and_survive_410_and_lost_watches() {
         route_config: &route_config,
         domain: "*",
         clusters: &[&v1, &v2],
-        min_version: None,
     };
     wait_for_route(&envoy, &want, CONVERGE);
     wait_for(&c, &envoy, &axon, "default route", &[], "backend-v1");

@@ -1,14 +1,19 @@
 //! The Kubernetes manifests (`config/kubernetes/`) and the Dockerfile, checked without a
 //! cluster: every document is parsed into its k8s-openapi type, and the image, args, ports,
-//! probes, security context and RBAC rules are asserted.
+//! probes, security context and RBAC rules are asserted, and what running several replicas
+//! needs: three of them spread over the nodes, a disruption budget, a CPU autoscaler, the
+//! headless peer Service and the Role that reads its EndpointSlices, a preStop that lets the
+//! drain finish, requests from the benchmark figures, a versioned image.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use clap::Parser;
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{ConfigMap, Container, Namespace, Service, ServiceAccount};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::de::DeserializeOwned;
 
@@ -50,6 +55,22 @@ fn one<T: DeserializeOwned>(docs: &BTreeMap<String, Vec<serde_json::Value>>, kin
         .unwrap_or_else(|e| panic!("{kind} does not parse as its k8s-openapi type: {e}"))
 }
 
+/// The object of `kind` named `name`, typed.
+fn named<T: DeserializeOwned>(
+    docs: &BTreeMap<String, Vec<serde_json::Value>>,
+    kind: &str,
+    name: &str,
+) -> T {
+    let doc = docs
+        .get(kind)
+        .into_iter()
+        .flatten()
+        .find(|d| d["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name}"));
+    serde_json::from_value(doc.clone())
+        .unwrap_or_else(|e| panic!("{kind} {name} does not parse as its k8s-openapi type: {e}"))
+}
+
 fn container(deployment: &Deployment) -> &Container {
     let spec = deployment.spec.as_ref().expect("spec");
     let pod = spec.template.spec.as_ref().expect("pod spec");
@@ -68,16 +89,31 @@ fn every_document_is_a_known_kind_in_axon_system() {
             "ClusterRoleBinding",
             "ConfigMap",
             "Deployment",
+            "HorizontalPodAutoscaler",
             "Namespace",
+            "PodDisruptionBudget",
+            "Role",
+            "RoleBinding",
             "Service",
             "ServiceAccount"
         ])
     );
     let ns: Namespace = one(&docs, "Namespace");
     assert_eq!(ns.metadata.name.as_deref(), Some("axon-system"));
-    for kind in ["ServiceAccount", "ConfigMap", "Deployment", "Service"] {
-        let namespace = docs[kind][0]["metadata"]["namespace"].as_str();
-        assert_eq!(namespace, Some("axon-system"), "{kind}");
+    for kind in [
+        "ServiceAccount",
+        "ConfigMap",
+        "Deployment",
+        "Service",
+        "PodDisruptionBudget",
+        "HorizontalPodAutoscaler",
+        "Role",
+        "RoleBinding",
+    ] {
+        for doc in &docs[kind] {
+            let namespace = doc["metadata"]["namespace"].as_str();
+            assert_eq!(namespace, Some("axon-system"), "{kind}");
+        }
     }
 }
 
@@ -153,10 +189,10 @@ fn the_deployment_runs_axon_on_kubernetes_hardened_and_probed() {
     let docs = documents();
     let deployment: Deployment = one(&docs, "Deployment");
     let c = container(&deployment);
-    assert!(
-        c.image.as_deref().is_some_and(|i| i.starts_with("axon:")),
-        "{:?}",
-        c.image
+    assert_eq!(
+        c.image.as_deref(),
+        Some(format!("axon:{}", env!("CARGO_PKG_VERSION")).as_str()),
+        "the image is tagged with the crate's version, never latest"
     );
     assert_eq!(c.command, None, "the image's entrypoint is axon");
     let args = c.args.clone().expect("args replace the image's demo CMD");
@@ -261,7 +297,7 @@ fn the_config_map_holds_the_limits_file() {
 #[test]
 fn the_service_exposes_xds_and_monitoring_to_the_pods() {
     let docs = documents();
-    let service: Service = one(&docs, "Service");
+    let service: Service = named(&docs, "Service", "axon");
     let deployment: Deployment = one(&docs, "Deployment");
     let spec = service.spec.expect("spec");
     let ports: BTreeMap<i32, (Option<String>, Option<IntOrString>)> = spec
@@ -403,7 +439,7 @@ fn the_cert_manager_example_makes_the_secret_for_the_services_name() {
         .iter()
         .filter_map(|n| n.as_str())
         .collect();
-    let service: Service = one(&documents(), "Service");
+    let service: Service = named(&documents(), "Service", "axon");
     let name = format!(
         "{}.{}.svc",
         service.metadata.name.as_deref().unwrap(),
@@ -425,4 +461,244 @@ fn the_cert_manager_example_makes_the_secret_for_the_services_name() {
         bootstrap["dynamic_resources"]["ads_config"]["grpc_services"][0]["google_grpc"]["target_uri"],
         format!("{name}:15012")
     );
+}
+
+/// The pod template's labels.
+fn pod_labels(deployment: &Deployment) -> BTreeMap<String, String> {
+    deployment
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.metadata.as_ref())
+        .and_then(|m| m.labels.clone())
+        .expect("pod labels")
+}
+
+/// Whether a label selector's `matchLabels` (and nothing else) select the pods.
+fn selects(
+    selector: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
+    labels: &BTreeMap<String, String>,
+) -> bool {
+    selector.is_some_and(|s| {
+        s.match_expressions.is_none()
+            && s.match_labels
+                .as_ref()
+                .is_some_and(|m| !m.is_empty() && m.iter().all(|(k, v)| labels.get(k) == Some(v)))
+    })
+}
+
+#[test]
+fn three_replicas_spread_over_the_nodes_at_most_one_disrupted() {
+    let docs = documents();
+    let deployment: Deployment = one(&docs, "Deployment");
+    let spec = deployment.spec.as_ref().expect("spec");
+    assert_eq!(spec.replicas, Some(3));
+    let rolling = spec
+        .strategy
+        .as_ref()
+        .and_then(|s| s.rolling_update.as_ref())
+        .expect("a rolling update");
+    assert_eq!(rolling.max_unavailable, Some(IntOrString::Int(0)));
+    let labels = pod_labels(&deployment);
+    let pod = spec.template.spec.as_ref().expect("pod");
+    let spread = pod
+        .topology_spread_constraints
+        .iter()
+        .flatten()
+        .find(|t| t.topology_key == "kubernetes.io/hostname")
+        .expect("a spread over the nodes");
+    assert_eq!(spread.max_skew, 1);
+    assert!(selects(spread.label_selector.as_ref(), &labels));
+
+    let budget: PodDisruptionBudget = one(&docs, "PodDisruptionBudget");
+    let budget = budget.spec.expect("spec");
+    assert!(selects(budget.selector.as_ref(), &labels));
+    assert_eq!(budget.max_unavailable, Some(IntOrString::Int(1)));
+    assert_eq!(budget.min_available, None);
+}
+
+#[test]
+fn the_autoscaler_scales_the_deployment_on_cpu_from_three() {
+    let docs = documents();
+    let deployment: Deployment = one(&docs, "Deployment");
+    let hpa: HorizontalPodAutoscaler = one(&docs, "HorizontalPodAutoscaler");
+    let spec = hpa.spec.expect("spec");
+    assert_eq!(spec.scale_target_ref.kind, "Deployment");
+    assert_eq!(
+        spec.scale_target_ref.api_version.as_deref(),
+        Some("apps/v1")
+    );
+    assert_eq!(
+        Some(spec.scale_target_ref.name.as_str()),
+        deployment.metadata.name.as_deref()
+    );
+    let replicas = deployment.spec.as_ref().and_then(|s| s.replicas);
+    assert_eq!(spec.min_replicas, replicas, "never fewer than the three");
+    assert!(Some(spec.max_replicas) > replicas);
+    let metrics = spec.metrics.expect("metrics");
+    assert_eq!(metrics.len(), 1);
+    let cpu = metrics[0].resource.as_ref().expect("a resource metric");
+    assert_eq!(cpu.name, "cpu");
+    assert_eq!(cpu.target.type_, "Utilization");
+    assert!(
+        cpu.target
+            .average_utilization
+            .is_some_and(|u| (1..=100).contains(&u))
+    );
+    // Utilization is against the request.
+    let requests = container(&deployment)
+        .resources
+        .as_ref()
+        .and_then(|r| r.requests.clone())
+        .expect("requests");
+    assert!(requests.contains_key("cpu"));
+}
+
+/// A quantity (`500m`, `256Mi`, `1Gi`, `2`) as a number of units (cores, bytes).
+fn quantity(q: &str) -> f64 {
+    let (number, factor) = [
+        ("Ki", 1024f64),
+        ("Mi", 1024f64.powi(2)),
+        ("Gi", 1024f64.powi(3)),
+        ("m", 1e-3),
+    ]
+    .into_iter()
+    .find_map(|(suffix, f)| q.strip_suffix(suffix).map(|n| (n, f)))
+    .unwrap_or((q, 1.0));
+    number.parse::<f64>().expect("a quantity") * factor
+}
+
+#[test]
+fn the_requests_hold_the_benchmarked_memory_and_a_share_of_a_push() {
+    let docs = documents();
+    let deployment: Deployment = one(&docs, "Deployment");
+    let resources = container(&deployment).resources.clone().expect("resources");
+    let requests = resources.requests.expect("requests");
+    let limits = resources.limits.expect("limits");
+    // The largest "axon RSS with 2000 proxies" of BENCHMARKS.md: one replica holds every
+    // proxy of that mesh after losing the two others.
+    let benchmarks = std::fs::read_to_string(root().join("BENCHMARKS.md")).expect("BENCHMARKS.md");
+    let rss_mib = benchmarks
+        .lines()
+        .filter(|l| l.starts_with("| axon RSS with 2000 proxies |"))
+        .filter_map(|l| {
+            l.split('|')
+                .nth(2)?
+                .split_whitespace()
+                .next()?
+                .parse::<f64>()
+                .ok()
+        })
+        .fold(0f64, f64::max);
+    assert!(rss_mib > 100.0, "the figure is in BENCHMARKS.md");
+    let memory = quantity(&requests["memory"].0);
+    assert!(
+        memory >= rss_mib * 1024.0 * 1024.0,
+        "{memory} < {rss_mib} MiB"
+    );
+    assert!(memory <= quantity(&limits["memory"].0));
+    let cpu = quantity(&requests["cpu"].0);
+    assert!((0.25..=2.0).contains(&cpu), "{cpu} cores");
+    assert!(
+        !limits.contains_key("cpu"),
+        "no CPU limit: a push is a burst"
+    );
+}
+
+#[test]
+fn the_pre_stop_and_the_drain_fit_in_the_grace_period() {
+    let docs = documents();
+    let deployment: Deployment = one(&docs, "Deployment");
+    let pod = deployment
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .expect("pod");
+    let sleep = container(&deployment)
+        .lifecycle
+        .as_ref()
+        .and_then(|l| l.pre_stop.as_ref())
+        .and_then(|p| p.sleep.as_ref())
+        .expect("a preStop sleep (the image has no shell)")
+        .seconds;
+    assert!(sleep >= 1, "long enough for the endpoint removal to spread");
+    let config_map: ConfigMap = one(&docs, "ConfigMap");
+    let text = &config_map.data.expect("data")["actor-limits.toml"];
+    let limits = axon::limits::Limits::parse(text, "ConfigMap axon-limits").expect("limits");
+    let needed =
+        std::time::Duration::from_secs(sleep as u64) + limits.drain_duration + limits.close_grace;
+    let grace = pod
+        .termination_grace_period_seconds
+        .expect("a grace period");
+    assert!(
+        needed < std::time::Duration::from_secs(grace as u64),
+        "preStop {sleep} s + drain_duration + close_grace = {needed:?} must end before the {grace} s grace period"
+    );
+}
+
+#[test]
+fn the_peer_service_is_headless_and_axon_may_read_its_endpoint_slices() {
+    let docs = documents();
+    let deployment: Deployment = one(&docs, "Deployment");
+    let peers: Service = named(&docs, "Service", "axon-peers");
+    assert_eq!(peers.metadata.namespace.as_deref(), Some("axon-system"));
+    let spec = peers.spec.expect("spec");
+    assert_eq!(spec.cluster_ip.as_deref(), Some("None"), "headless");
+    let selector = spec.selector.expect("selector");
+    let labels = pod_labels(&deployment);
+    assert!(!selector.is_empty() && selector.iter().all(|(k, v)| labels.get(k) == Some(v)));
+    let ports: Vec<(i32, Option<IntOrString>)> = spec
+        .ports
+        .iter()
+        .flatten()
+        .map(|p| (p.port, p.target_port.clone()))
+        .collect();
+    assert_eq!(
+        ports,
+        [(15014, Some(IntOrString::Int(15014)))],
+        "the monitoring port"
+    );
+
+    // The Role: get, list, watch on EndpointSlices in axon's namespace, bound to its account.
+    let role: Role = named(&docs, "Role", "axon-peers");
+    let rules = role.rules.expect("rules");
+    assert_eq!(rules.len(), 1);
+    assert_eq!(
+        rules[0].api_groups.as_deref(),
+        Some(&["discovery.k8s.io".to_string()][..])
+    );
+    assert_eq!(
+        rules[0].resources.as_deref(),
+        Some(&["endpointslices".to_string()][..])
+    );
+    let verbs: BTreeSet<&str> = rules[0].verbs.iter().map(String::as_str).collect();
+    assert_eq!(verbs, BTreeSet::from(["get", "list", "watch"]));
+    let binding: RoleBinding = named(&docs, "RoleBinding", "axon-peers");
+    assert_eq!(binding.role_ref.kind, "Role");
+    assert_eq!(
+        Some(binding.role_ref.name.as_str()),
+        role.metadata.name.as_deref()
+    );
+    let account: ServiceAccount = one(&docs, "ServiceAccount");
+    let subjects = binding.subjects.expect("subjects");
+    assert_eq!(subjects.len(), 1);
+    assert_eq!(
+        Some(subjects[0].name.as_str()),
+        account.metadata.name.as_deref()
+    );
+    assert_eq!(subjects[0].namespace.as_deref(), Some("axon-system"));
+
+    // axon is told the peer Service's name, and its own pod's name (to leave itself out).
+    let c = container(&deployment);
+    let args = c.args.clone().expect("args");
+    assert_eq!(arg(&args, "--peer-service"), Some("axon-peers"), "{args:?}");
+    let env = c.env.clone().expect("env");
+    let field = |name: &str| {
+        env.iter()
+            .find(|e| e.name == name)
+            .and_then(|e| e.value_from.as_ref())
+            .and_then(|v| v.field_ref.as_ref())
+            .map(|f| f.field_path.clone())
+    };
+    assert_eq!(field("POD_NAME").as_deref(), Some("metadata.name"));
+    assert_eq!(field("POD_IP").as_deref(), Some("status.podIP"));
 }

@@ -123,17 +123,17 @@ pub struct ResourceSet {
 }
 
 impl ResourceSet {
-    /// A hash of every resource's name and content, in order: equal sets have equal digests
-    /// (a Delta stream that has a set recognizes it again without comparing resources).
+    /// A hash of the set: the sum of every resource's [`Resource::mix`] (of its name and
+    /// content), so that equal sets have equal digests in any order and in any process
+    /// running this build, and a digest can be updated for a few changed resources without
+    /// the others ([`update_digest`]). A Delta stream that has a set recognizes it again
+    /// without comparing resources; a SotW response's `version_info` is it
+    /// ([`sotw_version`]).
     pub fn digest(&self) -> u64 {
         *self.digest.get_or_init(|| {
-            use std::hash::{Hash, Hasher};
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            for r in &self.list {
-                r.name.hash(&mut h);
-                r.hash.hash(&mut h);
-            }
-            h.finish()
+            self.list
+                .iter()
+                .fold(0u64, |sum, r| sum.wrapping_add(r.mix()))
         })
     }
 
@@ -290,11 +290,59 @@ pub enum Response {
     Delta(DeltaResponse),
 }
 
+/// A set's [`ResourceSet::digest`] with the resources `old` replaced by `new` (a partial
+/// SotW EDS response: the changed clusters only, the others as the client has them).
+pub fn update_digest(digest: u64, old: &[Resource], new: &[Resource]) -> u64 {
+    let digest = old.iter().fold(digest, |d, r| d.wrapping_sub(r.mix()));
+    new.iter().fold(digest, |d, r| d.wrapping_add(r.mix()))
+}
+
+/// The SotW `version_info` of a set whose [`ResourceSet::digest`] is `digest`: the same in
+/// every replica that generates the same set.
+pub fn sotw_version(digest: u64) -> String {
+    format!("{digest:016x}")
+}
+
 impl Resource {
+    /// A hash of the name and the content: one term of a [`ResourceSet::digest`].
+    pub fn mix(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        // Unkeyed, so that equal resources mix equally in every process.
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        self.name.hash(&mut h);
+        self.hash.hash(&mut h);
+        h.finish()
+    }
+
     /// A version that changes exactly when the encoded resource does.
     pub fn content_version(&self) -> String {
         format!("{:016x}", self.hash)
     }
+}
+
+/// A protobuf map field (prost's `HashMap`) whose entries iterate, and so encode, in key
+/// order. A `HashMap`'s order comes from its random hash keys, different in every map and
+/// every process: a map of two entries or more would make the same resource encode (and
+/// hash, and be versioned) differently in two replicas, and in two contexts of one. Each
+/// map gets fresh keys, so maps are made until one iterates sorted (about `n!` tries for
+/// `n` entries; the maps axon fills hold two at most). Past a bound the last one is kept.
+pub(crate) fn sorted_map<V: Clone>(
+    entries: Vec<(String, V)>,
+) -> std::collections::HashMap<String, V> {
+    let mut entries = entries;
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    entries.dedup_by(|a, b| a.0 == b.0);
+    let sorted = |m: &std::collections::HashMap<String, V>| {
+        m.keys().zip(m.keys().skip(1)).all(|(a, b)| a < b)
+    };
+    let mut map = std::collections::HashMap::new();
+    for _ in 0..1_000 {
+        map = entries.iter().cloned().collect();
+        if sorted(&map) {
+            break;
+        }
+    }
+    map
 }
 
 /// A message as an `Any` (its type URL and encoding), for typed configs.
@@ -302,5 +350,53 @@ pub(crate) fn any<M: Message + Name>(msg: &M) -> Any {
     Any {
         type_url: M::type_url(),
         value: msg.encode_to_vec(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sorted_map_encodes_its_entries_in_key_order_every_time() {
+        use envoy_types::pb::envoy::config::route::v3::Route;
+        let entries = vec![
+            (
+                "envoy.filters.http.fault".to_string(),
+                any(&Route::default()),
+            ),
+            ("envoy.filters.http.cors".to_string(), Any::default()),
+            ("envoy.filters.http.b".to_string(), Any::default()),
+        ];
+        let first = Route {
+            typed_per_filter_config: sorted_map(entries.clone()),
+            ..Default::default()
+        }
+        .encode_to_vec();
+        for _ in 0..50 {
+            let map = sorted_map(entries.clone());
+            let keys: Vec<&String> = map.keys().collect();
+            assert!(keys.windows(2).all(|w| w[0] < w[1]), "{keys:?}");
+            let again = Route {
+                typed_per_filter_config: map,
+                ..Default::default()
+            };
+            assert_eq!(again.encode_to_vec(), first);
+        }
+    }
+
+    #[test]
+    fn a_digest_is_of_the_set_and_updates_for_a_few_resources() {
+        let r = |name: &str, body: &[u8]| {
+            Resource::from_encoded(name, "t".into(), Bytes::copy_from_slice(body))
+        };
+        let (a, b, b2) = (r("a", b"1"), r("b", b"2"), r("b", b"3"));
+        let ab = ResourceSet::from(vec![a.clone(), b.clone()]);
+        let ba = ResourceSet::from(vec![b.clone(), a.clone()]);
+        assert_eq!(ab.digest(), ba.digest(), "in any order");
+        let ab2 = ResourceSet::from(vec![a.clone(), b2.clone()]);
+        assert_ne!(ab.digest(), ab2.digest());
+        assert_eq!(update_digest(ab.digest(), &[b], &[b2]), ab2.digest());
+        assert_eq!(sotw_version(ab.digest()).len(), 16);
     }
 }

@@ -34,9 +34,17 @@ pub struct Subscription {
     pub version_sent: Option<String>,
     pub version_acked: Option<String>,
     pub last_error: Option<String>,
-    /// The [`crate::xds::ResourceSet::digest`] of the last response sent: a push whose set
-    /// for this type has the same digest changes nothing for the proxy, and is not sent.
+    /// The [`crate::xds::ResourceSet::digest`] of what the client has: of the last response
+    /// sent (of the whole state, for a partial EDS response), or of the set it said it had
+    /// on (re)connecting. A push whose set for this type has the same digest changes
+    /// nothing for the proxy, and is not sent.
     pub digest_sent: Option<u64>,
+    /// The context version the type was last answered from (sent, or found in sync).
+    pub context_sent: Option<u64>,
+    /// The `version_info` of a request with an empty nonce (a reconnect, or a client that
+    /// restarts its subscription) that is still to be answered: when it is the version of
+    /// what would be sent, nothing is sent.
+    pub claimed: Option<String>,
     /// The hash of the request names `names` was last found equal to: a request with the
     /// same hash repeats them, and is not compared name by name.
     applied: Option<u64>,
@@ -65,6 +73,8 @@ impl Subscription {
         // An empty nonce is a new subscription (or a reconnect): always answered.
         if first || req.response_nonce.is_empty() {
             self.set_names(type_url, req, shared);
+            self.claimed = (req.response_nonce.is_empty() && !req.version_info.is_empty())
+                .then(|| req.version_info.clone());
             return Decision::Respond;
         }
         if self.nonce_sent.as_deref() != Some(req.response_nonce.as_str()) {
@@ -115,11 +125,24 @@ impl Subscription {
     pub fn sent(&mut self, nonce: String, version: String) {
         self.nonce_sent = Some(nonce);
         self.version_sent = Some(version);
+        self.claimed = None;
     }
 
-    /// Whether every response sent has been ACKed.
+    /// The client said it has `version`, the version of what would be sent: nothing is sent,
+    /// and the type counts as ACKed at that version.
+    pub fn in_sync(&mut self, version: String) {
+        self.nonce_sent = None;
+        self.nonce_acked = None;
+        self.version_sent = Some(version.clone());
+        self.version_acked = Some(version);
+        self.last_error = None;
+        self.claimed = None;
+    }
+
+    /// Whether every response sent has been ACKed (or none was needed: [`Self::in_sync`]).
     pub fn is_acked(&self) -> bool {
-        self.nonce_sent.is_some() && self.nonce_sent == self.nonce_acked
+        self.nonce_sent == self.nonce_acked
+            && (self.nonce_sent.is_some() || self.version_acked.is_some())
     }
 }
 

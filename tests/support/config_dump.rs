@@ -153,16 +153,12 @@ pub struct RouteInForce<'a> {
     pub domain: &'a str,
     /// Clusters the virtual host must route to; each must be active (warm) with endpoints.
     pub clusters: &'a [&'a str],
-    /// With SotW, the route configuration's `version_info` must be at least this (axon's
-    /// context version of the change); `None` to take any version (and with Delta, where
-    /// each resource's version is a hash).
-    pub min_version: Option<u64>,
 }
 
 /// Waits (up to `timeout`) until Envoy has `want` in force, according to its admin API:
 /// no listener or cluster warming (`listener_manager.total_listeners_warming`,
-/// `cluster_manager.warming_clusters`), the listener active, the route configuration (at
-/// `min_version`) with a virtual host for the domain that routes to every cluster of
+/// `cluster_manager.warming_clusters`), the listener active, the route configuration with a
+/// virtual host for the domain that routes to every cluster of
 /// `want`, those clusters active with endpoints. Panics at once if Envoy rejected an update
 /// (e.g. a listener it could not bind), and with what is missing at the deadline.
 pub fn wait_for_route(envoy: &Envoy, want: &RouteInForce, timeout: Duration) {
@@ -233,7 +229,6 @@ pub fn wait_gateway_route(
         route_config: &route_config,
         domain,
         clusters,
-        min_version: None,
     };
     wait_for_route(envoy, &want, timeout);
 }
@@ -251,15 +246,6 @@ fn route_missing(dump: &Value, want: &RouteInForce) -> Option<String> {
     let Some(entry) = route_config_entry(dump, want.route_config) else {
         return Some(format!("no route configuration {}", want.route_config));
     };
-    if let Some(min) = want.min_version {
-        let version = entry["version_info"].as_str().unwrap_or_default();
-        if version.parse::<u64>().map_or(true, |v| v < min) {
-            return Some(format!(
-                "route configuration {} at version {version:?}, not yet {min}",
-                want.route_config
-            ));
-        }
-    }
     let vhosts = entry.pointer("/route_config/virtual_hosts")?.as_array()?;
     let Some(vhost) = vhosts.iter().find(|v| {
         v["domains"]

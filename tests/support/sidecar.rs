@@ -247,10 +247,10 @@ impl Scenario {
     }
 
     /// Waits until the `a` proxy's Envoy has the reviews route in force (its own admin API):
-    /// the egress listener active, its route configuration (at `min_version`, if given) with
+    /// the egress listener active, its route configuration with
     /// the virtual host of reviews routing to `clusters`, those clusters warm with endpoints,
     /// nothing warming, nothing rejected. Only then is a request worth sending.
-    pub fn wait_reviews_route(&self, clusters: &[&str], min_version: Option<u64>) {
+    pub fn wait_reviews_route(&self, clusters: &[&str]) {
         let listener = format!("{}_{}", self.egress_addr, self.egress_port);
         let route_config = self.egress_port.to_string();
         let want = RouteInForce {
@@ -258,7 +258,6 @@ impl Scenario {
             route_config: &route_config,
             domain: REVIEWS,
             clusters,
-            min_version,
         };
         wait_for_route(&self.envoy, &want, CONVERGE);
     }

@@ -75,7 +75,8 @@ pub(super) fn translate(
             &mut out,
         )?)
     });
-    out.typed_per_filter_config = filters::per_filter_configs(http).into_iter().collect();
+    out.typed_per_filter_config =
+        crate::xds::resource::sorted_map(filters::per_filter_configs(http));
     Some(out)
 }
 

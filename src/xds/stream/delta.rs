@@ -35,7 +35,8 @@ impl StreamState {
         let within = self
             .eds_only
             .as_ref()
-            .filter(|_| type_url == ResourceType::Endpoint);
+            .filter(|_| type_url == ResourceType::Endpoint)
+            .map(|eds| &eds.clusters);
         let names = within.unwrap_or(subscription.wanted());
         let resources = crate::xds::generate_shared(type_url, &ctx, &proxy, &scope, names);
         let subscription = self.delta_subs.get_mut(&type_url)?;

@@ -106,6 +106,14 @@ pub struct Output {
     pub events: Vec<Event>,
 }
 
+/// An endpoint-only push: the watched clusters whose endpoints changed, and the context and
+/// scope the stream had before it (a SotW EDS version is updated for those clusters alone).
+struct EdsOnly {
+    clusters: BTreeSet<String>,
+    old_ctx: Arc<PushContext>,
+    old_scope: Arc<SidecarScope>,
+}
+
 /// The protocol state of one ADS stream.
 pub struct StreamState {
     delta: bool,
@@ -128,7 +136,7 @@ pub struct StreamState {
     awaiting_ack: Option<u64>,
     /// During an endpoint-only push, the clusters whose endpoints changed: the EDS response
     /// then carries only those.
-    eds_only: Option<BTreeSet<String>>,
+    eds_only: Option<EdsOnly>,
     /// The transport verified the proxy's identity (the TLS port).
     verified: bool,
 }
@@ -237,12 +245,16 @@ impl StreamState {
             }
         } else {
             let names = self.subscribed(ResourceType::Endpoint);
-            let eds_only = match (&old_ctx, names) {
-                (Some(old), Some(names)) => Some(changed_clusters(old, &ctx, names)),
+            let eds_only = match (old_ctx, &old_scope, names) {
+                (Some(old_ctx), Some(old_scope), Some(names)) => Some(EdsOnly {
+                    clusters: changed_clusters(&old_ctx, &ctx, names),
+                    old_ctx,
+                    old_scope: old_scope.clone(),
+                }),
                 _ => None,
             };
             let changed = match (&eds_only, names) {
-                (Some(clusters), _) => !clusters.is_empty(),
+                (Some(eds), _) => !eds.clusters.is_empty(),
                 (None, names) => names.is_some(),
             };
             self.eds_only = eds_only;
@@ -468,9 +480,9 @@ impl StreamState {
                 .get(&type_url)
                 .is_some_and(DeltaSubscription::is_subscribed)
         } else {
-            self.sotw.get(&type_url).is_some_and(|w| {
-                w.is_subscribed() && w.version_sent.as_deref() != Some(version.to_string().as_str())
-            })
+            self.sotw
+                .get(&type_url)
+                .is_some_and(|w| w.is_subscribed() && w.context_sent != Some(version))
         }
     }
 }

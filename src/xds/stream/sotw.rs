@@ -1,19 +1,22 @@
 //! State-of-the-world requests and responses: the full current state of a type on every
 //! answer.
 
+use std::collections::BTreeSet;
+
 use super::{Output, StreamState};
-use crate::xds::resource::{ResourceType, Response, XdsRequest, XdsResponse};
+use crate::xds::resource::{
+    ResourceSet, ResourceType, Response, XdsRequest, XdsResponse, sotw_version, update_digest,
+};
 use crate::xds::subscription::{Decision, Subscription};
 
 impl StreamState {
     pub(super) fn on_sotw_request(&mut self, req: XdsRequest, out: &mut Output) {
         let Some(type_url) = ResourceType::parse(&req.type_url) else {
             self.unknown_type(&req.type_url, out);
-            let version = self.context_version().unwrap_or(0);
-            let nonce = self.next_nonce(version);
+            let nonce = self.next_nonce(self.context_version().unwrap_or(0));
             out.responses.push(Response::Sotw(XdsResponse {
                 type_url: req.type_url,
-                version_info: version.to_string(),
+                version_info: sotw_version(ResourceSet::default().digest()),
                 nonce,
                 resources: Default::default(),
             }));
@@ -35,33 +38,60 @@ impl StreamState {
 
     /// The full current state of one type. A non-wildcard type with no names is unsubscribed
     /// and gets nothing; with `skip_unchanged` (a push), neither does one whose set is the
-    /// one sent last (same digest): the proxy has it already.
+    /// one sent last (same digest): the proxy has it already. Nor does a request with an
+    /// empty nonce whose `version_info` is the version of the set (a reconnect to this or
+    /// another replica): the client has that set (but EDS right after a CDS response, which
+    /// Envoy's warming clusters wait for). `version_info` is the set's digest; during an
+    /// endpoint-only push the response carries the changed clusters only, and its version
+    /// is the digest of the whole state the client then has.
     pub(super) fn sotw_response(
         &mut self,
         type_url: ResourceType,
         skip_unchanged: bool,
     ) -> Option<Response> {
         let (ctx, proxy, scope) = (self.ctx.clone()?, self.proxy.clone()?, self.scope.clone()?);
-        let subscribed = &self
-            .sotw
-            .get(&type_url)
-            .filter(|w| w.is_subscribed())?
-            .names;
-        let names = match (&self.eds_only, type_url) {
-            (Some(changed), ResourceType::Endpoint) => changed,
-            _ => subscribed,
+        let subscription = self.sotw.get(&type_url).filter(|w| w.is_subscribed())?;
+        let partial = match &self.eds_only {
+            Some(eds) if type_url == ResourceType::Endpoint => Some(eds),
+            _ => None,
         };
+        let names: &BTreeSet<String> = partial.map_or(&subscription.names, |eds| &eds.clusters);
         let resources = crate::xds::generate_shared(type_url, &ctx, &proxy, &scope, names);
-        let digest = resources.digest();
-        let subscription = self.sotw.get(&type_url)?;
+        let digest = match (partial, subscription.digest_sent) {
+            (Some(eds), Some(had)) => {
+                let old = crate::xds::generate_shared(
+                    type_url,
+                    &eds.old_ctx,
+                    &proxy,
+                    &eds.old_scope,
+                    &eds.clusters,
+                );
+                update_digest(had, &old, &resources)
+            }
+            // Partial, but what the client has is unknown: the whole state's digest.
+            (Some(_), None) => {
+                crate::xds::generate_shared(type_url, &ctx, &proxy, &scope, &subscription.names)
+                    .digest()
+            }
+            (None, _) => resources.digest(),
+        };
+        let version = sotw_version(digest);
+        let subscription = self.sotw.get_mut(&type_url)?;
         if skip_unchanged && subscription.digest_sent == Some(digest) {
             return None;
         }
+        let warming = type_url == ResourceType::Endpoint && self.always_respond_eds;
+        if subscription.claimed.take().is_some_and(|v| v == version) && !warming {
+            subscription.in_sync(version);
+            subscription.digest_sent = Some(digest);
+            subscription.context_sent = Some(ctx.version);
+            return None;
+        }
         let nonce = self.next_nonce(ctx.version);
-        let version = ctx.version.to_string();
         let subscription = self.sotw.get_mut(&type_url)?;
         subscription.sent(nonce.clone(), version.clone());
         subscription.digest_sent = Some(digest);
+        subscription.context_sent = Some(ctx.version);
         Some(Response::Sotw(XdsResponse {
             type_url: type_url.url(),
             version_info: version,

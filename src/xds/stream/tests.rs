@@ -512,3 +512,5 @@ fn delta_pushes_send_only_changed_resources() {
         "a weight change sends the one route configuration that changed"
     );
 }
+
+mod versions;

@@ -29,7 +29,9 @@ pub use stats::{acks_after, bytes_by_type, quantile, sync_times_ms};
 #[allow(dead_code)]
 pub struct Ack {
     pub at_us: u64,
-    pub version: u32,
+    /// SotW: the `version_info`, axon's content hash (16 hex digits); Delta: the
+    /// `system_version_info`, axon's push number.
+    pub version: u64,
     pub ty: u8,
 }
 
@@ -390,7 +392,12 @@ impl Proxy<'_> {
     fn record(&mut self, ty: usize) {
         let shared = self.shared;
         let stat = &shared.proxies[self.j];
-        let version = self.types[ty].version.parse::<u64>().unwrap_or(0) as u32;
+        let v = &self.types[ty].version;
+        let version = if self.delta {
+            v.parse::<u64>().unwrap_or(0)
+        } else {
+            u64::from_str_radix(v, 16).unwrap_or(0)
+        };
         stat.acks.lock().unwrap().push(Ack {
             at_us: shared.now_us(),
             version,
