@@ -124,11 +124,13 @@ pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
 
     // Cold storm: all at once; the first proxy of each namespace keeps what it gets.
     let cpu0 = proc::cpu_seconds(axon.pid());
+    let tool_cpu0 = proc::cpu_seconds(std::process::id());
     let started = Instant::now();
     let fleet = Fleet::start(&rt, n, &cfg, |j| j < mesh.namespaces);
     let all = fleet.wait_synced(timeout);
     let storm_ms = started.elapsed().as_secs_f64() * 1000.0;
     let storm_cpu = proc::cpu_seconds(axon.pid()) - cpu0;
+    let tool_cpu = proc::cpu_seconds(std::process::id()) - tool_cpu0;
     let times = client::sync_times_ms(&fleet.shared, fleet.shared.us(started));
     let errors = fleet.shared.errors.load(Ordering::Relaxed);
     let retries = fleet.shared.retries.load(Ordering::Relaxed);
@@ -175,6 +177,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
         format!("{:.1} MiB", storm_bytes as f64 / 1048576.0),
     );
     report.add("cold storm: axon CPU", format!("{storm_cpu:.2} s"));
+    report.add("cold storm: load tool CPU", format!("{tool_cpu:.2} s"));
     report.add(
         "cold storm: p50 / p99 / max sync",
         format!("{} / {} / {}", ms(p50), ms(p99), ms(max)),
