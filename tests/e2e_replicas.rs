@@ -10,14 +10,15 @@
 //! Each time the replica is started again and the three end within the slack of an even
 //! share (their `/fleet/replica` counts). Then a mesh VirtualService change is reported by
 //! `/debug/distribution?fleet=true` as ACKed by every proxy, across the three replicas.
-//! The reconnect and rebalance times are printed (`[replicas] …`) for BENCHMARKS.md.
+//! The simulated proxies resume on reconnecting (SotW, the versions they have): a moved proxy
+//! is sent nothing. The reconnect and rebalance times, and the bytes on reconnect against a
+//! full re-push, are printed (`[replicas] …`) for BENCHMARKS.md.
 
 #[path = "support/scenario.rs"]
 mod scenario;
 mod support;
 
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -37,16 +38,6 @@ fn proxies() -> usize {
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(300)
-}
-
-/// The simulated proxies; killed on drop.
-struct Load(Child);
-
-impl Drop for Load {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// The L4 balancer's bootstrap: `lb_port` → the three xDS ports, least connections first,
@@ -251,15 +242,7 @@ fn three_replicas_lose_no_proxy_and_rebalance_after_a_restart() {
         http_get(gw, "/", &[])
     });
 
-    let load = Command::new(env!("CARGO_BIN_EXE_axon-load"))
-        .args(["run", "--xds", &lb.to_string(), "--proxies", &n.to_string()])
-        .args(["--namespaces", "4", "--reconnect", "--client-threads", "1"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("axon-load");
-    let _load = Load(load);
+    let load = Load::start(lb, n, 4, &[]);
     let first = fleet.wait_all_synced(total, "at start");
     eprintln!(
         "[replicas] {total} proxies synced over 3 replicas in {first:?}: {:?}",
@@ -291,6 +274,7 @@ fn three_replicas_lose_no_proxy_and_rebalance_after_a_restart() {
     };
 
     // SIGTERM: replica 1 drains; its proxies move to the other two.
+    let before_drain = load.line();
     let drained = Instant::now();
     let mut r1 = fleet.replicas[1].take().unwrap();
     r1.signal_term();
@@ -310,6 +294,7 @@ fn three_replicas_lose_no_proxy_and_rebalance_after_a_restart() {
          ({after_drain:?} after the drain's exit); counts {:?}",
         fleet.counts()
     );
+    assert_resumed_with_nothing(&load, &before_drain, "SIGTERM");
     let restarted = Instant::now();
     fleet.start(1);
     let rebalance_1 = fleet.wait_balanced(total, "after restarting the drained replica");
@@ -332,6 +317,7 @@ fn three_replicas_lose_no_proxy_and_rebalance_after_a_restart() {
     eprintln!("[replicas] the survivors closed {closed} connections to rebalance");
 
     // kill -9: replica 2 vanishes without a GOAWAY.
+    let before_kill = load.line();
     let killed = Instant::now();
     let mut r2 = fleet.replicas[2].take().unwrap();
     r2.stop();
@@ -343,6 +329,7 @@ fn three_replicas_lose_no_proxy_and_rebalance_after_a_restart() {
         "[replicas] kill -9: every proxy synced again {reconnect_kill:?} after the kill; counts {:?}",
         fleet.counts()
     );
+    assert_resumed_with_nothing(&load, &before_kill, "kill -9");
     let restarted = Instant::now();
     fleet.start(2);
     fleet.wait_balanced(total, "after restarting the killed replica");
@@ -422,6 +409,27 @@ fn three_replicas_lose_no_proxy_and_rebalance_after_a_restart() {
         .collect();
     assert_eq!(replicas.len(), 3, "{connections}");
     assert_no_rejected_updates(&envoy);
+}
+
+/// The simulated proxies moved since `before` (every one synced again) resumed and were sent
+/// nothing: no config changes during a move, and their versions are content hashes, equal
+/// in every replica. Prints the bytes on reconnect against a full re-push of the moved ones.
+fn assert_resumed_with_nothing(load: &Load, before: &LoadLine, what: &str) {
+    let moved = load.line().since(before);
+    assert!(
+        moved.resumed > 0,
+        "{what}: no simulated proxy moved: {moved:?}"
+    );
+    assert_eq!(
+        (moved.resume_bytes, moved.resume_resources),
+        (0, 0),
+        "{what}: the moved proxies were sent something: {moved:?}"
+    );
+    eprintln!(
+        "[replicas] {what}: bytes on reconnect: {} (a full re-push would be {}), {} streams \
+         resumed",
+        moved.resume_bytes, moved.full_resync_bytes, moved.resumed
+    );
 }
 
 /// Waits until the real Envoy says it is connected to a control plane (its own stats).

@@ -15,6 +15,7 @@
 //! | `axon_debug.rs` | what a test asks axon about its state: debug endpoints, `/metrics` |
 //! | `envoy.rs` | [`Envoy`] and [`EnvoyOptions`], its admin API |
 //! | `config_dump.rs` | what Envoy's config_dump says; [`wait_for_route`] (a route in force) |
+//! | `load.rs` | [`Load`], `axon-load run --reconnect`'s simulated proxies and their [`LoadLine`] |
 //! | `listen_port.rs` | [`start_envoy_listening`]: another port if an xDS listener's was taken |
 //!
 //! Everything here is blocking std code (threads, `std::process`, `std::net`). Tests wait on
@@ -35,6 +36,7 @@ mod echo;
 mod envoy;
 mod http;
 mod listen_port;
+mod load;
 mod process;
 mod status_upstream;
 mod tools;
@@ -58,6 +60,8 @@ pub use envoy::*;
 pub use http::*;
 #[allow(unused_imports)]
 pub use listen_port::*;
+#[allow(unused_imports)]
+pub use load::*;
 #[allow(unused_imports)]
 pub use process::strip_ansi;
 #[allow(unused_imports)]

@@ -64,8 +64,11 @@ enum Cmd {
         client_threads: usize,
         #[arg(long, default_value_t = 120)]
         timeout: u64,
-        /// Reconnect every proxy whose stream ends, for ever (as Envoy does), and keep
-        /// running until killed, printing the reconnects once a second.
+        /// Reconnect every proxy whose stream ends, for ever (as Envoy does), resuming with
+        /// what it has, and keep running until killed, printing once a second `reconnects N
+        /// acks M resume_bytes B resume_resources R resumed S full_resync_bytes F`: the bytes
+        /// and resources received on resumed streams, their count, and what full re-pushes
+        /// to them would have cost (each proxy's first-sync bytes, per resumed stream).
         #[arg(long)]
         reconnect: bool,
     },
@@ -199,8 +202,10 @@ fn run(
     if reconnect {
         loop {
             std::thread::sleep(Duration::from_secs(1));
+            let (bytes, resources, full, resumed) = client::resume_totals(&shared);
             println!(
-                "reconnects {} acks {}",
+                "reconnects {} acks {} resume_bytes {bytes} resume_resources {resources} \
+                 resumed {resumed} full_resync_bytes {full}",
                 shared.retries.load(Ordering::Relaxed),
                 shared.total_acks.load(Ordering::Relaxed)
             );

@@ -3,6 +3,8 @@
 //! only down to the cluster name and type, and the listener's HCM `rds.route_config_name`.
 //! Requests are encoded by hand from borrowed names.
 
+use std::collections::HashMap;
+
 use bytes::{BufMut, Bytes, BytesMut};
 use prost::Message;
 use prost::encoding::{encode_key, encode_varint, string};
@@ -74,8 +76,11 @@ pub struct DeltaResources {
     pub removed_resources: Vec<String>,
 }
 
+/// A `Resource` of a Delta response: its version (kept to resume with), name and body.
 #[derive(Clone, PartialEq, Message)]
 pub struct DeltaResource {
+    #[prost(string, tag = "1")]
+    pub version: String,
     #[prost(message, optional, tag = "2")]
     pub resource: Option<AnyValue>,
     #[prost(string, tag = "3")]
@@ -256,6 +261,36 @@ pub fn delta_request(
     put_strs(3, subscribe, &mut buf);
     put_strs(4, unsubscribe, &mut buf);
     put_str(6, nonce, &mut buf);
+    grpc_frame(&buf)
+}
+
+/// The first `DeltaDiscoveryRequest` of a type on a resumed stream: the names to subscribe
+/// (none: wildcard) and `initial_resource_versions` (tag 5, a map: key 1, value 2), gRPC-framed.
+pub fn delta_resume_request(
+    type_url: &str,
+    subscribe: &[String],
+    have: &HashMap<String, String>,
+    node: Option<&[u8]>,
+) -> Bytes {
+    let mut buf = BytesMut::with_capacity(
+        128 + subscribe.iter().map(|n| n.len() + 3).sum::<usize>()
+            + have
+                .iter()
+                .map(|(k, v)| k.len() + v.len() + 8)
+                .sum::<usize>(),
+    );
+    if let Some(node) = node {
+        put_bytes(1, node, &mut buf);
+    }
+    put_str(2, type_url, &mut buf);
+    put_strs(3, subscribe, &mut buf);
+    let mut entry = BytesMut::new();
+    for (name, version) in have {
+        entry.clear();
+        string::encode(1, name, &mut entry);
+        string::encode(2, version, &mut entry);
+        put_bytes(5, &entry, &mut buf);
+    }
     grpc_frame(&buf)
 }
 

@@ -3,11 +3,14 @@
 //! names the listeners reference), ACKing every response, recording when each version of
 //! each type was ACKed.
 //!
+//! The protocol state machine is `proxy`; `run_forever` keeps each proxy's state across its
+//! streams and resumes with it.
+//!
 //! Cheap per stream: no tonic codec buffers; responses are reassembled only while they
 //! arrive and decoded with minimal messages (`wire`); the name lists a proxy must repeat
 //! in its requests are interned, so that proxies with the same view share them.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,10 +22,12 @@ use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind};
 use prost::Message;
 
-use crate::wire::{self, CDS, LDS};
+use crate::wire;
+
+mod proxy;
 
 mod stats;
-pub use stats::{acks_after, bytes_by_type, quantile, sync_times_ms};
+pub use stats::{acks_after, bytes_by_type, quantile, resume_totals, sync_times_ms};
 
 /// One ACK: which type, which version (for `run --hold` and debugging), when (µs since `Shared::epoch`).
 #[derive(Debug, Clone, Copy)]
@@ -45,6 +50,13 @@ pub struct ProxyStat {
     pub bytes: AtomicU64,
     /// The same, per type (CDS, EDS, LDS, RDS).
     pub bytes_by_type: [AtomicU64; 4],
+    /// Response bytes received on streams after the proxy's first (`run_forever`'s
+    /// resumed streams).
+    pub resume_bytes: AtomicU64,
+    /// Resources in those responses.
+    pub resume_resources: AtomicU64,
+    /// `bytes` when the proxy was first synced: the cost of a full sync.
+    pub sync_bytes: AtomicU64,
     /// For capture proxies: the first response of each type, as received.
     pub captured: Option<Mutex<[Option<Bytes>; 4]>>,
 }
@@ -58,6 +70,11 @@ pub struct Shared {
     pub errors: AtomicU64,
     /// Reconnects before a first response.
     pub retries: AtomicU64,
+    /// Resumed streams (`run_forever`) that the server accepted.
+    pub resumed: AtomicU64,
+    /// The sum, over those streams, of their proxy's `sync_bytes`: what full re-pushes
+    /// would have cost.
+    pub full_resync_bytes: AtomicU64,
     interner: Mutex<HashMap<u64, Arc<Vec<String>>>>,
 }
 
@@ -76,6 +93,8 @@ impl Shared {
             synced: AtomicU64::new(0),
             errors: AtomicU64::new(0),
             retries: AtomicU64::new(0),
+            resumed: AtomicU64::new(0),
+            full_resync_bytes: AtomicU64::new(0),
             interner: Mutex::new(HashMap::new()),
         })
     }
@@ -89,7 +108,7 @@ impl Shared {
     }
 
     /// One shared copy of each distinct name list.
-    fn intern(&self, names: Vec<String>) -> Arc<Vec<String>> {
+    pub(super) fn intern(&self, names: Vec<String>) -> Arc<Vec<String>> {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         names.hash(&mut h);
         let key = h.finish();
@@ -169,16 +188,6 @@ pub fn node_bytes(j: usize, namespaces: usize) -> Vec<u8> {
     .encode_to_vec()
 }
 
-/// Per-type protocol state of one stream.
-#[derive(Default)]
-struct TypeState {
-    version: String,
-    nonce: String,
-    /// Subscribed names (EDS, RDS); shared between proxies with the same list.
-    names: Option<Arc<Vec<String>>>,
-    acked: bool,
-}
-
 /// Runs proxy `j` until its stream ends or the task is aborted.
 ///
 /// Like Envoy, a proxy whose connection fails before its first response reconnects with
@@ -186,7 +195,7 @@ struct TypeState {
 pub async fn run(j: usize, cfg: ClientConfig, shared: Arc<Shared>) {
     let mut backoff = Duration::from_millis(100);
     for attempt in 0.. {
-        match run_inner(j, &cfg, &shared).await {
+        match run_inner(j, &cfg, &shared, &mut proxy::State::default()).await {
             Ok(()) => return,
             Err(_) if attempt < 10 && shared.proxies[j].bytes.load(Ordering::Relaxed) == 0 => {
                 shared.retries.fetch_add(1, Ordering::Relaxed);
@@ -203,12 +212,14 @@ pub async fn run(j: usize, cfg: ClientConfig, shared: Arc<Shared>) {
 
 /// Runs proxy `j` for ever: like Envoy, a proxy whose stream ends (GOAWAY from a draining
 /// or rebalancing axon, a killed one) or that cannot connect reconnects, after 100 ms
-/// doubling to 1 s (counted in `Shared::retries`), on a fresh stream.
+/// doubling to 1 s (counted in `Shared::retries`), on a new stream that resumes with
+/// what it has (`proxy::State::first_requests`).
 pub async fn run_forever(j: usize, cfg: ClientConfig, shared: Arc<Shared>) {
     let mut backoff = Duration::from_millis(100);
+    let mut state = proxy::State::resuming();
     loop {
         let started = Instant::now();
-        let _ = run_inner(j, &cfg, &shared).await;
+        let _ = run_inner(j, &cfg, &shared, &mut state).await;
         if started.elapsed() > Duration::from_secs(5) {
             backoff = Duration::from_millis(100);
         }
@@ -218,7 +229,12 @@ pub async fn run_forever(j: usize, cfg: ClientConfig, shared: Arc<Shared>) {
     }
 }
 
-async fn run_inner(j: usize, cfg: &ClientConfig, shared: &Shared) -> anyhow::Result<()> {
+async fn run_inner(
+    j: usize,
+    cfg: &ClientConfig,
+    shared: &Shared,
+    state: &mut proxy::State,
+) -> anyhow::Result<()> {
     let tcp = connect_retry(cfg.addr).await?;
     tcp.set_nodelay(true)?;
     let (send_request, conn) = h2::client::Builder::new()
@@ -244,13 +260,11 @@ async fn run_inner(j: usize, cfg: &ClientConfig, shared: &Shared) -> anyhow::Res
         .body(())?;
     let (response, mut tx) = send_request.send_request(request, false)?;
     let node = node_bytes(j, cfg.namespaces);
-    let first = if cfg.delta {
-        wire::delta_request(CDS, "", &[], &[], Some(&node))
-    } else {
-        wire::sotw_request(CDS, "", "", &[], Some(&node))
-    };
+    let resumed = state.has_any();
+    for first in state.first_requests(cfg.delta, &node) {
+        tx.send_data(first, false)?;
+    }
     drop(node);
-    tx.send_data(first, false)?;
     let response = response.await?;
     if let Some(status) = response.headers().get("grpc-status")
         && status != "0"
@@ -263,16 +277,21 @@ async fn run_inner(j: usize, cfg: &ClientConfig, shared: &Shared) -> anyhow::Res
         anyhow::bail!("grpc-status {status:?} {msg}");
     }
     anyhow::ensure!(response.status() == 200, "HTTP {}", response.status());
+    if resumed {
+        let stat = &shared.proxies[j];
+        shared.resumed.fetch_add(1, Ordering::Relaxed);
+        shared
+            .full_resync_bytes
+            .fetch_add(stat.sync_bytes.load(Ordering::Relaxed), Ordering::Relaxed);
+    }
     let mut body = response.into_body();
     let mut deframer = wire::Deframer::default();
-    let mut proxy = Proxy {
+    let mut proxy = proxy::Proxy {
         j,
         shared,
         delta: cfg.delta,
-        types: Default::default(),
-        delta_eds: None,
-        delta_rds: None,
-        lds_requested: false,
+        state,
+        resumed,
     };
     while let Some(chunk) = body.data().await {
         let chunk = chunk?;
@@ -315,207 +334,3 @@ async fn connect_retry(addr: SocketAddr) -> anyhow::Result<tokio::net::TcpStream
     }
     Ok(tokio::net::TcpStream::connect(addr).await?)
 }
-
-struct Proxy<'a> {
-    j: usize,
-    shared: &'a Shared,
-    delta: bool,
-    types: [TypeState; 4],
-    /// Delta: the subscribed EDS and RDS names.
-    delta_eds: Option<Arc<Vec<String>>>,
-    delta_rds: Option<Arc<Vec<String>>>,
-    lds_requested: bool,
-}
-
-impl Proxy<'_> {
-    /// Handles one response; returns the requests to send, in order.
-    fn on_message(&mut self, msg: Bytes) -> anyhow::Result<Vec<Bytes>> {
-        let stat = &self.shared.proxies[self.j];
-        stat.bytes.fetch_add(msg.len() as u64, Ordering::Relaxed);
-        let (version, type_url, nonce) = if self.delta {
-            let h = wire::DeltaHeader::decode(msg.clone())?;
-            (h.system_version_info, h.type_url, h.nonce)
-        } else {
-            let h = wire::SotwHeader::decode(msg.clone())?;
-            (h.version_info, h.type_url, h.nonce)
-        };
-        let Some(ty) = wire::type_index(&type_url) else {
-            anyhow::bail!("unexpected type {type_url}");
-        };
-        stat.bytes_by_type[ty].fetch_add(msg.len() as u64, Ordering::Relaxed);
-        if let Some(cap) = &stat.captured {
-            let mut cap = cap.lock().unwrap();
-            if cap[ty].is_none() {
-                cap[ty] = Some(msg.clone());
-            }
-        }
-        let mut out = Vec::new();
-        if self.delta {
-            self.on_delta(ty, &msg, &mut out)?;
-            out.push(wire::delta_request(TYPES[ty], &nonce, &[], &[], None));
-        } else {
-            self.on_sotw(ty, &msg, &mut out)?;
-            // Wildcard types (CDS, LDS) are ACKed with no names.
-            let names = match ty {
-                1 | 3 => self.types[ty].names.clone().unwrap_or_default(),
-                _ => Arc::default(),
-            };
-            out.push(wire::sotw_request(
-                TYPES[ty], &version, &nonce, &names, None,
-            ));
-        }
-        drop(msg);
-        let st = &mut self.types[ty];
-        st.version = version;
-        st.nonce = nonce;
-        st.acked = true;
-        // After the first EDS (clusters warmed), or a CDS without EDS clusters, ask for
-        // listeners.
-        let no_eds = !self.eds_needed();
-        if (ty == 1 || (ty == 0 && no_eds)) && !self.lds_requested {
-            self.lds_requested = true;
-            out.push(if self.delta {
-                wire::delta_request(LDS, "", &[], &[], None)
-            } else {
-                wire::sotw_request(LDS, "", "", &[], None)
-            });
-        }
-        self.record(ty);
-        Ok(out)
-    }
-
-    fn eds_needed(&self) -> bool {
-        self.types[1].names.as_ref().is_some_and(|n| !n.is_empty())
-            || self.delta_eds.as_ref().is_some_and(|n| !n.is_empty())
-    }
-
-    fn record(&mut self, ty: usize) {
-        let shared = self.shared;
-        let stat = &shared.proxies[self.j];
-        let v = &self.types[ty].version;
-        let version = if self.delta {
-            v.parse::<u64>().unwrap_or(0)
-        } else {
-            u64::from_str_radix(v, 16).unwrap_or(0)
-        };
-        stat.acks.lock().unwrap().push(Ack {
-            at_us: shared.now_us(),
-            version,
-            ty: ty as u8,
-        });
-        shared.total_acks.fetch_add(1, Ordering::Relaxed);
-        let eds_needed = self.eds_needed();
-        let rds_needed = self.types[3].names.as_ref().is_some_and(|n| !n.is_empty())
-            || self.delta_rds.as_ref().is_some_and(|n| !n.is_empty());
-        let synced = self.types[0].acked
-            && (self.types[1].acked || !eds_needed)
-            && self.types[2].acked
-            && (self.types[3].acked || !rds_needed);
-        if synced && stat.synced_us.load(Ordering::Relaxed) == 0 {
-            stat.synced_us
-                .store(shared.now_us().max(1), Ordering::Relaxed);
-            shared.synced.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-
-    /// SotW: on CDS, (re)subscribe EDS if the EDS names changed; on LDS, RDS likewise.
-    /// `types[0].names` / `types[2].names` keep the referenced names (the wildcard types
-    /// themselves are ACKed with no names).
-    fn on_sotw(&mut self, ty: usize, msg: &Bytes, out: &mut Vec<Bytes>) -> anyhow::Result<()> {
-        let (target, names) = match ty {
-            0 => {
-                let r = wire::SotwResources::decode(msg.clone())?;
-                let mut names: Vec<String> = r
-                    .resources
-                    .iter()
-                    .filter_map(|a| wire::eds_name(&a.value))
-                    .collect();
-                names.sort();
-                (1, names)
-            }
-            2 => {
-                let r = wire::SotwResources::decode(msg.clone())?;
-                let mut names = Vec::new();
-                for a in &r.resources {
-                    wire::route_names(&a.value, &mut names);
-                }
-                names.sort();
-                names.dedup();
-                (3, names)
-            }
-            _ => return Ok(()),
-        };
-        let changed = self.types[target]
-            .names
-            .as_ref()
-            .is_none_or(|old| **old != names);
-        if changed {
-            let names = self.shared.intern(names);
-            let t = &self.types[target];
-            if !names.is_empty() || t.names.is_some() {
-                out.push(wire::sotw_request(
-                    TYPES[target],
-                    &t.version,
-                    &t.nonce,
-                    &names,
-                    None,
-                ));
-            }
-            self.types[target].names = Some(names);
-        }
-        Ok(())
-    }
-
-    /// Delta: on CDS, subscribe new EDS names and unsubscribe removed ones; LDS → RDS.
-    fn on_delta(&mut self, ty: usize, msg: &Bytes, out: &mut Vec<Bytes>) -> anyhow::Result<()> {
-        let shared = self.shared;
-        let (target, slot) = match ty {
-            0 => (1, &mut self.delta_eds),
-            2 => (3, &mut self.delta_rds),
-            _ => return Ok(()),
-        };
-        let r = wire::DeltaResources::decode(msg.clone())?;
-        let old: BTreeSet<String> = slot
-            .as_ref()
-            .map(|s| s.iter().cloned().collect())
-            .unwrap_or_default();
-        let mut new = old.clone();
-        for name in &r.removed_resources {
-            new.remove(name);
-        }
-        for res in &r.resources {
-            let Some(any) = &res.resource else { continue };
-            if ty == 0 {
-                match wire::eds_name(&any.value) {
-                    Some(n) => {
-                        new.insert(n);
-                    }
-                    None => {
-                        new.remove(&res.name);
-                    }
-                }
-            } else {
-                let mut names = Vec::new();
-                wire::route_names(&any.value, &mut names);
-                new.extend(names);
-            }
-        }
-        let subscribe: Vec<String> = new.difference(&old).cloned().collect();
-        let unsubscribe: Vec<String> = old.difference(&new).cloned().collect();
-        if !subscribe.is_empty() || !unsubscribe.is_empty() || slot.is_none() {
-            if !subscribe.is_empty() || !unsubscribe.is_empty() {
-                out.push(wire::delta_request(
-                    TYPES[target],
-                    "",
-                    &subscribe,
-                    &unsubscribe,
-                    None,
-                ));
-            }
-            *slot = Some(shared.intern(new.into_iter().collect()));
-        }
-        Ok(())
-    }
-}
-
-use wire::TYPES;

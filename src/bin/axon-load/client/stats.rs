@@ -1,4 +1,5 @@
-//! Figures from the fleet's shared state: sync times, ACKs after an instant, quantiles.
+//! Figures from the fleet's shared state: sync times, ACKs after an instant, quantiles, bytes
+//! received, what resumed streams cost.
 
 use std::sync::atomic::Ordering;
 
@@ -54,4 +55,20 @@ pub fn bytes_by_type(shared: &Shared) -> [u64; 4] {
         }
     }
     total
+}
+
+/// What the resumed streams cost: (response bytes, resources in them, full re-push bytes
+/// they would have cost, resumed streams), summed over the proxies.
+pub fn resume_totals(shared: &Shared) -> (u64, u64, u64, u64) {
+    let (mut bytes, mut resources) = (0, 0);
+    for p in &shared.proxies {
+        bytes += p.resume_bytes.load(Ordering::Relaxed);
+        resources += p.resume_resources.load(Ordering::Relaxed);
+    }
+    (
+        bytes,
+        resources,
+        shared.full_resync_bytes.load(Ordering::Relaxed),
+        shared.resumed.load(Ordering::Relaxed),
+    )
 }
