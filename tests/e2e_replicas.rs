@@ -1,12 +1,13 @@
 //! End-to-end: three axon replicas on one config directory behind a local TCP load balancer
 //! (a real Envoy as an L4 proxy, `tcp_proxy` over the three xDS ports, with TCP health
 //! checks), many simulated proxies (`axon-load run --reconnect`, 300 by default;
-//! `AXON_E2E_REPLICA_PROXIES` sets fewer on a small machine) and a real gateway Envoy whose
-//! xDS goes through the balancer and which routes traffic the whole time.
+//! `AXON_E2E_REPLICA_PROXIES` sets fewer on a small machine) and two real gateway Envoys
+//! (one on SotW ADS, one on Delta, each with its Gateway) whose xDS goes through the balancer
+//! and which route traffic the whole time.
 //!
 //! One replica is stopped with SIGTERM (drained), then another with `kill -9`: every proxy
 //! reconnects to the survivors and is synced again (the fleet-wide `/debug/syncz?fleet=true`
-//! says so, the stopped replica named unreachable), and the real Envoy loses no request.
+//! says so, the stopped replica named unreachable), and the real Envoys lose no request.
 //! Each time the replica is started again and the three end within the slack of an even
 //! share (their `/fleet/replica` counts). Then a mesh VirtualService change is reported by
 //! `/debug/distribution?fleet=true` as ACKed by every proxy, across the three replicas.
@@ -196,12 +197,14 @@ impl Fleet {
 #[test]
 fn three_replicas_lose_no_proxy_and_rebalance_after_a_restart() {
     let n = proxies();
-    let total = n + 1; // and the real gateway Envoy
+    let total = n + 2; // and the two real gateway Envoys
     let v1 = Upstream::start("backend-v1");
     let v2 = Upstream::start("backend-v2");
     let gw_port = free_port();
+    let gw_b_port = free_port();
     let config = ConfigDir::new();
     config.write("gateway.yaml", &gateway_yaml(gw_port));
+    config.write("gateway-b.yaml", &gateway_b_yaml(gw_b_port));
     config.write("backend.yaml", &backend_yaml(v1.port(), v2.port()));
     config.write(
         "routes.yaml",
@@ -241,6 +244,24 @@ fn three_replicas_lose_no_proxy_and_rebalance_after_a_restart() {
     wait_for_answer("initial route", RECONNECT, "backend-v1", &envoy, || {
         http_get(gw, "/", &[])
     });
+    // A second real Envoy, on Delta ADS, with a Gateway of its own.
+    let mut options = EnvoyOptions::gateway(
+        GATEWAY_B_NODE_ID,
+        &[("istio", "ingressgateway-b")],
+        "istio-system",
+    )
+    .delta();
+    options.xds_retry_back_off = Some(("0.1s".to_string(), "0.5s".to_string()));
+    let envoy_b = Envoy::start(lb, options);
+    wait_gateway_route(&envoy_b, gw_b_port, "*", &[&v1_cluster], RECONNECT);
+    let gw_b = Envoy::local(gw_b_port);
+    wait_for_answer(
+        "initial route (Delta)",
+        RECONNECT,
+        "backend-v1",
+        &envoy_b,
+        || http_get(gw_b, "/", &[]),
+    );
 
     let load = Load::start(lb, n, 4, &[]);
     let first = fleet.wait_all_synced(total, "at start");
@@ -250,7 +271,7 @@ fn three_replicas_lose_no_proxy_and_rebalance_after_a_restart() {
     );
     fleet.wait_balanced(total, "at start");
 
-    // Traffic through the gateway the whole time: every request must be answered by v1.
+    // Traffic through both gateways the whole time: every request must be answered by v1.
     let stop = Arc::new(AtomicBool::new(false));
     let (served, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let traffic = {
@@ -258,13 +279,15 @@ fn three_replicas_lose_no_proxy_and_rebalance_after_a_restart() {
         std::thread::spawn(move || {
             let mut bad = Vec::new();
             while !stop.load(Ordering::Relaxed) {
-                let r = http_get(gw, "/", &[]);
-                if r == (200, "backend-v1".to_string()) {
-                    served.fetch_add(1, Ordering::Relaxed);
-                } else {
-                    failed.fetch_add(1, Ordering::Relaxed);
-                    if bad.len() < 5 {
-                        bad.push(r);
+                for to in [gw, gw_b] {
+                    let r = http_get(to, "/", &[]);
+                    if r == (200, "backend-v1".to_string()) {
+                        served.fetch_add(1, Ordering::Relaxed);
+                    } else {
+                        failed.fetch_add(1, Ordering::Relaxed);
+                        if bad.len() < 5 {
+                            bad.push((to, r));
+                        }
                     }
                 }
                 std::thread::sleep(Duration::from_millis(5));
@@ -283,6 +306,7 @@ fn three_replicas_lose_no_proxy_and_rebalance_after_a_restart() {
     fleet.stopped.push(r1);
     let after_drain = fleet.wait_all_synced(total, "after SIGTERM");
     wait_connected(&envoy, "after SIGTERM");
+    wait_connected(&envoy_b, "after SIGTERM (Delta)");
     let reconnect_drain = drained.elapsed();
     assert_eq!(
         fleet.synced().2,
@@ -324,6 +348,7 @@ fn three_replicas_lose_no_proxy_and_rebalance_after_a_restart() {
     fleet.stopped.push(r2);
     fleet.wait_all_synced(total, "after kill -9");
     wait_connected(&envoy, "after kill -9");
+    wait_connected(&envoy_b, "after kill -9 (Delta)");
     let reconnect_kill = killed.elapsed();
     eprintln!(
         "[replicas] kill -9: every proxy synced again {reconnect_kill:?} after the kill; counts {:?}",
@@ -341,6 +366,7 @@ fn three_replicas_lose_no_proxy_and_rebalance_after_a_restart() {
     );
     fleet.wait_all_synced(total, "after the restarts");
     wait_connected(&envoy, "after the restarts");
+    wait_connected(&envoy_b, "after the restarts (Delta)");
 
     stop.store(true, Ordering::Relaxed);
     let bad = traffic.join().unwrap();
@@ -350,7 +376,7 @@ fn three_replicas_lose_no_proxy_and_rebalance_after_a_restart() {
     );
     eprintln!("[replicas] gateway traffic: {served} requests served, {failed} failed");
     assert!(served > 100, "traffic ran: {served}");
-    assert_eq!(failed, 0, "the real Envoy lost requests: {bad:?}");
+    assert_eq!(failed, 0, "the real Envoys lost requests: {bad:?}");
 
     // A mesh VirtualService change, ACKed by every simulated proxy across the three. A
     // proxy that the rebalance moved while the change went out reconnects after it and is
@@ -409,6 +435,25 @@ fn three_replicas_lose_no_proxy_and_rebalance_after_a_restart() {
         .collect();
     assert_eq!(replicas.len(), 3, "{connections}");
     assert_no_rejected_updates(&envoy);
+    assert_no_rejected_updates(&envoy_b);
+}
+
+/// The second gateway Envoy's node id.
+const GATEWAY_B_NODE_ID: &str =
+    "router~127.0.0.2~ingress-b-1.istio-system~istio-system.svc.cluster.local";
+
+/// A Gateway for the second gateway Envoy (`istio: ingressgateway-b`) on `port`, and a
+/// VirtualService that binds to it and routes everything to backend v1.
+fn gateway_b_yaml(port: u16) -> String {
+    format!(
+        "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata:\n  name: ingress-b\n  \
+         namespace: istio-system\nspec:\n  selector:\n    istio: ingressgateway-b\n  servers:\n  \
+         - port:\n      number: {port}\n      name: http\n      protocol: HTTP\n    hosts:\n    \
+         - \"*\"\n---\napiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata:\n  \
+         name: backend-b\n  namespace: demo\nspec:\n  hosts:\n  - \"*\"\n  gateways:\n  \
+         - istio-system/ingress-b\n  http:\n  - route:\n    - destination:\n        host: \
+         {BACKEND}\n        subset: v1\n"
+    )
 }
 
 /// The simulated proxies moved since `before` (every one synced again) resumed and were sent
