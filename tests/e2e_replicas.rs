@@ -319,9 +319,13 @@ fn three_replicas_lose_no_proxy_and_rebalance_after_a_restart() {
         fleet.counts()
     );
     assert_resumed_with_nothing(&load, &before_drain, "SIGTERM");
+    let before_restart = load.line();
     let restarted = Instant::now();
     fleet.start(1);
     let rebalance_1 = fleet.wait_balanced(total, "after restarting the drained replica");
+    fleet.wait_all_synced(total, "after the rebalance");
+    // The proxies the survivors closed to rebalance moved too, and were sent nothing.
+    assert_resumed_with_nothing(&load, &before_restart, "rebalance after SIGTERM");
     eprintln!(
         "[replicas] restart after SIGTERM: within the slack {:?} after the start ({rebalance_1:?} \
          of waiting); counts {:?}",
@@ -355,6 +359,7 @@ fn three_replicas_lose_no_proxy_and_rebalance_after_a_restart() {
         fleet.counts()
     );
     assert_resumed_with_nothing(&load, &before_kill, "kill -9");
+    let before_restart = load.line();
     let restarted = Instant::now();
     fleet.start(2);
     fleet.wait_balanced(total, "after restarting the killed replica");
@@ -365,6 +370,7 @@ fn three_replicas_lose_no_proxy_and_rebalance_after_a_restart() {
         fleet.counts()
     );
     fleet.wait_all_synced(total, "after the restarts");
+    assert_resumed_with_nothing(&load, &before_restart, "rebalance after kill -9");
     wait_connected(&envoy, "after the restarts");
     wait_connected(&envoy_b, "after the restarts (Delta)");
 
