@@ -17,50 +17,21 @@ mod pki;
 #[path = "support/scenario.rs"]
 mod scenario;
 mod support;
+#[path = "support/tcp_echo.rs"]
+mod tcp_echo;
 #[path = "support/tls_upstream.rs"]
 mod tls_upstream;
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::process::Command;
 use std::time::Duration;
 
 use pki::Pki;
 use scenario::*;
 use support::*;
+use tcp_echo::{tcp_call, tcp_echo};
 use tls_upstream::TlsEchoUpstream;
 
 const CONVERGE: Duration = Duration::from_secs(30);
-
-/// A TCP server that answers each connection with `NAME:` and what it read, then closes.
-fn tcp_echo(name: &'static str) -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(mut conn) = conn else { continue };
-            std::thread::spawn(move || {
-                let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
-                let mut buf = [0u8; 64];
-                let n = conn.read(&mut buf).unwrap_or(0);
-                let _ = conn.write_all(format!("{name}:").as_bytes());
-                let _ = conn.write_all(&buf[..n]);
-            });
-        }
-    });
-    port
-}
-
-fn tcp_call(port: u16) -> String {
-    let Ok(mut conn) = TcpStream::connect(("127.0.0.1", port)) else {
-        return String::new();
-    };
-    let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
-    let _ = conn.write_all(b"hi");
-    let mut out = String::new();
-    let _ = conn.read_to_string(&mut out);
-    out
-}
 
 /// `curl` with `args`: whether it succeeded, and its output (the body, then the status).
 fn curl(args: &[&str]) -> (bool, String) {
