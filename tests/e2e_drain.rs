@@ -47,17 +47,7 @@ fn sigterm_drains_the_proxies_to_another_axon_without_losing_a_request() {
         || Envoy::start(a.xds_addr(), options.clone()),
         CONVERGE,
     );
-    let gw = Envoy::local(gw_port);
-    wait_gateway_route(
-        &envoy,
-        gw_port,
-        "*",
-        &[&format!("outbound|80|v1|{BACKEND}")],
-        CONVERGE,
-    );
-    wait_for_answer("initial route", CONVERGE, "backend-v1", &envoy, || {
-        http_get(gw, "/", &[])
-    });
+    let gw = wait_gateway_serves_v1(&envoy, gw_port, "initial route", CONVERGE);
     assert!(
         a.wait_synced(&[GATEWAY_NODE_ID], CONVERGE),
         "the gateway never synced with the first axon: {:?}",

@@ -90,17 +90,7 @@ fn move_envoy(delta: bool) {
         || Envoy::start(a.xds_addr(), options.clone()),
         CONVERGE,
     );
-    let gw = Envoy::local(gw_port);
-    wait_gateway_route(
-        &envoy,
-        gw_port,
-        "*",
-        &[&format!("outbound|80|v1|{BACKEND}")],
-        CONVERGE,
-    );
-    wait_for_answer("initial route", CONVERGE, "backend-v1", &envoy, || {
-        http_get(gw, "/", &[])
-    });
+    let gw = wait_gateway_serves_v1(&envoy, gw_port, "initial route", CONVERGE);
     assert!(
         wait_until(CONVERGE, || holds(&a) || holds(&b)),
         "the gateway never synced: {:?} {:?}",

@@ -238,12 +238,7 @@ fn three_replicas_lose_no_proxy_and_rebalance_after_a_restart() {
     let mut options = gateway_options();
     options.xds_retry_back_off = Some(("0.1s".to_string(), "0.5s".to_string()));
     let envoy = Envoy::start(lb, options);
-    let v1_cluster = format!("outbound|80|v1|{BACKEND}");
-    wait_gateway_route(&envoy, gw_port, "*", &[&v1_cluster], RECONNECT);
-    let gw = Envoy::local(gw_port);
-    wait_for_answer("initial route", RECONNECT, "backend-v1", &envoy, || {
-        http_get(gw, "/", &[])
-    });
+    let gw = wait_gateway_serves_v1(&envoy, gw_port, "initial route", RECONNECT);
     // A second real Envoy, on Delta ADS, with a Gateway of its own.
     let mut options = EnvoyOptions::gateway(
         GATEWAY_B_NODE_ID,
@@ -253,15 +248,7 @@ fn three_replicas_lose_no_proxy_and_rebalance_after_a_restart() {
     .delta();
     options.xds_retry_back_off = Some(("0.1s".to_string(), "0.5s".to_string()));
     let envoy_b = Envoy::start(lb, options);
-    wait_gateway_route(&envoy_b, gw_b_port, "*", &[&v1_cluster], RECONNECT);
-    let gw_b = Envoy::local(gw_b_port);
-    wait_for_answer(
-        "initial route (Delta)",
-        RECONNECT,
-        "backend-v1",
-        &envoy_b,
-        || http_get(gw_b, "/", &[]),
-    );
+    let gw_b = wait_gateway_serves_v1(&envoy_b, gw_b_port, "initial route (Delta)", RECONNECT);
 
     let load = Load::start(lb, n, 4, &[]);
     let first = fleet.wait_all_synced(total, "at start");

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use crate::support::{
     Axon, ConfigDir, Envoy, EnvoyOptions, dump_section, dynamic_cluster_names,
-    dynamic_listener_names, dynamic_route_config_names, start_envoy_listening, wait_until,
+    dynamic_listener_names, dynamic_route_config_names, http_get, start_envoy_listening,
+    wait_gateway_route, wait_until,
 };
 
 /// The ingress gateway Envoy's node.
@@ -423,6 +424,23 @@ pub fn wait_for_answer(
         "{what} never answered 200 {want:?} within {timeout:?}; last answer: {last:?}\n{}",
         describe_envoy(envoy)
     );
+}
+
+/// Waits until the gateway `envoy` routes `gw_port` to backend v1 ([`wait_gateway_route`])
+/// and a request through it is answered by `backend-v1`; returns the gateway's address.
+pub fn wait_gateway_serves_v1(
+    envoy: &Envoy,
+    gw_port: u16,
+    what: &str,
+    timeout: Duration,
+) -> std::net::SocketAddr {
+    let v1_cluster = format!("outbound|80|v1|{BACKEND}");
+    wait_gateway_route(envoy, gw_port, "*", &[&v1_cluster], timeout);
+    let gw = Envoy::local(gw_port);
+    wait_for_answer(what, timeout, "backend-v1", envoy, || {
+        http_get(gw, "/", &[])
+    });
+    gw
 }
 
 /// Sends `n` requests with `get` and counts the answers: the body of a 200, else
