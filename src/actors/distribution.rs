@@ -2,7 +2,8 @@
 //!
 //! Receives [`Affected`] when a ConnectionActor pushes a change to its proxy (only proxies
 //! whose scope depends on the change are ever pushed, so no other proxy is counted), and
-//! [`Acked`] / [`Nacked`] when that proxy answers the push. Answers [`GetDistribution`] for
+//! [`Acked`] / [`Nacked`] when that proxy answers the push, [`Gone`] when it leaves; from the
+//! ConnectionActors as [`Reports`], a batch per connection thread and scheduler turn. Answers [`GetDistribution`] for
 //! `/debug/distribution` and observes `axon_config_distribution_seconds` when the last
 //! affected proxy ACKs a change.
 
@@ -16,8 +17,7 @@ use crate::metrics::Metrics;
 use crate::model::config::ConfigKey;
 
 /// A proxy was pushed `version`, which carries changes to `keys` (started at `start`).
-#[derive(Message, Debug, Clone)]
-#[rtype(result = "()")]
+#[derive(Debug, Clone)]
 pub struct Affected {
     pub proxy: String,
     pub keys: Vec<ConfigKey>,
@@ -26,27 +26,38 @@ pub struct Affected {
 }
 
 /// A proxy ACKed every type it was sent at `version` or later.
-#[derive(Message, Debug, Clone)]
-#[rtype(result = "()")]
+#[derive(Debug, Clone)]
 pub struct Acked {
     pub proxy: String,
     pub version: u64,
 }
 
 /// A proxy rejected what it was sent.
-#[derive(Message, Debug, Clone)]
-#[rtype(result = "()")]
+#[derive(Debug, Clone)]
 pub struct Nacked {
     pub proxy: String,
     pub error: String,
 }
 
 /// A proxy went away: it no longer counts as pending.
-#[derive(Message, Debug, Clone)]
-#[rtype(result = "()")]
+#[derive(Debug, Clone)]
 pub struct Gone {
     pub proxy: String,
 }
+
+/// One of the reports a ConnectionActor makes.
+#[derive(Debug, Clone)]
+pub enum Report {
+    Affected(Affected),
+    Acked(Acked),
+    Nacked(Nacked),
+    Gone(Gone),
+}
+
+/// Reports in the order they were made (one connection thread's, from its outbox).
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct Reports(pub Vec<Report>);
 
 #[derive(Message)]
 #[rtype(result = "Vec<KeyDistribution>")]
@@ -284,33 +295,27 @@ impl Actor for DistributionTracker {
     type Context = Context<Self>;
 }
 
-impl Handler<Affected> for DistributionTracker {
-    type Result = ();
-    fn handle(&mut self, msg: Affected, _: &mut Context<Self>) {
-        self.state.affected(msg, SystemTime::now());
-    }
-}
-
-impl Handler<Acked> for DistributionTracker {
-    type Result = ();
-    fn handle(&mut self, msg: Acked, _: &mut Context<Self>) {
-        for took in self.state.acked(&msg.proxy, msg.version, Instant::now()) {
-            self.metrics.config_distribution.observe(took.as_secs_f64());
+impl DistributionTracker {
+    fn on_report(&mut self, report: Report) {
+        match report {
+            Report::Affected(msg) => self.state.affected(msg, SystemTime::now()),
+            Report::Acked(msg) => {
+                for took in self.state.acked(&msg.proxy, msg.version, Instant::now()) {
+                    self.metrics.config_distribution.observe(took.as_secs_f64());
+                }
+            }
+            Report::Nacked(msg) => self.state.nacked(&msg.proxy, &msg.error),
+            Report::Gone(msg) => self.state.gone(&msg.proxy),
         }
     }
 }
 
-impl Handler<Nacked> for DistributionTracker {
+impl Handler<Reports> for DistributionTracker {
     type Result = ();
-    fn handle(&mut self, msg: Nacked, _: &mut Context<Self>) {
-        self.state.nacked(&msg.proxy, &msg.error);
-    }
-}
-
-impl Handler<Gone> for DistributionTracker {
-    type Result = ();
-    fn handle(&mut self, msg: Gone, _: &mut Context<Self>) {
-        self.state.gone(&msg.proxy);
+    fn handle(&mut self, msg: Reports, _: &mut Context<Self>) {
+        for report in msg.0 {
+            self.on_report(report);
+        }
     }
 }
 

@@ -3,7 +3,7 @@
 //! ```text
 //!  registry ──ConfigUpdate──▶ Debouncer ──Flush──▶ SnapshotBuilder ──Push──▶ PushQueue ──Push──▶ ConnectionActor
 //!                                                                              ▲
-//!                                                 Connect / PushDone / Disconnect
+//!                                                 Connect / PushesDone / Disconnect
 //! ```
 //!
 //! Queries of the debug and monitoring servers live beside the actor that answers them,
@@ -69,11 +69,12 @@ pub struct Disconnect {
     pub id: ConnId,
 }
 
-/// A connection finished the push it was given.
+/// Connections finished the pushes they were given (batched per connection thread by the
+/// ConnectionActors' outbox).
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct PushDone {
-    pub id: ConnId,
+pub struct PushesDone {
+    pub ids: Vec<ConnId>,
 }
 
 /// The configs a registry holds and the problems it found (`/debug/configz`); every

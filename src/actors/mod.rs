@@ -6,10 +6,10 @@
 //!     ▼
 //!  Debouncer ──Flush (awaited)──▶ SnapshotBuilder ──Push──▶ PushQueue ──Push (≤ push_concurrency)──▶ ConnectionActor ×N
 //!     ▲ ForcePush                    ▲ GetReady,                ▲ Connect (answered with the        │ │ Register / Unregister
-//!     │                              │ GetPushStatus            │ context), PushDone, Disconnect ───┘ ▼
+//!     │                              │ GetPushStatus            │ context), PushesDone, Disconnect ─┘ ▼
 //!  debug server                  monitoring / debug             └──────────────────────────── ConnectionDirectory ◀─ CollectStatus, DumpFor
 //!                                                                                                   │   (asks GetStatus, Dump)
-//!  ConnectionActor ──Affected / Acked / Nacked / Gone──▶ DistributionTracker ◀─ GetDistribution (debug)
+//!  ConnectionActor ──Reports (Affected / Acked / Nacked / Gone)──▶ DistributionTracker ◀─ GetDistribution (debug)
 //!        ▲ requests │ responses
 //!        │          ▼
 //!  transport (ADS over tonic) ◀──▶ Envoy
@@ -23,10 +23,10 @@
 //! | FileRegistry, ServiceRegistry, IstioRegistry | [`crate::registry`] | file and watch events, `GetConfigz` | `ConfigUpdate` |
 //! | Debouncer | [`debouncer`] | `ConfigUpdate`, `ForcePush` | `Flush` |
 //! | SnapshotBuilder | [`snapshot_builder`] | `Flush`, `GetReady`, `GetPushStatus` | `Push` |
-//! | PushQueue | [`push_queue`] | `Push`, `Connect`, `PushDone`, `Disconnect` | `Push` |
-//! | ConnectionActor, one per stream | [`connection`] | the stream's requests, `Push`, `GetStatus`, `Dump` | responses; `Connect`, `PushDone`, `Disconnect`; `Register`, `Unregister`; `Affected`, `Acked`, `Nacked`, `Gone` |
+//! | PushQueue | [`push_queue`] | `Push`, `Connect`, `PushesDone`, `Disconnect` | `Push` |
+//! | ConnectionActor, one per stream | [`connection`] | the stream's requests, `Push`, `GetStatus`, `Dump` | responses; `Connect`, `Disconnect`; `Register`, `Unregister`; through its thread's outbox `PushesDone`, `Reports` |
 //! | ConnectionDirectory | [`directory`] | `Register`, `Unregister`, `CollectStatus`, `DumpFor` | `GetStatus`, `Dump` |
-//! | DistributionTracker | [`distribution`] | `Affected`, `Acked`, `Nacked`, `Gone`, `GetDistribution` | |
+//! | DistributionTracker | [`distribution`] | `Reports`, `GetDistribution` | |
 //! | Fleet | [`fleet`] | `SetPeers`, `GetReplica`, `GetPeers`, `StopBalancing` | (polls the peers; closes the oldest connections to rebalance) |
 //!
 //! The pipeline's messages are in [`messages`]; queries live beside the actor that answers

@@ -1,8 +1,9 @@
 //! The PushQueue: fans a push out to every connection, at most `push_concurrency` at a time.
 //!
-//! Receives [`Push`] from the SnapshotBuilder, [`Connect`] / [`Disconnect`] / [`PushDone`] from
-//! ConnectionActors. Per connection it holds at most one pending request (a new one merges
-//! into it) besides the one in flight; it sends [`Push`] to the ConnectionActors.
+//! Receives [`Push`] from the SnapshotBuilder, [`Connect`] / [`Disconnect`] from
+//! ConnectionActors and [`PushesDone`] from their threads' outboxes. Per connection it holds at
+//! most one pending request (a new one merges into it) besides the one in flight; it sends
+//! [`Push`] to the ConnectionActors.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -10,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 
-use super::messages::{ConnId, Connect, Disconnect, Push, PushDone};
+use super::messages::{ConnId, Connect, Disconnect, Push, PushesDone};
 use crate::metrics::Metrics;
 use crate::model::push_context::PushContext;
 use crate::model::push_request::PushRequest;
@@ -46,6 +47,36 @@ impl QueueState {
             None => {
                 self.pending.insert(id, (request, now));
                 self.order.push_back(id);
+            }
+        }
+    }
+
+    /// Queues `request` for every connection of `ids`. The connections that share a pending
+    /// request (all of them, after one push that could not go out yet) share the merge too:
+    /// one merge per distinct pending request, not one per connection.
+    pub fn enqueue_all(
+        &mut self,
+        ids: impl IntoIterator<Item = ConnId>,
+        request: &Arc<PushRequest>,
+        now: Instant,
+    ) {
+        // Keyed by the pending request's address; the entry holds that request, so that the
+        // address cannot be reused while the map lives.
+        type Merges = HashMap<*const PushRequest, (Arc<PushRequest>, Arc<PushRequest>)>;
+        let mut merges: Merges = HashMap::new();
+        for id in ids {
+            match self.pending.get_mut(&id) {
+                Some((prev, _)) => {
+                    let (_, merged) = merges.entry(Arc::as_ptr(prev)).or_insert_with(|| {
+                        let merged = PushRequest::clone(prev).merge(PushRequest::clone(request));
+                        (prev.clone(), Arc::new(merged))
+                    });
+                    *prev = merged.clone();
+                }
+                None => {
+                    self.pending.insert(id, (request.clone(), now));
+                    self.order.push_back(id);
+                }
             }
         }
     }
@@ -172,9 +203,8 @@ impl Handler<Push> for PushQueue {
         let started = Instant::now();
         self.latest = Some(msg.ctx);
         let now = Instant::now();
-        for id in self.conns.keys() {
-            self.state.enqueue(*id, msg.request.clone(), now);
-        }
+        self.state
+            .enqueue_all(self.conns.keys().copied(), &msg.request, now);
         tracing::debug!(
             connections = self.conns.len(),
             pending = self.state.pending(),
@@ -207,12 +237,14 @@ impl Handler<Disconnect> for PushQueue {
     }
 }
 
-impl Handler<PushDone> for PushQueue {
+impl Handler<PushesDone> for PushQueue {
     type Result = ();
 
-    fn handle(&mut self, msg: PushDone, _: &mut Context<Self>) {
+    fn handle(&mut self, msg: PushesDone, _: &mut Context<Self>) {
         let started = Instant::now();
-        self.state.done(msg.id);
+        for id in msg.ids {
+            self.state.done(id);
+        }
         self.dispatch();
         self.metrics.handled("push_queue", started);
     }
@@ -246,6 +278,28 @@ mod tests {
             "queued since the first request"
         );
         assert!(q.pop_ready(t).is_none());
+    }
+
+    #[test]
+    fn connections_sharing_a_pending_request_share_its_merge() {
+        let t = Instant::now();
+        let mut q = QueueState::new(1);
+        let (a, b) = (req("a"), req("b"));
+        q.enqueue_all(1..=3, &a, t);
+        q.enqueue(4, req("c"), t);
+        q.enqueue_all(1..=4, &b, t + Duration::from_millis(5));
+        assert_eq!(q.pending(), 4);
+        let merged: Vec<Arc<PushRequest>> = (1..=4).map(|id| q.pending[&id].0.clone()).collect();
+        assert!(Arc::ptr_eq(&merged[0], &merged[1]) && Arc::ptr_eq(&merged[1], &merged[2]));
+        let names = |r: &PushRequest| -> Vec<String> {
+            r.configs_updated
+                .iter()
+                .map(|k| k.name.to_string())
+                .collect()
+        };
+        assert_eq!(names(&merged[0]), ["a", "b"]);
+        assert_eq!(names(&merged[3]), ["b", "c"], "its own merge");
+        assert_eq!(q.pending[&1].1, t, "queued since the first request");
     }
 
     #[test]
@@ -319,7 +373,7 @@ mod tests {
                 "no context yet"
             );
         }
-        tell_addr(&metrics, "push_queue", &queue, PushDone { id: 1 });
+        tell_addr(&metrics, "push_queue", &queue, PushesDone { ids: vec![1] });
         tell_addr(&metrics, "push_queue", &queue, Disconnect { id: 2 });
         // A round trip: every message sent before it has been handled.
         let connect = Connect { id: 4, conn };

@@ -5,15 +5,16 @@
 //!
 //! Receives the stream's requests (as a stream handler), [`Push`] from the PushQueue,
 //! [`GetStatus`](super::directory::GetStatus) and [`Dump`](super::directory::Dump) from the
-//! ConnectionDirectory; sends [`Connect`], [`PushDone`]
-//! and [`Disconnect`] to the PushQueue, [`Register`] / [`Unregister`] to the
-//! ConnectionDirectory, [`Affected`], [`Acked`], [`Nacked`], [`Gone`] to the
+//! ConnectionDirectory; sends [`Connect`] and [`Disconnect`] to the PushQueue, [`Register`] /
+//! [`Unregister`] to the ConnectionDirectory; and through its thread's [`outbox`], that a push
+//! is done to the PushQueue and [`Affected`], [`Acked`], [`Nacked`], [`Gone`] to the
 //! DistributionTracker.
 //!
 //! Responses are written in order while the actor waits: a proxy that does not read within
 //! `write_timeout` is disconnected (`pilot_xds_write_timeout`), and its push slot is given
 //! back, so that it never holds memory or the others up.
 
+mod outbox;
 mod starter;
 mod status;
 
@@ -24,9 +25,9 @@ use actix::prelude::*;
 pub use starter::ConnectionStarter;
 
 use super::directory::{ConnectionDirectory, Register, Unregister};
-use super::distribution::{Acked, Affected, DistributionTracker, Gone, Nacked};
+use super::distribution::{Acked, Affected, DistributionTracker, Gone, Nacked, Report};
 use super::mailbox;
-use super::messages::{ConnId, Connect, Disconnect, Push, PushDone};
+use super::messages::{ConnId, Connect, Disconnect, Push};
 use super::push_queue::PushQueue;
 use crate::metrics::Metrics;
 use crate::model::log_safe::{Escaped, LogLimit};
@@ -136,7 +137,7 @@ impl ConnectionActor {
                     Ok(current) => {
                         if let Some(push_ctx) = current {
                             let out = act.stream.on_context(push_ctx);
-                            act.apply(out, ctx, None);
+                            act.apply(out, ctx, false);
                         }
                     }
                     Err(e) => {
@@ -153,12 +154,12 @@ impl ConnectionActor {
             return;
         }
         let out = self.stream.on_request(req);
-        self.apply(out, ctx, None);
+        self.apply(out, ctx, false);
     }
 
     /// Reports the events of an output and writes its responses; then tells the PushQueue
-    /// `done`, if given.
-    fn apply(&mut self, out: Output, ctx: &mut Context<Self>, done: Option<PushDone>) {
+    /// the push is done, if `done`.
+    fn apply(&mut self, out: Output, ctx: &mut Context<Self>, done: bool) {
         for event in out.events {
             self.report(event);
         }
@@ -184,10 +185,11 @@ impl ConnectionActor {
                 tracing::debug!(proxy = %self.proxy_log(), r#type = type_url.short(), resources, "ADS: sent");
             }
             Event::Nack { type_url, error } => {
-                self.peers.distribution.do_send(Nacked {
+                let nacked = Nacked {
                     proxy: self.proxy_id().to_string(),
                     error: format!("{}: {error}", type_url.short()),
-                });
+                };
+                outbox::report(&self.peers, Report::Nacked(nacked));
                 metrics
                     .xds_rejects
                     .with_label_values(&[type_url.short()])
@@ -241,16 +243,22 @@ impl ConnectionActor {
                 keys,
                 version,
                 start,
-            } => self.peers.distribution.do_send(Affected {
-                proxy: self.proxy_id().to_string(),
-                keys,
-                version,
-                start,
-            }),
-            Event::Acked { version } => self.peers.distribution.do_send(Acked {
-                proxy: self.proxy_id().to_string(),
-                version,
-            }),
+            } => {
+                let affected = Affected {
+                    proxy: self.proxy_id().to_string(),
+                    keys,
+                    version,
+                    start,
+                };
+                outbox::report(&self.peers, Report::Affected(affected));
+            }
+            Event::Acked { version } => {
+                let acked = Acked {
+                    proxy: self.proxy_id().to_string(),
+                    version,
+                };
+                outbox::report(&self.peers, Report::Acked(acked));
+            }
             Event::Synced => tracing::info!(
                 proxy = %self.proxy_log(),
                 "ADS: full sync complete in {} ms",
@@ -259,16 +267,17 @@ impl ConnectionActor {
         }
     }
 
-    fn push_done(&self, done: Option<PushDone>) {
-        if let Some(done) = done {
-            mailbox::tell_addr(self.metrics(), "push_queue", &self.peers.push_queue, done);
+    /// Tells the PushQueue (through the outbox) that the push it gave is done, if `done`.
+    fn push_done(&self, done: bool) {
+        if done {
+            outbox::push_done(&self.peers, self.id);
         }
     }
 
     /// Writes responses in order: at once while the stream's queue has room (the common
     /// case), else waiting (no other message is handled meanwhile) at most `write_timeout`
     /// per response; then tells the PushQueue, if `done`.
-    fn write(&mut self, responses: Vec<Response>, ctx: &mut Context<Self>, done: Option<PushDone>) {
+    fn write(&mut self, responses: Vec<Response>, ctx: &mut Context<Self>, done: bool) {
         let mut responses = responses.into_iter();
         let mut waiting = None;
         for response in responses.by_ref() {
@@ -340,9 +349,10 @@ impl Actor for ConnectionActor {
             disconnect,
         );
         self.peers.directory.do_send(Unregister { id: self.id });
-        self.peers.distribution.do_send(Gone {
+        let gone = Gone {
             proxy: proxy.id.clone(),
-        });
+        };
+        outbox::report(&self.peers, Report::Gone(gone));
         let reason = self.close_reason.as_deref().unwrap_or("stream ended");
         tracing::info!(proxy = %Escaped(&proxy.id), reason = %Escaped(reason), "ADS: disconnected");
     }
@@ -380,7 +390,7 @@ impl Handler<Push> for ConnectionActor {
         if out.responses.is_empty() && out.events.is_empty() {
             tracing::trace!(proxy = %self.proxy_log(), version, "push skipped: not affected");
         }
-        self.apply(out, ctx, Some(PushDone { id: self.id }));
+        self.apply(out, ctx, true);
         self.metrics().handled("connection", started);
     }
 }
