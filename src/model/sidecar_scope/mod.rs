@@ -167,7 +167,11 @@ impl SidecarScope {
 
     /// The scope of `proxy` in `ctx`, computed once per distinct view and shared.
     pub fn of(ctx: &PushContext, proxy: &Proxy) -> Arc<SidecarScope> {
-        let key = scope_key(ctx, proxy);
+        SidecarScope::of_key(ctx, proxy, &scope_key(ctx, proxy))
+    }
+
+    /// [`Self::of`], the proxy's scope key in `ctx` known to be `key`.
+    fn of_key(ctx: &PushContext, proxy: &Proxy, key: &str) -> Arc<SidecarScope> {
         ctx.memo.get_or_compute(&format!("scope|{key}"), || {
             SidecarScope::compute(ctx, proxy)
         })
@@ -176,7 +180,10 @@ impl SidecarScope {
     /// The proxy's scope in `new`, moving from `old` (its previous context and scope): the old
     /// scope itself when `new` was made from `old` by an endpoint-only request that left the
     /// proxy's own workload ports alone (such a context shares every index a scope reads but
-    /// the endpoints, and a scope reads endpoints only at the proxy's IP); else [`Self::of`].
+    /// the endpoints, and a scope reads endpoints only at the proxy's IP); the scope of the
+    /// old scope's key when `new` shares every index the key reads (a VirtualService edit that
+    /// left the `sourceLabels` alone: the key is not computed again for each proxy); else
+    /// [`Self::of`].
     pub fn next(
         old: Option<(&PushContext, &Arc<SidecarScope>)>,
         new: &PushContext,
@@ -189,6 +196,9 @@ impl SidecarScope {
                         == new.endpoints.by_address.get(&proxy.ip) =>
             {
                 scope.clone()
+            }
+            Some((ctx, scope)) if !scope.key.is_empty() && same_key_inputs(ctx, new) => {
+                SidecarScope::of_key(new, proxy, &scope.key)
             }
             _ => SidecarScope::of(new, proxy),
         }
@@ -203,6 +213,20 @@ impl SidecarScope {
     pub fn default_egress(&self) -> Option<&EgressScope> {
         self.egress.iter().find(|e| e.port.is_none())
     }
+}
+
+/// Whether [`scope_key`] reads the same in `old` and `new`: every index it reads is shared
+/// (the builder reuses the index of each kind a request did not touch), and the
+/// VirtualServices, when rebuilt, select the same `sourceLabels`.
+fn same_key_inputs(old: &PushContext, new: &PushContext) -> bool {
+    Arc::ptr_eq(&old.mesh, &new.mesh)
+        && Arc::ptr_eq(&old.services, &new.services)
+        && Arc::ptr_eq(&old.endpoints, &new.endpoints)
+        && Arc::ptr_eq(&old.destination_rules, &new.destination_rules)
+        && Arc::ptr_eq(&old.gateways, &new.gateways)
+        && Arc::ptr_eq(&old.sidecars, &new.sidecars)
+        && (Arc::ptr_eq(&old.virtual_services, &new.virtual_services)
+            || old.virtual_services.source_selectors == new.virtual_services.source_selectors)
 }
 
 /// What makes two proxies see the same world: their type, namespace, the Sidecar (or the

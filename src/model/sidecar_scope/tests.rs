@@ -171,3 +171,59 @@ fn inbound_ports_come_from_endpoints_at_the_proxy_ip() {
         }]
     );
 }
+
+#[test]
+fn a_virtual_service_edit_keeps_the_scope_key_unless_its_source_labels_change() {
+    let yaml = |weight_route: &str, source: &str| {
+        format!(
+            "{}apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: r, namespace: a}}
+spec:
+  hosts: [x]
+  http:
+  - match: [{{sourceLabels: {{app: {source}}}}}]
+    route: [{{destination: {{host: {weight_route}}}}}]
+",
+            service("a", "x", "*")
+        )
+    };
+    let mesh = Arc::default();
+    let first = yaml("x", "web");
+    let ctx1 = PushContext::build(
+        None,
+        &crate::model::fixtures::configs(&first),
+        &PushRequest::full_push(
+            crate::model::push_request::TriggerReason::Config,
+            Instant::now(),
+        ),
+        &mesh,
+    );
+    let web = proxy("sidecar", "10.0.0.9", "a", &[("app", "web")]);
+    let old = SidecarScope::of(&ctx1, &web);
+    let edit = change(&[key(ConfigKind::VirtualService, "a", "r")]);
+    let next = |yaml: &str| {
+        PushContext::build(
+            Some(&ctx1),
+            &crate::model::fixtures::configs(yaml),
+            &edit,
+            &mesh,
+        )
+    };
+    // Another destination, the same sourceLabels: the old key, the new context's scope.
+    let ctx2 = next(&yaml("x.a.svc.cluster.local", "web"));
+    assert!(same_key_inputs(&ctx1, &ctx2));
+    let moved = SidecarScope::next(Some((&ctx1, &old)), &ctx2, &web);
+    assert_eq!(moved.key, scope_key(&ctx2, &web));
+    assert!(
+        Arc::ptr_eq(&moved, &SidecarScope::of(&ctx2, &web)),
+        "shared"
+    );
+    assert!(!Arc::ptr_eq(&moved, &old), "computed in the new context");
+    // Other sourceLabels: the key is computed again.
+    let ctx3 = next(&yaml("x", "api"));
+    assert!(!same_key_inputs(&ctx1, &ctx3));
+    let moved = SidecarScope::next(Some((&ctx1, &old)), &ctx3, &web);
+    assert_eq!(moved.key, scope_key(&ctx3, &web));
+    assert_ne!(moved.key, old.key);
+}
