@@ -122,8 +122,10 @@ pub struct StreamState {
     ctx: Option<Arc<PushContext>>,
     /// What the proxy sees in `ctx`, and the configs it depends on.
     scope: Option<Arc<SidecarScope>>,
-    sotw: BTreeMap<ResourceType, Subscription>,
-    delta_subs: BTreeMap<ResourceType, DeltaSubscription>,
+    /// Boxed: a map's node has room for 11 values, and 11 inline subscriptions of ~230 bytes
+    /// made 2.5 KiB per stream for the four or five types a proxy subscribes.
+    sotw: BTreeMap<ResourceType, Box<Subscription>>,
+    delta_subs: BTreeMap<ResourceType, Box<DeltaSubscription>>,
     /// Types requested before the first context existed, answered when it arrives.
     waiting: BTreeSet<ResourceType>,
     /// After CDS is sent, the next EDS request is answered even if it looks like an ACK, so
@@ -332,9 +334,9 @@ impl StreamState {
 
     fn is_acked(&self) -> bool {
         if self.delta {
-            !self.delta_subs.is_empty() && self.delta_subs.values().all(DeltaSubscription::is_acked)
+            !self.delta_subs.is_empty() && self.delta_subs.values().all(|w| w.is_acked())
         } else {
-            !self.sotw.is_empty() && self.sotw.values().all(Subscription::is_acked)
+            !self.sotw.is_empty() && self.sotw.values().all(|w| w.is_acked())
         }
     }
 
@@ -478,7 +480,7 @@ impl StreamState {
         if self.delta {
             self.delta_subs
                 .get(&type_url)
-                .is_some_and(DeltaSubscription::is_subscribed)
+                .is_some_and(|w| w.is_subscribed())
         } else {
             self.sotw
                 .get(&type_url)

@@ -25,7 +25,7 @@ impl StreamState {
         let subscription = self
             .sotw
             .entry(type_url)
-            .or_insert_with(|| Subscription::new(type_url));
+            .or_insert_with(|| Box::new(Subscription::new(type_url)));
         let mut decision = subscription.on_request(type_url, &req, &self.names);
         if decision == Decision::Ack
             && type_url == ResourceType::Endpoint
