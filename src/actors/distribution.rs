@@ -3,9 +3,9 @@
 //! Receives [`Affected`] when a ConnectionActor pushes a change to its proxy (only proxies
 //! whose scope depends on the change are ever pushed, so no other proxy is counted), and
 //! [`Acked`] / [`Nacked`] when that proxy answers the push, [`Gone`] when it leaves; from the
-//! ConnectionActors as [`Reports`], a batch per connection thread and scheduler turn. Answers [`GetDistribution`] for
-//! `/debug/distribution` and observes `axon_config_distribution_seconds` when the last
-//! affected proxy ACKs a change.
+//! ConnectionActors as [`Reports`], a batch per connection thread and scheduler turn.
+//! Answers [`GetDistribution`] for `/debug/distribution` and observes
+//! `axon_config_distribution_seconds` when the last affected proxy ACKs a change.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant, SystemTime};

@@ -39,16 +39,7 @@ impl QueueState {
 
     /// Queues `request` for `id`, merging with one already pending.
     pub fn enqueue(&mut self, id: ConnId, request: Arc<PushRequest>, now: Instant) {
-        match self.pending.remove(&id) {
-            Some((prev, since)) => {
-                let merged = Arc::unwrap_or_clone(prev).merge(Arc::unwrap_or_clone(request));
-                self.pending.insert(id, (Arc::new(merged), since));
-            }
-            None => {
-                self.pending.insert(id, (request, now));
-                self.order.push_back(id);
-            }
-        }
+        self.enqueue_all([id], &request, now);
     }
 
     /// Queues `request` for every connection of `ids`. The connections that share a pending
