@@ -2,6 +2,7 @@
 FROM rust:1.95-slim-bookworm AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
+COPY vendor ./vendor
 COPY src ./src
 # Cargo.toml declares the benches: cargo needs their files to read the manifest.
 COPY benches ./benches

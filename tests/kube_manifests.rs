@@ -369,6 +369,14 @@ fn the_dockerfile_builds_a_release_binary_into_a_non_root_image() {
             );
         }
     }
+    // The vendored crates Cargo.toml patches in are part of the build context.
+    let manifest = std::fs::read_to_string(root().join("Cargo.toml")).expect("Cargo.toml");
+    if manifest.contains("path = \"vendor/") {
+        assert!(
+            text.lines().any(|l| l.starts_with("COPY vendor ")),
+            "Cargo.toml builds crates from vendor/: the Dockerfile must copy it"
+        );
+    }
 }
 
 /// The value after `flag` in `args`.
