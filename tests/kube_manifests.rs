@@ -369,12 +369,32 @@ fn the_dockerfile_builds_a_release_binary_into_a_non_root_image() {
             );
         }
     }
-    // The vendored crates Cargo.toml patches in are part of the build context.
-    let manifest = std::fs::read_to_string(root().join("Cargo.toml")).expect("Cargo.toml");
-    if manifest.contains("path = \"vendor/") {
+    // Every crate Cargo.toml patches in from a path is in the build context.
+    let copied: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("COPY ") && !l.contains("--from"))
+        .flat_map(|l| {
+            let parts: Vec<&str> = l.split_whitespace().collect();
+            parts[1..parts.len() - 1].to_vec()
+        })
+        .collect();
+    let manifest: toml::Table = std::fs::read_to_string(root().join("Cargo.toml"))
+        .expect("Cargo.toml")
+        .parse()
+        .expect("Cargo.toml is TOML");
+    let patched = manifest
+        .get("patch")
+        .and_then(|p| p.get("crates-io"))
+        .and_then(|p| p.as_table());
+    for (name, spec) in patched.into_iter().flatten() {
+        let Some(path) = spec.get("path").and_then(|p| p.as_str()) else {
+            continue;
+        };
         assert!(
-            text.lines().any(|l| l.starts_with("COPY vendor ")),
-            "Cargo.toml builds crates from vendor/: the Dockerfile must copy it"
+            copied
+                .iter()
+                .any(|src| Path::new(path).starts_with(src.trim_end_matches('/'))),
+            "Cargo.toml patches {name} in from {path}: the Dockerfile must copy it"
         );
     }
 }
