@@ -108,6 +108,47 @@ pub struct Metrics {
     pub mailbox_depth: prometheus::IntGaugeVec,
     /// `axon_actor_handle_seconds{actor}`: time an actor kind spends handling one message.
     pub handle_time: HistogramVec,
+    /// The children of the per-type and per-actor families above, resolved once.
+    resolved: std::sync::Arc<Resolved>,
+}
+
+/// The children of the labelled families that are counted per proxy on every push, looked
+/// up once: `with_label_values` takes the family's lock, hashes the label and clones the
+/// child on every call, from every connection thread.
+struct Resolved {
+    /// By [`XDS_TYPES`].
+    pushes: [prometheus::IntCounter; 5],
+    push_time: [Histogram; 5],
+    config_size: [Histogram; 5],
+    /// By [`ACTOR_KINDS`].
+    depth: [IntGauge; 5],
+    handle_time: [Histogram; 5],
+}
+
+impl Resolved {
+    fn new(
+        pushes: &IntCounterVec,
+        push_time: &HistogramVec,
+        config_size: &HistogramVec,
+        depth: &prometheus::IntGaugeVec,
+        handle_time: &HistogramVec,
+    ) -> Resolved {
+        Resolved {
+            pushes: XDS_TYPES.map(|t| pushes.with_label_values(&[t])),
+            push_time: XDS_TYPES.map(|t| push_time.with_label_values(&[t])),
+            config_size: XDS_TYPES.map(|t| config_size.with_label_values(&[t])),
+            depth: ACTOR_KINDS.map(|a| depth.with_label_values(&[a])),
+            handle_time: ACTOR_KINDS.map(|a| handle_time.with_label_values(&[a])),
+        }
+    }
+}
+
+fn type_index(t: &str) -> Option<usize> {
+    XDS_TYPES.iter().position(|x| *x == t)
+}
+
+fn actor_index(kind: &str) -> Option<usize> {
+    ACTOR_KINDS.iter().position(|x| *x == kind)
 }
 
 impl Metrics {
@@ -198,6 +239,17 @@ impl Metrics {
                 .expect("unique metric");
             c
         };
+        let xds_pushes = counter(
+            "pilot_xds_pushes",
+            "Pilot build and send errors for lds, rds, cds and eds.",
+        );
+        let resolved = std::sync::Arc::new(Resolved::new(
+            &xds_pushes,
+            &xds_push_time,
+            &config_size,
+            &mailbox_depth,
+            &handle_time,
+        ));
         let m = Metrics {
             endpoint_swaps: plain_counter(
                 "axon_endpoint_index_swaps",
@@ -263,10 +315,7 @@ impl Metrics {
                 "pilot_xds",
                 "Number of endpoints connected to this pilot using XDS.",
             ),
-            xds_pushes: counter(
-                "pilot_xds_pushes",
-                "Pilot build and send errors for lds, rds, cds and eds.",
-            ),
+            xds_pushes: xds_pushes.clone(),
             xds_rejects: counter(
                 "pilot_total_xds_rejects",
                 "Total number of XDS responses from pilot rejected by proxy.",
@@ -318,6 +367,7 @@ impl Metrics {
                 "axon_config_distribution_seconds",
                 "Time from a config change to the ACK of the last proxy it affects.",
             ),
+            resolved,
             mailbox_depth,
             handle_time,
             registry,
@@ -361,15 +411,51 @@ impl Metrics {
 
     /// A message was sent to an actor of `kind`.
     pub fn sent(&self, kind: &str) {
-        self.mailbox_depth.with_label_values(&[kind]).inc();
+        match actor_index(kind) {
+            Some(i) => self.resolved.depth[i].inc(),
+            None => self.mailbox_depth.with_label_values(&[kind]).inc(),
+        }
     }
 
     /// An actor of `kind` handled a message that it started handling at `started`.
     pub fn handled(&self, kind: &str, started: std::time::Instant) {
-        self.mailbox_depth.with_label_values(&[kind]).dec();
-        self.handle_time
-            .with_label_values(&[kind])
-            .observe(started.elapsed().as_secs_f64());
+        let took = started.elapsed().as_secs_f64();
+        match actor_index(kind) {
+            Some(i) => {
+                self.resolved.depth[i].dec();
+                self.resolved.handle_time[i].observe(took);
+            }
+            None => {
+                self.mailbox_depth.with_label_values(&[kind]).dec();
+                self.handle_time.with_label_values(&[kind]).observe(took);
+            }
+        }
+    }
+
+    /// A response of type `t` (a short name) was generated and queued in `took` seconds:
+    /// `pilot_xds_pushes` and `pilot_xds_push_time`.
+    pub fn pushed(&self, t: &str, took: f64) {
+        match type_index(t) {
+            Some(i) => {
+                self.resolved.pushes[i].inc();
+                self.resolved.push_time[i].observe(took);
+            }
+            None => {
+                self.xds_pushes.with_label_values(&[t]).inc();
+                self.xds_push_time.with_label_values(&[t]).observe(took);
+            }
+        }
+    }
+
+    /// `pilot_xds_config_size_bytes{type}`.
+    pub fn config_sized(&self, t: &str, bytes: usize) {
+        match type_index(t) {
+            Some(i) => self.resolved.config_size[i].observe(bytes as f64),
+            None => self
+                .config_size
+                .with_label_values(&[t])
+                .observe(bytes as f64),
+        }
     }
 
     /// The Prometheus text exposition.
@@ -408,6 +494,28 @@ mod tests {
             text.contains("pilot_total_xds_rejects{type=\"cds\"} 0"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn the_resolved_children_count_in_their_families() {
+        let m = Metrics::new();
+        m.pushed("rds", 0.01);
+        m.pushed("not-a-type", 0.01);
+        m.config_sized("rds", 2048);
+        m.sent("debouncer");
+        m.sent("debouncer");
+        m.handled("debouncer", std::time::Instant::now());
+        let text = m.render();
+        for line in [
+            "pilot_xds_pushes{type=\"rds\"} 1",
+            "pilot_xds_pushes{type=\"not-a-type\"} 1",
+            "pilot_xds_push_time_count{type=\"rds\"} 1",
+            "pilot_xds_config_size_bytes_count{type=\"rds\"} 1",
+            "axon_mailbox_depth{actor=\"debouncer\"} 1",
+            "axon_actor_handle_seconds_count{actor=\"debouncer\"} 1",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
     }
 
     #[test]

@@ -146,6 +146,11 @@ impl Shares {
     /// Makes every share `to` bytes; on failure the budget that has no room (the others are
     /// back to what they held).
     pub fn resize(&mut self, to: usize) -> Result<(), Budget> {
+        if self.holds(to) {
+            // Nothing to take or give back (a stream whose requests arrive whole holds 0
+            // throughout): no budget is touched.
+            return Ok(());
+        }
         let mut resized: Vec<(&mut Share, usize)> = Vec::with_capacity(3);
         let shares = self
             .pending
@@ -168,6 +173,13 @@ impl Shares {
             resized.push((share, before));
         }
         Ok(())
+    }
+
+    /// Whether every share holds `bytes` already.
+    pub fn holds(&self, bytes: usize) -> bool {
+        self.connection.held == bytes
+            && self.total.held == bytes
+            && self.pending.as_ref().is_none_or(|p| p.held == bytes)
     }
 
     /// The stream is admitted: it gives back its share of the pending streams' budget.
@@ -266,6 +278,27 @@ mod tests {
         assert_eq!((connection.used(), total.used()), (200, 200));
         drop(s);
         assert_eq!((connection.used(), total.used()), (0, 0));
+    }
+
+    #[test]
+    fn a_resize_to_what_is_held_succeeds_even_on_a_full_budget() {
+        let (total, gauge) = budget(100);
+        let mut other = total.share();
+        assert!(other.resize(100));
+        let connection = Budget::new("connection", 100, None);
+        let mut s = Shares {
+            connection: connection.share(),
+            pending: None,
+            total: total.share(),
+        };
+        assert!(s.holds(0));
+        assert!(s.resize(0).is_ok(), "holding nothing needs no room");
+        assert!(s.resize(1).is_err());
+        assert!(
+            s.holds(0),
+            "a refused resize leaves the shares as they were"
+        );
+        assert_eq!(gauge.get(), 100);
     }
 
     #[tokio::test]

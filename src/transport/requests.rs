@@ -127,7 +127,14 @@ async fn next(s: &mut State) -> Option<Result<Request, Failure>> {
 /// nothing more) until the partial request's `message_timeout`.
 async fn hold(s: &mut State) -> Result<(), Failure> {
     let want = s.reader.buffered();
+    // The common case first, without the snapshot `room` takes (it clones every budget):
+    // the resize that succeeds at once, above all the no-op of a stream that holds nothing.
+    if s.shares.resize(want).is_ok() {
+        return Ok(());
+    }
     loop {
+        // Snapshot, then retry: bytes given back before the snapshot are seen by the retry,
+        // those given back after it wake `room`.
         let room = s.shares.room();
         let full = match s.shares.resize(want) {
             Ok(()) => return Ok(()),

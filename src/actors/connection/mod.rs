@@ -174,14 +174,7 @@ impl ConnectionActor {
                 resources,
                 took,
             } => {
-                metrics
-                    .xds_pushes
-                    .with_label_values(&[type_url.short()])
-                    .inc();
-                metrics
-                    .xds_push_time
-                    .with_label_values(&[type_url.short()])
-                    .observe(took.as_secs_f64());
+                metrics.pushed(type_url.short(), took.as_secs_f64());
                 tracing::debug!(proxy = %self.proxy_log(), r#type = type_url.short(), resources, "ADS: sent");
             }
             Event::Nack { type_url, error } => {
@@ -398,10 +391,7 @@ impl Handler<Push> for ConnectionActor {
 /// A response framed for its stream, its size counted in `pilot_xds_config_size_bytes`.
 fn encode(metrics: &Metrics, response: &Response) -> Framed {
     let (type_name, size) = response_size(response);
-    metrics
-        .config_size
-        .with_label_values(&[type_name])
-        .observe(size as f64);
+    metrics.config_sized(type_name, size);
     wire::encode(response)
 }
 
