@@ -3,6 +3,7 @@
 //! tonic's server writes as DATA frames, then the trailers.
 
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
@@ -32,7 +33,15 @@ pub struct ResponseSink {
     /// Framed gRPC messages.
     tx: mpsc::Sender<Box<Framed>>,
     /// The status the stream ends with, if the server closes it.
-    close: Arc<Mutex<Option<Status>>>,
+    close: Arc<Close>,
+}
+
+/// The status a stream is closed with, and whether there is one: the body looks at the flag
+/// on every poll, and takes the lock only once it is set.
+#[derive(Default)]
+struct Close {
+    set: AtomicBool,
+    status: Mutex<Option<Status>>,
 }
 
 /// Resolves when the stream's connection is going away.
@@ -42,7 +51,7 @@ pub type GoingAwayFuture = Pin<Box<dyn std::future::Future<Output = ()> + Send>>
 /// body ends with UNAVAILABLE, so that the proxy opens a new stream on a new connection.
 pub fn channel(capacity: usize, away: Option<GoingAwayFuture>) -> (ResponseSink, ResponseBody) {
     let (tx, rx) = mpsc::channel(capacity);
-    let close = Arc::new(Mutex::new(None));
+    let close = Arc::new(Close::default());
     let sink = ResponseSink {
         tx,
         close: close.clone(),
@@ -84,8 +93,9 @@ impl ResponseSink {
             CloseReason::PermissionDenied(m) => Status::permission_denied(m),
             CloseReason::Unavailable(m) => Status::unavailable(m),
         };
-        if let Ok(mut close) = self.close.lock() {
+        if let Ok(mut close) = self.close.status.lock() {
             close.get_or_insert(status);
+            self.close.set.store(true, Ordering::Release);
         }
     }
 }
@@ -95,14 +105,17 @@ pub struct ResponseBody {
     rx: mpsc::Receiver<Box<Framed>>,
     /// The shared part of the message whose head was just written.
     rest: Option<Bytes>,
-    close: Arc<Mutex<Option<Status>>>,
+    close: Arc<Close>,
     away: Option<GoingAwayFuture>,
     done: bool,
 }
 
 impl ResponseBody {
     fn closing(&self) -> Option<Status> {
-        self.close.lock().ok().and_then(|mut c| c.take())
+        if !self.close.set.load(Ordering::Acquire) {
+            return None;
+        }
+        self.close.status.lock().ok().and_then(|mut c| c.take())
     }
 
     fn trailers(status: &Status) -> Frame<Bytes> {
@@ -132,15 +145,9 @@ impl http_body::Body for ResponseBody {
             self.done = true;
             return Poll::Ready(Some(Ok(Self::trailers(&status))));
         }
-        if let Some(away) = self.away.as_mut()
-            && away.as_mut().poll(cx).is_ready()
-        {
-            self.done = true;
-            let status = Status::unavailable(
-                "axon is closing this connection (draining, or max_connection_age); reconnect",
-            );
-            return Poll::Ready(Some(Ok(Self::trailers(&status))));
-        }
+        // What is queued goes out before the connection's going away is looked at (only when
+        // the queue is empty): polling that watch on every message registered its waker
+        // anew each time, and the queue is bounded.
         match self.rx.poll_recv(cx) {
             Poll::Ready(Some(message)) => {
                 let message = *message;
@@ -154,7 +161,16 @@ impl http_body::Body for ResponseBody {
                 let status = self.closing().unwrap_or_else(|| Status::ok(""));
                 Poll::Ready(Some(Ok(Self::trailers(&status))))
             }
-            Poll::Pending => Poll::Pending,
+            Poll::Pending => match self.away.as_mut().map(|away| away.as_mut().poll(cx)) {
+                Some(Poll::Ready(())) => {
+                    self.done = true;
+                    let status = Status::unavailable(
+                        "axon is closing this connection (draining, or max_connection_age); reconnect",
+                    );
+                    Poll::Ready(Some(Ok(Self::trailers(&status))))
+                }
+                _ => Poll::Pending,
+            },
         }
     }
 }
