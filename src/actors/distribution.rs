@@ -13,13 +13,16 @@ use std::time::{Duration, Instant, SystemTime};
 use actix::prelude::*;
 use serde::Serialize;
 
+use crate::actors::messages::ConnId;
 use crate::metrics::Metrics;
 use crate::model::config::ConfigKey;
 
-/// A proxy was pushed `version`, which carries changes to `keys` (started at `start`).
+/// A proxy was pushed `version`, which carries changes to `keys` (started at `start`), on
+/// its stream `conn`.
 #[derive(Debug, Clone)]
 pub struct Affected {
     pub proxy: String,
+    pub conn: ConnId,
     pub keys: Vec<ConfigKey>,
     pub version: u64,
     pub start: Instant,
@@ -39,10 +42,13 @@ pub struct Nacked {
     pub error: String,
 }
 
-/// A proxy went away: it no longer counts as pending.
+/// A proxy's stream `conn` went away: the proxy no longer counts as pending, unless it was
+/// pushed on a newer stream since (a reconnect on another connection thread can report
+/// before the old stream's end does).
 #[derive(Debug, Clone)]
 pub struct Gone {
     pub proxy: String,
+    pub conn: ConnId,
 }
 
 /// One of the reports a ConnectionActor makes.
@@ -102,7 +108,7 @@ struct Change {
     /// Hashed, not ordered: an ACK looks its proxy up in every pending change, and a sorted
     /// map of 10,000 ids sharing a long prefix cost a dozen string compares per lookup.
     /// The report sorts.
-    proxies: HashMap<String, ProxyState>,
+    proxies: HashMap<String, Slot>,
     /// How many of `proxies` are Pending, and how many Nacked: an ACK needs no scan of them
     /// all to tell whether the change is complete.
     pending: usize,
@@ -111,18 +117,44 @@ struct Change {
     observed: bool,
 }
 
+/// A proxy's state for one change, and the stream it was last pushed the change on.
+#[derive(Debug)]
+struct Slot {
+    state: ProxyState,
+    conn: ConnId,
+}
+
 impl Change {
-    /// Sets a proxy's state, keeping the counts.
-    fn set(&mut self, proxy: &str, state: ProxyState) {
+    /// Sets a proxy's state, keeping the counts; `conn` is the stream it was pushed on, when
+    /// it was (an ACK or NACK keeps the one of the push).
+    fn set(&mut self, proxy: &str, state: ProxyState, conn: Option<ConnId>) {
         let old = match self.proxies.get_mut(proxy) {
-            Some(slot) => Some(std::mem::replace(slot, state.clone())),
+            Some(slot) => {
+                if let Some(conn) = conn {
+                    slot.conn = conn;
+                }
+                Some(std::mem::replace(&mut slot.state, state.clone()))
+            }
             None => {
-                self.proxies.insert(proxy.to_string(), state.clone());
+                let slot = Slot {
+                    state: state.clone(),
+                    conn: conn.unwrap_or_default(),
+                };
+                self.proxies.insert(proxy.to_string(), slot);
                 None
             }
         };
         self.count(old.as_ref(), -1);
         self.count(Some(&state), 1);
+    }
+
+    /// Whether `proxy` is still to ACK this change.
+    fn is_pending(&self, proxy: &str) -> bool {
+        self.pending > 0
+            && self
+                .proxies
+                .get(proxy)
+                .is_some_and(|s| s.state == ProxyState::Pending)
     }
 
     fn count(&mut self, state: Option<&ProxyState>, by: isize) {
@@ -174,7 +206,7 @@ impl Distribution {
                 change.generation = 1;
                 change.version = msg.version;
             }
-            change.set(&msg.proxy, ProxyState::Pending);
+            change.set(&msg.proxy, ProxyState::Pending, Some(msg.conn));
         }
     }
 
@@ -186,13 +218,14 @@ impl Distribution {
                 continue;
             }
             // Only a change still waiting for someone can be waiting for this proxy.
-            if change.pending > 0 && change.proxies.get(proxy) == Some(&ProxyState::Pending) {
+            if change.is_pending(proxy) {
                 let after = now.saturating_duration_since(change.start);
                 change.set(
                     proxy,
                     ProxyState::Acked {
                         seconds_after_change: after.as_secs_f64(),
                     },
+                    None,
                 );
                 change.last_ack = Some(change.last_ack.map_or(after, |l| l.max(after)));
             }
@@ -206,20 +239,22 @@ impl Distribution {
 
     pub fn nacked(&mut self, proxy: &str, error: &str) {
         for change in self.changes.values_mut() {
-            if change.pending > 0 && change.proxies.get(proxy) == Some(&ProxyState::Pending) {
+            if change.is_pending(proxy) {
                 change.set(
                     proxy,
                     ProxyState::Nacked {
                         error: error.to_string(),
                     },
+                    None,
                 );
             }
         }
     }
 
-    pub fn gone(&mut self, proxy: &str) {
+    pub fn gone(&mut self, proxy: &str, conn: ConnId) {
         for change in self.changes.values_mut() {
-            if change.pending > 0 && change.proxies.get(proxy) == Some(&ProxyState::Pending) {
+            if change.is_pending(proxy) && change.proxies.get(proxy).is_some_and(|s| s.conn == conn)
+            {
                 change.proxies.remove(proxy);
                 change.pending -= 1;
             }
@@ -234,7 +269,7 @@ impl Distribution {
                 let acked = c
                     .proxies
                     .values()
-                    .filter(|s| matches!(s, ProxyState::Acked { .. }))
+                    .filter(|s| matches!(s.state, ProxyState::Acked { .. }))
                     .count();
                 KeyDistribution {
                     key: k.to_string(),
@@ -253,14 +288,14 @@ impl Distribution {
                     pending: sorted(
                         c.proxies
                             .iter()
-                            .filter(|(_, s)| **s == ProxyState::Pending)
+                            .filter(|(_, s)| s.state == ProxyState::Pending)
                             .map(|(p, _)| p.clone())
                             .collect(),
                     ),
                     nacked: sorted(
                         c.proxies
                             .iter()
-                            .filter_map(|(p, s)| match s {
+                            .filter_map(|(p, s)| match &s.state {
                                 ProxyState::Nacked { error } => Some((p.clone(), error.clone())),
                                 _ => None,
                             })
@@ -305,7 +340,7 @@ impl DistributionTracker {
                 }
             }
             Report::Nacked(msg) => self.state.nacked(&msg.proxy, &msg.error),
-            Report::Gone(msg) => self.state.gone(&msg.proxy),
+            Report::Gone(msg) => self.state.gone(&msg.proxy, msg.conn),
         }
     }
 }
@@ -343,6 +378,7 @@ mod tests {
             d.affected(
                 Affected {
                     proxy: proxy.into(),
+                    conn: 1,
                     keys: vec![vs("r")],
                     version: 5,
                     start: t0,
@@ -360,6 +396,7 @@ mod tests {
         d.affected(
             Affected {
                 proxy: "p0".into(),
+                conn: 1,
                 keys: vec![vs("r")],
                 version: 5,
                 start: t0,
@@ -371,12 +408,34 @@ mod tests {
             ["p0", "p2"],
             "the report lists proxies in order"
         );
-        d.gone("p0");
+        d.gone("p0", 1);
         let done = d.acked("p2", 6, t0 + Duration::from_millis(30));
         assert_eq!(done, [Duration::from_millis(30)]);
         let report = d.report(None);
         assert!(report[0].complete);
         assert_eq!(report[0].seconds_to_last_ack, Some(0.03));
+    }
+
+    #[test]
+    fn the_end_of_an_old_stream_reported_late_leaves_the_new_one_pending() {
+        let t0 = Instant::now();
+        let mut d = Distribution::default();
+        let pushed = |conn| Affected {
+            proxy: "p1".into(),
+            conn,
+            keys: vec![vs("r")],
+            version: 5,
+            start: t0,
+        };
+        d.affected(pushed(1), SystemTime::now());
+        // p1 reconnects on another connection thread: its new stream's push is reported
+        // before the old stream's end.
+        d.affected(pushed(2), SystemTime::now());
+        d.gone("p1", 1);
+        let r = &d.report(None)[0];
+        assert_eq!(r.pending, ["p1"], "still waiting for the new stream's ACK");
+        d.gone("p1", 2);
+        assert!(d.report(None)[0].pending.is_empty());
     }
 
     #[test]
@@ -386,6 +445,7 @@ mod tests {
         d.affected(
             Affected {
                 proxy: "p1".into(),
+                conn: 1,
                 keys: vec![vs("r")],
                 version: 5,
                 start: t0,
@@ -403,6 +463,7 @@ mod tests {
         d.affected(
             Affected {
                 proxy: "p1".into(),
+                conn: 1,
                 keys: vec![vs("r")],
                 version: 7,
                 start: t0 + Duration::from_secs(1),
@@ -426,6 +487,7 @@ mod tests {
                     0 => d.affected(
                         Affected {
                             proxy,
+                            conn: p as u64,
                             keys: vec![vs("r")],
                             version: v,
                             start: t0 + Duration::from_secs(v),
@@ -436,11 +498,11 @@ mod tests {
                         d.acked(&proxy, v, t0 + Duration::from_secs(5));
                     }
                     2 => d.nacked(&proxy, "bad"),
-                    _ => d.gone(&proxy),
+                    _ => d.gone(&proxy, p as u64),
                 }
                 for c in d.changes.values() {
-                    let pending = c.proxies.values().filter(|s| **s == ProxyState::Pending).count();
-                    let nacked = c.proxies.values().filter(|s| matches!(s, ProxyState::Nacked { .. })).count();
+                    let pending = c.proxies.values().filter(|s| s.state == ProxyState::Pending).count();
+                    let nacked = c.proxies.values().filter(|s| matches!(s.state, ProxyState::Nacked { .. })).count();
                     proptest::prop_assert_eq!((c.pending, c.nacked), (pending, nacked));
                 }
                 for r in d.report(None) {

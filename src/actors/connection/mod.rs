@@ -239,6 +239,7 @@ impl ConnectionActor {
             } => {
                 let affected = Affected {
                     proxy: self.proxy_id().to_string(),
+                    conn: self.id,
                     keys,
                     version,
                     start,
@@ -344,6 +345,7 @@ impl Actor for ConnectionActor {
         self.peers.directory.do_send(Unregister { id: self.id });
         let gone = Gone {
             proxy: proxy.id.clone(),
+            conn: self.id,
         };
         outbox::report(&self.peers, Report::Gone(gone));
         let reason = self.close_reason.as_deref().unwrap_or("stream ended");

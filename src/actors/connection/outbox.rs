@@ -120,6 +120,7 @@ mod tests {
                 &peers,
                 Report::Affected(Affected {
                     proxy: proxy.to_string(),
+                    conn: 1,
                     keys: vec![key.clone()],
                     version: 2,
                     start: Instant::now(),
