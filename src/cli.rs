@@ -499,6 +499,12 @@ async fn run(
         _ => fleet::PeerSource::None,
     };
     let fleet_configured = peer_source.configured();
+    if fleet_configured && debug_token.is_none() {
+        tracing::warn!(
+            monitoring_addr = %monitoring_addr,
+            "peers are configured without --debug-token-file: /fleet/syncz and /fleet/distribution on the monitoring address answer anyone who reaches it with this replica's proxy ids"
+        );
+    }
     let peer_client = HttpPeers {
         token: debug_token.clone(),
         max_bytes: limits.max_peer_answer_bytes,

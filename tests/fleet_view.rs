@@ -153,4 +153,23 @@ fn the_fleet_view_answers_for_every_replica_and_names_the_silent_ones() {
     let alone = Axon::start(config.path());
     assert_eq!(alone.monitoring_get("/fleet/syncz").status, 404);
     assert_eq!(alone.monitoring_get("/fleet/replica").status, 200);
+    assert!(!alone.logs().contains("without --debug-token-file"));
+    assert!(
+        !a.logs().contains("without --debug-token-file"),
+        "a replica with the token says nothing"
+    );
+
+    // Peers without a token: the open per-proxy answers are said at start.
+    let open = Axon::start_at(
+        config.path(),
+        free_port(),
+        free_port(),
+        &["--peers", &format!("127.0.0.1:{}", monitoring[0])],
+    );
+    assert!(
+        open.wait_for_log("without --debug-token-file", Duration::from_secs(10)),
+        "{}",
+        open.logs()
+    );
+    assert_eq!(open.monitoring_get("/fleet/syncz").status, 200);
 }
