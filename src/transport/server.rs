@@ -372,7 +372,8 @@ async fn connection<IO>(
         open: open_rx,
     };
     let mut control = futures::stream::FuturesUnordered::new();
-    control.push(watch.wait());
+    // Boxed: the queue keeps a stub task the size of its future, besides the task itself.
+    control.push(Box::pin(watch.wait()));
     let grace = tokio::time::sleep(Duration::MAX / 4);
     tokio::pin!(grace);
     let mut closing = false;

@@ -73,7 +73,19 @@ pub fn generate_shared(
     scope: &SidecarScope,
     names: &std::collections::BTreeSet<String>,
 ) -> std::sync::Arc<ResourceSet> {
-    let digest = names_digest(names);
+    generate_shared_digest(type_url, ctx, proxy, scope, names, &names_digest(names))
+}
+
+/// [`generate_shared`] with the names' [`names_digest`] given: a stream keeps it while its
+/// names stay the same, instead of hashing them for every push.
+pub fn generate_shared_digest(
+    type_url: ResourceType,
+    ctx: &PushContext,
+    proxy: &Proxy,
+    scope: &SidecarScope,
+    names: &std::collections::BTreeSet<String>,
+    digest: &str,
+) -> std::sync::Arc<ResourceSet> {
     // Load assignments (EDS, and the inline ones of DNS clusters) depend on the proxy only
     // where a DestinationRule orders endpoints by locality: then on its scope and its
     // locality key too.
@@ -128,7 +140,8 @@ pub fn generate_shared(
     })
 }
 
-fn names_digest(names: &std::collections::BTreeSet<String>) -> String {
+/// What the memo keys of [`generate_shared`] say of the names: their count and hash.
+pub fn names_digest(names: &std::collections::BTreeSet<String>) -> String {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     names.hash(&mut h);

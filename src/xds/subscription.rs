@@ -8,7 +8,10 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use super::names::NameSets;
-use super::resource::{ResourceType, XdsRequest};
+use super::resource::{ResourceSet, ResourceType, XdsRequest};
+use crate::model::proxy::Proxy;
+use crate::model::push_context::PushContext;
+use crate::model::sidecar_scope::SidecarScope;
 
 /// What a request asks of the server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,7 +29,8 @@ pub enum Decision {
 /// What one stream has subscribed to for one type, and where the exchange stands.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Subscription {
-    /// Shared with every other stream that subscribed the same names ([`NameSets`]).
+    /// Shared with every other stream that subscribed the same names ([`NameSets`]); set
+    /// only by a request (`set_names`), which resets the digest kept with them.
     pub names: Arc<BTreeSet<String>>,
     pub wildcard: bool,
     pub nonce_sent: Option<String>,
@@ -48,6 +52,8 @@ pub struct Subscription {
     /// The hash of the request names `names` was last found equal to: a request with the
     /// same hash repeats them, and is not compared name by name.
     applied: Option<u64>,
+    /// [`crate::xds::names_digest`] of `names`, kept with them.
+    digest: Option<String>,
 }
 
 impl Subscription {
@@ -115,6 +121,28 @@ impl Subscription {
         }
         self.names = shared.share(req.resource_names.hash(), names);
         self.applied = Some(req.resource_names.hash());
+        self.digest = None;
+    }
+
+    /// This type's set for the subscribed names ([`crate::xds::generate_shared`]), with the
+    /// names' digest kept here.
+    pub fn generated(
+        &mut self,
+        type_url: ResourceType,
+        ctx: &PushContext,
+        proxy: &Proxy,
+        scope: &SidecarScope,
+    ) -> Arc<ResourceSet> {
+        self.names_digest();
+        let digest = self.digest.as_deref().unwrap_or_default();
+        crate::xds::generate_shared_digest(type_url, ctx, proxy, scope, &self.names, digest)
+    }
+
+    /// [`crate::xds::names_digest`] of the subscribed names, computed once per name set.
+    pub fn names_digest(&mut self) -> &str {
+        let names = &self.names;
+        self.digest
+            .get_or_insert_with(|| crate::xds::names_digest(names))
     }
 
     /// Whether this type has anything subscribed (a non-wildcard type with no names has not).
@@ -158,6 +186,20 @@ mod tests {
             resource_names: names.iter().copied().collect(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn the_kept_digest_is_the_one_of_the_names() {
+        let rds = ResourceType::Route;
+        let mut w = Subscription::new(rds);
+        w.on_request(rds, &req("", &["80", "8080"]), &NAMES);
+        let first = w.names_digest().to_string();
+        assert_eq!(first, crate::xds::names_digest(&w.names));
+        w.sent("n1".into(), "1".into());
+        w.on_request(rds, &req("n1", &["80"]), &NAMES);
+        let expected = crate::xds::names_digest(&w.names);
+        assert_ne!(expected, first);
+        assert_eq!(w.names_digest(), expected, "new names, new digest");
     }
 
     #[test]

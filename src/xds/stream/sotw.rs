@@ -1,8 +1,6 @@
 //! State-of-the-world requests and responses: the full current state of a type on every
 //! answer.
 
-use std::collections::BTreeSet;
-
 use super::{Output, StreamState};
 use crate::xds::resource::{
     ResourceSet, ResourceType, Response, XdsRequest, XdsResponse, sotw_version, update_digest,
@@ -50,13 +48,16 @@ impl StreamState {
         skip_unchanged: bool,
     ) -> Option<Response> {
         let (ctx, proxy, scope) = (self.ctx.clone()?, self.proxy.clone()?, self.scope.clone()?);
-        let subscription = self.sotw.get(&type_url).filter(|w| w.is_subscribed())?;
+        let subscription = self.sotw.get_mut(&type_url).filter(|w| w.is_subscribed())?;
         let partial = match &self.eds_only {
             Some(eds) if type_url == ResourceType::Endpoint => Some(eds),
             _ => None,
         };
-        let names: &BTreeSet<String> = partial.map_or(&subscription.names, |eds| &eds.clusters);
-        let resources = crate::xds::generate_shared(type_url, &ctx, &proxy, &scope, names);
+        let resources = match partial {
+            Some(eds) => crate::xds::generate_shared(type_url, &ctx, &proxy, &scope, &eds.clusters),
+            None => subscription.generated(type_url, &ctx, &proxy, &scope),
+        };
+        let subscription = &**subscription;
         let digest = match (partial, subscription.digest_sent) {
             (Some(eds), Some(had)) => {
                 let old = crate::xds::generate_shared(
