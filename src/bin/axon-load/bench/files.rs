@@ -18,9 +18,9 @@ pub struct FilesArgs {
     /// Config files in the directory.
     #[arg(long, default_value_t = 5000)]
     pub files: usize,
-    /// The axon binary.
-    #[arg(long, default_value = "target/release/axon")]
-    pub axon: PathBuf,
+    /// The axon binary [default: the `axon` beside this `axon-load`, as cargo builds them]
+    #[arg(long)]
+    pub axon: Option<PathBuf>,
     /// How long the burst of file writes lasts, seconds.
     #[arg(long, default_value_t = 15)]
     pub burst: u64,
@@ -67,7 +67,12 @@ pub fn run(args: FilesArgs) -> anyhow::Result<bool> {
     );
     let mut report = Report { rows: Vec::new() };
     let started = Instant::now();
-    let axon = Axon::start(&args.axon, &config, Some(&limits), &work.join("axon.log"))?;
+    let axon = Axon::start(
+        args.axon.as_deref(),
+        &config,
+        Some(&limits),
+        &work.join("axon.log"),
+    )?;
     let deadline = started + Duration::from_secs(120);
     while http_get(axon.monitoring, "/ready").is_none_or(|(status, _)| status != 200) {
         anyhow::ensure!(Instant::now() < deadline, "axon not ready within 120 s");

@@ -71,13 +71,24 @@ pub(super) struct Axon {
 }
 
 impl Axon {
+    /// Starts `bin` (by default the `axon` beside this binary, wherever the bench is run
+    /// from).
     pub(super) fn start(
-        bin: &Path,
+        bin: Option<&Path>,
         config: &Path,
         limits: Option<&Path>,
         log: &Path,
     ) -> anyhow::Result<Axon> {
-        let mut cmd = Command::new(bin);
+        let bin = match bin {
+            Some(bin) => bin.to_path_buf(),
+            None => std::env::current_exe()?.with_file_name("axon"),
+        };
+        anyhow::ensure!(
+            bin.is_file(),
+            "no axon binary at {} (build it with `cargo build --release`, or give --axon)",
+            bin.display()
+        );
+        let mut cmd = Command::new(&bin);
         cmd.args(["serve", "--config-dir"]).arg(config).args([
             "--xds-addr",
             "127.0.0.1:0",

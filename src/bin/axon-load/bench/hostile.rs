@@ -63,9 +63,9 @@ pub struct HostileArgs {
     /// idle_connection_timeout, so that every kind is closed and reopened at least once).
     #[arg(long, default_value_t = 75)]
     pub hold: u64,
-    /// The axon binary.
-    #[arg(long, default_value = "target/release/axon")]
-    pub axon: PathBuf,
+    /// The axon binary [default: the `axon` beside this `axon-load`, as cargo builds them]
+    #[arg(long)]
+    pub axon: Option<PathBuf>,
     /// An actor-limits file for axon (its defaults without it).
     #[arg(long)]
     pub limits: Option<PathBuf>,
@@ -207,7 +207,7 @@ pub fn run(args: HostileArgs) -> anyhow::Result<bool> {
         .enable_all()
         .build()?;
     let log_path = work.0.join("axon.log");
-    let axon = Axon::start(&args.axon, &config, limits, &log_path)?;
+    let axon = Axon::start(args.axon.as_deref(), &config, limits, &log_path)?;
     let cfg = ClientConfig {
         addr: axon.xds,
         delta: false,

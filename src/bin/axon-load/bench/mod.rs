@@ -35,9 +35,9 @@ pub struct BenchArgs {
     /// A Sidecar `./*` in every namespace (sidecar share 1).
     #[arg(long)]
     pub sidecars: bool,
-    /// The axon binary.
-    #[arg(long, default_value = "target/release/axon")]
-    pub axon: PathBuf,
+    /// The axon binary [default: the `axon` beside this `axon-load`, as cargo builds them]
+    #[arg(long)]
+    pub axon: Option<PathBuf>,
     /// An actor-limits file for axon (its defaults without it).
     #[arg(long)]
     pub limits: Option<PathBuf>,
@@ -107,7 +107,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
         None => targets::limits_for(n, &work)?,
     };
     let axon = Axon::start(
-        &args.axon,
+        args.axon.as_deref(),
         &config,
         limits.as_deref(),
         &work.join("axon.log"),
