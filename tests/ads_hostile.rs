@@ -4,7 +4,9 @@
 //! with INVALID_ARGUMENT; a
 //! connection with no stream is closed at `idle_connection_timeout`; at `max_connections`
 //! (from the file-descriptor limit) new connections are closed at once and the monitoring
-//! port keeps answering. The bounds on partial messages are in `ads_buffers.rs`.
+//! port keeps answering. The bounds on partial messages are in `ads_buffers.rs`. And the
+//! same close for a well-behaved proxy: at `max_connection_age` its connection goes away and
+//! its stream ends with UNAVAILABLE, so that it reconnects (elsewhere, behind a balancer).
 
 #[path = "support/ads_client.rs"]
 mod ads_client;
@@ -264,6 +266,24 @@ fn a_connection_may_open_max_streams_per_connection_at_once() {
         assert!(
             matches!(headers, Ok(Ok(_))),
             "the fourth stream did not open after one ended: {headers:?}"
+        );
+    });
+}
+
+#[test]
+fn at_max_connection_age_the_stream_ends_unavailable() {
+    let (_d, _l, axon) = start("max_connection_age = \"1s\"\nclose_grace = \"10s\"\n");
+    runtime().block_on(async {
+        let opened = Instant::now();
+        let (_body, responses) = real_proxy(axon.xds_addr(), "gw-aged").await;
+        let (code, message) = responses.status(Duration::from_secs(10)).await;
+        assert_eq!(code, "14", "UNAVAILABLE: {message}");
+        assert!(message.contains("max_connection_age"), "{message}");
+        // The age is jittered by at most 10%.
+        assert!(
+            opened.elapsed() >= Duration::from_millis(900),
+            "closed after {:?}",
+            opened.elapsed()
         );
     });
 }

@@ -153,6 +153,30 @@ impl Responses {
         }
     }
 
+    /// The `grpc-status` and `grpc-message` the stream ends with, read from its trailers
+    /// within `within` (the responses before them are skipped).
+    pub async fn status(mut self, within: Duration) -> (String, String) {
+        tokio::time::timeout(within, async {
+            while self.next().await.is_some() {}
+            let trailers = self
+                .body
+                .trailers()
+                .await
+                .ok()
+                .flatten()
+                .unwrap_or_default();
+            let field = |name: &str| {
+                trailers
+                    .get(name)
+                    .map(|v| v.to_str().unwrap_or_default().to_string())
+                    .unwrap_or_default()
+            };
+            (field("grpc-status"), field("grpc-message"))
+        })
+        .await
+        .expect("the stream ended in time")
+    }
+
     /// The next response of type `type_url` within `within` (others are skipped).
     pub async fn next_of(
         &mut self,
