@@ -143,12 +143,18 @@ impl Resolved {
     }
 }
 
-fn type_index(t: &str) -> Option<usize> {
-    XDS_TYPES.iter().position(|x| *x == t)
-}
-
-fn actor_index(kind: &str) -> Option<usize> {
-    ACTOR_KINDS.iter().position(|x| *x == kind)
+/// The child of `family` for `label`: the one resolved at start when `label` is one of
+/// `labels` (the order of `resolved`), else looked up in the family.
+fn child<'a, P: prometheus::core::MetricVecBuilder>(
+    resolved: &'a [P::M; 5],
+    labels: &[&str; 5],
+    family: &prometheus::core::MetricVec<P>,
+    label: &str,
+) -> std::borrow::Cow<'a, P::M> {
+    match labels.iter().position(|l| *l == label) {
+        Some(i) => std::borrow::Cow::Borrowed(&resolved[i]),
+        None => std::borrow::Cow::Owned(family.with_label_values(&[label])),
+    }
 }
 
 impl Metrics {
@@ -411,51 +417,30 @@ impl Metrics {
 
     /// A message was sent to an actor of `kind`.
     pub fn sent(&self, kind: &str) {
-        match actor_index(kind) {
-            Some(i) => self.resolved.depth[i].inc(),
-            None => self.mailbox_depth.with_label_values(&[kind]).inc(),
-        }
+        let r = &self.resolved;
+        child(&r.depth, &ACTOR_KINDS, &self.mailbox_depth, kind).inc();
     }
 
     /// An actor of `kind` handled a message that it started handling at `started`.
     pub fn handled(&self, kind: &str, started: std::time::Instant) {
-        let took = started.elapsed().as_secs_f64();
-        match actor_index(kind) {
-            Some(i) => {
-                self.resolved.depth[i].dec();
-                self.resolved.handle_time[i].observe(took);
-            }
-            None => {
-                self.mailbox_depth.with_label_values(&[kind]).dec();
-                self.handle_time.with_label_values(&[kind]).observe(took);
-            }
-        }
+        let r = &self.resolved;
+        child(&r.depth, &ACTOR_KINDS, &self.mailbox_depth, kind).dec();
+        child(&r.handle_time, &ACTOR_KINDS, &self.handle_time, kind)
+            .observe(started.elapsed().as_secs_f64());
     }
 
     /// A response of type `t` (a short name) was generated and queued in `took` seconds:
     /// `pilot_xds_pushes` and `pilot_xds_push_time`.
     pub fn pushed(&self, t: &str, took: f64) {
-        match type_index(t) {
-            Some(i) => {
-                self.resolved.pushes[i].inc();
-                self.resolved.push_time[i].observe(took);
-            }
-            None => {
-                self.xds_pushes.with_label_values(&[t]).inc();
-                self.xds_push_time.with_label_values(&[t]).observe(took);
-            }
-        }
+        let r = &self.resolved;
+        child(&r.pushes, &XDS_TYPES, &self.xds_pushes, t).inc();
+        child(&r.push_time, &XDS_TYPES, &self.xds_push_time, t).observe(took);
     }
 
     /// `pilot_xds_config_size_bytes{type}`.
     pub fn config_sized(&self, t: &str, bytes: usize) {
-        match type_index(t) {
-            Some(i) => self.resolved.config_size[i].observe(bytes as f64),
-            None => self
-                .config_size
-                .with_label_values(&[t])
-                .observe(bytes as f64),
-        }
+        let r = &self.resolved;
+        child(&r.config_size, &XDS_TYPES, &self.config_size, t).observe(bytes as f64);
     }
 
     /// The Prometheus text exposition.

@@ -150,11 +150,18 @@ impl Change {
 
     /// Whether `proxy` is still to ACK this change.
     fn is_pending(&self, proxy: &str) -> bool {
-        self.pending > 0
-            && self
-                .proxies
-                .get(proxy)
-                .is_some_and(|s| s.state == ProxyState::Pending)
+        self.pending_on(proxy).is_some()
+    }
+
+    /// The stream `proxy` was pushed this change on, while it is still to ACK it.
+    fn pending_on(&self, proxy: &str) -> Option<ConnId> {
+        if self.pending == 0 {
+            return None;
+        }
+        self.proxies
+            .get(proxy)
+            .filter(|s| s.state == ProxyState::Pending)
+            .map(|s| s.conn)
     }
 
     fn count(&mut self, state: Option<&ProxyState>, by: isize) {
@@ -253,8 +260,7 @@ impl Distribution {
 
     pub fn gone(&mut self, proxy: &str, conn: ConnId) {
         for change in self.changes.values_mut() {
-            if change.is_pending(proxy) && change.proxies.get(proxy).is_some_and(|s| s.conn == conn)
-            {
+            if change.pending_on(proxy) == Some(conn) {
                 change.proxies.remove(proxy);
                 change.pending -= 1;
             }

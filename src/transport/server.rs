@@ -364,7 +364,7 @@ async fn connection<IO>(
     // own wakers fired (a FuturesUnordered of one): the connection's task is woken for every
     // read and write, and re-polling five timers and notifications each time cost ~3 % of a
     // full push's CPU.
-    let watch = Control {
+    let outside = Control {
         settings: &settings,
         drain: &drain,
         close: &close,
@@ -373,7 +373,7 @@ async fn connection<IO>(
     };
     let mut control = futures::stream::FuturesUnordered::new();
     // Boxed: the queue keeps a stub task the size of its future, besides the task itself.
-    control.push(Box::pin(watch.wait()));
+    control.push(Box::pin(outside.wait()));
     let grace = tokio::time::sleep(Duration::MAX / 4);
     tokio::pin!(grace);
     let mut closing = false;

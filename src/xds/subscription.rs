@@ -133,16 +133,21 @@ impl Subscription {
         proxy: &Proxy,
         scope: &SidecarScope,
     ) -> Arc<ResourceSet> {
-        self.names_digest();
-        let digest = self.digest.as_deref().unwrap_or_default();
-        crate::xds::generate_shared_digest(type_url, ctx, proxy, scope, &self.names, digest)
+        let (names, digest) = self.names_and_digest();
+        crate::xds::generate_shared_digest(type_url, ctx, proxy, scope, names, digest)
     }
 
     /// [`crate::xds::names_digest`] of the subscribed names, computed once per name set.
     pub fn names_digest(&mut self) -> &str {
+        self.names_and_digest().1
+    }
+
+    fn names_and_digest(&mut self) -> (&BTreeSet<String>, &str) {
         let names = &self.names;
-        self.digest
-            .get_or_insert_with(|| crate::xds::names_digest(names))
+        let digest = self
+            .digest
+            .get_or_insert_with(|| crate::xds::names_digest(names));
+        (names, digest)
     }
 
     /// Whether this type has anything subscribed (a non-wildcard type with no names has not).
