@@ -4,10 +4,11 @@ WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY vendor ./vendor
 COPY src ./src
-# Cargo.toml declares the benches: cargo needs their files to read the manifest.
-COPY benches ./benches
+# The workspace's member crates (crates/xds declares a bench: cargo needs its file to read
+# the manifest).
+COPY crates ./crates
 COPY config ./config
-RUN cargo build --release --locked --bin axon
+RUN cargo build --release --locked -p axon --bin axon
 
 FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=build /src/target/release/axon /usr/local/bin/axon

@@ -30,16 +30,16 @@ use crate::http::fleet::PeerSide;
 use crate::http::monitoring::{self, Monitoring};
 use crate::http::peer_client::HttpPeers;
 use crate::limits::Limits;
-use crate::metrics::Metrics;
-use crate::model::config_set::{FILES, SourceId};
 use crate::registry::files::watch::WatchRules;
 use crate::registry::files::{FileRegistry, FileSettings};
 use crate::registry::kubernetes::namespaces::NamespaceSelector;
 use crate::registry::kubernetes::{ISTIO_SOURCE, IstioRegistry, SERVICES_SOURCE, ServiceRegistry};
 use crate::registry::outbox::Outbox;
-use crate::transport::server::{ConnSettings, Drain};
-use crate::transport::tls::{TlsFiles, TlsReloader};
-use crate::transport::{self, AdsLimits, AdsService};
+use axon_config::config_set::{FILES, SourceId};
+use axon_metrics::Metrics;
+use axon_transport::server::{ConnSettings, Drain};
+use axon_transport::tls::{TlsFiles, TlsReloader};
+use axon_transport::{self, AdsLimits, AdsService};
 
 /// Namespace given to configs that do not name one.
 const DEFAULT_NAMESPACE: &str = "default";
@@ -94,7 +94,7 @@ pub struct ServeArgs {
     #[arg(long)]
     pub kubernetes: bool,
     /// The cluster domain of Kubernetes Service hostnames (NAME.NAMESPACE.svc.DOMAIN).
-    #[arg(long, default_value = crate::model::host::DEFAULT_CLUSTER_DOMAIN)]
+    #[arg(long, default_value = axon_config::host::DEFAULT_CLUSTER_DOMAIN)]
     pub cluster_domain: String,
     /// Read only namespaces whose labels match (`key=value[,key=value]`), like istiod's
     /// discoverySelectors; objects of other namespaces are dropped.
@@ -408,7 +408,7 @@ async fn run(
     )
     .start();
     let mesh_config::MeshSettings { mesh, trust_domain } = mesh;
-    let mesh = crate::model::mesh::MeshConfig {
+    let mesh = axon_config::mesh::MeshConfig {
         plaintext_secrets: args.plaintext_secrets,
         ..mesh
     };
@@ -700,7 +700,7 @@ fn serve_xds(
         let (ads, drain, tls) = (ads.clone(), drain.clone(), tls.clone());
         arbiter.spawn(async move {
             match tokio::net::TcpListener::from_std(listener) {
-                Ok(l) => transport::server::serve(l, ads, settings, drain, tls).await,
+                Ok(l) => axon_transport::server::serve(l, ads, settings, drain, tls).await,
                 Err(e) => tracing::error!(error = %e, "cannot serve xDS on this thread"),
             }
         });

@@ -1,29 +1,22 @@
-//! axon: istiod's pilot job as an actor system.
-//!
-//! The dependency rule (`A → B`: A may import B; `tests/layering.rs` checks it):
+//! axon: istiod's pilot job as an actor system. This crate is the process: the actors, the
+//! registries, the HTTP servers, the wiring and the command line, over the layer crates:
 //!
 //! ```text
-//!  cli (wiring) → everything
-//!  http, registry ─▶ actors ─▶ transport ─▶ xds ─▶ model
-//!  metrics: a leaf for all but model and xds; limits: a leaf for actors and cli
+//!  axon (actors, registry, http, cli) ─▶ axon-transport ─▶ axon-xds ─▶ axon-model ─▶ axon-config
+//!  axon-metrics: a leaf for axon-transport and axon
 //! ```
 //!
-//! - [`model`]: pure Istio config, config sets, services, proxies, `PushRequest`,
-//!   `PushContext`, `SidecarScope`.
-//! - [`xds`]: Envoy's protocol: generators, the per-stream protocol state machine, wire
-//!   encoding and decoding. No actix, tokio or tonic.
-//! - [`transport`]: ADS over tonic: the service, response bodies, stream admission.
-//! - [`actors`]: the push pipeline, shells over state from `model` and `xds`.
-//! - [`registry`]: where configs come from (a directory of YAML, Kubernetes).
+//! A crate names only the crates it depends on, so the compiler refuses an upward import.
+//! Inside this crate (`tests/layering.rs` checks it):
+//!
+//! - [`actors`]: the push pipeline, shells over state from `axon-model` and `axon-xds`.
+//! - [`registry`]: where configs come from (a directory of YAML, Kubernetes); talks to the
+//!   actors by message.
 //! - [`http`]: the monitoring and debug servers, which ask actors by message.
-//! - [`limits`], [`metrics`], [`cli`]: the process around them.
+//! - [`limits`]: the actor-limits file; [`cli`]: flags, errors and wiring.
 
 pub mod actors;
 pub mod cli;
 pub mod http;
 pub mod limits;
-pub mod metrics;
-pub mod model;
 pub mod registry;
-pub mod transport;
-pub mod xds;

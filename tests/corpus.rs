@@ -16,7 +16,7 @@ use std::fs;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use axon::model::parse::{DocError, DocOutcome, ParsedDoc, parse_documents};
+use axon_config::parse::{DocError, DocOutcome, ParsedDoc, parse_documents};
 
 /// The environment variable naming the corpus directory.
 const CORPUS_VAR: &str = "AXON_ISTIO_CORPUS";

@@ -228,10 +228,10 @@ fn diagnosis(output: &str) -> &'static str {
 /// with xDS client tracing and panics with what gRPC said.
 fn call_echo(axon: &Axon, bootstrap: &Bootstrap, headers: &[(&str, &str)]) -> String {
     let run = run_client(bootstrap, headers, false);
-    if run.success {
-        if let Some(r) = run.reply() {
-            return r.to_string();
-        }
+    if run.success
+        && let Some(r) = run.reply()
+    {
+        return r.to_string();
     }
     let traced = run_client(bootstrap, headers, true);
     panic!(

@@ -356,7 +356,7 @@ fn the_dockerfile_builds_a_release_binary_into_a_non_root_image() {
             .any(|l| l.starts_with("USER ") && !l.contains("root:root"))
     );
     assert!(text.contains("EXPOSE 15010 15012 15014"));
-    // Every path the build stage copies exists (Cargo.toml names the benches).
+    // Every path the build stage copies exists.
     for line in text
         .lines()
         .filter(|l| l.starts_with("COPY ") && !l.contains("--from"))
@@ -386,6 +386,24 @@ fn the_dockerfile_builds_a_release_binary_into_a_non_root_image() {
         .get("patch")
         .and_then(|p| p.get("crates-io"))
         .and_then(|p| p.as_table());
+    // And every member crate of the workspace.
+    let members = manifest
+        .get("workspace")
+        .and_then(|w| w.get("members"))
+        .and_then(|m| m.as_array())
+        .expect("Cargo.toml is a workspace");
+    for member in members
+        .iter()
+        .filter_map(|m| m.as_str())
+        .filter(|m| *m != ".")
+    {
+        assert!(
+            copied
+                .iter()
+                .any(|src| Path::new(member).starts_with(src.trim_end_matches('/'))),
+            "the workspace's member {member}: the Dockerfile must copy it"
+        );
+    }
     for (name, spec) in patched.into_iter().flatten() {
         let Some(path) = spec.get("path").and_then(|p| p.as_str()) else {
             continue;

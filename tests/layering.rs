@@ -1,105 +1,168 @@
-//! The dependency rule of `src/`, read from the source (docs/ARCHITECTURE.md, "The
-//! dependency rule"):
+//! What the compiler cannot see of the layering (docs/ARCHITECTURE.md, "The dependency
+//! rule"). Between crates the compiler enforces the rule: a crate names only the crates it
+//! depends on. This test keeps the rest:
 //!
-//! ```text
-//!  cli (wiring) ─▶ everything
-//!  http, registry ─▶ actors ─▶ transport ─▶ xds ─▶ model
-//!  metrics: a leaf that anything but model and xds may use; limits: a leaf for actors and cli
-//! ```
-//!
-//! Fails on an import of the crate's own modules that breaks the rule, on a crate a layer
-//! must not know (actix, tokio or tonic in `xds`; anything of the runtime or of Envoy in
-//! `model`; `kube` outside the Kubernetes registry and the wiring), and on any import
-//! cycle, between top-level modules or between any two modules of `src/` that are not
-//! nested in one another. `src/bin/` (the load tool, a separate binary) is not a layer.
+//! - each crate's manifest depends only on the layers below it, and the pure layers
+//!   (`axon-config`, `axon-model`, `axon-xds`) on no runtime, Kubernetes client or server;
+//! - `axon-model` and `axon-xds` make no clock, file-system or process calls outside their
+//!   tests (the caller passes the time in; files are read by registries);
+//! - inside the `axon` crate, `http` and `registry` talk to the actors and not the reverse,
+//!   `limits` is a leaf, and the actors' pure state (`debouncer/state.rs`,
+//!   `fleet/balance.rs`, `fleet/peers.rs`) names no actix;
+//! - no import cycle between the modules of any crate (the compiler allows them).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
-/// What each top-level module may import of the crate (besides itself).
-const ALLOWED: &[(&str, &[&str])] = &[
-    ("model", &[]),
-    ("xds", &["model"]),
-    ("transport", &["xds", "model", "metrics"]),
+/// The crates of the workspace, each with the crates of the workspace and the external
+/// crates its `[dependencies]` may name (dev-dependencies are free).
+const MANIFESTS: &[(&str, &[&str], &[&str])] = &[
     (
-        "actors",
-        &["transport", "xds", "model", "metrics", "limits"],
-    ),
-    ("registry", &["actors", "model", "metrics"]),
-    ("http", &["actors", "xds", "model", "metrics"]),
-    ("metrics", &[]),
-    ("limits", &[]),
-    (
-        "cli",
-        &[
-            "actors",
-            "transport",
-            "xds",
-            "model",
-            "registry",
-            "http",
-            "metrics",
-            "limits",
-        ],
-    ),
-];
-
-/// Crates a top-level module must not name.
-const FORBIDDEN_CRATES: &[(&str, &[&str])] = &[
-    (
-        "model",
+        "crates/config",
+        &[],
         &[
             "actix",
-            "actix_rt",
+            "actix-rt",
             "tokio",
             "tonic",
             "kube",
-            "k8s_openapi",
-            "envoy_types",
+            "k8s-openapi",
+            "envoy-types",
             "prost",
             "axum",
             "notify",
             "h2",
             "hyper",
+            "prometheus",
+            "tracing",
         ],
     ),
     (
-        "xds",
+        "crates/model",
+        &["axon-config"],
         &[
             "actix",
-            "actix_rt",
+            "actix-rt",
             "tokio",
             "tonic",
             "kube",
-            "k8s_openapi",
+            "k8s-openapi",
+            "envoy-types",
+            "prost",
             "axum",
             "notify",
             "h2",
             "hyper",
+            "prometheus",
+            "tracing",
+            "rustls",
+            "ring",
+            "x509-parser",
         ],
     ),
     (
-        "transport",
+        "crates/xds",
+        &["axon-config", "axon-model"],
         &[
             "actix",
-            "actix_rt",
+            "actix-rt",
+            "tokio",
+            "tonic",
             "kube",
-            "k8s_openapi",
-            "envoy_types",
+            "k8s-openapi",
+            "axum",
+            "notify",
+            "h2",
+            "hyper",
+            "prometheus",
+            "tracing",
+        ],
+    ),
+    (
+        "crates/metrics",
+        &[],
+        &[
+            "actix",
+            "actix-rt",
+            "tokio",
+            "tonic",
+            "kube",
+            "k8s-openapi",
+            "envoy-types",
             "axum",
         ],
     ),
+    (
+        "crates/transport",
+        &["axon-config", "axon-model", "axon-xds", "axon-metrics"],
+        &[
+            "actix",
+            "actix-rt",
+            "kube",
+            "k8s-openapi",
+            "axum",
+            "envoy-types",
+        ],
+    ),
+    (
+        ".",
+        &[
+            "axon-config",
+            "axon-model",
+            "axon-xds",
+            "axon-transport",
+            "axon-metrics",
+        ],
+        &["h2"],
+    ),
+    (
+        "crates/load",
+        &[],
+        &["actix", "actix-rt", "kube", "k8s-openapi", "axum"],
+    ),
+];
+
+/// What each top-level module of the `axon` crate may import of that crate (besides itself).
+const ALLOWED: &[(&str, &[&str])] = &[
+    ("actors", &["limits"]),
+    ("registry", &["actors"]),
+    ("http", &["actors"]),
+    ("limits", &[]),
+    ("cli", &["actors", "registry", "http", "limits"]),
+];
+
+/// External crates a top-level module of the `axon` crate must not name.
+const FORBIDDEN_CRATES: &[(&str, &[&str])] = &[
     (
         "actors",
         &["kube", "k8s_openapi", "envoy_types", "axum", "tonic"],
     ),
     ("http", &["kube", "k8s_openapi", "envoy_types", "tonic"]),
-    ("metrics", &["actix", "kube", "envoy_types", "tonic"]),
     (
         "limits",
         &["actix", "tokio", "kube", "envoy_types", "tonic"],
     ),
+];
+
+/// Files of the `axon` crate's actors that hold pure state: no actix.
+const PURE_ACTOR_STATE: &[&str] = &[
+    "actors/debouncer/state.rs",
+    "actors/fleet/balance.rs",
+    "actors/fleet/peers.rs",
+];
+
+/// Calls `axon-model` and `axon-xds` must not make outside tests.
+const IMPURE_CALLS: &[&str] = &[
+    "Instant::now",
+    "SystemTime::now",
+    "std::fs",
+    "fs::read",
+    "File::open",
+    "File::create",
+    "std::process",
+    "std::env::var",
+    "std::thread::sleep",
 ];
 
 type Module = Vec<String>;
@@ -111,32 +174,30 @@ struct Source {
     code: String,
 }
 
-fn src_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+fn workspace() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn sources() -> Vec<Source> {
+/// The sources of one crate's `src/`, each with its module path.
+fn sources(src: &Path) -> Vec<Source> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
         for entry in fs::read_dir(dir).expect("src/ is readable") {
             let path = entry.expect("a directory entry").path();
             if path.is_dir() {
-                if path.file_name().is_some_and(|n| n != "bin") {
-                    walk(&path, out);
-                }
+                walk(&path, out);
             } else if path.extension().is_some_and(|e| e == "rs") {
                 out.push(path);
             }
         }
     }
-    let root = src_dir();
     let mut files = Vec::new();
-    walk(&root, &mut files);
+    walk(src, &mut files);
     files.sort();
     files
         .into_iter()
         .filter(|f| f.file_name().is_some_and(|n| n != "main.rs"))
         .map(|file| {
-            let rel = file.strip_prefix(&root).expect("under src/");
+            let rel = file.strip_prefix(src).expect("under src/");
             let mut module: Module = rel
                 .with_extension("")
                 .components()
@@ -154,6 +215,61 @@ fn sources() -> Vec<Source> {
             Source { file, module, code }
         })
         .collect()
+}
+
+fn crate_sources() -> Vec<(String, Vec<Source>)> {
+    MANIFESTS
+        .iter()
+        .map(|(dir, _, _)| (dir.to_string(), sources(&workspace().join(dir).join("src"))))
+        .collect()
+}
+
+fn axon_sources() -> Vec<Source> {
+    sources(&workspace().join("src"))
+}
+
+/// Whether a file holds only tests, or builders for tests and benchmarks (`tests.rs`,
+/// `*_tests.rs`, under a `tests/` folder, or `fixtures.rs`).
+fn is_test_file(source: &Source) -> bool {
+    source
+        .module
+        .iter()
+        .any(|m| m == "tests" || m.ends_with("_tests") || m == "fixtures")
+}
+
+/// The code of `code` outside its inline modules named `tests` and its `#[cfg(test)]` items.
+fn non_test_code(code: &str) -> String {
+    let mut out = String::new();
+    let mut skip_depth: Option<usize> = None;
+    let mut depth = 0usize;
+    let mut pending_cfg_test = false;
+    for line in code.lines() {
+        let trimmed = line.trim();
+        if skip_depth.is_none() && trimmed.starts_with("#[cfg(test)]") {
+            pending_cfg_test = true;
+            continue;
+        }
+        let opens = line.matches('{').count();
+        let closes = line.matches('}').count();
+        if skip_depth.is_none() && pending_cfg_test {
+            pending_cfg_test = false;
+            if opens > closes {
+                skip_depth = Some(depth);
+            }
+            depth = depth + opens - closes.min(depth + opens);
+            continue;
+        }
+        depth = (depth + opens).saturating_sub(closes);
+        match skip_depth {
+            Some(d) if depth <= d => skip_depth = None,
+            Some(_) => {}
+            None => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    out
 }
 
 fn is_ident(c: char) -> bool {
@@ -276,10 +392,11 @@ fn edges(sources: &[Source]) -> BTreeMap<Module, BTreeSet<Module>> {
     let mut out: BTreeMap<Module, BTreeSet<Module>> = BTreeMap::new();
     for source in sources {
         for path in crate_paths(&source.code) {
-            if let Some(to) = resolve(&source.module, &path, &modules) {
-                if !to.is_empty() && !nested(&source.module, &to) {
-                    out.entry(source.module.clone()).or_default().insert(to);
-                }
+            if let Some(to) = resolve(&source.module, &path, &modules)
+                && !to.is_empty()
+                && !nested(&source.module, &to)
+            {
+                out.entry(source.module.clone()).or_default().insert(to);
             }
         }
     }
@@ -347,10 +464,70 @@ fn cycles<N: Ord + Clone>(graph: &BTreeMap<N, BTreeSet<N>>) -> Vec<Vec<N>> {
     t.out
 }
 
+fn dependencies(manifest: &Path) -> BTreeSet<String> {
+    let text = fs::read_to_string(manifest).expect("a readable Cargo.toml");
+    let doc: toml::Table = text.parse().expect("Cargo.toml parses");
+    doc.get("dependencies")
+        .and_then(|d| d.as_table())
+        .map(|t| t.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
 #[test]
-fn every_import_follows_the_dependency_rule() {
-    let sources = sources();
-    assert!(sources.len() > 50, "src/ was read");
+fn each_crate_depends_only_on_the_layers_below_it() {
+    let ours: BTreeSet<&str> = MANIFESTS
+        .iter()
+        .map(|(dir, _, _)| {
+            if *dir == "." {
+                "axon"
+            } else {
+                dir.trim_start_matches("crates/")
+            }
+        })
+        .collect();
+    let mut broken = Vec::new();
+    for (dir, below, forbidden) in MANIFESTS {
+        let manifest = workspace().join(dir).join("Cargo.toml");
+        for dep in dependencies(&manifest) {
+            let is_ours =
+                dep == "axon" || dep.strip_prefix("axon-").is_some_and(|d| ours.contains(d));
+            if is_ours && !below.contains(&dep.as_str()) {
+                broken.push(format!("{dir} depends on {dep}, not a layer below it"));
+            }
+            if forbidden.contains(&dep.as_str()) {
+                broken.push(format!(
+                    "{dir} depends on {dep}, which its layer must not know"
+                ));
+            }
+        }
+    }
+    assert!(broken.is_empty(), "{}", broken.join("\n"));
+}
+
+#[test]
+fn the_model_and_xds_make_no_clock_file_or_process_calls() {
+    let mut found = Vec::new();
+    for (dir, sources) in crate_sources() {
+        if dir != "crates/model" && dir != "crates/xds" {
+            continue;
+        }
+        assert!(sources.len() > 10, "{dir}/src was read");
+        for source in sources.iter().filter(|s| !is_test_file(s)) {
+            let code = non_test_code(&source.code);
+            for call in IMPURE_CALLS {
+                if code.contains(call) {
+                    found.push(format!("{} calls {call}", source.file.display()));
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+#[test]
+fn every_import_of_the_axon_crate_follows_the_dependency_rule() {
+    let sources = axon_sources();
+    assert!(sources.len() > 30, "src/ was read");
     let allowed: BTreeMap<&str, &[&str]> = ALLOWED.iter().copied().collect();
     let mut broken = Vec::new();
     for (from, tos) in edges(&sources) {
@@ -381,67 +558,76 @@ fn every_import_follows_the_dependency_rule() {
     );
 }
 
+fn names_crate(code: &str, name: &str) -> bool {
+    let needle = format!("{name}::");
+    let mut from = 0;
+    while let Some(i) = code[from..].find(&needle) {
+        let at = from + i;
+        from = at + needle.len();
+        let before = code[..at].chars().next_back();
+        if !before.is_some_and(|c| is_ident(c) || c == ':') {
+            return true;
+        }
+    }
+    false
+}
+
 #[test]
-fn layers_do_not_name_crates_they_must_not_know() {
+fn modules_do_not_name_crates_they_must_not_know() {
     let forbidden: BTreeMap<&str, &[&str]> = FORBIDDEN_CRATES.iter().copied().collect();
     let mut found = Vec::new();
-    for source in sources() {
-        let Some(crates) = source
+    for source in axon_sources() {
+        let rel = source
+            .file
+            .strip_prefix(workspace().join("src"))
+            .expect("under src/")
+            .to_string_lossy()
+            .into_owned();
+        let mut crates: Vec<&str> = source
             .module
             .first()
             .and_then(|t| forbidden.get(t.as_str()))
-        else {
-            continue;
-        };
-        for name in *crates {
-            let needle = format!("{name}::");
-            let mut from = 0;
-            while let Some(i) = source.code[from..].find(&needle) {
-                let at = from + i;
-                from = at + needle.len();
-                let before = source.code[..at].chars().next_back();
-                if !before.is_some_and(|c| is_ident(c) || c == ':') {
-                    found.push(format!("{} names {name}", source.file.display()));
-                    break;
-                }
+            .map(|c| c.to_vec())
+            .unwrap_or_default();
+        if PURE_ACTOR_STATE.contains(&rel.as_str()) {
+            crates.extend(["actix", "actix_rt"]);
+        }
+        for name in crates {
+            if names_crate(&source.code, name) {
+                found.push(format!("{} names {name}", source.file.display()));
             }
         }
+    }
+    for file in PURE_ACTOR_STATE {
+        assert!(
+            workspace().join("src").join(file).exists(),
+            "src/{file} exists"
+        );
     }
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
 
 #[test]
-fn no_import_cycles_between_top_level_modules() {
-    let mut top: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for (from, tos) in edges(&sources()) {
-        for to in tos {
-            if from[0] != to[0] {
-                top.entry(from[0].clone())
-                    .or_default()
-                    .insert(to[0].clone());
-            }
+fn no_import_cycles_between_modules_of_any_crate() {
+    let mut shown = Vec::new();
+    let mut all = crate_sources();
+    all.retain(|(dir, _)| dir != ".");
+    all.push(("src".to_string(), axon_sources()));
+    for (dir, sources) in all {
+        for cycle in cycles(&edges(&sources)) {
+            let names: Vec<String> = cycle.iter().map(|m| m.join("::")).collect();
+            shown.push(format!("{dir}: {}", names.join(" ⇄ ")));
         }
     }
-    let found = cycles(&top);
-    assert!(
-        found.is_empty(),
-        "cycles between top-level modules: {found:?}"
-    );
+    assert!(shown.is_empty(), "import cycles:\n{}", shown.join("\n"));
 }
 
 #[test]
-fn no_import_cycles_between_modules() {
-    let found = cycles(&edges(&sources()));
-    let shown: Vec<String> = found
-        .iter()
-        .map(|c| {
-            c.iter()
-                .map(|m| m.join("::"))
-                .collect::<Vec<_>>()
-                .join(" ⇄ ")
-        })
-        .collect();
-    assert!(found.is_empty(), "import cycles:\n{}", shown.join("\n"));
+fn the_test_code_filter_drops_cfg_test_items() {
+    let code = "fn a() { Instant::now(); }\n#[cfg(test)]\nmod tests {\n    fn b() {\n        x();\n    }\n}\nfn c() {}\n";
+    let kept = non_test_code(code);
+    assert!(kept.contains("fn a()") && kept.contains("fn c()"), "{kept}");
+    assert!(!kept.contains("x()"), "{kept}");
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! No Istio field is dropped silently. README's list of the fields axon accepts and does not
-//! apply is exactly the schema tables' list (`axon::model::istio::schema::not_applied_fields`),
+//! apply is exactly the schema tables' list (`axon_config::istio::schema::not_applied_fields`),
 //! so that it stays true; a running axon logs such a field with its file and line and lists
 //! it in `/debug/configz`; a field the API does not have (a typo) rejects its document, named
 //! with its line and the field meant, and the file's last good config stays served.
@@ -18,7 +18,7 @@ const END: &str = "<!-- not-applied:end -->";
 fn the_readme_lists_exactly_the_fields_not_applied() {
     let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
         .expect("README.md");
-    let expected = axon::model::istio::schema::not_applied_fields();
+    let expected = axon_config::istio::schema::not_applied_fields();
     let block: String = expected.iter().map(|f| format!("- `{f}`\n")).collect();
     let listed = readme
         .split_once(START)

@@ -15,7 +15,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use axon::xds::resource::ResourceType;
+use axon_xds::resource::ResourceType;
 use axon_fuzz::stream_input::{Initial, Input, Name, Node, Nonce, Op, Req, TypeUrl, Version};
 use envoy_types::pb::envoy::config::core::v3::Node as PbNode;
 use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryRequest};

@@ -9,7 +9,7 @@
 //!   field and the names), and `delta_request` of prost's `DeltaDiscoveryRequest`.
 #![no_main]
 
-use axon::xds::decode::{RequestReader, SotwDecoder, delta_request};
+use axon_xds::decode::{RequestReader, SotwDecoder, delta_request};
 use bytes::Bytes;
 use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryRequest};
 use libfuzzer_sys::fuzz_target;

@@ -1,4 +1,4 @@
-//! Fuzz target `stream`: the per-stream ADS state machine (`axon::xds::stream::StreamState`)
+//! Fuzz target `stream`: the per-stream ADS state machine (`axon_xds::protocol::stream::StreamState`)
 //! driven by structured request sequences and pushes (`axon_fuzz::stream_input`).
 #![no_main]
 

@@ -1,6 +1,6 @@
 //! Fuzz target `yaml`: Istio YAML into configs and validation
-//! (`axon::model::parse::parse_documents`), and a directory's files through
-//! `axon::model::file_set::FileSet` apply and commit.
+//! (`axon_config::parse::parse_documents`), and a directory's files through
+//! `axon_config::file_set::FileSet` apply and commit.
 //!
 //! The input is one file's text, or several separated by NUL bytes: each part is applied as
 //! the next version of one of three files, a commit after each.
@@ -8,7 +8,7 @@
 
 use std::path::PathBuf;
 
-use axon::model::file_set::FileSet;
+use axon_config::file_set::FileSet;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -12,10 +12,10 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, LazyLock};
 use std::time::Instant;
 
-use axon::model::config::{ConfigKey, ConfigKind};
-use axon::model::fixtures::configs;
-use axon::model::push_context::PushContext;
-use axon::model::push_request::{PushRequest, TriggerReason};
+use axon_config::config::{ConfigKey, ConfigKind};
+use axon_model::fixtures::configs;
+use axon_model::push_context::PushContext;
+use axon_model::push_request::{PushRequest, TriggerReason};
 
 /// One push: the context and the request that built it.
 pub struct Step {

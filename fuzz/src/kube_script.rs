@@ -21,10 +21,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use axon::model::config::ConfigKind;
-use axon::model::config_set::{self, merge_sources};
-use axon::model::push_context::PushContext;
-use axon::model::push_request::{PushRequest, TriggerReason};
+use axon_config::config::ConfigKind;
+use axon_config::config_set::{self, merge_sources};
+use axon_model::push_context::PushContext;
+use axon_model::push_request::{PushRequest, TriggerReason};
 use axon::registry::kubernetes::config::IstioObjectIndex;
 use axon::registry::kubernetes::namespaces::{NamespaceFilter, NamespaceSelector};
 use axon::registry::kubernetes::services::{ServiceKind, ServiceObjectIndex};

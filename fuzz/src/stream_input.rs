@@ -25,9 +25,9 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use arbitrary::{Arbitrary, Unstructured};
-use axon::model::proxy::NodeInfo;
-use axon::xds::resource::{DeltaRequest, Request, ResourceType, Response, XdsRequest};
-use axon::xds::stream::{Output, StreamState};
+use axon_model::proxy::NodeInfo;
+use axon_xds::resource::{DeltaRequest, Request, ResourceType, Response, XdsRequest};
+use axon_xds::protocol::stream::{Output, StreamState};
 
 use crate::contexts;
 
@@ -465,7 +465,7 @@ fn check(out: Output, delta: bool, h: &mut History, summary: &mut Summary) {
         };
         assert!(h.seen.insert(nonce.clone()), "nonce {nonce:?} sent twice");
         // Encoding a response must not fail either.
-        let framed = axon::xds::wire::encode(&response);
+        let framed = axon_xds::wire::encode(&response);
         assert!(framed.len() >= 5);
         summary.responses += 1;
         h.nonces.push((type_url.clone(), nonce.clone()));

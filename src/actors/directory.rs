@@ -10,8 +10,8 @@ use std::collections::HashMap;
 use actix::prelude::*;
 
 use super::messages::ConnId;
-use crate::xds::ResourceType;
-use crate::xds::stream::ConnectionStatus;
+use axon_xds::ResourceType;
+use axon_xds::protocol::stream::ConnectionStatus;
 
 /// Asks a connection what it would send its proxy now, for the given types (all if empty).
 #[derive(Message, Debug, Clone, Default)]

@@ -14,8 +14,8 @@ use actix::prelude::*;
 use serde::Serialize;
 
 use crate::actors::messages::ConnId;
-use crate::metrics::Metrics;
-use crate::model::config::ConfigKey;
+use axon_config::config::ConfigKey;
+use axon_metrics::Metrics;
 
 /// A proxy was pushed `version`, which carries changes to `keys` (started at `start`), on
 /// its stream `conn`.
@@ -370,7 +370,7 @@ impl Handler<GetDistribution> for DistributionTracker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::config::ConfigKind;
+    use axon_config::config::ConfigKind;
 
     fn vs(name: &str) -> ConfigKey {
         ConfigKey::new(ConfigKind::VirtualService, "a", name)

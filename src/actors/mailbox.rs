@@ -7,7 +7,7 @@
 use actix::dev::{RecipientRequest, ToEnvelope};
 use actix::prelude::*;
 
-use crate::metrics::Metrics;
+use axon_metrics::Metrics;
 
 /// Sends `msg` to `to` (an actor of kind `actor`) without waiting for an answer.
 pub fn tell<M>(metrics: &Metrics, actor: &str, to: &Recipient<M>, msg: M)

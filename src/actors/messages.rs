@@ -14,9 +14,9 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 
-use crate::model::config_set::{ConfigSet, SourceId};
-use crate::model::push_context::PushContext;
-use crate::model::push_request::PushRequest;
+use axon_config::config_set::{ConfigSet, SourceId};
+use axon_model::push_context::PushContext;
+use axon_model::push_request::PushRequest;
 
 /// Identifies one ADS stream (and its ConnectionActor) for the life of the process.
 pub type ConnId = u64;

@@ -12,7 +12,7 @@
 //!  ConnectionActor ──Reports (Affected / Acked / Nacked / Gone)──▶ DistributionTracker ◀─ GetDistribution (debug)
 //!        ▲ requests │ responses
 //!        │          ▼
-//!  transport (ADS over tonic) ◀──▶ Envoy
+//!  axon-transport (ADS on hyper/h2) ◀──▶ Envoy
 //!        ▲ close_oldest (rebalance)
 //!  Fleet ◀─ SetPeers (--peers, the peer Service's watch), GetReplica, GetPeers (monitoring, debug)
 //!        └─ polls each peer's /fleet/replica (PeerClient)

@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 
 use super::messages::{ConnId, Connect, Disconnect, Push, PushesDone};
-use crate::metrics::Metrics;
-use crate::model::push_context::PushContext;
-use crate::model::push_request::PushRequest;
+use axon_metrics::Metrics;
+use axon_model::push_context::PushContext;
+use axon_model::push_request::PushRequest;
 
 /// The pure queue: pending requests per connection, the in-flight set, the budget.
 #[derive(Debug)]
@@ -244,7 +244,7 @@ impl Handler<PushesDone> for PushQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::config::{ConfigKey, ConfigKind};
+    use axon_config::config::{ConfigKey, ConfigKind};
     use std::collections::BTreeSet;
 
     fn req(name: &str) -> Arc<PushRequest> {

@@ -13,12 +13,12 @@ use std::time::Instant;
 use actix::prelude::*;
 
 use super::messages::{Flush, Push};
-use crate::metrics::Metrics;
-use crate::model::config_set::{
+use axon_config::config_set::{
     FILES, KUBERNETES_ISTIO, KUBERNETES_SERVICES, SourceId, merge_sources,
 };
-use crate::model::mesh::MeshConfig;
-use crate::model::push_context::PushContext;
+use axon_config::mesh::MeshConfig;
+use axon_metrics::Metrics;
+use axon_model::push_context::PushContext;
 
 /// Whether axon is ready (`/ready`): `Ok`, or why not.
 #[derive(Message)]
@@ -219,7 +219,7 @@ impl Handler<Flush> for SnapshotBuilder {
             !Arc::ptr_eq(&old.gateways, &ctx.gateways) || !Arc::ptr_eq(&old.secrets, &ctx.secrets)
         });
         if credentials_rebuilt {
-            for missing in crate::model::gateway::missing_credentials(&ctx) {
+            for missing in axon_model::gateway::missing_credentials(&ctx) {
                 self.metrics.sds_certificate_errors.inc();
                 tracing::warn!(
                     gateway = %missing.gateway,

@@ -8,9 +8,9 @@ use actix::prelude::*;
 use crate::actors::fleet::{Fleet, FleetSettings, SetPeers};
 use crate::http::peer_client::HttpPeers;
 use crate::limits::Limits;
-use crate::metrics::Metrics;
 use crate::registry::kubernetes::peers::{self, Own};
-use crate::transport::AdsService;
+use axon_metrics::Metrics;
+use axon_transport::AdsService;
 
 /// This replica's name: `--replica-name`, else `POD_NAME`, else the host name (`HOSTNAME`,
 /// or the kernel's), else `axon`.

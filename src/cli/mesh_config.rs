@@ -7,7 +7,7 @@ use std::path::Path;
 
 use anyhow::Context;
 
-use crate::model::mesh::{self, MeshConfig};
+use axon_config::mesh::{self, MeshConfig};
 
 /// The mesh settings axon serves with, and the trust domain it accepts identities in.
 pub struct MeshSettings {

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 
 use crate::limits::Limits;
-use crate::metrics::Metrics;
-use crate::model::token_review::ReviewStatus;
-use crate::transport::token_auth::{TokenAuth, TokenAuthLimits, TokenReviewer};
+use axon_metrics::Metrics;
+use axon_model::token_review::ReviewStatus;
+use axon_transport::token_auth::{TokenAuth, TokenAuthLimits, TokenReviewer};
 
 /// How bearer tokens are checked on `--xds-tls-addr`.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]

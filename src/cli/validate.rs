@@ -12,11 +12,11 @@ use anyhow::Context as _;
 
 use super::DEFAULT_NAMESPACE;
 use crate::limits::Limits;
-use crate::model::file_set::{FileSet, Place};
-use crate::model::push_context::PushContext;
-use crate::model::push_request::{PushRequest, TriggerReason};
 use crate::registry::files::list_config_tree;
 use crate::registry::files::watch::Content;
+use axon_config::file_set::{FileSet, Place};
+use axon_model::push_context::PushContext;
+use axon_model::push_request::{PushRequest, TriggerReason};
 
 /// Checks `path`, a file or every config file under a directory; writes each problem, each
 /// field accepted but not applied and each VirtualService problem to `out`. Returns whether

@@ -26,7 +26,7 @@ use crate::actors::fleet::{Fleet, PeerClient};
 use crate::actors::messages::ForcePush;
 use crate::actors::messages::GetConfigz;
 use crate::actors::snapshot_builder::{GetPushStatus, GetVirtualServiceProblems, SnapshotBuilder};
-use crate::xds::ResourceType;
+use axon_xds::ResourceType;
 
 use super::fleet;
 

@@ -19,7 +19,7 @@ use axum::routing::get;
 
 use crate::actors::messages::GetWaiting;
 use crate::actors::snapshot_builder::{GetReady, SnapshotBuilder};
-use crate::metrics::Metrics;
+use axon_metrics::Metrics;
 
 #[derive(Clone)]
 pub struct Monitoring {

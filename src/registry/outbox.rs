@@ -15,10 +15,10 @@ use std::time::Instant;
 use actix::prelude::*;
 
 use crate::actors::messages::ConfigUpdate;
-use crate::metrics::Metrics;
-use crate::model::config::ConfigKey;
-use crate::model::config_set::{ConfigSet, SourceId, compare};
-use crate::model::push_request::{PushRequest, TriggerReason};
+use axon_config::config::ConfigKey;
+use axon_config::config_set::{ConfigSet, SourceId, compare};
+use axon_metrics::Metrics;
+use axon_model::push_request::{PushRequest, TriggerReason};
 
 /// What [`Outbox::publish`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -167,7 +167,7 @@ impl Outbox {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::parse::{DocOutcome, parse_documents};
+    use axon_config::parse::{DocOutcome, parse_documents};
 
     /// Records what the Debouncer would get: (full, changed keys).
     struct Probe(Vec<(bool, usize)>);

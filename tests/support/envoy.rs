@@ -356,29 +356,28 @@ impl Envoy {
     pub fn stats(&self) -> BTreeMap<String, u64> {
         let mut out = BTreeMap::new();
         let r = self.admin_request("/stats?format=json");
-        if r.status == 200 {
-            if let Ok(v) = serde_json::from_str::<serde_json::Value>(&r.body) {
-                if let Some(stats) = v.get("stats").and_then(|s| s.as_array()) {
-                    for s in stats {
-                        if let (Some(name), Some(value)) =
-                            (s.get("name").and_then(|n| n.as_str()), s.get("value"))
-                        {
-                            if let Some(n) = value.as_u64() {
-                                out.insert(name.to_string(), n);
-                            } else if let Some(n) = value.as_f64() {
-                                out.insert(name.to_string(), n as u64);
-                            }
-                        }
+        if r.status == 200
+            && let Ok(v) = serde_json::from_str::<serde_json::Value>(&r.body)
+            && let Some(stats) = v.get("stats").and_then(|s| s.as_array())
+        {
+            for s in stats {
+                if let (Some(name), Some(value)) =
+                    (s.get("name").and_then(|n| n.as_str()), s.get("value"))
+                {
+                    if let Some(n) = value.as_u64() {
+                        out.insert(name.to_string(), n);
+                    } else if let Some(n) = value.as_f64() {
+                        out.insert(name.to_string(), n as u64);
                     }
-                    return out;
                 }
             }
+            return out;
         }
         for line in self.admin_get("/stats").lines() {
-            if let Some((k, v)) = line.rsplit_once(": ") {
-                if let Ok(n) = v.trim().parse::<u64>() {
-                    out.insert(k.trim().to_string(), n);
-                }
+            if let Some((k, v)) = line.rsplit_once(": ")
+                && let Ok(n) = v.trim().parse::<u64>()
+            {
+                out.insert(k.trim().to_string(), n);
             }
         }
         out

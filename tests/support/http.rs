@@ -89,10 +89,10 @@ fn try_http_request(
             Ok(0) => break,
             Ok(n) => {
                 raw.extend_from_slice(&buf[..n]);
-                if let Some(done) = response_complete(&raw) {
-                    if done {
-                        break;
-                    }
+                if let Some(done) = response_complete(&raw)
+                    && done
+                {
+                    break;
                 }
             }
             Err(e) if raw.is_empty() => return Err(e),
@@ -115,11 +115,11 @@ fn response_complete(raw: &[u8]) -> Option<bool> {
     let end = find_subslice(raw, b"\r\n\r\n")?;
     let head = String::from_utf8_lossy(&raw[..end]);
     for line in head.lines().skip(1) {
-        if let Some((k, v)) = line.split_once(':') {
-            if k.trim().eq_ignore_ascii_case("content-length") {
-                let len: usize = v.trim().parse().ok()?;
-                return Some(raw.len() >= end + 4 + len);
-            }
+        if let Some((k, v)) = line.split_once(':')
+            && k.trim().eq_ignore_ascii_case("content-length")
+        {
+            let len: usize = v.trim().parse().ok()?;
+            return Some(raw.len() >= end + 4 + len);
         }
     }
     Some(false)

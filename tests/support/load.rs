@@ -67,6 +67,18 @@ struct Seen {
     lines: Vec<String>,
 }
 
+/// The `axon-load` that cargo built beside `axon` (crates/load; a workspace `cargo test`
+/// builds it, for its own integration tests).
+pub fn axon_load() -> std::path::PathBuf {
+    let load = std::path::Path::new(env!("CARGO_BIN_EXE_axon")).with_file_name("axon-load");
+    assert!(
+        load.exists(),
+        "{} is missing: run the tests from the workspace root (`cargo test`), or `cargo build -p axon-load` first",
+        load.display()
+    );
+    load
+}
+
 /// `axon-load run --reconnect` against `xds`; killed on drop.
 pub struct Load {
     child: Child,
@@ -76,7 +88,7 @@ pub struct Load {
 impl Load {
     /// `n` proxies over `namespaces` namespaces, `extra` arguments (e.g. `--delta`).
     pub fn start(xds: SocketAddr, n: usize, namespaces: usize, extra: &[&str]) -> Load {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_axon-load"))
+        let mut child = Command::new(axon_load())
             .args([
                 "run",
                 "--xds",

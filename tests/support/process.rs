@@ -78,11 +78,11 @@ pub(crate) fn spawn_log_reader(
 
 /// When the thread is panicking, keeps `dir` on disk and prints where it is.
 pub(crate) fn keep_dir_on_panic(dir: &mut Option<tempfile::TempDir>, what: &str) {
-    if thread::panicking() {
-        if let Some(d) = dir.take() {
-            let p = d.keep();
-            eprintln!("[harness] kept {what} temp dir: {}", p.display());
-        }
+    if thread::panicking()
+        && let Some(d) = dir.take()
+    {
+        let p = d.keep();
+        eprintln!("[harness] kept {what} temp dir: {}", p.display());
     }
 }
 

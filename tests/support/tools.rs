@@ -39,10 +39,10 @@ const BUILD_WAIT: Duration = Duration::from_secs(15 * 60);
 /// holds cargo's `CACHEDIR.TAG` (`target/debug/deps/NAME`, `target/TRIPLE/debug/deps/NAME`),
 /// else `CARGO_TARGET_DIR` (relative to the crate), else `CRATE/target`.
 pub fn target_dir() -> PathBuf {
-    if let Ok(exe) = std::env::current_exe() {
-        if let Some(dir) = exe.ancestors().find(|d| d.join("CACHEDIR.TAG").is_file()) {
-            return dir.to_path_buf();
-        }
+    if let Ok(exe) = std::env::current_exe()
+        && let Some(dir) = exe.ancestors().find(|d| d.join("CACHEDIR.TAG").is_file())
+    {
+        return dir.to_path_buf();
     }
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
     match std::env::var_os("CARGO_TARGET_DIR").filter(|d| !d.is_empty()) {

@@ -29,12 +29,12 @@ use super::distribution::{Acked, Affected, DistributionTracker, Gone, Nacked, Re
 use super::mailbox;
 use super::messages::{ConnId, Connect, Disconnect, Push};
 use super::push_queue::PushQueue;
-use crate::metrics::Metrics;
-use crate::model::log_safe::{Escaped, LogLimit};
-use crate::transport::{ResponseSink, SinkError, StreamSlot};
-use crate::xds::stream::{CloseReason, Event, Output, StreamState};
-use crate::xds::wire::{self, Framed};
-use crate::xds::{Request, ResourceType, Response};
+use axon_config::log_safe::{Escaped, LogLimit};
+use axon_metrics::Metrics;
+use axon_transport::{ResponseSink, SinkError, StreamSlot};
+use axon_xds::protocol::stream::{CloseReason, Event, Output, StreamState};
+use axon_xds::wire::{self, Framed};
+use axon_xds::{Request, ResourceType, Response};
 
 /// The actors every ConnectionActor talks to, and the metrics.
 #[derive(Clone)]

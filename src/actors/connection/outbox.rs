@@ -95,8 +95,8 @@ mod tests {
     use crate::actors::directory::ConnectionDirectory;
     use crate::actors::distribution::{Acked, Affected, DistributionTracker, GetDistribution};
     use crate::actors::push_queue::PushQueue;
-    use crate::metrics::Metrics;
-    use crate::model::config::{ConfigKey, ConfigKind};
+    use axon_config::config::{ConfigKey, ConfigKind};
+    use axon_metrics::Metrics;
     use std::time::{Duration, Instant};
 
     #[actix_rt::test]

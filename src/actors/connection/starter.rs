@@ -7,8 +7,8 @@ use std::time::Duration;
 use actix::prelude::*;
 
 use super::{ConnectionActor, Peers};
-use crate::transport::{AdsStream, StreamStarter};
-use crate::xds::names::NameSets;
+use axon_transport::{AdsStream, StreamStarter};
+use axon_xds::protocol::names::NameSets;
 
 /// What every ConnectionActor is started with.
 pub struct ConnectionStarter {
@@ -53,7 +53,9 @@ impl StreamStarter for ConnectionStarter {
                 verified,
             } = stream;
             ctx.add_stream(requests);
-            let stream = crate::xds::stream::StreamState::new(delta, names).verified(verified);
+            let stream = axon_xds::protocol::stream::StreamState::new(delta, names)
+                .verified(verified)
+                .clock(std::time::Instant::now);
             ConnectionActor::new(id, stream, responses, slot, peers, write_timeout)
         });
     }

@@ -17,9 +17,9 @@ mod state;
 pub use state::{DebounceState, Step};
 
 use super::messages::{ConfigUpdate, Flush, ForcePush};
-use crate::metrics::Metrics;
-use crate::model::config_set::{ConfigSet, SourceId};
-use crate::model::push_request::PushRequest;
+use axon_config::config_set::{ConfigSet, SourceId};
+use axon_metrics::Metrics;
+use axon_model::push_request::PushRequest;
 
 pub struct Debouncer {
     state: DebounceState,
@@ -104,7 +104,7 @@ impl Handler<ForcePush> for Debouncer {
 
     fn handle(&mut self, _: ForcePush, ctx: &mut Context<Self>) {
         let request = PushRequest::full_push(
-            crate::model::push_request::TriggerReason::Forced,
+            axon_model::push_request::TriggerReason::Forced,
             std::time::Instant::now(),
         );
         self.state.on_event(request, Instant::now());
@@ -128,7 +128,7 @@ impl Handler<ConfigUpdate> for Debouncer {
 mod tests {
     use super::state::tests::edit;
     use super::*;
-    use crate::model::push_request::TriggerReason;
+    use axon_model::push_request::TriggerReason;
     use std::time::Duration;
 
     const MS: Duration = Duration::from_millis(1);

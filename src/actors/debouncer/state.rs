@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::model::push_request::PushRequest;
+use axon_model::push_request::PushRequest;
 
 /// What the debounce state wants done now.
 #[derive(Debug, PartialEq)]
@@ -169,7 +169,7 @@ impl DebounceState {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
-    use crate::model::push_request::TriggerReason;
+    use axon_model::push_request::TriggerReason;
 
     const MS: Duration = Duration::from_millis(1);
 
@@ -253,7 +253,7 @@ pub(super) mod tests {
     }
 
     pub(crate) fn edit(namespace: &str, at: Instant) -> PushRequest {
-        use crate::model::config::{ConfigKey, ConfigKind};
+        use axon_config::config::{ConfigKey, ConfigKind};
         PushRequest::config_change(
             std::collections::BTreeSet::from([ConfigKey::new(
                 ConfigKind::VirtualService,

@@ -23,8 +23,8 @@ use std::time::Duration;
 
 use actix::prelude::*;
 
-use crate::metrics::Metrics;
-use crate::transport::AdsService;
+use axon_metrics::Metrics;
+use axon_transport::AdsService;
 pub use peers::{PeerView, ReplicaReport};
 
 /// A peer's answer to a GET: its JSON body, or why there is none.

@@ -26,9 +26,9 @@ use notify::{RecursiveMode, Watcher};
 use super::outbox::Outbox;
 use crate::actors::mailbox;
 use crate::actors::messages::{GetConfigz, GetWaiting};
-use crate::metrics::Metrics;
-use crate::model::config_set::FILES as SOURCE;
-use crate::model::file_set::is_config_file;
+use axon_config::config_set::FILES as SOURCE;
+use axon_config::file_set::is_config_file;
+use axon_metrics::Metrics;
 use watch::{Applied, Content, FileRead, Listing, Pending, Stamp, WatchRules, WatchState};
 
 /// Paths that the watcher saw change; empty means "rescan everything".
@@ -248,7 +248,7 @@ impl FileRegistry {
             Applied::Unchanged => {}
             Applied::Parsed { report, new_kinds } => {
                 for error in &report.errors {
-                    if matches!(error.error, crate::model::parse::DocError::Secret(_)) {
+                    if matches!(error.error, axon_config::parse::DocError::Secret(_)) {
                         self.metrics.sds_certificate_errors.inc();
                     }
                     tracing::warn!(

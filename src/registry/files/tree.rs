@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use crate::model::file_set::is_config_file;
+use axon_config::file_set::is_config_file;
 
 /// The config files under a directory, the directories skipped because the walk had read
 /// them already (a symlink to a directory above or beside: a loop), and the subdirectories

@@ -13,9 +13,9 @@ use std::sync::Arc;
 
 use super::namespaces::{NamespaceChange, NamespaceFilter};
 use super::store::{ObjKey, Store};
-use crate::model::config::{Config, ConfigKind};
-use crate::model::config_set::ConfigSet;
-use crate::model::parse::{DocOutcome, parse_cluster_secret, parse_value};
+use axon_config::config::{Config, ConfigKind};
+use axon_config::config_set::ConfigSet;
+use axon_config::parse::{DocOutcome, parse_cluster_secret, parse_value};
 
 /// An object that was not accepted, as reported.
 #[derive(Debug, Clone, PartialEq)]
@@ -242,7 +242,7 @@ impl IstioObjectIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::file_set::compare;
+    use axon_config::file_set::compare;
     use serde_json::json;
 
     const V1: &str = "networking.istio.io/v1";

@@ -14,12 +14,12 @@ use kube::runtime::watcher::{self, Event};
 
 use super::namespace_config;
 use crate::actors::messages::GetConfigz;
-use crate::model::config::ConfigKind;
 use crate::registry::kubernetes::Settings;
 use crate::registry::kubernetes::config::{IstioObjectIndex, Rejected};
 use crate::registry::kubernetes::namespaces::{NamespaceChange, NamespaceFilter};
 use crate::registry::kubernetes::watch::{self, WatchEvent, WatchKind, WatchTask};
 use crate::registry::outbox::Outbox;
+use axon_config::config::ConfigKind;
 
 /// networking.istio.io objects (and Namespaces with a selector) → Configs.
 pub struct IstioRegistry {

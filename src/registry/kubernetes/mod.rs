@@ -16,7 +16,7 @@
 //! Fleet actor.
 //!
 //! The indexes ([`services::ServiceObjectIndex`], [`config::IstioObjectIndex`]) are pure:
-//! objects in, a [`ConfigSet`](crate::model::config_set::ConfigSet) out, tested without I/O.
+//! objects in, a [`ConfigSet`](axon_config::config_set::ConfigSet) out, tested without I/O.
 //! The actors ([`ServiceRegistry`], [`IstioRegistry`]) only forward watch events to them and
 //! send what changed through their [`Outbox`](crate::registry::outbox::Outbox).
 
@@ -36,10 +36,10 @@ use std::time::Instant;
 
 use thiserror::Error;
 
-use crate::model::config_set::ConfigSet;
 use crate::registry::outbox::{Outbox, Published};
+use axon_config::config_set::ConfigSet;
 
-pub use crate::model::config_set::{
+pub use axon_config::config_set::{
     KUBERNETES_ISTIO as ISTIO_SOURCE, KUBERNETES_SERVICES as SERVICES_SOURCE,
 };
 pub use istio_registry::IstioRegistry;
@@ -97,7 +97,7 @@ pub struct Settings {
 impl Default for Settings {
     fn default() -> Self {
         Settings {
-            cluster_domain: crate::model::host::DEFAULT_CLUSTER_DOMAIN.to_string(),
+            cluster_domain: axon_config::host::DEFAULT_CLUSTER_DOMAIN.to_string(),
             namespace_selector: None,
         }
     }

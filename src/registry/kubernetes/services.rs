@@ -30,11 +30,11 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use super::namespaces::{NamespaceChange, NamespaceFilter};
 use super::protocol::port_protocol;
 use super::store::{Change, ObjKey, Store};
-use crate::model::config::{Config, ConfigKey, ConfigKind, Spec};
-use crate::model::config_set::ConfigSet;
-use crate::model::host::kubernetes_hostname;
-use crate::model::istio::{Labels, Location, Resolution, ServiceEntry, ServicePort, WorkloadEntry};
-use crate::model::push_context::{KUBERNETES_SOURCE, SOURCE_LABEL};
+use axon_config::config::{Config, ConfigKey, ConfigKind, Spec};
+use axon_config::config_set::ConfigSet;
+use axon_config::host::kubernetes_hostname;
+use axon_config::istio::{Labels, Location, Resolution, ServiceEntry, ServicePort, WorkloadEntry};
+use axon_model::push_context::{KUBERNETES_SOURCE, SOURCE_LABEL};
 
 /// The label an EndpointSlice names its Service with.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";

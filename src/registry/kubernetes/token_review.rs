@@ -1,12 +1,12 @@
 //! The Kubernetes TokenReview call (`authentication.k8s.io/v1`) that proves a bearer token
 //! on the xDS TLS port: the token and the audiences asked go in, the API server's
 //! [`ReviewStatus`] comes out. What the status proves is the model's
-//! ([`crate::model::token_review`]); caching and bounds are the transport's.
+//! ([`axon_model::token_review`]); caching and bounds are the transport's.
 
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use kube::api::{Api, PostParams};
 
-use crate::model::token_review::ReviewStatus;
+use axon_model::token_review::ReviewStatus;
 
 /// Asks the API server about `token`. An `Err` is no answer (the API server unreachable or
 /// refusing axon the review, e.g. without RBAC for `tokenreviews`), not a rejection.

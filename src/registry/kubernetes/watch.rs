@@ -22,7 +22,7 @@ use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 
-use crate::model::config::{ConfigKind, ISTIO_NETWORKING_GROUP};
+use axon_config::config::{ConfigKind, ISTIO_NETWORKING_GROUP};
 
 /// A watched kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

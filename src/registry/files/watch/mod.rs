@@ -25,10 +25,10 @@ use std::time::{Duration, Instant};
 
 pub use content::{Content, FileRead, Stamp};
 
-use crate::model::config::ConfigKey;
-use crate::model::config_set::ConfigSet;
-use crate::model::file_set::{FileReport, FileSet, is_config_file};
-use crate::model::yaml_bounds::YamlBounds;
+use axon_config::config::ConfigKey;
+use axon_config::config_set::ConfigSet;
+use axon_config::file_set::{FileReport, FileSet, is_config_file};
+use axon_config::yaml_bounds::YamlBounds;
 
 /// The bounds and windows of a watched directory (from the limits file).
 #[derive(Debug, Clone, Copy, PartialEq)]

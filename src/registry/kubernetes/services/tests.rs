@@ -10,13 +10,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::*;
-use crate::model::config_set::SourceId;
-use crate::model::config_set::merge_sources;
-use crate::model::file_set::compare;
-use crate::model::mesh::MeshConfig;
-use crate::model::parse::{DocOutcome, parse_documents};
-use crate::model::push_context::PushContext;
-use crate::model::push_request::{PushRequest, TriggerReason};
+use axon_config::config_set::SourceId;
+use axon_config::config_set::merge_sources;
+use axon_config::file_set::compare;
+use axon_config::mesh::MeshConfig;
+use axon_config::parse::{DocOutcome, parse_documents};
+use axon_model::push_context::PushContext;
+use axon_model::push_request::{PushRequest, TriggerReason};
 
 fn meta(ns: &str, name: &str) -> ObjectMeta {
     ObjectMeta {

@@ -1,0 +1,159 @@
+//! The config envelope: what kind of Istio object, which one, and its typed spec.
+//!
+//! Owns [`ConfigKind`], [`ConfigKey`] and [`Config`]. Registries produce `Config`s; the
+//! `PushRequest` names changed ones by `ConfigKey`; the `PushContext` indexes them by kind.
+
+use std::fmt;
+
+use serde::Serialize;
+
+use super::istio::{
+    DestinationRule, Gateway, Labels, ServiceEntry, Sidecar, VirtualService, WorkloadEntry,
+    WorkloadGroup,
+};
+use crate::secret::TlsSecret;
+
+/// The API group of every kind axon reads.
+pub const ISTIO_NETWORKING_GROUP: &str = "networking.istio.io";
+/// Versions of that group that share one schema.
+pub const ISTIO_NETWORKING_VERSIONS: [&str; 3] = ["v1", "v1beta1", "v1alpha3"];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub enum ConfigKind {
+    ServiceEntry,
+    WorkloadEntry,
+    WorkloadGroup,
+    VirtualService,
+    DestinationRule,
+    Gateway,
+    Sidecar,
+    /// A Kubernetes `v1` Secret holding TLS material (`axon_model::secrets`); not of the
+    /// networking group, so not in [`ConfigKind::ALL`].
+    Secret,
+}
+
+impl ConfigKind {
+    /// The kinds of the networking group.
+    pub const ALL: [ConfigKind; 7] = [
+        ConfigKind::ServiceEntry,
+        ConfigKind::WorkloadEntry,
+        ConfigKind::WorkloadGroup,
+        ConfigKind::VirtualService,
+        ConfigKind::DestinationRule,
+        ConfigKind::Gateway,
+        ConfigKind::Sidecar,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConfigKind::ServiceEntry => "ServiceEntry",
+            ConfigKind::WorkloadEntry => "WorkloadEntry",
+            ConfigKind::WorkloadGroup => "WorkloadGroup",
+            ConfigKind::VirtualService => "VirtualService",
+            ConfigKind::DestinationRule => "DestinationRule",
+            ConfigKind::Gateway => "Gateway",
+            ConfigKind::Sidecar => "Sidecar",
+            ConfigKind::Secret => "Secret",
+        }
+    }
+
+    pub fn from_kind(kind: &str) -> Option<ConfigKind> {
+        ConfigKind::ALL.into_iter().find(|k| k.as_str() == kind)
+    }
+}
+
+impl fmt::Display for ConfigKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Names one config object: `kind/namespace/name`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct ConfigKey {
+    pub kind: ConfigKind,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl ConfigKey {
+    pub fn new(kind: ConfigKind, namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        ConfigKey {
+            kind,
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+}
+
+impl fmt::Display for ConfigKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}/{}", self.kind, self.namespace, self.name)
+    }
+}
+
+/// The typed spec of a config object.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Spec {
+    ServiceEntry(ServiceEntry),
+    WorkloadEntry(WorkloadEntry),
+    WorkloadGroup(WorkloadGroup),
+    VirtualService(VirtualService),
+    DestinationRule(DestinationRule),
+    Gateway(Gateway),
+    Sidecar(Sidecar),
+    Secret(TlsSecret),
+}
+
+impl Spec {
+    pub fn kind(&self) -> ConfigKind {
+        match self {
+            Spec::ServiceEntry(_) => ConfigKind::ServiceEntry,
+            Spec::WorkloadEntry(_) => ConfigKind::WorkloadEntry,
+            Spec::WorkloadGroup(_) => ConfigKind::WorkloadGroup,
+            Spec::VirtualService(_) => ConfigKind::VirtualService,
+            Spec::DestinationRule(_) => ConfigKind::DestinationRule,
+            Spec::Gateway(_) => ConfigKind::Gateway,
+            Spec::Sidecar(_) => ConfigKind::Sidecar,
+            Spec::Secret(_) => ConfigKind::Secret,
+        }
+    }
+}
+
+/// One Istio config object, as a registry holds it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Config {
+    pub key: ConfigKey,
+    pub labels: Labels,
+    /// `metadata.creationTimestamp`, in nanoseconds since the Unix epoch; `None` when the
+    /// object has none (a file may not), which istiod's order puts first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub created: Option<i64>,
+    pub spec: Spec,
+    /// The paths of the fields it sets that axon accepts but does not apply
+    /// (`spec.http[0].retries`), from [`super::istio::schema`].
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_applied: Vec<String>,
+}
+
+impl Config {
+    pub fn kind(&self) -> ConfigKind {
+        self.key.kind
+    }
+    pub fn namespace(&self) -> &str {
+        &self.key.namespace
+    }
+    pub fn name(&self) -> &str {
+        &self.key.name
+    }
+
+    /// istiod's `configCompareByCreationTime`: by creation time, then name, then namespace.
+    pub fn creation_order(&self, other: &Config) -> std::cmp::Ordering {
+        (self.created, self.name(), self.namespace()).cmp(&(
+            other.created,
+            other.name(),
+            other.namespace(),
+        ))
+    }
+}

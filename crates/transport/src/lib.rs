@@ -1,0 +1,515 @@
+//! axon-transport: ADS served on hyper's HTTP/2 server (over the vendored h2). [`AdsService`]
+//! is a tower service that routes the two ADS methods, `StreamAggregatedResources` (SotW)
+//! and `DeltaAggregatedResources`, itself: no gRPC framework's router or codec is in the
+//! way; tonic lends only its `Status` (the trailers) and its body type.
+//!
+//! For each stream it admits the stream ([`admission`]: token bucket, `max_streams`; until
+//! its first request it is one of the [`pending`] streams, whose partial requests draw from
+//! their own share of the [`buffers`]), makes
+//! its bounded response queue ([`sink`]), and hands the stream, as decoded [`Request`]s and
+//! a [`ResponseSink`], to a [`StreamStarter`]: the connection actor's side implements it, so
+//! this module never names an actor. Requests are decoded by [`RequestReader`]; responses
+//! are framed by [`axon_xds::wire`]: a small head per stream and the resources encoded once
+//! per view, shared by reference. Mapping to `tonic::Status` happens here and nowhere else.
+
+pub mod admission;
+mod ages;
+mod buffers;
+mod pending;
+mod requests;
+pub mod server;
+pub mod sink;
+pub mod tls;
+pub mod token_auth;
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures::{Stream, StreamExt};
+use tonic::Status;
+use tonic::body::Body;
+
+pub use admission::{StreamSlot, TokenBucket};
+pub use sink::{ResponseSink, SinkError};
+
+use axon_metrics::Metrics;
+use axon_xds::Request;
+use axon_xds::protocol::stream::CloseReason;
+
+const SOTW_PATH: &str =
+    "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources";
+const DELTA_PATH: &str =
+    "/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources";
+
+/// A stream's requests, decoded as they arrive; an error ends the stream, as it says.
+pub type RequestStream = Pin<Box<dyn Stream<Item = Result<Request, CloseReason>> + Send>>;
+
+/// A newly admitted ADS stream.
+pub struct AdsStream {
+    /// Unique for the life of the process.
+    pub id: u64,
+    pub delta: bool,
+    pub requests: RequestStream,
+    pub responses: ResponseSink,
+    /// Held for as long as the stream is served.
+    pub slot: StreamSlot,
+    /// The TLS port authorized the client's identity for the proxy its first request names.
+    pub verified: bool,
+}
+
+/// A stream's place among the pending ones, and what tells it to close for a newer one.
+struct Waiting {
+    place: pending::Place,
+    evicted: tokio::sync::oneshot::Receiver<()>,
+}
+
+/// Takes over the streams the transport admits (implemented by the connection actors).
+pub trait StreamStarter: Send + Sync + 'static {
+    fn start(&self, stream: AdsStream);
+}
+
+/// Limits of the ADS server, from the limits file.
+#[derive(Debug, Clone)]
+pub struct AdsLimits {
+    pub max_streams: usize,
+    pub queue_capacity: usize,
+    /// New streams admitted per second (a token bucket with this burst).
+    pub max_requests_per_second: u32,
+    /// How long a new stream waits for a token before RESOURCE_EXHAUSTED.
+    pub max_stream_wait: Duration,
+    /// A stream must send its first request within this long; it takes no slot before.
+    pub first_request_timeout: Duration,
+    /// A request must arrive whole within this long of its first bytes.
+    pub message_timeout: Duration,
+    /// The largest request, bytes.
+    pub max_message_size: usize,
+    /// The bytes of partial requests buffered over every stream.
+    pub max_request_buffer_bytes: usize,
+    /// The bytes of partial requests buffered over one connection's streams.
+    pub max_connection_request_buffer_bytes: usize,
+    /// The bytes of partial requests buffered over the streams not yet admitted (the rest of
+    /// `max_request_buffer_bytes` is kept for admitted streams).
+    pub max_pending_request_buffer_bytes: usize,
+    /// Streams waiting for their first request, over every connection; past it the
+    /// connection holding the most is closed, or the oldest stream past
+    /// `pending_stream_grace` ([`pending`]).
+    pub max_pending_streams: usize,
+    pub pending_stream_grace: Duration,
+    /// xDS connections open at once, over both ports; a connection past it is closed as soon
+    /// as accepted, so that descriptors stay for the monitoring port and the registries.
+    pub max_connections: usize,
+}
+
+/// Put in each request's extensions: its connection's budget of partial requests
+/// (`max_connection_request_buffer_bytes`), and what closes the connection (when it holds
+/// the most streams waiting for a first request past `max_pending_streams`).
+#[derive(Clone)]
+pub struct ConnectionHandle {
+    id: u64,
+    buffer: buffers::Budget,
+    pub close: Arc<tokio::sync::Notify>,
+}
+
+/// The ADS service: hyper's HTTP/2 server ([`server`]) calls it for every request.
+#[derive(Clone)]
+pub struct AdsService {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    starter: Arc<dyn StreamStarter>,
+    /// The trust domain client identities on the TLS port must be of.
+    trust_domain: String,
+    /// Checks bearer tokens on the TLS port (`--token-auth`); without it only certificates.
+    token_auth: Option<Arc<token_auth::TokenAuth>>,
+    /// Identities already logged as denied (bounded), so that each is logged once.
+    denied_logged: std::sync::Mutex<std::collections::HashSet<String>>,
+    next_id: AtomicU64,
+    /// Numbers the connections (their [`ConnectionHandle`]s), apart from the streams' ids.
+    next_connection: AtomicU64,
+    streams: Arc<AtomicUsize>,
+    connections: Arc<AtomicUsize>,
+    buffers: buffers::Budget,
+    pending_buffers: buffers::Budget,
+    pending: Arc<pending::Pending>,
+    /// The open connections, oldest first, for a rebalance.
+    ages: Arc<ages::Ages>,
+    limits: AdsLimits,
+    admission: TokenBucket,
+    metrics: Metrics,
+}
+
+impl AdsService {
+    pub fn new(starter: Arc<dyn StreamStarter>, limits: AdsLimits, metrics: Metrics) -> AdsService {
+        AdsService {
+            inner: Arc::new(Inner {
+                starter,
+                trust_domain: "cluster.local".to_string(),
+                token_auth: None,
+                denied_logged: Default::default(),
+                next_id: AtomicU64::new(1),
+                next_connection: AtomicU64::new(1),
+                streams: Arc::default(),
+                connections: Arc::default(),
+                buffers: buffers::Budget::new(
+                    "max_request_buffer_bytes",
+                    limits.max_request_buffer_bytes,
+                    Some(metrics.request_buffer_bytes.clone()),
+                ),
+                pending_buffers: buffers::Budget::new(
+                    "max_pending_request_buffer_bytes",
+                    limits.max_pending_request_buffer_bytes,
+                    Some(metrics.pending_request_buffer_bytes.clone()),
+                ),
+                pending: pending::Pending::new(
+                    limits.max_pending_streams,
+                    limits.pending_stream_grace,
+                    metrics.pending_streams.clone(),
+                ),
+                admission: TokenBucket::new(limits.max_requests_per_second),
+                ages: Arc::default(),
+                limits,
+                metrics,
+            }),
+        }
+    }
+}
+
+impl AdsService {
+    pub fn metrics(&self) -> &Metrics {
+        &self.inner.metrics
+    }
+
+    /// A place for a newly accepted connection among `max_connections`, held for its life.
+    pub fn take_connection(&self) -> Option<StreamSlot> {
+        StreamSlot::take(&self.inner.connections, self.inner.limits.max_connections)
+    }
+
+    /// What the transport keeps of a newly accepted connection; the server puts it in each
+    /// of the connection's requests, and closes the connection when told.
+    pub fn connection_handle(&self) -> ConnectionHandle {
+        self.inner.connection_handle()
+    }
+
+    /// ADS streams admitted and served now (each holds a `max_streams` slot).
+    pub fn streams(&self) -> usize {
+        self.inner.streams.load(Ordering::SeqCst)
+    }
+
+    /// Tells the `n` oldest connections that hold a stream to close as at
+    /// `max_connection_age` (GOAWAY, streams ended with UNAVAILABLE), so that their proxies
+    /// reconnect, through the Service, to another replica; returns how many were told.
+    pub fn close_oldest(&self, n: usize) -> usize {
+        self.inner.ages.close_oldest(n)
+    }
+
+    /// Enters an accepted connection into the age order; `close` closes it, `open` counts
+    /// its streams. Held for the connection's life.
+    fn enter_age(
+        &self,
+        handle: &ConnectionHandle,
+        close: Arc<tokio::sync::Notify>,
+        open: tokio::sync::watch::Receiver<usize>,
+    ) -> ages::Aged {
+        self.inner.ages.enter(handle.id, close, open)
+    }
+
+    /// `max_connections`.
+    pub fn max_connections(&self) -> usize {
+        self.inner.limits.max_connections
+    }
+
+    /// The trust domain client identities on the TLS port must be of (`--trust-domain`).
+    /// Call before the service is cloned.
+    pub fn with_trust_domain(mut self, trust_domain: &str) -> AdsService {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.trust_domain = trust_domain.to_string();
+        }
+        self
+    }
+
+    /// Bearer tokens on the TLS port are checked by `auth` (`--token-auth`). Call before the
+    /// service is cloned.
+    pub fn with_token_auth(mut self, auth: Arc<token_auth::TokenAuth>) -> AdsService {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.token_auth = Some(auth);
+        }
+        self
+    }
+}
+
+impl tower_service::Service<http::Request<Body>> for AdsService {
+    type Response = http::Response<Body>;
+    type Error = Infallible;
+    type Future =
+        Pin<Box<dyn std::future::Future<Output = Result<Self::Response, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
+        let inner = self.inner.clone();
+        Box::pin(async move { Ok(inner.serve(request).await) })
+    }
+}
+
+impl Inner {
+    fn connection_handle(&self) -> ConnectionHandle {
+        ConnectionHandle {
+            id: self.next_connection.fetch_add(1, Ordering::Relaxed),
+            buffer: buffers::Budget::new(
+                "max_connection_request_buffer_bytes",
+                self.limits.max_connection_request_buffer_bytes,
+                None,
+            ),
+            close: Default::default(),
+        }
+    }
+
+    async fn serve(self: &Arc<Self>, request: http::Request<Body>) -> http::Response<Body> {
+        let delta = match request.uri().path() {
+            SOTW_PATH => false,
+            DELTA_PATH => true,
+            other => {
+                return Status::unimplemented(format!("axon does not serve {other}")).into_http();
+            }
+        };
+        let away = request.extensions().get::<server::GoingAway>().cloned();
+        let token = request
+            .headers()
+            .get(http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(axon_model::token_review::bearer_token)
+            .map(str::to_string);
+        let authn = request
+            .extensions()
+            .get::<server::Authn>()
+            .cloned()
+            .map(|authn| server::Authn { token, ..authn });
+        let handle = match request.extensions().get::<ConnectionHandle>() {
+            Some(handle) => handle.clone(),
+            None => self.connection_handle(),
+        };
+        let (place, evicted, made_room) = self.pending.enter(handle.id, &handle.close);
+        match made_room {
+            pending::MadeRoom::Nothing => {}
+            pending::MadeRoom::Stream => self.reject("max_pending_streams", 1),
+            pending::MadeRoom::Connection(n) => self.reject("max_pending_streams", n as u64),
+        }
+        let connection = handle.buffer.share();
+        let requests = requests::stream(
+            request.into_body(),
+            requests::Bounds {
+                delta,
+                max_message_size: self.limits.max_message_size,
+                message_timeout: self.limits.message_timeout,
+                shares: buffers::Shares {
+                    connection,
+                    pending: Some(self.pending_buffers.share()),
+                    total: self.buffers.share(),
+                },
+                errors: self.metrics.request_errors.clone(),
+            },
+        );
+        let away = away.map(|away| Box::pin(away.wait()) as sink::GoingAwayFuture);
+        let (responses, body) = sink::channel(self.limits.queue_capacity, away);
+        // The response headers go out at once (gRPC clients wait for them before their first
+        // request); the stream is admitted once its first request is in.
+        let pending = Waiting { place, evicted };
+        tokio::spawn(
+            self.clone()
+                .admit_and_start(delta, requests, responses, authn, pending),
+        );
+        let mut response = http::Response::new(Body::new(body));
+        response.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/grpc"),
+        );
+        response
+    }
+
+    /// Waits for the stream's first request (within `first_request_timeout`, and while it
+    /// is not made to close for a newer pending stream: a stream that never speaks holds no
+    /// slot and is then closed), admits it, and hands it over.
+    async fn admit_and_start(
+        self: Arc<Self>,
+        delta: bool,
+        mut requests: RequestStream,
+        responses: ResponseSink,
+        authn: Option<server::Authn>,
+        pending: Waiting,
+    ) {
+        let wait = self.limits.first_request_timeout;
+        let Waiting { place, evicted } = pending;
+        let first = tokio::select! {
+            first = tokio::time::timeout(wait, requests.next()) => first,
+            Ok(()) = evicted => {
+                return responses.close(CloseReason::ResourceExhausted(format!(
+                    "no request yet, and {} streams wait for theirs (max_pending_streams): \
+                     the oldest is closed",
+                    self.pending.max()
+                )));
+            }
+        };
+        drop(place);
+        let first = match first {
+            Ok(Some(Ok(first))) => first,
+            Ok(Some(Err(reason))) => return responses.close(reason),
+            Ok(None) => return,
+            Err(_) => {
+                self.reject("first_request_timeout", 1);
+                return responses.close(CloseReason::DeadlineExceeded(format!(
+                    "no request within {wait:?} (first_request_timeout)"
+                )));
+            }
+        };
+        let verified = authn.is_some();
+        if let Some(authn) = authn
+            && let Err(reason) = self.authorize(authn, &first).await
+        {
+            return responses.close(reason);
+        }
+        let slot = match self.admit().await {
+            Ok(slot) => slot,
+            Err(status) => {
+                return responses.close(CloseReason::ResourceExhausted(status.message().into()));
+            }
+        };
+        self.starter.start(AdsStream {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            delta,
+            requests: Box::pin(futures::stream::once(async { Ok(first) }).chain(requests)),
+            responses,
+            slot,
+            verified,
+        });
+    }
+
+    /// The TLS port's check of the first request: the client proved an identity (its
+    /// certificate's, else its bearer token's), and that identity may be the proxy the node
+    /// names (istiod's rule, `model::identity`).
+    async fn authorize(&self, authn: server::Authn, first: &Request) -> Result<(), CloseReason> {
+        let node = first.node();
+        let identity = self
+            .authenticate(authn, node.map_or("", |n| n.id.as_str()))
+            .await?;
+        let Some(node) = node else {
+            return Ok(()); // the stream's state machine refuses a first request without a node
+        };
+        let Ok(proxy) = axon_model::proxy::Proxy::from_node(node.clone()) else {
+            return Ok(()); // likewise for a malformed node id
+        };
+        let checked = axon_model::identity::authorize(
+            &identity,
+            &self.trust_domain,
+            &proxy,
+            node.service_account.as_deref(),
+        );
+        checked.map_err(|denied| {
+            self.count_failure(denied.reason());
+            if self.first_time(identity.to_string()) {
+                tracing::warn!(
+                    identity = %identity,
+                    proxy = %axon_config::log_safe::Escaped(&proxy.id),
+                    reason = %denied,
+                    "xDS: permission denied (logged once per identity)"
+                );
+            }
+            CloseReason::PermissionDenied(denied.to_string())
+        })
+    }
+
+    /// Who the client proved to be: its certificate's SPIFFE identity, else its bearer
+    /// token's (with `--token-auth`).
+    async fn authenticate(
+        &self,
+        authn: server::Authn,
+        proxy: &str,
+    ) -> Result<axon_model::identity::Identity, CloseReason> {
+        if let Some(identity) = authn.identity {
+            return Ok(identity);
+        }
+        let unauthenticated = |why: String| {
+            self.count_failure("unauthenticated");
+            if self.first_time(format!("unauthenticated {proxy}")) {
+                tracing::warn!(
+                    proxy = %axon_config::log_safe::Escaped(proxy),
+                    reason = %why,
+                    "xDS: unauthenticated (logged once per proxy)"
+                );
+            }
+            CloseReason::Unauthenticated(why)
+        };
+        let (Some(token), Some(auth)) = (authn.token.as_deref(), &self.token_auth) else {
+            let how = if self.token_auth.is_some() {
+                "a client certificate with a SPIFFE identity \
+                 (spiffe://TRUST_DOMAIN/ns/NAMESPACE/sa/SERVICE_ACCOUNT) or a service-account \
+                 token (authorization: Bearer TOKEN)"
+            } else {
+                "a client certificate with a SPIFFE identity \
+                 (spiffe://TRUST_DOMAIN/ns/NAMESPACE/sa/SERVICE_ACCOUNT); this axon checks no \
+                 bearer tokens (--token-auth)"
+            };
+            return Err(unauthenticated(format!("the xDS TLS port needs {how}")));
+        };
+        match auth.authenticate(token).await {
+            Ok(identity) => Ok(identity),
+            Err(token_auth::TokenAuthError::Rejected(why)) => Err(unauthenticated(format!(
+                "the bearer token proves no identity: {why}"
+            ))),
+            Err(e @ token_auth::TokenAuthError::Unavailable(_)) => {
+                self.count_failure("unavailable");
+                tracing::warn!(
+                    proxy = %axon_config::log_safe::Escaped(proxy),
+                    error = %e,
+                    "xDS: a bearer token could not be reviewed; the stream is refused with UNAVAILABLE"
+                );
+                Err(CloseReason::Unavailable(e.to_string()))
+            }
+        }
+    }
+
+    /// Counts `n` streams refused or closed before admission, by the limit's key.
+    fn reject(&self, reason: &str, n: u64) {
+        self.metrics
+            .rejected_streams
+            .with_label_values(&[reason])
+            .inc_by(n);
+    }
+
+    fn count_failure(&self, reason: &str) {
+        self.metrics
+            .xds_auth_failures
+            .with_label_values(&[reason])
+            .inc();
+    }
+
+    /// Whether `key` is logged for the first time (the set is bounded: past it, nothing is).
+    fn first_time(&self, key: String) -> bool {
+        let mut logged = self.denied_logged.lock().unwrap_or_else(|e| e.into_inner());
+        logged.len() < 10_000 && logged.insert(key)
+    }
+
+    /// Admits a new stream: a token within `max_stream_wait`, and a slot of `max_streams`.
+    async fn admit(&self) -> Result<StreamSlot, Status> {
+        if !self.admission.acquire(self.limits.max_stream_wait).await {
+            self.reject("max_requests_per_second", 1);
+            return Err(Status::resource_exhausted(format!(
+                "axon admits {} new streams per second (max_requests_per_second); retry later",
+                self.limits.max_requests_per_second
+            )));
+        }
+        StreamSlot::take(&self.streams, self.limits.max_streams).ok_or_else(|| {
+            self.reject("max_streams", 1);
+            Status::resource_exhausted(format!(
+                "axon serves at most {} ADS streams (max_streams)",
+                self.limits.max_streams
+            ))
+        })
+    }
+}

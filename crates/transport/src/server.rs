@@ -1,0 +1,516 @@
+//! The ADS server's connections: the accept loop on the xDS listener, each connection's
+//! HTTP/2 served by hyper, and how a connection is closed gracefully.
+//!
+//! A connection is closed at its `max_connection_age` (±10 % jitter, as grpc-go does, so that
+//! connections made together do not all close together) and when axon drains: with an HTTP/2
+//! GOAWAY, and every stream on it ended with UNAVAILABLE (an ADS stream never ends on its
+//! own, so a GOAWAY alone would leave it open), so that the proxy reconnects, to another
+//! replica if the Service has one. A connection that is still open `close_grace` later is
+//! dropped. On drain ([`Drain::start`]) the listener stops accepting at once and the open
+//! connections are closed one by one, spread evenly over `drain_duration`, so that their
+//! proxies do not all reconnect in the same instant. A rebalance across replicas
+//! (`AdsService::close_oldest`) closes the oldest connections by the same path.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use futures::StreamExt;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+use tokio::sync::{Notify, watch};
+use tonic::body::Body;
+
+use super::AdsService;
+
+/// How connections are kept and closed (from the limits file).
+#[derive(Debug, Clone, Copy)]
+pub struct ConnSettings {
+    pub keepalive_interval: Duration,
+    pub keepalive_timeout: Duration,
+    /// `None`: never closed for age.
+    pub max_connection_age: Option<Duration>,
+    /// How long a connection told to go away may stay open.
+    pub close_grace: Duration,
+    /// A connection with no open stream for this long is closed.
+    pub idle_timeout: Duration,
+    /// Streams open at once on one connection (HTTP/2 `SETTINGS_MAX_CONCURRENT_STREAMS`).
+    pub max_streams_per_connection: u32,
+    /// The HTTP/2 receive window of the connection and of each stream.
+    pub receive_window: u32,
+}
+
+/// Put in each request's extensions on the TLS port: who the client proved to be, if its
+/// certificate carries a SPIFFE identity. Its absence means the plaintext port (anonymous).
+#[derive(Debug, Clone)]
+pub struct Authn {
+    /// The identity of the client certificate, if it presented one.
+    pub identity: Option<axon_model::identity::Identity>,
+    /// The stream's bearer token (set per stream from its `authorization` metadata).
+    pub token: Option<String>,
+}
+
+/// Put in each request's extensions: resolves when the stream's connection is going away.
+#[derive(Clone)]
+pub struct GoingAway(watch::Receiver<bool>);
+
+impl GoingAway {
+    /// Resolves once the connection is closing.
+    pub fn wait(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut rx = self.0.clone();
+        async move {
+            let _ = rx.wait_for(|away| *away).await;
+        }
+    }
+}
+
+/// The drain of every connection: started once (SIGTERM), shared by the accept loops and the
+/// connections.
+#[derive(Clone, Default)]
+pub struct Drain {
+    inner: Arc<DrainInner>,
+}
+
+#[derive(Default)]
+struct DrainInner {
+    /// `Some(over)` once draining: close the open connections evenly over this long.
+    started: watch::Sender<Option<Duration>>,
+    live: AtomicUsize,
+    /// The open connections when the drain started, and the next one's turn.
+    total: AtomicUsize,
+    turn: AtomicUsize,
+    none_left: Notify,
+}
+
+impl Drain {
+    /// Stops accepting and closes the open connections evenly over `over`.
+    pub fn start(&self, over: Duration) {
+        self.inner
+            .total
+            .store(self.inner.live.load(Ordering::SeqCst), Ordering::SeqCst);
+        self.inner.started.send_replace(Some(over));
+    }
+
+    /// Open connections.
+    pub fn live(&self) -> usize {
+        self.inner.live.load(Ordering::SeqCst)
+    }
+
+    /// Resolves when no connection is open.
+    pub async fn drained(&self) {
+        loop {
+            let notified = self.inner.none_left.notified();
+            if self.live() == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    async fn started(&self) -> Duration {
+        let mut rx = self.inner.started.subscribe();
+        let over = rx
+            .wait_for(Option::is_some)
+            .await
+            .ok()
+            .and_then(|over| *over);
+        match over {
+            Some(over) => over,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Resolves at this connection's turn in the drain: the k-th of n closes at over × k / n.
+    async fn my_turn(&self) {
+        let over = self.started().await;
+        let total = self.inner.total.load(Ordering::SeqCst).max(1);
+        let k = self
+            .inner
+            .turn
+            .fetch_add(1, Ordering::SeqCst)
+            .min(total - 1);
+        tokio::time::sleep(over.mul_f64(k as f64 / total as f64)).await;
+    }
+
+    fn enter(&self) -> LiveGuard {
+        self.inner.live.fetch_add(1, Ordering::SeqCst);
+        LiveGuard(self.inner.clone())
+    }
+}
+
+struct LiveGuard(Arc<DrainInner>);
+
+impl Drop for LiveGuard {
+    fn drop(&mut self) {
+        if self.0.live.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.none_left.notify_waiters();
+        }
+    }
+}
+
+/// Accepts connections on `listener` and serves ADS on each until the drain starts; resolves
+/// then (dropping the listener). A connection past `max_connections` is closed at once
+/// (counted in `axon_xds_refused_connections`, logged once per run). An accept error (out of file descriptors) is counted in
+/// `axon_xds_accept_errors`, logged once per run of errors, and retried after a pause, so
+/// that the loop never spins.
+pub async fn serve(
+    listener: TcpListener,
+    ads: AdsService,
+    settings: ConnSettings,
+    drain: Drain,
+    tls: Option<Arc<super::tls::TlsReloader>>,
+) {
+    let stop = drain.started();
+    tokio::pin!(stop);
+    let mut failing = false;
+    let mut refusing = false;
+    loop {
+        tokio::select! {
+            _ = &mut stop => return,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    if std::mem::take(&mut failing) {
+                        tracing::info!("xDS accepts succeed again");
+                    }
+                    let Some(slot) = ads.take_connection() else {
+                        ads.metrics().refused_connections.inc();
+                        if !std::mem::replace(&mut refusing, true) {
+                            tracing::warn!(
+                                max_connections = ads.max_connections(),
+                                "xDS connections at max_connections: new ones are closed at once (counted in axon_xds_refused_connections)"
+                            );
+                        }
+                        drop(stream);
+                        continue;
+                    };
+                    if std::mem::take(&mut refusing) {
+                        tracing::info!("xDS connections below max_connections again");
+                    }
+                    let _ = stream.set_nodelay(true);
+                    match &tls {
+                        None => {
+                            let (ads, drain) = (ads.clone(), drain.clone());
+                            tokio::spawn(async move {
+                                let _slot = slot;
+                                connection(stream, None, ads, settings, drain).await
+                            });
+                        }
+                        Some(tls) => {
+                            let acceptor = tls.acceptor();
+                            let (ads, drain) = (ads.clone(), drain.clone());
+                            tokio::spawn(async move {
+                                let _slot = slot;
+                                let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream));
+                                match handshake.await {
+                                    Ok(Ok(tls)) => {
+                                        let identity = tls
+                                            .get_ref()
+                                            .1
+                                            .peer_certificates()
+                                            .and_then(|certs| certs.first())
+                                            .and_then(super::tls::peer_identity);
+                                        let authn = Authn {
+                                            identity,
+                                            token: None,
+                                        };
+                                        connection(tls, Some(authn), ads, settings, drain).await;
+                                    }
+                                    Ok(Err(e)) => tracing::debug!(error = %e, "xDS TLS handshake failed"),
+                                    Err(_) => tracing::debug!("xDS TLS handshake timed out"),
+                                }
+                            });
+                        }
+                    }
+                }
+                Err(e) => {
+                    ads.metrics().accept_errors.inc();
+                    if !std::mem::replace(&mut failing, true) {
+                        tracing::warn!(error = %e, "xDS accept failed; retrying every 100 ms (counted in axon_xds_accept_errors)");
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            },
+        }
+    }
+}
+
+/// How long a TLS handshake may take.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The requests of one connection, marked with its [`GoingAway`] (and, on the TLS port, its
+/// [`Authn`]); counts its open streams.
+#[derive(Clone)]
+struct ConnService {
+    ads: AdsService,
+    away: watch::Receiver<bool>,
+    open: Arc<watch::Sender<usize>>,
+    authn: Option<Authn>,
+    /// What the transport keeps of this connection.
+    handle: super::ConnectionHandle,
+}
+
+/// One open stream of a connection, for as long as its response body lives.
+struct OpenStream(Arc<watch::Sender<usize>>);
+
+impl OpenStream {
+    fn new(open: &Arc<watch::Sender<usize>>) -> OpenStream {
+        open.send_modify(|n| *n += 1);
+        OpenStream(open.clone())
+    }
+}
+
+impl Drop for OpenStream {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n -= 1);
+    }
+}
+
+/// A response body that holds its stream's [`OpenStream`].
+struct Counted {
+    body: Body,
+    _open: OpenStream,
+}
+
+impl http_body::Body for Counted {
+    type Data = bytes::Bytes;
+    type Error = tonic::Status;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, tonic::Status>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+impl hyper::service::Service<http::Request<Incoming>> for ConnService {
+    type Response = http::Response<Body>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<http::Response<Body>, Infallible>> + Send>>;
+
+    fn call(&self, request: http::Request<Incoming>) -> Self::Future {
+        let mut request = request.map(Body::new);
+        request
+            .extensions_mut()
+            .insert(GoingAway(self.away.clone()));
+        request.extensions_mut().insert(self.handle.clone());
+        if let Some(authn) = &self.authn {
+            request.extensions_mut().insert(authn.clone());
+        }
+        let mut ads = self.ads.clone();
+        let open = OpenStream::new(&self.open);
+        Box::pin(async move {
+            let response = tower_service::Service::call(&mut ads, request).await?;
+            Ok(response.map(|body| Body::new(Counted { body, _open: open })))
+        })
+    }
+}
+
+/// ±10 % of `age`.
+fn jittered(age: Duration) -> Duration {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(age.as_nanos() as u64);
+    let unit = (h.finish() % 10_000) as f64 / 10_000.0;
+    age.mul_f64(0.9 + 0.2 * unit)
+}
+
+async fn connection<IO>(
+    stream: IO,
+    authn: Option<Authn>,
+    ads: AdsService,
+    settings: ConnSettings,
+    drain: Drain,
+) where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let _live = drain.enter();
+    let (away_tx, away) = watch::channel(false);
+    let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+    builder
+        .timer(TokioTimer::new())
+        .keep_alive_interval(settings.keepalive_interval)
+        .keep_alive_timeout(settings.keepalive_timeout)
+        .max_concurrent_streams(settings.max_streams_per_connection)
+        .initial_stream_window_size(settings.receive_window)
+        .initial_connection_window_size(settings.receive_window);
+    let (open, open_rx) = watch::channel(0usize);
+    let handle = ads.connection_handle();
+    let close = handle.close.clone();
+    let rebalance = Arc::new(Notify::new());
+    let _aged = ads.enter_age(&handle, rebalance.clone(), open_rx.clone());
+    let service = ConnService {
+        handle,
+        ads,
+        away,
+        open: Arc::new(open),
+        authn,
+    };
+    let conn = builder.serve_connection(TokioIo::new(stream), service);
+    tokio::pin!(conn);
+    // What may end or close the connection besides its own end, polled only when one of its
+    // own wakers fired (a FuturesUnordered of one): the connection's task is woken for every
+    // read and write, and re-polling five timers and notifications each time cost ~3 % of a
+    // full push's CPU.
+    let outside = Control {
+        settings: &settings,
+        drain: &drain,
+        close: &close,
+        rebalance: &rebalance,
+        open: open_rx,
+    };
+    let mut control = futures::stream::FuturesUnordered::new();
+    // Boxed: the queue keeps a stub task the size of its future, besides the task itself.
+    control.push(Box::pin(outside.wait()));
+    let grace = tokio::time::sleep(Duration::MAX / 4);
+    tokio::pin!(grace);
+    let mut closing = false;
+    loop {
+        tokio::select! {
+            biased;
+            served = &mut conn => {
+                if let Err(e) = served {
+                    tracing::debug!(error = %e, "xDS connection ended");
+                }
+                return;
+            }
+            Some(ended) = control.next(), if !closing => match ended {
+                Ended::Idle => {
+                    // No stream to finish: closed at once (one that never sent the HTTP/2
+                    // preface would not even read a GOAWAY).
+                    tracing::debug!("closing an xDS connection with no stream for idle_connection_timeout");
+                    return;
+                }
+                Ended::Close(why) => {
+                    tracing::debug!("closing an xDS connection: {why}");
+                    closing = true;
+                    conn.as_mut().graceful_shutdown();
+                    let _ = away_tx.send(true);
+                    grace
+                        .as_mut()
+                        .reset(tokio::time::Instant::now() + settings.close_grace);
+                }
+            },
+            _ = &mut grace, if closing => {
+                tracing::debug!("an xDS connection still open close_grace after GOAWAY; dropped");
+                return;
+            }
+        }
+    }
+}
+
+/// Why a connection's [`Control`] ended it.
+enum Ended {
+    /// No stream open for `idle_connection_timeout`: dropped at once.
+    Idle,
+    /// Closed gracefully (GOAWAY, then `close_grace`), for this reason.
+    Close(&'static str),
+}
+
+/// The conditions that end a connection from outside it.
+struct Control<'a> {
+    settings: &'a ConnSettings,
+    drain: &'a Drain,
+    close: &'a Notify,
+    rebalance: &'a Notify,
+    /// How many streams are open.
+    open: watch::Receiver<usize>,
+}
+
+impl Control<'_> {
+    async fn wait(mut self) -> Ended {
+        let age = async {
+            match self.settings.max_connection_age {
+                Some(age) => tokio::time::sleep(jittered(age)).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(age);
+        let turn = self.drain.my_turn();
+        tokio::pin!(turn);
+        // Runs while no stream is open (a connection that never opens one too).
+        let idle = tokio::time::sleep(self.settings.idle_timeout);
+        tokio::pin!(idle);
+        let mut counting = true;
+        loop {
+            let streams = *self.open.borrow_and_update();
+            tokio::select! {
+                changed = self.open.changed(), if counting => {
+                    counting = changed.is_ok();
+                    if counting && *self.open.borrow() == 0 {
+                        idle.as_mut().reset(tokio::time::Instant::now() + self.settings.idle_timeout);
+                    }
+                }
+                _ = &mut idle, if streams == 0 => return Ended::Idle,
+                _ = &mut age => return Ended::Close("max_connection_age"),
+                _ = &mut turn => return Ended::Close("draining"),
+                _ = self.close.notified() => {
+                    return Ended::Close(
+                        "it holds the most streams waiting for a first request, past max_pending_streams",
+                    );
+                }
+                _ = self.rebalance.notified() => return Ended::Close("rebalancing across replicas"),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn the_drain_spreads_the_open_connections_evenly() {
+        let drain = Drain::default();
+        let guards: Vec<_> = (0..4).map(|_| drain.enter()).collect();
+        let start = tokio::time::Instant::now();
+        let turns: Vec<_> = (0..4)
+            .map(|_| {
+                let drain = drain.clone();
+                tokio::spawn(async move {
+                    drain.my_turn().await;
+                    start.elapsed()
+                })
+            })
+            .collect();
+        tokio::task::yield_now().await;
+        drain.start(Duration::from_secs(4));
+        let mut at = Vec::new();
+        for t in turns {
+            at.push(t.await.unwrap());
+        }
+        at.sort();
+        assert_eq!(
+            at,
+            [0, 1, 2, 3].map(Duration::from_secs),
+            "one every second over 4 s"
+        );
+        assert_eq!(drain.live(), 4);
+        drop(guards);
+        drain.drained().await;
+        assert_eq!(drain.live(), 0);
+    }
+
+    #[test]
+    fn connection_ages_are_jittered_within_ten_percent() {
+        let age = Duration::from_secs(1800);
+        let ages: std::collections::BTreeSet<_> = (0..50).map(|_| jittered(age)).collect();
+        assert!(ages.len() > 40, "spread: {}", ages.len());
+        assert!(
+            ages.iter()
+                .all(|a| *a >= age.mul_f64(0.9) && *a <= age.mul_f64(1.1))
+        );
+    }
+}

@@ -1,0 +1,314 @@
+//! Per-type state of one Delta xDS stream: what the client subscribed to and which version of
+//! each resource it has, so that only changed resources are sent and removals are named.
+//!
+//! Pure: a stream's [`StreamState`](super::stream::StreamState) asks
+//! [`DeltaSubscription::on_request`] what a request wants, and [`DeltaSubscription::diff_set`]
+//! what to send of a freshly generated set.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use super::names::NameSets;
+use super::subscription::Decision;
+use crate::resource::{DeltaRequest, Resource, ResourceSet, ResourceType};
+
+/// The hash in a version of ours ([`Resource::content_version`]).
+fn parse_version(v: &str) -> Option<u64> {
+    (v.len() == 16)
+        .then(|| u64::from_str_radix(v, 16).ok())
+        .flatten()
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DeltaSubscription {
+    pub wildcard: bool,
+    /// Names subscribed explicitly.
+    /// Shared with every other stream subscribed to the same names.
+    pub names: Arc<BTreeSet<String>>,
+    /// The version of each resource the client has, as the hash our versions are made from
+    /// (`None`: a version we did not make, from `initial_resource_versions`).
+    pub versions: BTreeMap<String, Option<u64>>,
+    pub nonce_sent: Option<String>,
+    pub nonce_acked: Option<String>,
+    pub last_error: Option<String>,
+    seen_first: bool,
+    /// The digest of the generated set the client was last brought up to date with, while
+    /// its subscriptions have not changed since: the same set again needs no diff.
+    synced: Option<u64>,
+}
+
+impl DeltaSubscription {
+    /// Applies a request. `Respond` means: send what the client lacks (after a first request,
+    /// even if that is nothing).
+    pub fn on_request(
+        &mut self,
+        type_url: ResourceType,
+        req: &DeltaRequest,
+        shared: &NameSets,
+    ) -> Decision {
+        if let Some(error) = &req.error_detail {
+            self.last_error = Some(error.clone());
+            return Decision::Nack(error.clone());
+        }
+        // A first request may carry a nonce of an earlier stream (a reconnect): not stale.
+        if !req.response_nonce.is_empty() && self.seen_first {
+            if self.nonce_sent.as_deref() != Some(req.response_nonce.as_str()) {
+                return Decision::Stale;
+            }
+            self.nonce_acked = Some(req.response_nonce.clone());
+            self.last_error = None;
+        }
+        let first = !self.seen_first;
+        self.seen_first = true;
+        if first || !req.subscribe.is_empty() || !req.unsubscribe.is_empty() {
+            self.synced = None;
+        }
+        if first {
+            self.wildcard = (type_url.is_wildcard_type() && req.subscribe.is_empty())
+                || req.subscribe.iter().any(|n| n == "*");
+            self.versions.extend(
+                req.initial_versions
+                    .iter()
+                    .map(|(k, v)| (k.clone(), parse_version(v))),
+            );
+        }
+        let mut added = false;
+        // The names are shared between streams: a changed list is a new set.
+        let mut names: Option<BTreeSet<String>> = None;
+        for name in &req.subscribe {
+            if name == "*" {
+                added |= !self.wildcard;
+                self.wildcard = true;
+            } else {
+                let names = names.get_or_insert_with(|| (*self.names).clone());
+                added |= names.insert(name.clone());
+            }
+        }
+        for name in &req.unsubscribe {
+            if name == "*" {
+                self.wildcard = false;
+            } else {
+                names
+                    .get_or_insert_with(|| (*self.names).clone())
+                    .remove(name);
+            }
+            self.versions.remove(name);
+        }
+        if let Some(names) = names {
+            self.names = shared.share_set(names);
+        }
+        if first || added {
+            Decision::Respond
+        } else {
+            Decision::Ack
+        }
+    }
+
+    pub fn is_subscribed(&self) -> bool {
+        self.wildcard || !self.names.is_empty()
+    }
+
+    /// The names to generate (for EDS and RDS, the subscribed ones).
+    pub fn wanted(&self) -> &BTreeSet<String> {
+        &self.names
+    }
+
+    /// From a freshly generated set, what to send: resources the client does not have at
+    /// this version, and the names it has that no longer exist (or are no longer subscribed).
+    /// Records the new versions as the client's.
+    pub fn diff(&mut self, resources: &[Resource]) -> (Vec<(Resource, String)>, Vec<String>) {
+        self.diff_within(resources, None)
+    }
+
+    /// [`DeltaSubscription::diff`] of a whole generated set, skipped when the client was already
+    /// brought up to date with an equal set (most types of most pushes).
+    pub fn diff_set(&mut self, set: &ResourceSet) -> (Vec<(Resource, String)>, Vec<String>) {
+        let digest = set.digest();
+        if self.synced == Some(digest) {
+            return (Vec::new(), Vec::new());
+        }
+        let out = self.diff_within(set, None);
+        self.synced = Some(digest);
+        out
+    }
+
+    /// [`DeltaSubscription::diff`] of a set generated for `within` only (an endpoint-only push
+    /// generates just the changed clusters): names outside it are left as they are.
+    pub fn diff_within(
+        &mut self,
+        resources: &[Resource],
+        within: Option<&BTreeSet<String>>,
+    ) -> (Vec<(Resource, String)>, Vec<String>) {
+        self.synced = None;
+        let in_scope: Vec<&Resource> = resources
+            .iter()
+            .filter(|r| self.wildcard || self.names.contains(&r.name))
+            .collect();
+        let present: BTreeSet<&str> = in_scope.iter().map(|r| r.name.as_str()).collect();
+        let removed: Vec<String> = self
+            .versions
+            .keys()
+            .filter(|name| within.is_none_or(|w| w.contains(*name)))
+            .filter(|name| !present.contains(name.as_str()))
+            .cloned()
+            .collect();
+        for name in &removed {
+            self.versions.remove(name);
+        }
+        let mut changed = Vec::new();
+        for resource in in_scope {
+            if self.versions.get(&resource.name) != Some(&Some(resource.hash)) {
+                self.versions
+                    .insert(resource.name.clone(), Some(resource.hash));
+                changed.push((resource.clone(), resource.content_version()));
+            }
+        }
+        (changed, removed)
+    }
+
+    pub fn sent(&mut self, nonce: String) {
+        self.nonce_sent = Some(nonce);
+    }
+
+    pub fn is_acked(&self) -> bool {
+        self.nonce_sent.is_some() && self.nonce_sent == self.nonce_acked
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    static NAMES: std::sync::LazyLock<NameSets> = std::sync::LazyLock::new(NameSets::default);
+
+    fn res(name: &str, body: &[u8]) -> Resource {
+        Resource::from_encoded(name, "t".into(), bytes::Bytes::copy_from_slice(body))
+    }
+
+    fn req(subscribe: &[&str], unsubscribe: &[&str], nonce: &str) -> DeltaRequest {
+        DeltaRequest {
+            subscribe: subscribe.iter().map(|s| s.to_string()).collect(),
+            unsubscribe: unsubscribe.iter().map(|s| s.to_string()).collect(),
+            response_nonce: nonce.to_string(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn wildcard_first_request_is_answered_even_when_empty() {
+        let mut w = DeltaSubscription::default();
+        assert_eq!(
+            w.on_request(ResourceType::Cluster, &req(&[], &[], ""), &NAMES),
+            Decision::Respond
+        );
+        assert!(w.wildcard);
+        assert_eq!(w.diff(&[]), (vec![], vec![]));
+    }
+
+    #[test]
+    fn only_changes_and_removals_are_sent() {
+        let mut w = DeltaSubscription::default();
+        w.on_request(ResourceType::Cluster, &req(&[], &[], ""), &NAMES);
+        let (sent, removed) = w.diff(&[res("a", b"1"), res("b", b"1")]);
+        assert_eq!((sent.len(), removed.len()), (2, 0));
+        w.sent("n1".into());
+        assert_eq!(
+            w.on_request(ResourceType::Cluster, &req(&[], &[], "n1"), &NAMES),
+            Decision::Ack
+        );
+        let (sent, removed) = w.diff(&[res("a", b"2")]);
+        assert_eq!(
+            sent.iter()
+                .map(|(r, _)| r.name.as_str())
+                .collect::<Vec<_>>(),
+            ["a"]
+        );
+        assert_eq!(removed, ["b"]);
+        assert_eq!(w.diff(&[res("a", b"2")]), (vec![], vec![]), "nothing new");
+    }
+
+    #[test]
+    fn an_equal_set_is_recognized_until_the_subscription_changes() {
+        let mut w = DeltaSubscription::default();
+        w.on_request(ResourceType::Cluster, &req(&[], &[], ""), &NAMES);
+        let set = |body: &[u8]| ResourceSet::from(vec![res("a", b"1"), res("b", body)]);
+        assert_eq!(w.diff_set(&set(b"1")).0.len(), 2);
+        w.sent("n1".into());
+        w.on_request(ResourceType::Cluster, &req(&[], &[], "n1"), &NAMES);
+        assert_eq!(w.diff_set(&set(b"1")), (vec![], vec![]), "the same set");
+        let (sent, _) = w.diff_set(&set(b"2"));
+        assert_eq!(sent.len(), 1, "b changed");
+        // A client that unsubscribes (and drops its version) is diffed again.
+        w.on_request(ResourceType::Cluster, &req(&[], &["b"], "n1"), &NAMES);
+        let (sent, _) = w.diff_set(&set(b"2"));
+        assert_eq!(
+            sent.iter()
+                .map(|(r, _)| r.name.as_str())
+                .collect::<Vec<_>>(),
+            ["b"]
+        );
+    }
+
+    #[test]
+    fn a_partial_set_leaves_the_other_names_alone() {
+        let mut w = DeltaSubscription::default();
+        w.on_request(
+            ResourceType::Endpoint,
+            &req(&["a", "b", "c"], &[], ""),
+            &NAMES,
+        );
+        w.diff(&[res("a", b"1"), res("b", b"1"), res("c", b"1")]);
+        let within = BTreeSet::from(["b".to_string(), "c".to_string()]);
+        let (sent, removed) = w.diff_within(&[res("b", b"2")], Some(&within));
+        assert_eq!(
+            sent.iter()
+                .map(|(r, _)| r.name.as_str())
+                .collect::<Vec<_>>(),
+            ["b"]
+        );
+        assert_eq!(removed, ["c"], "only a name within the set can be removed");
+        assert!(w.versions.contains_key("a"), "a was not generated: kept");
+    }
+
+    #[test]
+    fn subscribe_unsubscribe_and_initial_versions() {
+        let mut w = DeltaSubscription::default();
+        let mut first = req(&["x", "y"], &[], "");
+        first
+            .initial_versions
+            .insert("x".into(), res("x", b"1").content_version());
+        assert_eq!(
+            w.on_request(ResourceType::Endpoint, &first, &NAMES),
+            Decision::Respond
+        );
+        assert!(!w.wildcard);
+        let (sent, _) = w.diff(&[res("x", b"1"), res("y", b"1"), res("z", b"1")]);
+        assert_eq!(
+            sent.iter()
+                .map(|(r, _)| r.name.as_str())
+                .collect::<Vec<_>>(),
+            ["y"],
+            "x is already at this version; z is not subscribed"
+        );
+        w.sent("n1".into());
+        assert_eq!(
+            w.on_request(ResourceType::Endpoint, &req(&["z"], &["x"], "n1"), &NAMES),
+            Decision::Respond
+        );
+        let (sent, removed) = w.diff(&[res("x", b"1"), res("y", b"1"), res("z", b"1")]);
+        assert_eq!(
+            sent.iter()
+                .map(|(r, _)| r.name.as_str())
+                .collect::<Vec<_>>(),
+            ["z"]
+        );
+        assert!(
+            removed.is_empty(),
+            "an unsubscribed name is not reported as removed"
+        );
+        assert_eq!(
+            w.on_request(ResourceType::Endpoint, &req(&[], &[], "stale"), &NAMES),
+            Decision::Stale
+        );
+    }
+}

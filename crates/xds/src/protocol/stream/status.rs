@@ -1,0 +1,116 @@
+//! What a stream reports to `/debug/syncz` and `/debug/config_dump`.
+
+use serde::Serialize;
+
+use super::StreamState;
+use crate::resource::ResourceType;
+
+/// The sync state of one stream.
+#[derive(Debug, Clone, Serialize)]
+pub struct ConnectionStatus {
+    pub proxy: String,
+    pub connection_id: u64,
+    pub protocol: &'static str,
+    pub connected_seconds: f64,
+    /// The version of the context it last saw.
+    pub context_version: Option<u64>,
+    /// Whether every subscribed type has been ACKed at least once.
+    pub synced: bool,
+    pub types: Vec<TypeStatus>,
+}
+
+/// The exchange of one resource type on a stream.
+#[derive(Debug, Clone, Serialize)]
+pub struct TypeStatus {
+    #[serde(rename = "type")]
+    pub type_name: &'static str,
+    pub type_url: String,
+    pub wildcard: bool,
+    pub subscribed: usize,
+    pub nonce_sent: Option<String>,
+    pub nonce_acked: Option<String>,
+    pub version_sent: Option<String>,
+    pub version_acked: Option<String>,
+    pub last_error: Option<String>,
+}
+
+impl StreamState {
+    /// Generates, without sending, every requested type (all if empty) for the current
+    /// context, with the names the proxy subscribed (every resource of wildcard types).
+    pub fn dump(&self, types: &[ResourceType]) -> serde_json::Value {
+        let proxy_id = self.proxy.as_ref().map_or("", |p| p.id.as_str());
+        let (Some(ctx), Some(proxy), Some(scope)) = (&self.ctx, &self.proxy, &self.scope) else {
+            return serde_json::json!({"proxy": proxy_id, "error": "no config snapshot yet"});
+        };
+        let types = if types.is_empty() {
+            &ResourceType::PUSH_ORDER[..]
+        } else {
+            types
+        };
+        let mut out = serde_json::Map::new();
+        for &type_url in types {
+            let names = self.subscribed(type_url).cloned().unwrap_or_default();
+            let resources = crate::generate(type_url, ctx, proxy, scope, &names);
+            let entries: Vec<serde_json::Value> = resources
+                .iter()
+                .map(|r| {
+                    serde_json::json!({
+                        "name": r.name,
+                        "size_bytes": r.encoded_len(),
+                        "resource": crate::describe(r),
+                    })
+                })
+                .collect();
+            out.insert(
+                type_url.short().to_string(),
+                serde_json::Value::Array(entries),
+            );
+        }
+        serde_json::json!({
+            "proxy": proxy.id,
+            "version": ctx.version,
+            "sidecar": scope.sidecar.as_ref().map(|k| k.to_string()),
+            "services_in_scope": scope.services.len(),
+            "resources": out,
+        })
+    }
+
+    /// The stream's sync state, as `/debug/syncz` shows it.
+    pub fn status(&self, connection_id: u64, connected_seconds: f64) -> ConnectionStatus {
+        let sotw = self.sotw.iter().map(|(t, w)| TypeStatus {
+            type_name: t.short(),
+            type_url: t.url(),
+            wildcard: w.wildcard,
+            subscribed: w.names.len(),
+            nonce_sent: w.nonce_sent.clone(),
+            nonce_acked: w.nonce_acked.clone(),
+            version_sent: w.version_sent.clone(),
+            version_acked: w.version_acked.clone(),
+            last_error: w.last_error.clone(),
+        });
+        let delta = self.delta_subs.iter().map(|(t, w)| TypeStatus {
+            type_name: t.short(),
+            type_url: t.url(),
+            wildcard: w.wildcard,
+            subscribed: w.names.len(),
+            nonce_sent: w.nonce_sent.clone(),
+            nonce_acked: w.nonce_acked.clone(),
+            version_sent: None,
+            version_acked: None,
+            last_error: w.last_error.clone(),
+        });
+        ConnectionStatus {
+            proxy: self
+                .proxy
+                .as_ref()
+                .map_or("", |p| p.id.as_str())
+                .to_string(),
+            connection_id,
+            protocol: if self.delta { "delta" } else { "sotw" },
+            connected_seconds,
+            context_version: self.context_version(),
+            synced: self.synced,
+            types: sotw.chain(delta).collect(),
+        }
+    }
+}
