@@ -7,7 +7,7 @@
 //! ```
 //!
 //! A crate names only the crates it depends on, so the compiler refuses an upward import.
-//! Inside this crate (`tests/layering.rs` checks it):
+//! Inside this crate (`tests/it/layering.rs` checks it):
 //!
 //! - [`actors`]: the push pipeline, shells over state from `axon-model` and `axon-xds`.
 //! - [`registry`]: where configs come from (a directory of YAML, Kubernetes); talks to the

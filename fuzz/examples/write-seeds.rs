@@ -6,8 +6,8 @@
 //! - `requests`: prost-encoded, gRPC-framed `DiscoveryRequest`s and `DeltaDiscoveryRequest`s
 //!   like those of `src/xds/decode.rs`, `src/xds/wire.rs` and the stream tests.
 //! - `stream`: the scenarios of `src/xds/stream/tests.rs` in the stream target's format.
-//! - `kube`: watch-event scripts of the objects of `tests/support/fake_kube.rs`,
-//!   `tests/kube_fake_api.rs` and the index tests.
+//! - `kube`: watch-event scripts of the objects of `tests/it/support/fake_kube.rs`,
+//!   `tests/it/kube/fake_api.rs` and the index tests.
 //!
 //! Run from the repository root: `cargo run --manifest-path fuzz/Cargo.toml --example
 //! write-seeds`. It replaces the four directories and prints what each seed did.
@@ -648,7 +648,7 @@ fn virtual_service(subset: &str) -> Value {
            "status": {"observedGeneration": 1}})
 }
 
-/// The fake cluster of `tests/kube_fake_api.rs`, listed (init, list, done) per kind.
+/// The fake cluster of `tests/it/kube/fake_api.rs`, listed (init, list, done) per kind.
 fn demo_cluster(watch: bool) -> String {
     let op = if watch { "apply" } else { "list" };
     let mut s = String::from("selector mesh=on\n");

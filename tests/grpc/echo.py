@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tiny echo service and proxyless xDS gRPC client for tests/grpc_proxyless.rs.
+"""Tiny echo service and proxyless xDS gRPC client for tests/it/e2e/grpc_proxyless.rs.
 
 No protoc is needed: the method is a generic unary handler with identity (bytes)
 serialization.

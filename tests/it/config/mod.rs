@@ -1,0 +1,5 @@
+//! Config as users write it: bounds on documents, the Istio corpus, what is reported as not applied.
+
+mod bounds;
+mod corpus;
+mod not_applied;

@@ -1,0 +1,34 @@
+//! End to end through a real Envoy (and proxyless gRPC clients): each Istio feature checked with a request the rule must catch and one it must not.
+
+mod config_faults;
+mod delegate;
+mod delta;
+mod destination_rule;
+mod drain;
+mod gateway;
+mod gateway_hosts;
+mod gateway_secret;
+mod gateway_tls;
+mod grpc_proxyless;
+mod http_actions;
+mod http_match;
+mod idle_timeout;
+mod inbound_pool;
+mod istio_mutual;
+mod jwt_claims;
+mod locality;
+mod mesh_config;
+mod mesh_default_policy;
+mod no_rejected_clusters;
+mod protocols;
+mod replica_versions;
+mod replicas;
+mod resilience;
+mod secrets;
+mod sidecar;
+mod sidecar_l4;
+mod sidecar_pruning;
+mod sidecar_routes;
+mod sidecar_vs_hosts;
+mod tls;
+mod upstream_tls;

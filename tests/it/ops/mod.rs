@@ -1,0 +1,8 @@
+//! Operating axon: the CLI, start-up, the debug and monitoring surfaces, the fleet view, the load tool.
+
+mod cli;
+mod debug_surface;
+mod fleet_view;
+mod load_resume;
+mod observability;
+mod startup;

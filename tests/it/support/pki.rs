@@ -1,0 +1,115 @@
+//! Test certificates: [`Pki`], a CA made with openssl in its own directory, and the
+//! certificates it issues. Include with `#[path = "support/pki.rs"]`, beside `support`.
+
+#![allow(dead_code)] // each test file uses some of it
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::support::ConfigDir;
+
+fn openssl(args: &[&str], dir: &Path) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl must be installed to make the test certificates");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A CA (`ca.crt`, `ca.key`) in its own directory, and the certificates it issues.
+pub struct Pki {
+    dir: ConfigDir,
+}
+
+impl Pki {
+    pub fn new() -> Pki {
+        let dir = ConfigDir::new();
+        openssl(
+            &[
+                "req",
+                "-x509",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:P-256",
+                "-nodes",
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.crt",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=axon test CA",
+            ],
+            dir.path(),
+        );
+        Pki { dir }
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.file(name)
+    }
+
+    /// The path of `name`, as a string for YAML.
+    pub fn file(&self, name: &str) -> String {
+        self.path(name).display().to_string()
+    }
+
+    /// Issues `name.crt`/`name.key` with `san` (e.g. `DNS:a.example.com`, or
+    /// `URI:spiffe://…`).
+    pub fn issue(&self, name: &str, san: &str) {
+        self.sign(name, san, &["-CAcreateserial"]);
+    }
+
+    /// Issues `name.crt`/`name.key` as [`Pki::issue`], with serial `serial` (to tell a
+    /// rotated certificate from the one before).
+    pub fn issue_with_serial(&self, name: &str, san: &str, serial: u32) {
+        self.sign(name, san, &["-set_serial", &serial.to_string()]);
+    }
+
+    /// The certificate is swapped in whole (written beside, then renamed), as a Secret
+    /// volume update would.
+    fn sign(&self, name: &str, san: &str, serial: &[&str]) {
+        let dir = self.dir.path();
+        openssl(
+            &[
+                "req",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:P-256",
+                "-nodes",
+                "-keyout",
+                &format!("{name}.key"),
+                "-out",
+                &format!("{name}.csr"),
+                "-subj",
+                &format!("/CN={name}"),
+            ],
+            dir,
+        );
+        std::fs::write(
+            dir.join(format!("{name}.ext")),
+            format!("subjectAltName={san}\nextendedKeyUsage=serverAuth,clientAuth\n"),
+        )
+        .unwrap();
+        let (csr, ext, out) = (
+            format!("{name}.csr"),
+            format!("{name}.ext"),
+            format!("{name}.crt.new"),
+        );
+        let mut args = vec![
+            "x509", "-req", "-in", &csr, "-CA", "ca.crt", "-CAkey", "ca.key",
+        ];
+        args.extend_from_slice(serial);
+        args.extend_from_slice(&["-days", "2", "-extfile", &ext, "-out", &out]);
+        openssl(&args, dir);
+        std::fs::rename(dir.join(&out), dir.join(format!("{name}.crt"))).unwrap();
+    }
+}
