@@ -15,8 +15,8 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use axon_xds::resource::ResourceType;
 use axon_fuzz::stream_input::{Initial, Input, Name, Node, Nonce, Op, Req, TypeUrl, Version};
+use axon_xds::resource::ResourceType;
 use envoy_types::pb::envoy::config::core::v3::Node as PbNode;
 use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryRequest};
 use envoy_types::pb::google::rpc::Status;

@@ -21,13 +21,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
+use axon::registry::kubernetes::config::IstioObjectIndex;
+use axon::registry::kubernetes::namespaces::{NamespaceFilter, NamespaceSelector};
+use axon::registry::kubernetes::services::{ServiceKind, ServiceObjectIndex};
 use axon_config::config::ConfigKind;
 use axon_config::config_set::{self, merge_sources};
 use axon_model::push_context::PushContext;
 use axon_model::push_request::{PushRequest, TriggerReason};
-use axon::registry::kubernetes::config::IstioObjectIndex;
-use axon::registry::kubernetes::namespaces::{NamespaceFilter, NamespaceSelector};
-use axon::registry::kubernetes::services::{ServiceKind, ServiceObjectIndex};
 use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 

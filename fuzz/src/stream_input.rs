@@ -26,8 +26,8 @@ use std::sync::Arc;
 
 use arbitrary::{Arbitrary, Unstructured};
 use axon_model::proxy::NodeInfo;
-use axon_xds::resource::{DeltaRequest, Request, ResourceType, Response, XdsRequest};
 use axon_xds::protocol::stream::{Output, StreamState};
+use axon_xds::resource::{DeltaRequest, Request, ResourceType, Response, XdsRequest};
 
 use crate::contexts;
 
