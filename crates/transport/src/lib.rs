@@ -4,13 +4,14 @@
 //! way; tonic lends only its `Status` (the trailers) and its body type.
 //!
 //! For each stream it admits the stream ([`admission`]: token bucket, `max_streams`; until
-//! its first request it is one of the [`pending`] streams, whose partial requests draw from
-//! their own share of the [`buffers`]), makes
-//! its bounded response queue ([`sink`]), and hands the stream, as decoded [`Request`]s and
-//! a [`ResponseSink`], to a [`StreamStarter`]: the connection actor's side implements it, so
-//! this module never names an actor. Requests are decoded by [`RequestReader`]; responses
-//! are framed by [`axon_xds::wire`]: a small head per stream and the resources encoded once
-//! per view, shared by reference. Mapping to `tonic::Status` happens here and nowhere else.
+//! its first request it is one of the pending streams (`pending.rs`), whose partial requests
+//! draw from their own share of the buffers (`buffers.rs`)), makes its bounded response queue
+//! ([`sink`]), and hands the stream, as decoded [`Request`]s and a [`ResponseSink`], to a
+//! [`StreamStarter`]: the connection actor's side implements it, so this module never names
+//! an actor. Requests are decoded by [`RequestReader`](axon_xds::decode::RequestReader);
+//! responses are framed by [`axon_xds::wire`]: a small head per stream and the resources
+//! encoded once per view, shared by reference. Mapping to `tonic::Status` happens here and
+//! nowhere else.
 
 pub mod admission;
 mod ages;
@@ -96,7 +97,7 @@ pub struct AdsLimits {
     pub max_pending_request_buffer_bytes: usize,
     /// Streams waiting for their first request, over every connection; past it the
     /// connection holding the most is closed, or the oldest stream past
-    /// `pending_stream_grace` ([`pending`]).
+    /// `pending_stream_grace` (`pending.rs`).
     pub max_pending_streams: usize,
     pub pending_stream_grace: Duration,
     /// xDS connections open at once, over both ports; a connection past it is closed as soon

@@ -1,6 +1,6 @@
 //! axon-xds: Envoy's side of axon. The only place that knows Envoy's protos (`envoy_types`).
 //!
-//! - [`generate`]: pure generators, `PushContext` + `Proxy` in, resources out: CDS, EDS,
+//! - [`generate`](mod@generate): pure generators, `PushContext` + `Proxy` in, resources out: CDS, EDS,
 //!   LDS, RDS, SDS, and what proxyless gRPC clients get, one per type behind
 //!   [`generate::generate`], memoized per scope by [`generate::generate_shared`].
 //! - [`protocol`]: the per-stream protocol state machine (SotW and Delta), over its

@@ -6,9 +6,9 @@
 //! Receives the stream's requests (as a stream handler), [`Push`] from the PushQueue,
 //! [`GetStatus`](super::directory::GetStatus) and [`Dump`](super::directory::Dump) from the
 //! ConnectionDirectory; sends [`Connect`] and [`Disconnect`] to the PushQueue, [`Register`] /
-//! [`Unregister`] to the ConnectionDirectory; and through its thread's [`outbox`], that a push
-//! is done to the PushQueue and [`Affected`], [`Acked`], [`Nacked`], [`Gone`] to the
-//! DistributionTracker.
+//! [`Unregister`] to the ConnectionDirectory; and through its thread's outbox
+//! (`connection/outbox.rs`), that a push is done to the PushQueue and [`Affected`], [`Acked`],
+//! [`Nacked`], [`Gone`] to the DistributionTracker.
 //!
 //! Responses are written in order while the actor waits: a proxy that does not read within
 //! `write_timeout` is disconnected (`pilot_xds_write_timeout`), and its push slot is given

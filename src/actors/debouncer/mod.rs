@@ -3,7 +3,7 @@
 //! Receives [`ConfigUpdate`] from every registry actor; keeps the newest config set of each
 //! source and one merged `PushRequest`; sends [`Flush`] when no event came for
 //! `debounce_after`, or `debounce_max` after the first event of the batch, per namespace, and
-//! a lone edit in a quiet mesh after `debounce_lone` ([`state`] has the rule). Only one flush
+//! a lone edit in a quiet mesh after `debounce_lone` (`debouncer/state.rs` has the rule). Only one flush
 //! is being built at a time: events that arrive meanwhile merge into the next one.
 
 use std::collections::BTreeMap;

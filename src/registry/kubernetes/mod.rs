@@ -16,9 +16,9 @@
 //! Fleet actor.
 //!
 //! The indexes ([`services::ServiceObjectIndex`], [`config::IstioObjectIndex`]) are pure:
-//! objects in, a [`ConfigSet`](axon_config::config_set::ConfigSet) out, tested without I/O.
+//! objects in, a [`ConfigSet`] out, tested without I/O.
 //! The actors ([`ServiceRegistry`], [`IstioRegistry`]) only forward watch events to them and
-//! send what changed through their [`Outbox`](crate::registry::outbox::Outbox).
+//! send what changed through their [`Outbox`].
 
 pub mod config;
 mod istio_registry;

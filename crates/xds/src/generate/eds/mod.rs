@@ -1,7 +1,7 @@
 //! EDS: a `ClusterLoadAssignment` per subscribed cluster, from the endpoint index, filtered
 //! by the DestinationRule subset's labels and grouped by locality; where the proxy's
 //! DestinationRule (or the mesh default) asks for locality load balancing, the localities are
-//! ordered or weighed for that proxy ([`locality`]).
+//! ordered or weighed for that proxy (`eds/locality.rs`).
 
 use std::collections::{BTreeMap, BTreeSet};
 

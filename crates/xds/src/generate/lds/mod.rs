@@ -1,10 +1,10 @@
-//! LDS. A gateway's listeners are [`gateway`]'s. A sidecar gets an outbound listener per service port it sees (`0.0.0.0_PORT`, not bound,
+//! LDS. A gateway's listeners are `lds/gateway.rs`'s. A sidecar gets an outbound listener per service port it sees (`0.0.0.0_PORT`, not bound,
 //! reached through `virtualOutbound` on 15001: an HTTP one for HTTP ports, a TCP one,
-//! [`sidecar_l4`]'s, for the others), a bound listener per Sidecar egress listener
+//! `lds/sidecar_l4.rs`'s, for the others), a bound listener per Sidecar egress listener
 //! with a port (`captureMode: NONE` is how an application calls it without iptables), and
 //! `virtualInbound` on 15006 for its own workload's ports (a Sidecar ingress listener bound
 //! to its port, `captureMode: NONE`, gets a listener `BIND_PORT` instead). What no listener claims falls
-//! through as the scope's outbound traffic policy says ([`fallthrough_cluster`]). A proxy
+//! through as the scope's outbound traffic policy says (`fallthrough_cluster()`). A proxy
 //! that runs with `INTERCEPTION_MODE: NONE` gets no virtual listeners.
 
 use envoy_types::pb::envoy::config::core::v3::{

@@ -6,7 +6,7 @@
 //! ignored in host matching), holding the routes of every such VirtualService in istiod's
 //! order with the catch-all routes last; a request that no host or route matches gets
 //! Envoy's 404, as from istiod. For a sidecar, the route configuration named by port
-//! ([`sidecar`]), ending in `allow_any` (the original destination, or the `egressProxy`)
+//! (`rds/sidecar.rs`), ending in `allow_any` (the original destination, or the `egressProxy`)
 //! or, under REGISTRY_ONLY, `block_all` (502).
 
 use std::collections::{BTreeMap, BTreeSet};
