@@ -13,9 +13,11 @@
 //! - [`registry`]: where configs come from (a directory of YAML, Kubernetes); talks to the
 //!   actors by message.
 //! - [`http`]: the monitoring and debug servers, which ask actors by message.
-//! - [`limits`]: the actor-limits file; [`cli`]: flags, errors and wiring.
+//! - [`app`]: the wiring: `app::start(Settings) -> Handles`.
+//! - [`limits`]: the actor-limits file; [`cli`]: flags and errors.
 
 pub mod actors;
+pub mod app;
 pub mod cli;
 pub mod http;
 pub mod limits;

@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use anyhow::Context as _;
 
-use super::DEFAULT_NAMESPACE;
+use crate::app::DEFAULT_NAMESPACE;
 use crate::limits::Limits;
 use crate::registry::files::list_config_tree;
 use crate::registry::files::watch::Content;

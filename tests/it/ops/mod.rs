@@ -3,6 +3,7 @@
 mod cli;
 mod debug_surface;
 mod fleet_view;
+mod in_process;
 mod load_resume;
 mod observability;
 mod startup;

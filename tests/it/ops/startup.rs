@@ -5,6 +5,8 @@
 use std::net::TcpListener;
 use std::process::{Command, Output};
 
+use crate::support;
+
 const AXON: &str = env!("CARGO_BIN_EXE_axon");
 
 fn serve(args: &[&str], envs: &[(&str, &str)]) -> Output {
@@ -228,5 +230,24 @@ fn tls_flags_are_checked_before_anything_starts() {
     assert!(
         line.contains("--token-auth: bearer tokens are checked on the TLS port only"),
         "{line}"
+    );
+}
+
+/// The `axon listening` line that operators read names the addresses the harness read from
+/// `--listening-file`.
+#[test]
+fn the_listening_line_names_the_addresses_of_the_listening_file() {
+    let dir = support::ConfigDir::new();
+    let axon = support::Axon::start(dir.path());
+    let logs = axon.logs();
+    assert_eq!(
+        support::parse_listening(&logs),
+        Some((axon.xds_addr(), axon.monitoring_addr())),
+        "{logs}"
+    );
+    assert_eq!(
+        support::parse_debug_addr(&logs),
+        Some(axon.debug_addr()),
+        "{logs}"
     );
 }

@@ -118,7 +118,12 @@ pub fn nack_request(r: &DiscoveryResponse, names: &[&str], message: &str) -> Dis
 
 /// A gRPC client of axon's aggregated discovery service (SotW and Delta).
 pub async fn ads_service(axon: &Axon) -> AggregatedDiscoveryServiceClient<Channel> {
-    AggregatedDiscoveryServiceClient::connect(format!("http://{}", axon.xds_addr()))
+    ads_service_at(axon.xds_addr()).await
+}
+
+/// An ADS client of the xDS server at `xds`.
+pub async fn ads_service_at(xds: SocketAddr) -> AggregatedDiscoveryServiceClient<Channel> {
+    AggregatedDiscoveryServiceClient::connect(format!("http://{xds}"))
         .await
         .expect("connecting to axon")
 }
@@ -133,7 +138,12 @@ pub struct Client {
 
 impl Client {
     pub async fn connect(axon: &Axon) -> Client {
-        let mut client = ads_service(axon).await;
+        Client::connect_to(axon.xds_addr()).await
+    }
+
+    /// A stream to the xDS server at `xds` (an axon started in process).
+    pub async fn connect_to(xds: SocketAddr) -> Client {
+        let mut client = ads_service_at(xds).await;
         let (tx, rx) = mpsc::channel(16);
         let rx = client
             .stream_aggregated_resources(ReceiverStream::new(rx))

@@ -21,6 +21,7 @@ use super::wait::wait_until;
 pub struct Axon {
     child: Child,
     xds_addr: SocketAddr,
+    xds_tls_addr: Option<SocketAddr>,
     monitoring_addr: SocketAddr,
     debug_addr: SocketAddr,
     log: Arc<Mutex<String>>,
@@ -31,7 +32,7 @@ pub struct Axon {
 
 impl Axon {
     /// Starts `axon serve` on ephemeral ports watching `config_dir`, and waits
-    /// (up to 30 s) for its `axon listening` line.
+    /// (up to 30 s) for its `--listening-file` (the bound addresses).
     pub fn start(config_dir: &Path) -> Axon {
         Self::start_with_args(config_dir, &[])
     }
@@ -158,6 +159,7 @@ impl Axon {
     ) -> Result<Axon, StartFailure> {
         let dir = new_temp_dir("axon-e2e-axon-");
         let log_path = dir.path().join("axon.log");
+        let listening_path = dir.path().join("listening.json");
         let file = Arc::new(Mutex::new(
             fs::File::create(&log_path).expect("create axon log file"),
         ));
@@ -182,6 +184,8 @@ impl Axon {
             "--debug-addr",
             "127.0.0.1:0",
         ])
+        .arg("--listening-file")
+        .arg(&listening_path)
         .args(extra_args)
         .envs(env.iter().copied())
         .env("RUST_LOG", "info,axon=debug")
@@ -204,12 +208,8 @@ impl Axon {
         let deadline = Instant::now() + Duration::from_secs(30);
         let mut exited = false;
         let addrs = loop {
-            let listening = {
-                let log = log.lock().unwrap();
-                parse_listening(&log).zip(parse_debug_addr(&log))
-            };
-            if let Some(((xds, monitoring), debug)) = listening {
-                break Ok((xds, monitoring, debug));
+            if let Some(listening) = Listening::read(&listening_path) {
+                break Ok(listening);
             }
             if let Ok(Some(status)) = child.try_wait() {
                 // Give the readers a moment to drain the pipes.
@@ -221,16 +221,19 @@ impl Axon {
             }
             if Instant::now() >= deadline {
                 kill_child(&mut child);
-                break Err("axon did not print `axon listening` within 30 s".to_string());
+                break Err("axon did not write its --listening-file within 30 s".to_string());
             }
             thread::sleep(Duration::from_millis(50));
         };
         match addrs {
-            Ok((xds_addr, monitoring_addr, debug_addr)) => Ok(Axon {
+            Ok(listening) => Ok(Axon {
                 child,
-                xds_addr,
-                monitoring_addr,
-                debug_addr,
+                xds_addr: listening
+                    .xds_addr
+                    .expect("the harness serves plaintext xDS"),
+                xds_tls_addr: listening.xds_tls_addr,
+                monitoring_addr: listening.monitoring_addr,
+                debug_addr: listening.debug_addr,
                 log,
                 log_path,
                 dir: Some(dir),
@@ -307,12 +310,9 @@ impl Axon {
         kill_child(&mut self.child);
     }
 
-    /// The TLS xDS address (`--xds-tls-addr`), from the `axon listening` line.
+    /// The TLS xDS address (`--xds-tls-addr`), from the `--listening-file`.
     pub fn xds_tls_addr(&self) -> Option<SocketAddr> {
-        let re = regex::Regex::new(r#"xds_tls_addr="?([0-9a-fA-F.:\[\]]+:\d+)"#).unwrap();
-        let log = self.logs();
-        let line = log.lines().find(|l| l.contains("axon listening"))?;
-        re.captures(line)?.get(1)?.as_str().parse().ok()
+        self.xds_tls_addr
     }
 
     pub fn xds_addr(&self) -> SocketAddr {
@@ -466,6 +466,37 @@ pub fn parse_listening(log: &str) -> Option<(SocketAddr, SocketAddr)> {
     let x = xds.captures(line)?.get(1)?.as_str().parse().ok()?;
     let m = mon.captures(line)?.get(1)?.as_str().parse().ok()?;
     Some((x, m))
+}
+
+/// What axon's `--listening-file` says: the addresses it bound.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Listening {
+    pub xds_addr: Option<SocketAddr>,
+    pub xds_tls_addr: Option<SocketAddr>,
+    pub monitoring_addr: SocketAddr,
+    pub debug_addr: SocketAddr,
+    pub replica: String,
+}
+
+impl Listening {
+    /// The file's addresses, once axon has written it (`None` before: axon writes it whole,
+    /// by a rename).
+    pub fn read(path: &Path) -> Option<Listening> {
+        let text = fs::read_to_string(path).ok()?;
+        Listening::parse(&text)
+    }
+
+    pub fn parse(text: &str) -> Option<Listening> {
+        let v: serde_json::Value = serde_json::from_str(text).ok()?;
+        let addr = |key: &str| v.get(key)?.as_str()?.parse::<SocketAddr>().ok();
+        Some(Listening {
+            xds_addr: addr("xds_addr"),
+            xds_tls_addr: addr("xds_tls_addr"),
+            monitoring_addr: addr("monitoring_addr")?,
+            debug_addr: addr("debug_addr")?,
+            replica: v.get("replica")?.as_str()?.to_string(),
+        })
+    }
 }
 
 /// Parses `debug_addr=` from the `axon listening` line.
