@@ -171,6 +171,9 @@ async fn wire(
     token_client: Option<kube::Client>,
 ) -> anyhow::Result<Handles> {
     let metrics = Metrics::new();
+    metrics
+        .xds_max_connections
+        .set(i64::try_from(limits.max_connections).unwrap_or(i64::MAX));
     // /ready waits for every registry's first update: the Kubernetes ones send it once
     // they have their initial lists, the FileRegistry once the directory was read cleanly.
     let mut ready_after: Vec<SourceId> = Vec::new();

@@ -46,6 +46,8 @@ pub struct Outbox {
 
 impl Outbox {
     pub fn new(source: SourceId, debouncer: Recipient<ConfigUpdate>, metrics: Metrics) -> Self {
+        // The source's count shows from the start, at 0.
+        metrics.unchanged_updates.with_label_values(&[source]);
         Outbox {
             source,
             debouncer,
@@ -75,6 +77,15 @@ impl Outbox {
 
     pub fn source(&self) -> SourceId {
         self.source
+    }
+
+    /// Counts an update of the registry that changed no config
+    /// (`axon_config_unchanged_updates{source}`).
+    pub fn unchanged(&self) {
+        self.metrics
+            .unchanged_updates
+            .with_label_values(&[self.source])
+            .inc();
     }
 
     /// Whether the first update was sent.
@@ -108,6 +119,7 @@ impl Outbox {
         }
         if changed.is_empty() {
             self.last = configs;
+            self.unchanged();
             return Published::Unchanged;
         }
         let n = changed.len();
@@ -238,6 +250,14 @@ mod tests {
             probe.send(Take).await.unwrap(),
             [],
             "the same configs send nothing"
+        );
+        assert_eq!(
+            out.metrics()
+                .unchanged_updates
+                .with_label_values(&["kubernetes"])
+                .get(),
+            2,
+            "and are counted as unchanged updates"
         );
 
         out.publish(entry(80, "10.0.0.2"), now);

@@ -8,6 +8,9 @@ use prometheus::{
     TextEncoder,
 };
 
+/// The counter type of the families, for holders of one resolved child.
+pub use prometheus::IntCounter;
+
 /// istiod's buckets for latencies in seconds.
 const LATENCY_BUCKETS: [f64; 11] = [
     0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 3.0, 5.0, 10.0, 30.0,
@@ -69,6 +72,16 @@ pub struct Metrics {
     pub accept_errors: prometheus::IntCounter,
     /// `axon_xds_refused_connections`: xDS connections closed at once for `max_connections`.
     pub refused_connections: prometheus::IntCounter,
+    /// `axon_config_unchanged_updates{source}`: registry updates that changed no config (a
+    /// file saved again as it was, a Kubernetes event of `resourceVersion` or status only):
+    /// nothing was sent to the Debouncer.
+    pub unchanged_updates: IntCounterVec,
+    /// `axon_kubernetes_relists{reason}`: Kubernetes watches listed again: `expired` (410
+    /// Gone) or `namespaces` (the selected namespaces changed).
+    pub kubernetes_relists: IntCounterVec,
+    /// `axon_xds_max_connections`: the xDS connections axon accepts at once (the limit, or
+    /// what the descriptor limit leaves).
+    pub xds_max_connections: IntGauge,
     /// `axon_rebalance_closed_connections`: connections closed (GOAWAY) to bring this replica
     /// back to the even share of the fleet's streams.
     pub rebalance_closed: prometheus::IntCounter,
@@ -176,6 +189,13 @@ impl Metrics {
         };
         let by_reason = |name: &str, help: &str| {
             let c = IntCounterVec::new(Opts::new(name, help), &["reason"]).expect("valid metric");
+            registry
+                .register(Box::new(c.clone()))
+                .expect("unique metric");
+            c
+        };
+        let by_label = |name: &str, help: &str, label: &str| {
+            let c = IntCounterVec::new(Opts::new(name, help), &[label]).expect("valid metric");
             registry
                 .register(Box::new(c.clone()))
                 .expect("unique metric");
@@ -309,6 +329,20 @@ impl Metrics {
                 "axon_xds_refused_connections",
                 "xDS connections closed as soon as accepted: max_connections were open.",
             ),
+            unchanged_updates: by_label(
+                "axon_config_unchanged_updates",
+                "Registry updates that changed no config (a file saved again as it was, a Kubernetes event of resourceVersion or status only): nothing was pushed.",
+                "source",
+            ),
+            kubernetes_relists: by_label(
+                "axon_kubernetes_relists",
+                "Kubernetes watches listed again: expired (410 Gone) or namespaces (the selected namespaces changed).",
+                "reason",
+            ),
+            xds_max_connections: gauge(
+                "axon_xds_max_connections",
+                "The xDS connections accepted at once: max_connections, or what the descriptor limit leaves.",
+            ),
             rebalance_closed: plain_counter(
                 "axon_rebalance_closed_connections",
                 "xDS connections closed (GOAWAY, oldest first) to bring this replica back to the even share of the fleet's streams.",
@@ -411,6 +445,9 @@ impl Metrics {
             m.xds_pushes.with_label_values(&[t]);
             m.xds_rejects.with_label_values(&[t]);
             m.expired_nonce.with_label_values(&[t]);
+        }
+        for reason in ["expired", "namespaces"] {
+            m.kubernetes_relists.with_label_values(&[reason]);
         }
         m
     }

@@ -211,6 +211,7 @@ impl FileRegistry {
         self.schedule_recheck(ctx);
         let Some(update) = committed.update else {
             tracing::debug!(files = paths.len(), "files reloaded, no config changed");
+            self.out.unchanged();
             return;
         };
         tracing::info!(

@@ -72,7 +72,7 @@ impl IstioRegistry {
                         if act.settings.namespace_selector.is_some() {
                             let api = Api::<Namespace>::all(act.client.clone());
                             let config = namespace_config(&act.settings);
-                            let task = watch::spawn(WatchKind::Namespace, api, config, ctx.address().recipient());
+                            let task = watch::spawn(WatchKind::Namespace, api, config, ctx.address().recipient(), act.out.metrics());
                             act.tasks.insert(WatchKind::Namespace, task);
                         } else {
                             // No Namespaces to list: discovery stood for them.
@@ -97,6 +97,7 @@ impl IstioRegistry {
                 api,
                 watcher::Config::default(),
                 ctx.address().recipient(),
+                self.out.metrics(),
             );
             self.versions.insert(*kind, ar.api_version.clone());
             self.out.expect(watch_kind);
@@ -122,7 +123,13 @@ impl IstioRegistry {
         };
         let api = Api::<DynamicObject>::all_with(self.client.clone(), &secrets);
         let config = watcher::Config::default().fields(SECRETS_FIELD_SELECTOR);
-        let task = watch::spawn(watch_kind, api, config, ctx.address().recipient());
+        let task = watch::spawn(
+            watch_kind,
+            api,
+            config,
+            ctx.address().recipient(),
+            self.out.metrics(),
+        );
         self.versions.insert(kind, "v1".into());
         self.out.expect(watch_kind);
         self.tasks.insert(watch_kind, task);
@@ -218,6 +225,11 @@ impl Handler<WatchEvent<Namespace>> for IstioRegistry {
         };
         if !change.added.is_empty() && !first_list {
             tracing::info!(namespaces = ?change.added, "namespaces selected; relisting Istio config");
+            self.out
+                .metrics()
+                .kubernetes_relists
+                .with_label_values(&["namespaces"])
+                .inc();
             for (kind, task) in &self.tasks {
                 if *kind != WatchKind::Namespace {
                     task.relist();

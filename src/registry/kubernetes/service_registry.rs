@@ -77,7 +77,8 @@ impl ServiceRegistry {
         K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
     {
         self.out.expect(kind);
-        self.tasks.insert(kind, watch::spawn(kind, api, config, to));
+        let task = watch::spawn(kind, api, config, to, self.out.metrics());
+        self.tasks.insert(kind, task);
     }
 
     fn namespaces_changed(&mut self, change: NamespaceChange, ctx: &mut Context<Self>) {
@@ -91,6 +92,11 @@ impl ServiceRegistry {
             self.watch_namespaced_kinds(ctx);
         } else {
             tracing::info!(namespaces = ?change.added, "namespaces selected; relisting");
+            self.out
+                .metrics()
+                .kubernetes_relists
+                .with_label_values(&["namespaces"])
+                .inc();
             for (kind, task) in &self.tasks {
                 if *kind != WatchKind::Namespace {
                     task.relist();

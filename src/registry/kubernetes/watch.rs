@@ -23,6 +23,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 
 use axon_config::config::{ConfigKind, ISTIO_NETWORKING_GROUP};
+use axon_metrics::{IntCounter, Metrics};
 
 /// A watched kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -81,12 +82,14 @@ pub fn spawn<K>(
     api: Api<K>,
     config: watcher::Config,
     to: Recipient<WatchEvent<K>>,
+    metrics: &Metrics,
 ) -> WatchTask
 where
     K: Resource + Clone + DeserializeOwned + fmt::Debug + Send + 'static,
 {
     let relist = Arc::new(Notify::new());
-    let handle = tokio::spawn(run(kind, api, config, to, relist.clone()));
+    let expired = metrics.kubernetes_relists.with_label_values(&["expired"]);
+    let handle = tokio::spawn(run(kind, api, config, to, relist.clone(), expired));
     WatchTask { relist, handle }
 }
 
@@ -96,6 +99,7 @@ async fn run<K>(
     config: watcher::Config,
     to: Recipient<WatchEvent<K>>,
     relist: Arc<Notify>,
+    expired: IntCounter,
 ) where
     K: Resource + Clone + DeserializeOwned + fmt::Debug + Send + 'static,
 {
@@ -114,6 +118,7 @@ async fn run<K>(
                     }
                     Some(Err(watcher::Error::WatchError(status))) if status.code == 410 => {
                         tracing::info!(%kind, "watch expired (410 Gone); relisting");
+                        expired.inc();
                     }
                     Some(Err(error)) => {
                         tracing::warn!(%kind, %error, "watch failed; retrying with backoff");

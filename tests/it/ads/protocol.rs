@@ -109,12 +109,14 @@ fn nonces_acks_nacks_and_push_order() {
 
         // The same spec saved again (a comment added) builds nothing and pushes nothing: the
         // next real change is built exactly one context later.
-        let before = axon.log_len();
+        let unchanged = || {
+            axon.metric("axon_config_unchanged_updates{source=\"files\"}")
+                .unwrap_or(0.0)
+        };
+        let before = unchanged();
         dir.write("mesh.yaml", &format!("# saved again\n{}", mesh(50)));
         assert!(
-            axon.wait_for_log_line_after(before, Duration::from_secs(10), |l| l
-                .contains("no config changed"))
-                .is_some(),
+            support::wait_until(Duration::from_secs(10), || unchanged() > before),
             "the re-save is seen"
         );
         dir.write(

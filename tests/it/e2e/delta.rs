@@ -183,25 +183,7 @@ fn delta_gateway_scenario() {
     assert!(converged < Duration::from_secs(2), "took {converged:?}");
 
     // (e) A malformed routes.yaml is reported and keeps the last good config.
-    let offset = s.axon.log_len();
     s.config.write("routes.yaml", MALFORMED_ROUTES);
-    let reported = s
-        .axon
-        .wait_for_log_line_after(offset, Duration::from_secs(10), |l| {
-            let lower = l.to_ascii_lowercase();
-            l.contains("routes.yaml")
-                && ["warn", "error", "invalid", "parse", "malformed"]
-                    .iter()
-                    .any(|w| lower.contains(w))
-        });
-    assert!(
-        reported.is_some(),
-        "axon never reported the malformed routes.yaml"
-    );
-    eprintln!(
-        "[e2e_delta] axon on the broken routes.yaml: {}",
-        reported.unwrap()
-    );
     assert!(
         s.axon
             .wait_config_error("routes.yaml", Duration::from_secs(10)),

@@ -246,7 +246,11 @@ fn kubernetes_objects_route_through_envoy_and_survive_410_and_lost_watches() {
     // A resourceVersion-only update of the Service and a status-only update of a Pod push
     // nothing: the registry sees no change and sends nothing.
     let built = axon.built_version();
-    let quiet = axon.count_log("Kubernetes event changed no config");
+    let unchanged = || {
+        axon.metric("axon_config_unchanged_updates{source=\"kubernetes\"}")
+            .unwrap_or(0.0)
+    };
+    let quiet = unchanged();
     let svc = c.api.get(SERVICES, "demo", "backend").expect("the Service");
     c.api.apply(svc);
     let mut p = c.api.get(PODS, "demo", "backend-v1").expect("the Pod");
@@ -254,9 +258,7 @@ fn kubernetes_objects_route_through_envoy_and_survive_410_and_lost_watches() {
     p["status"]["conditions"] = serde_json::json!([{"type": "Ready", "status": "True"}]);
     c.api.apply(p);
     assert!(
-        wait_until(CONVERGE, || axon
-            .count_log("Kubernetes event changed no config")
-            >= quiet + 2),
+        wait_until(CONVERGE, || unchanged() >= quiet + 2.0),
         "axon never handled the resourceVersion-only updates"
     );
     assert_eq!(
@@ -291,8 +293,10 @@ fn kubernetes_objects_route_through_envoy_and_survive_410_and_lost_watches() {
         "a relist does not make axon unready"
     );
     assert!(
-        axon.count_log("watch expired (410 Gone); relisting") >= 1,
-        "the watcher saw no 410"
+        axon.metric("axon_kubernetes_relists{reason=\"expired\"}")
+            .is_some_and(|n| n >= 1.0),
+        "the watcher saw no 410: {}",
+        axon.metrics()
     );
 
     // The EndpointSlice watch is dropped (a lost connection) and a slice changes meanwhile:
