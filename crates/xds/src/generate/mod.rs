@@ -123,8 +123,6 @@ pub fn generate_shared_digest(
 
 /// What the memo keys of [`generate_shared`] say of the names: their count and hash.
 pub fn names_digest(names: &std::collections::BTreeSet<String>) -> String {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    names.hash(&mut h);
-    format!("{}:{:016x}", names.len(), h.finish())
+    let hash = axon_config::hash::hash_texts(names.iter());
+    format!("{}:{hash:016x}", names.len())
 }
