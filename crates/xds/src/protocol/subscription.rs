@@ -53,7 +53,7 @@ pub struct Subscription {
     /// same hash repeats them, and is not compared name by name.
     applied: Option<u64>,
     /// [`crate::names_digest`] of `names`, kept with them.
-    digest: Option<String>,
+    digest: Option<crate::NamesDigest>,
 }
 
 impl Subscription {
@@ -138,13 +138,13 @@ impl Subscription {
     }
 
     /// [`crate::names_digest`] of the subscribed names, computed once per name set.
-    pub fn names_digest(&mut self) -> &str {
+    pub fn names_digest(&mut self) -> crate::NamesDigest {
         self.names_and_digest().1
     }
 
-    fn names_and_digest(&mut self) -> (&BTreeSet<String>, &str) {
+    fn names_and_digest(&mut self) -> (&BTreeSet<String>, crate::NamesDigest) {
         let names = &self.names;
-        let digest = self
+        let digest = *self
             .digest
             .get_or_insert_with(|| crate::names_digest(names));
         (names, digest)
@@ -198,7 +198,7 @@ mod tests {
         let rds = ResourceType::Route;
         let mut w = Subscription::new(rds);
         w.on_request(rds, &req("", &["80", "8080"]), &NAMES);
-        let first = w.names_digest().to_string();
+        let first = w.names_digest();
         assert_eq!(first, crate::names_digest(&w.names));
         w.sent("n1".into(), "1".into());
         w.on_request(rds, &req("n1", &["80"]), &NAMES);
