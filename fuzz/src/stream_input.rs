@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use arbitrary::{Arbitrary, Unstructured};
 use axon_model::proxy::NodeInfo;
-use axon_xds::protocol::stream::{Output, StreamState};
+use axon_xds::protocol::stream::{Output, Protocol, StreamState};
 use axon_xds::resource::{DeltaRequest, Request, ResourceType, Response, XdsRequest};
 
 use crate::contexts;
@@ -482,7 +482,7 @@ pub fn run(input: &Input) -> Summary {
     let chain = contexts::chain();
     let delta = input.delta;
     let mut h = History::default();
-    let mut s = StreamState::new(delta, Arc::default());
+    let mut s = StreamState::new(Protocol::from_delta(delta), Arc::default());
     let first = build(&input.first, delta, &h);
     if s.connect(&first).is_err() {
         return summary;

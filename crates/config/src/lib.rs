@@ -5,7 +5,8 @@
 //! strict decoding from YAML or JSON ([`parse`], with the line of every field:
 //! [`yaml_lines`], and the bounds on a document: [`yaml_bounds`]), their validation
 //! ([`validate`]), what of them axon applies ([`applied`]), the envelope that names one object
-//! ([`config`]) and the sets registries hold ([`config_set`], [`file_set`]).
+//! ([`config`]) and the sets registries hold ([`config_set`], [`file_set`]), and the one stable 64-bit hash
+//! ([`hash`]).
 //!
 //! Pure: nothing here knows actix, tokio, tonic, kube or Envoy. The world view built from
 //! these objects is `axon-model`'s.
@@ -18,6 +19,7 @@ pub mod file_set;
 #[cfg(any(test, feature = "fixtures"))]
 #[doc(hidden)]
 pub mod fixtures;
+pub mod hash;
 pub mod host;
 pub mod istio;
 pub mod labels;

@@ -7,7 +7,6 @@
 //! copy 10,000 entries.
 
 use std::collections::BTreeMap;
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use super::service::Endpoint;
@@ -34,9 +33,7 @@ impl Default for AddressIndex {
 
 fn shard_of(address: &str) -> usize {
     // A fixed (unkeyed) hash: equal indexes shard equally.
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    address.hash(&mut h);
-    (h.finish() % SHARDS as u64) as usize
+    (axon_config::hash::hash_text(address) % SHARDS as u64) as usize
 }
 
 impl AddressIndex {

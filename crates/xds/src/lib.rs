@@ -21,7 +21,7 @@ pub mod wire;
 #[cfg(test)]
 mod tests;
 
-pub use generate::{generate, generate_shared, generate_shared_digest, names_digest};
+pub use generate::{NamesDigest, generate, generate_shared, generate_shared_digest, names_digest};
 pub use resource::{
     DeltaRequest, DeltaResponse, Request, Resource, ResourceNames, ResourceSet, ResourceType,
     Response, XdsRequest, XdsResponse,

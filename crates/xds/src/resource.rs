@@ -77,7 +77,8 @@ pub struct Resource {
     pub name: String,
     pub type_url: String,
     pub value: Bytes,
-    /// A hash of `value`: the resource's Delta version.
+    /// A hash of `value` ([`axon_config::hash::hash_bytes`]): the resource's Delta version,
+    /// the same in every replica and every build.
     pub hash: u64,
 }
 
@@ -87,14 +88,11 @@ impl Resource {
     }
 
     pub fn from_encoded(name: impl Into<String>, type_url: String, value: Bytes) -> Resource {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        value.hash(&mut h);
         Resource {
             name: name.into(),
             type_url,
+            hash: axon_config::hash::hash_bytes(&value),
             value,
-            hash: h.finish(),
         }
     }
 
@@ -181,11 +179,10 @@ impl ResourceNames {
     pub fn from_raw(raw: Vec<Bytes>) -> Result<ResourceNames, std::str::Utf8Error> {
         use std::hash::Hasher;
         // Unkeyed, so that equal lists hash equally everywhere.
-        let mut h = std::collections::hash_map::DefaultHasher::new();
+        let mut h = axon_config::hash::StableHasher::new();
         for name in &raw {
             std::str::from_utf8(name)?;
-            h.write_usize(name.len());
-            h.write(name);
+            h.write_bytes(name);
         }
         Ok(ResourceNames {
             raw,
@@ -306,11 +303,11 @@ pub fn sotw_version(digest: u64) -> String {
 impl Resource {
     /// A hash of the name and the content: one term of a [`ResourceSet::digest`].
     pub fn mix(&self) -> u64 {
-        use std::hash::{Hash, Hasher};
-        // Unkeyed, so that equal resources mix equally in every process.
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        self.name.hash(&mut h);
-        self.hash.hash(&mut h);
+        use std::hash::Hasher;
+        // Stable, so that equal resources mix equally in every process and every build.
+        let mut h = axon_config::hash::StableHasher::new();
+        h.write_text(&self.name);
+        h.write_u64(self.hash);
         h.finish()
     }
 

@@ -9,6 +9,7 @@ use actix::prelude::*;
 use super::{ConnectionActor, Peers};
 use axon_transport::{AdsStream, StreamStarter};
 use axon_xds::protocol::names::NameSets;
+use axon_xds::protocol::stream::{Protocol, StreamState};
 
 /// What every ConnectionActor is started with.
 pub struct ConnectionStarter {
@@ -53,7 +54,8 @@ impl StreamStarter for ConnectionStarter {
                 verified,
             } = stream;
             ctx.add_stream(requests);
-            let stream = axon_xds::protocol::stream::StreamState::new(delta, names)
+            let protocol = Protocol::from_delta(delta);
+            let stream = StreamState::new(protocol, names)
                 .verified(verified)
                 .clock(std::time::Instant::now);
             ConnectionActor::new(id, stream, responses, slot, peers, write_timeout)

@@ -109,7 +109,8 @@ impl Shared {
 
     /// One shared copy of each distinct name list.
     pub(super) fn intern(&self, names: Vec<String>) -> Arc<Vec<String>> {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
+        // SipHash-1-3 with fixed keys, as axon's own (`axon_config::hash`).
+        let mut h = siphasher::sip::SipHasher13::new_with_keys(0, 0);
         names.hash(&mut h);
         let key = h.finish();
         let mut map = self.interner.lock().unwrap();

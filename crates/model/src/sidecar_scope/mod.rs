@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::gateway;
+use super::memo::{Layer, Table};
 use super::proxy::{Proxy, ProxyType};
 use super::push_context::PushContext;
 use super::push_request::PushRequest;
@@ -172,9 +173,10 @@ impl SidecarScope {
 
     /// [`Self::of`], the proxy's scope key in `ctx` known to be `key`.
     fn of_key(ctx: &PushContext, proxy: &Proxy, key: &str) -> Arc<SidecarScope> {
-        ctx.memo.get_or_compute(&format!("scope|{key}"), || {
-            SidecarScope::compute(ctx, proxy)
-        })
+        ctx.memo
+            .layer::<Scopes>()
+            .0
+            .get_or_compute(key, || SidecarScope::compute(ctx, proxy))
     }
 
     /// The proxy's scope in `new`, moving from `old` (its previous context and scope): the old
@@ -212,6 +214,16 @@ impl SidecarScope {
     /// The catch-all egress listener.
     pub fn default_egress(&self) -> Option<&EgressScope> {
         self.egress.iter().find(|e| e.port.is_none())
+    }
+}
+
+/// The scopes of one context by their key: the model's layer of the context's memo.
+#[derive(Default)]
+struct Scopes(Table<Box<str>, SidecarScope>);
+
+impl Layer for Scopes {
+    fn len(&self) -> usize {
+        self.0.len()
     }
 }
 

@@ -1,6 +1,6 @@
 //! The generators: one per xDS type, pure functions of a `PushContext`, a proxy and its
 //! `SidecarScope` ([`generate`]), and the memo that lets proxies with the same scope share
-//! one encoded copy ([`generate_shared`]).
+//! one encoded copy ([`generate_shared`]; its typed keys in `memo.rs`).
 //!
 //! - [`cds`], [`eds`], [`lds`], [`rds`], [`sds`]: Envoy's sidecars and gateways.
 //! - [`grpc`]: what proxyless gRPC clients (`xds:///`) are served instead.
@@ -9,14 +9,20 @@ pub mod cds;
 pub mod eds;
 pub mod grpc;
 pub mod lds;
+mod memo;
 pub mod rds;
 pub mod sds;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use axon_model::proxy::Proxy;
 use axon_model::push_context::PushContext;
 use axon_model::sidecar_scope::SidecarScope;
 
 use crate::resource::{Resource, ResourceSet, ResourceType};
+use memo::{AssignmentKey, SetKey};
+pub use memo::{NamesDigest, names_digest};
 
 /// Generates the resources of one type for one proxy seen through its scope. `names` are
 /// the subscribed names (used by EDS and RDS; CDS and LDS are wildcard).
@@ -25,7 +31,7 @@ pub fn generate(
     ctx: &PushContext,
     proxy: &Proxy,
     scope: &SidecarScope,
-    names: &std::collections::BTreeSet<String>,
+    names: &BTreeSet<String>,
 ) -> Vec<Resource> {
     if grpc::is_grpc(proxy) {
         return match type_url {
@@ -52,9 +58,9 @@ pub fn generate_shared(
     ctx: &PushContext,
     proxy: &Proxy,
     scope: &SidecarScope,
-    names: &std::collections::BTreeSet<String>,
-) -> std::sync::Arc<ResourceSet> {
-    generate_shared_digest(type_url, ctx, proxy, scope, names, &names_digest(names))
+    names: &BTreeSet<String>,
+) -> Arc<ResourceSet> {
+    generate_shared_digest(type_url, ctx, proxy, scope, names, names_digest(names))
 }
 
 /// [`generate_shared`] with the names' [`names_digest`] given: a stream keeps it while its
@@ -64,27 +70,31 @@ pub fn generate_shared_digest(
     ctx: &PushContext,
     proxy: &Proxy,
     scope: &SidecarScope,
-    names: &std::collections::BTreeSet<String>,
-    digest: &str,
-) -> std::sync::Arc<ResourceSet> {
+    names: &BTreeSet<String>,
+    digest: NamesDigest,
+) -> Arc<ResourceSet> {
     // Load assignments (EDS, and the inline ones of DNS clusters) depend on the proxy only
     // where a DestinationRule orders endpoints by locality: then on its scope and its
     // locality key too.
-    let local = || {
-        ctx.locality_key(proxy)
-            .map(|k| format!("{}|{k}", scope.key))
+    let locality = match type_url {
+        ResourceType::Endpoint | ResourceType::Cluster => ctx.locality_key(proxy),
+        _ => None,
     };
+    let locality = locality.as_deref();
+    let scope_key = scope.key.as_str();
     if type_url == ResourceType::Endpoint {
-        let local = local();
-        let set_key = match &local {
-            None => format!("eds|{digest}"),
-            Some(k) => format!("eds|{digest}|{k}"),
+        let key = SetKey {
+            type_url,
+            scope: locality.map(|_| scope_key),
+            locality,
+            names: digest,
+            verified: false,
         };
-        return ctx.memo.get_or_compute(&set_key, || {
+        return memo::set(ctx, &key, || {
             names
                 .iter()
                 .map(|name| {
-                    let per_proxy = local.as_ref().filter(|_| {
+                    let per_proxy = locality.filter(|_| {
                         axon_model::service::parse_outbound_cluster_name(name).is_some_and(
                             |(port, subset, host)| {
                                 eds::per_proxy_setting(ctx, proxy, host, subset, port, |_, _| ())
@@ -92,12 +102,12 @@ pub fn generate_shared_digest(
                             },
                         )
                     });
-                    let key = match per_proxy {
-                        None => format!("cla|{name}"),
-                        Some(k) => format!("cla|{name}|{k}"),
+                    let key = AssignmentKey {
+                        cluster: name.as_str(),
+                        local: per_proxy.map(|locality| (scope_key, locality)),
                     };
-                    let one = ctx.memo.get_or_compute(&key, || {
-                        let single = std::collections::BTreeSet::from([name.clone()]);
+                    let one = memo::assignment(ctx, &key, || {
+                        let single = BTreeSet::from([name.clone()]);
                         eds::generate(ctx, per_proxy.map(|_| proxy), &single).pop()
                     });
                     (*one).clone()
@@ -107,24 +117,15 @@ pub fn generate_shared_digest(
                 .into()
         });
     }
-    let key = match type_url {
-        ResourceType::Cluster => match local() {
-            Some(k) => format!("{}|{k}|{digest}", type_url.short()),
-            None => format!("{}|{}|{digest}", type_url.short(), scope.key),
-        },
+    let key = SetKey {
+        type_url,
+        scope: Some(scope_key),
+        locality,
+        names: digest,
         // Secrets also depend on whether the proxy's identity was verified.
-        ResourceType::Secret => format!("sds|{}|{}|{digest}", scope.key, proxy.verified),
-        _ => format!("{}|{}|{digest}", type_url.short(), scope.key),
+        verified: type_url == ResourceType::Secret && proxy.verified,
     };
-    ctx.memo.get_or_compute(&key, || {
+    memo::set(ctx, &key, || {
         ResourceSet::from(generate(type_url, ctx, proxy, scope, names))
     })
-}
-
-/// What the memo keys of [`generate_shared`] say of the names: their count and hash.
-pub fn names_digest(names: &std::collections::BTreeSet<String>) -> String {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    names.hash(&mut h);
-    format!("{}:{:016x}", names.len(), h.finish())
 }

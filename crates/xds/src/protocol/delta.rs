@@ -1,9 +1,10 @@
 //! Per-type state of one Delta xDS stream: what the client subscribed to and which version of
 //! each resource it has, so that only changed resources are sent and removals are named.
 //!
-//! Pure: a stream's [`StreamState`](super::stream::StreamState) asks
-//! [`DeltaSubscription::on_request`] what a request wants, and [`DeltaSubscription::diff_set`]
-//! what to send of a freshly generated set.
+//! Pure, and its state is its own: a stream's [`StreamState`](super::stream::StreamState)
+//! hands each request to [`DeltaSubscriptions::should_respond`], generates the names it
+//! reads here ([`DeltaSubscription::wanted`]), and hands the generated set to
+//! [`DeltaSubscriptions::answer`], which says what to send of it, if anything.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -19,18 +20,98 @@ fn parse_version(v: &str) -> Option<u64> {
         .flatten()
 }
 
+/// What to send of a generated set: the resources the client lacks, with their versions, the
+/// names it must drop, and the response's nonce.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeltaSent {
+    pub resources: Vec<(Resource, String)>,
+    pub removed: Vec<String>,
+    pub nonce: String,
+}
+
+/// The Delta subscriptions of one stream, by type.
+#[derive(Debug, Default)]
+pub struct DeltaSubscriptions {
+    /// Boxed, as the SotW ones (`SotwSubscriptions`).
+    types: BTreeMap<ResourceType, Box<DeltaSubscription>>,
+}
+
+impl DeltaSubscriptions {
+    /// Applies a request to the subscription of its type and says whether to respond.
+    pub fn should_respond(
+        &mut self,
+        type_url: ResourceType,
+        req: &DeltaRequest,
+        shared: &NameSets,
+    ) -> Decision {
+        self.types
+            .entry(type_url)
+            .or_default()
+            .on_request(type_url, req, shared)
+    }
+
+    /// What to send of `set`, generated for the subscription's names, or for `within` only
+    /// (an endpoint-only push generates just the changed clusters: names outside it are left
+    /// as they are); `None` when there is nothing, except that the first answer of a type is
+    /// always sent (even empty). A response is recorded as sent, with a nonce made by `nonce`.
+    pub fn answer(
+        &mut self,
+        type_url: ResourceType,
+        set: &ResourceSet,
+        within: Option<&BTreeSet<String>>,
+        nonce: impl FnOnce() -> String,
+    ) -> Option<DeltaSent> {
+        let subscription = self.types.get_mut(&type_url)?;
+        let first = subscription.nonce_sent.is_none();
+        let (resources, removed) = match within {
+            Some(_) => subscription.diff_within(set, within),
+            None => subscription.diff_set(set),
+        };
+        if resources.is_empty() && removed.is_empty() && !first {
+            return None;
+        }
+        let nonce = nonce();
+        subscription.nonce_sent = Some(nonce.clone());
+        Some(DeltaSent {
+            resources,
+            removed,
+            nonce,
+        })
+    }
+
+    /// The subscription of a type, if it has anything subscribed.
+    pub fn subscribed(&self, type_url: ResourceType) -> Option<&DeltaSubscription> {
+        self.get(type_url).filter(|w| w.is_subscribed())
+    }
+
+    /// The subscription of a type, if it was requested.
+    pub fn get(&self, type_url: ResourceType) -> Option<&DeltaSubscription> {
+        self.types.get(&type_url).map(|w| &**w)
+    }
+
+    /// Every type requested, subscribed or not.
+    pub fn iter(&self) -> impl Iterator<Item = (ResourceType, &DeltaSubscription)> {
+        self.types.iter().map(|(t, w)| (*t, &**w))
+    }
+
+    /// Whether a type was requested and every response sent has been ACKed.
+    pub fn is_acked(&self) -> bool {
+        !self.types.is_empty() && self.types.values().all(|w| w.is_acked())
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DeltaSubscription {
-    pub wildcard: bool,
+    wildcard: bool,
     /// Names subscribed explicitly.
     /// Shared with every other stream subscribed to the same names.
-    pub names: Arc<BTreeSet<String>>,
+    names: Arc<BTreeSet<String>>,
     /// The version of each resource the client has, as the hash our versions are made from
     /// (`None`: a version we did not make, from `initial_resource_versions`).
-    pub versions: BTreeMap<String, Option<u64>>,
-    pub nonce_sent: Option<String>,
-    pub nonce_acked: Option<String>,
-    pub last_error: Option<String>,
+    versions: BTreeMap<String, Option<u64>>,
+    nonce_sent: Option<String>,
+    nonce_acked: Option<String>,
+    last_error: Option<String>,
     seen_first: bool,
     /// The digest of the generated set the client was last brought up to date with, while
     /// its subscriptions have not changed since: the same set again needs no diff.
@@ -40,7 +121,7 @@ pub struct DeltaSubscription {
 impl DeltaSubscription {
     /// Applies a request. `Respond` means: send what the client lacks (after a first request,
     /// even if that is nothing).
-    pub fn on_request(
+    fn on_request(
         &mut self,
         type_url: ResourceType,
         req: &DeltaRequest,
@@ -116,13 +197,14 @@ impl DeltaSubscription {
     /// From a freshly generated set, what to send: resources the client does not have at
     /// this version, and the names it has that no longer exist (or are no longer subscribed).
     /// Records the new versions as the client's.
-    pub fn diff(&mut self, resources: &[Resource]) -> (Vec<(Resource, String)>, Vec<String>) {
+    #[cfg(test)]
+    fn diff(&mut self, resources: &[Resource]) -> (Vec<(Resource, String)>, Vec<String>) {
         self.diff_within(resources, None)
     }
 
     /// [`DeltaSubscription::diff`] of a whole generated set, skipped when the client was already
     /// brought up to date with an equal set (most types of most pushes).
-    pub fn diff_set(&mut self, set: &ResourceSet) -> (Vec<(Resource, String)>, Vec<String>) {
+    fn diff_set(&mut self, set: &ResourceSet) -> (Vec<(Resource, String)>, Vec<String>) {
         let digest = set.digest();
         if self.synced == Some(digest) {
             return (Vec::new(), Vec::new());
@@ -134,7 +216,7 @@ impl DeltaSubscription {
 
     /// [`DeltaSubscription::diff`] of a set generated for `within` only (an endpoint-only push
     /// generates just the changed clusters): names outside it are left as they are.
-    pub fn diff_within(
+    fn diff_within(
         &mut self,
         resources: &[Resource],
         within: Option<&BTreeSet<String>>,
@@ -166,12 +248,25 @@ impl DeltaSubscription {
         (changed, removed)
     }
 
-    pub fn sent(&mut self, nonce: String) {
-        self.nonce_sent = Some(nonce);
-    }
-
     pub fn is_acked(&self) -> bool {
         self.nonce_sent.is_some() && self.nonce_sent == self.nonce_acked
+    }
+
+    pub fn wildcard(&self) -> bool {
+        self.wildcard
+    }
+
+    pub fn nonce_sent(&self) -> Option<&str> {
+        self.nonce_sent.as_deref()
+    }
+
+    pub fn nonce_acked(&self) -> Option<&str> {
+        self.nonce_acked.as_deref()
+    }
+
+    /// The error of the last NACK, until an ACK.
+    pub fn last_error(&self) -> Option<&str> {
+        self.last_error.as_deref()
     }
 }
 
@@ -211,7 +306,7 @@ mod tests {
         w.on_request(ResourceType::Cluster, &req(&[], &[], ""), &NAMES);
         let (sent, removed) = w.diff(&[res("a", b"1"), res("b", b"1")]);
         assert_eq!((sent.len(), removed.len()), (2, 0));
-        w.sent("n1".into());
+        w.nonce_sent = Some("n1".into());
         assert_eq!(
             w.on_request(ResourceType::Cluster, &req(&[], &[], "n1"), &NAMES),
             Decision::Ack
@@ -233,7 +328,7 @@ mod tests {
         w.on_request(ResourceType::Cluster, &req(&[], &[], ""), &NAMES);
         let set = |body: &[u8]| ResourceSet::from(vec![res("a", b"1"), res("b", body)]);
         assert_eq!(w.diff_set(&set(b"1")).0.len(), 2);
-        w.sent("n1".into());
+        w.nonce_sent = Some("n1".into());
         w.on_request(ResourceType::Cluster, &req(&[], &[], "n1"), &NAMES);
         assert_eq!(w.diff_set(&set(b"1")), (vec![], vec![]), "the same set");
         let (sent, _) = w.diff_set(&set(b"2"));
@@ -290,7 +385,7 @@ mod tests {
             ["y"],
             "x is already at this version; z is not subscribed"
         );
-        w.sent("n1".into());
+        w.nonce_sent = Some("n1".into());
         assert_eq!(
             w.on_request(ResourceType::Endpoint, &req(&["z"], &["x"], "n1"), &NAMES),
             Decision::Respond

@@ -2,8 +2,9 @@
 //!
 //! - [`stream`]: the per-stream state machine (SotW and Delta) that the ConnectionActor
 //!   drives: requests in, responses out.
-//! - [`subscription`]: one type's subscription on a stream (istiod's `ShouldRespond`).
-//! - [`delta`]: Delta xDS's per-stream resource versions.
+//! - [`subscription`]: a SotW stream's subscriptions and istiod's `ShouldRespond` over them
+//!   (ACK, NACK, stale nonces, reconnects, AlwaysRespond), with private state.
+//! - [`delta`]: a Delta stream's subscriptions and the resource versions its client has.
 //! - [`names`]: the resource-name sets streams share.
 
 pub mod delta;

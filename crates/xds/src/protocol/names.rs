@@ -24,10 +24,7 @@ struct Inner {
 impl NameSets {
     /// A set shared with any other stream that holds an equal one.
     pub fn share_set(&self, names: BTreeSet<String>) -> Arc<BTreeSet<String>> {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        names.hash(&mut h);
-        self.share(h.finish(), names)
+        self.share(axon_config::hash::hash_texts(names.iter()), names)
     }
 
     /// `names` as a set shared with any other stream that holds an equal one; `hash`

@@ -117,10 +117,7 @@ impl Pending {
 }
 
 fn text_digest(text: &str) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    text.hash(&mut h);
-    h.finish()
+    axon_config::hash::hash_text(text)
 }
 
 /// A loaded file seen empty (`Some(digest)`) or gone (`None`), since when.

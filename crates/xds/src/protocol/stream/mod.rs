@@ -6,7 +6,10 @@
 //! ([`StreamState::on_context`]) or a push ([`StreamState::on_push`]) and returns an
 //! [`Output`]: the responses to queue, in order, and the [`Event`]s the caller reports
 //! (metrics, logs, the DistributionTracker). It does no I/O; the ConnectionActor is its
-//! shell. The models are istio's `pkg/xds/server.go` (`ShouldRespond`) and go-control-plane's
+//! shell. Whether a request is answered and what of a generated set is sent is decided by
+//! the subscriptions (istio's `pkg/xds/server.go` `ShouldRespond`: `protocol/subscription/`
+//! for SotW, `protocol/delta.rs` for Delta), held as one enum (`Subscriptions`); the
+//! stream generates and hands them the set. The other models are go-control-plane's
 //! `pkg/server/sotw`, `delta` and `stream`.
 
 mod delta;
@@ -14,24 +17,26 @@ mod delta;
 mod secret_tests;
 mod sotw;
 mod status;
+mod subscriptions;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use status::{ConnectionStatus, TypeStatus};
+pub use subscriptions::Protocol;
 
-use super::delta::DeltaSubscription;
 use super::names::NameSets;
-use super::subscription::{Decision, Subscription};
+use super::subscription::Decision;
 use crate::resource::{Request, ResourceType, Response};
 use axon_config::config::{ConfigKey, ConfigKind};
 use axon_model::proxy::Proxy;
 use axon_model::push_context::{PushContext, changed_clusters};
 use axon_model::push_request::PushRequest;
 use axon_model::sidecar_scope::{SidecarScope, needs_push};
+use subscriptions::Subscriptions;
 
 /// Config kinds that never change a load assignment, istiod's `skippedEdsConfigs`: EDS reads
 /// services, endpoints, DestinationRules and the proxy's locality, never routes, gateways,
@@ -116,21 +121,14 @@ struct EdsOnly {
 
 /// The protocol state of one ADS stream.
 pub struct StreamState {
-    delta: bool,
+    subscriptions: Subscriptions,
     names: Arc<NameSets>,
     proxy: Option<Arc<Proxy>>,
     ctx: Option<Arc<PushContext>>,
     /// What the proxy sees in `ctx`, and the configs it depends on.
     scope: Option<Arc<SidecarScope>>,
-    /// Boxed: a map's node has room for 11 values, and 11 inline subscriptions of ~230 bytes
-    /// made 2.5 KiB per stream for the four or five types a proxy subscribes.
-    sotw: BTreeMap<ResourceType, Box<Subscription>>,
-    delta_subs: BTreeMap<ResourceType, Box<DeltaSubscription>>,
     /// Types requested before the first context existed, answered when it arrives.
     waiting: BTreeSet<ResourceType>,
-    /// After CDS is sent, the next EDS request is answered even if it looks like an ACK, so
-    /// that cluster warming completes (istiod's AlwaysRespond, envoy#13009).
-    always_respond_eds: bool,
     unknown_types: BTreeSet<String>,
     nonce: u64,
     synced: bool,
@@ -148,17 +146,14 @@ pub struct StreamState {
 
 impl StreamState {
     /// A new stream, Delta or state of the world; `names` is shared by every stream.
-    pub fn new(delta: bool, names: Arc<NameSets>) -> StreamState {
+    pub fn new(protocol: Protocol, names: Arc<NameSets>) -> StreamState {
         StreamState {
-            delta,
+            subscriptions: Subscriptions::new(protocol),
             names,
             proxy: None,
             ctx: None,
             scope: None,
-            sotw: BTreeMap::new(),
-            delta_subs: BTreeMap::new(),
             waiting: BTreeSet::new(),
-            always_respond_eds: false,
             unknown_types: BTreeSet::new(),
             nonce: 0,
             synced: false,
@@ -182,8 +177,12 @@ impl StreamState {
         self
     }
 
+    pub fn protocol(&self) -> Protocol {
+        self.subscriptions.protocol()
+    }
+
     pub fn is_delta(&self) -> bool {
-        self.delta
+        self.protocol() == Protocol::Delta
     }
 
     /// The proxy, once the first request named it.
@@ -292,7 +291,7 @@ impl StreamState {
             if type_url == ResourceType::Endpoint && eds_unchanged && !sent_cds {
                 continue;
             }
-            if self.needs_type(type_url, version) {
+            if self.subscriptions.needs(type_url, version) {
                 let skip = !(request.forced || type_url == ResourceType::Endpoint && sent_cds);
                 let before = out.responses.len();
                 self.respond_push(type_url, skip, &mut out);
@@ -306,8 +305,7 @@ impl StreamState {
     }
 
     fn next_nonce(&mut self, version: u64) -> String {
-        self.nonce += 1;
-        format!("{version}-{}", self.nonce)
+        next_nonce(&mut self.nonce, version)
     }
 
     /// Records an unknown type, reported the first time it is seen on this stream.
@@ -342,16 +340,8 @@ impl StreamState {
         )
     }
 
-    fn is_acked(&self) -> bool {
-        if self.delta {
-            !self.delta_subs.is_empty() && self.delta_subs.values().all(|w| w.is_acked())
-        } else {
-            !self.sotw.is_empty() && self.sotw.values().all(|w| w.is_acked())
-        }
-    }
-
     fn check_synced(&mut self, out: &mut Output) {
-        if !self.is_acked() {
+        if !self.subscriptions.is_acked() {
             return;
         }
         if let Some(version) = self.awaiting_ack.take() {
@@ -382,18 +372,14 @@ impl StreamState {
             return;
         }
         let started = self.clock.map(|now| now());
-        let response = if self.delta {
-            self.delta_response(type_url)
-        } else {
-            self.sotw_response(type_url, skip_unchanged)
+        let response = match self.subscriptions {
+            Subscriptions::Sotw(_) => self.sotw_response(type_url, skip_unchanged),
+            Subscriptions::Delta(_) => self.delta_response(type_url),
         };
         let Some(response) = response else { return };
         if type_url == ResourceType::Secret {
             self.report_secret_problems(out);
         }
-        // EDS must follow a CDS response; an EDS response satisfies that.
-        self.always_respond_eds = type_url == ResourceType::Cluster
-            || (self.always_respond_eds && type_url != ResourceType::Endpoint);
         out.events.push(Event::Sent {
             type_url,
             resources: response_count(&response),
@@ -474,32 +460,15 @@ impl StreamState {
 
     /// The names subscribed for a type, if it is subscribed at all.
     pub fn subscribed(&self, type_url: ResourceType) -> Option<&BTreeSet<String>> {
-        if self.delta {
-            self.delta_subs
-                .get(&type_url)
-                .filter(|w| w.is_subscribed())
-                .map(|w| &*w.names)
-        } else {
-            self.sotw
-                .get(&type_url)
-                .filter(|w| w.is_subscribed())
-                .map(|w| &*w.names)
-        }
+        self.subscriptions.subscribed(type_url)
     }
+}
 
-    /// Whether a push of `version` has something to send for this type: it is subscribed, and
-    /// (SotW) was not already answered from this very context.
-    fn needs_type(&self, type_url: ResourceType, version: u64) -> bool {
-        if self.delta {
-            self.delta_subs
-                .get(&type_url)
-                .is_some_and(|w| w.is_subscribed())
-        } else {
-            self.sotw
-                .get(&type_url)
-                .is_some_and(|w| w.is_subscribed() && w.context_sent != Some(version))
-        }
-    }
+/// The next nonce of a stream whose last was the `counter`-th, for a response from the
+/// context of `version`.
+fn next_nonce(counter: &mut u64, version: u64) -> String {
+    *counter += 1;
+    format!("{version}-{counter}")
 }
 
 fn response_count(response: &Response) -> usize {

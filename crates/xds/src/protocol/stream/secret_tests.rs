@@ -72,10 +72,10 @@ fn a_secret_change_pushes_sds_only_to_the_streams_that_watch_it() {
     let names = ["kubernetes://cert", "kubernetes://cert-cacert"];
     // A SotW gateway in shop watching the Secret, one that does not, one in another
     // namespace asking for it, and a Delta one.
-    let mut watching = StreamState::new(false, Arc::default());
-    let mut other = StreamState::new(false, Arc::default());
-    let mut elsewhere = StreamState::new(false, Arc::default());
-    let mut by_delta = StreamState::new(true, Arc::default());
+    let mut watching = StreamState::new(Protocol::Sotw, Arc::default());
+    let mut other = StreamState::new(Protocol::Sotw, Arc::default());
+    let mut elsewhere = StreamState::new(Protocol::Sotw, Arc::default());
+    let mut by_delta = StreamState::new(Protocol::Delta, Arc::default());
     for (s, ns) in [
         (&mut watching, "shop"),
         (&mut other, "shop"),
@@ -163,7 +163,7 @@ fn a_gateway_is_pushed_in_full_when_its_credential_appears_and_sds_only_on_a_rot
         &Arc::default(),
     ));
     let lds = ResourceType::Listener;
-    let mut s = StreamState::new(false, Arc::default());
+    let mut s = StreamState::new(Protocol::Sotw, Arc::default());
     s.connect(&labelled("shop", lds, "", &[])).unwrap();
     s.on_context(first.clone());
     let out = s.on_request(labelled("shop", lds, "", &[]));

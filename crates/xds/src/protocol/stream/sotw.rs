@@ -1,8 +1,8 @@
 //! State-of-the-world requests and responses: the full current state of a type on every
 //! answer.
 
-use super::{Output, StreamState};
-use crate::protocol::subscription::{Decision, Subscription};
+use super::subscriptions::Subscriptions;
+use super::{Output, StreamState, next_nonce};
 use crate::resource::{
     ResourceSet, ResourceType, Response, XdsRequest, XdsResponse, sotw_version, update_digest,
 };
@@ -20,82 +20,72 @@ impl StreamState {
             }));
             return;
         };
-        let subscription = self
-            .sotw
-            .entry(type_url)
-            .or_insert_with(|| Box::new(Subscription::new(type_url)));
-        let mut decision = subscription.on_request(type_url, &req, &self.names);
-        if decision == Decision::Ack
-            && type_url == ResourceType::Endpoint
-            && self.always_respond_eds
-        {
-            decision = Decision::Respond;
-        }
+        // The transport reads a stream's requests by the method it was opened with.
+        let Subscriptions::Sotw(subscriptions) = &mut self.subscriptions else {
+            return;
+        };
+        let decision = subscriptions.should_respond(type_url, &req, &self.names);
         self.on_decision(type_url, decision, out);
     }
 
-    /// The full current state of one type. A non-wildcard type with no names is unsubscribed
-    /// and gets nothing; with `skip_unchanged` (a push), neither does one whose set is the
-    /// one sent last (same digest): the proxy has it already. Nor does a request with an
-    /// empty nonce whose `version_info` is the version of the set (a reconnect to this or
-    /// another replica): the client has that set (but EDS right after a CDS response, which
-    /// Envoy's warming clusters wait for). `version_info` is the set's digest; during an
-    /// endpoint-only push the response carries the changed clusters only, and its version
-    /// is the digest of the whole state the client then has.
+    /// The full current state of one type, generated for the subscribed names and handed to
+    /// the subscriptions, which say whether it is sent (`SotwSubscriptions::answer`): not to
+    /// an unsubscribed type, nor, with `skip_unchanged` (a push), when the client has the
+    /// set, nor to a reconnect that named its version. `version_info` is the set's digest;
+    /// during an endpoint-only push the response carries the changed clusters only, and its
+    /// version is the digest of the whole state the client then has.
     pub(super) fn sotw_response(
         &mut self,
         type_url: ResourceType,
         skip_unchanged: bool,
     ) -> Option<Response> {
         let (ctx, proxy, scope) = (self.ctx.clone()?, self.proxy.clone()?, self.scope.clone()?);
-        let subscription = self.sotw.get_mut(&type_url).filter(|w| w.is_subscribed())?;
+        let Subscriptions::Sotw(subscriptions) = &mut self.subscriptions else {
+            return None;
+        };
+        let subscription = subscriptions.subscribed_mut(type_url)?;
         let partial = match &self.eds_only {
             Some(eds) if type_url == ResourceType::Endpoint => Some(eds),
             _ => None,
         };
-        let resources = match partial {
-            Some(eds) => crate::generate_shared(type_url, &ctx, &proxy, &scope, &eds.clusters),
-            None => subscription.generated(type_url, &ctx, &proxy, &scope),
-        };
-        let subscription = &**subscription;
-        let digest = match (partial, subscription.digest_sent) {
-            (Some(eds), Some(had)) => {
-                let old = crate::generate_shared(
-                    type_url,
-                    &eds.old_ctx,
-                    &proxy,
-                    &eds.old_scope,
-                    &eds.clusters,
-                );
-                update_digest(had, &old, &resources)
+        let (resources, digest) = match partial {
+            None => {
+                let (names, key) = subscription.names_digest();
+                let set = crate::generate_shared_digest(type_url, &ctx, &proxy, &scope, names, key);
+                let digest = set.digest();
+                (set, digest)
             }
-            // Partial, but what the client has is unknown: the whole state's digest.
-            (Some(_), None) => {
-                crate::generate_shared(type_url, &ctx, &proxy, &scope, &subscription.names).digest()
+            Some(eds) => {
+                let set = crate::generate_shared(type_url, &ctx, &proxy, &scope, &eds.clusters);
+                let digest = match subscription.digest_sent() {
+                    Some(had) => {
+                        let old = crate::generate_shared(
+                            type_url,
+                            &eds.old_ctx,
+                            &proxy,
+                            &eds.old_scope,
+                            &eds.clusters,
+                        );
+                        update_digest(had, &old, &set)
+                    }
+                    // Partial, but what the client has is unknown: the whole state's digest.
+                    None => {
+                        let (names, key) = subscription.names_digest();
+                        crate::generate_shared_digest(type_url, &ctx, &proxy, &scope, names, key)
+                            .digest()
+                    }
+                };
+                (set, digest)
             }
-            (None, _) => resources.digest(),
         };
-        let version = sotw_version(digest);
-        let subscription = self.sotw.get_mut(&type_url)?;
-        if skip_unchanged && subscription.digest_sent == Some(digest) {
-            return None;
-        }
-        let warming = type_url == ResourceType::Endpoint && self.always_respond_eds;
-        if subscription.claimed.take().is_some_and(|v| v == version) && !warming {
-            subscription.in_sync(version);
-            subscription.digest_sent = Some(digest);
-            subscription.context_sent = Some(ctx.version);
-            return None;
-        }
-        let nonce = self.next_nonce(ctx.version);
-        let subscription = self.sotw.get_mut(&type_url)?;
-        subscription.sent(nonce.clone(), version.clone());
-        subscription.digest_sent = Some(digest);
-        subscription.context_sent = Some(ctx.version);
+        let counter = &mut self.nonce;
+        let sent = subscriptions.answer(type_url, digest, ctx.version, skip_unchanged, || {
+            next_nonce(counter, ctx.version)
+        })?;
         Some(Response::Sotw(XdsResponse {
             type_url: type_url.url(),
-            version_info: version,
-            nonce,
+            version_info: sent.version,
+            nonce: sent.nonce,
             resources,
         }))
     }

@@ -77,28 +77,6 @@ impl StreamState {
 
     /// The stream's sync state, as `/debug/syncz` shows it.
     pub fn status(&self, connection_id: u64, connected_seconds: f64) -> ConnectionStatus {
-        let sotw = self.sotw.iter().map(|(t, w)| TypeStatus {
-            type_name: t.short(),
-            type_url: t.url(),
-            wildcard: w.wildcard,
-            subscribed: w.names.len(),
-            nonce_sent: w.nonce_sent.clone(),
-            nonce_acked: w.nonce_acked.clone(),
-            version_sent: w.version_sent.clone(),
-            version_acked: w.version_acked.clone(),
-            last_error: w.last_error.clone(),
-        });
-        let delta = self.delta_subs.iter().map(|(t, w)| TypeStatus {
-            type_name: t.short(),
-            type_url: t.url(),
-            wildcard: w.wildcard,
-            subscribed: w.names.len(),
-            nonce_sent: w.nonce_sent.clone(),
-            nonce_acked: w.nonce_acked.clone(),
-            version_sent: None,
-            version_acked: None,
-            last_error: w.last_error.clone(),
-        });
         ConnectionStatus {
             proxy: self
                 .proxy
@@ -106,11 +84,11 @@ impl StreamState {
                 .map_or("", |p| p.id.as_str())
                 .to_string(),
             connection_id,
-            protocol: if self.delta { "delta" } else { "sotw" },
+            protocol: self.protocol().name(),
             connected_seconds,
             context_version: self.context_version(),
             synced: self.synced,
-            types: sotw.chain(delta).collect(),
+            types: self.subscriptions.status(),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The stream state machine without sockets: every rule of [`StreamState`] for SotW and
 //! Delta, driven by requests and pushes of real contexts built from YAML.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -113,7 +113,7 @@ fn delta_req(
 
 /// A connected stream that has the first context.
 fn stream(delta: bool) -> StreamState {
-    let mut s = StreamState::new(delta, Arc::default());
+    let mut s = StreamState::new(Protocol::from_delta(delta), Arc::default());
     s.connect(&sotw_req(CDS, "", &[])).expect("a valid node");
     assert!(s.on_context(first_context()).responses.is_empty());
     s
@@ -170,7 +170,7 @@ fn has_event(out: &Output, want: impl Fn(&Event) -> bool) -> bool {
 
 #[test]
 fn the_first_request_must_name_a_valid_node() {
-    let mut s = StreamState::new(false, Arc::default());
+    let mut s = StreamState::new(Protocol::Sotw, Arc::default());
     let no_node = Request::Sotw(XdsRequest {
         type_url: CDS.url(),
         ..Default::default()
@@ -193,7 +193,7 @@ fn the_first_request_must_name_a_valid_node() {
 
 #[test]
 fn sotw_requests_before_the_first_context_are_answered_when_it_arrives() {
-    let mut s = StreamState::new(false, Arc::default());
+    let mut s = StreamState::new(Protocol::Sotw, Arc::default());
     s.connect(&sotw_req(CDS, "", &[])).unwrap();
     assert!(s.on_request(sotw_req(CDS, "", &[])).responses.is_empty());
     let out = s.on_context(first_context());

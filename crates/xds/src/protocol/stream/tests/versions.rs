@@ -3,6 +3,8 @@
 //! version of what would be sent is sent nothing, and an endpoint-only push's partial EDS
 //! response carries the version of the whole state.
 
+use std::collections::BTreeMap;
+
 use super::*;
 
 /// A context of the same configs as [`first_context`], built as a replica that has pushed
@@ -19,7 +21,7 @@ fn other_replica() -> Arc<PushContext> {
 
 /// A connected SotW stream on `ctx`.
 fn stream_on(ctx: Arc<PushContext>) -> StreamState {
-    let mut s = StreamState::new(false, Arc::default());
+    let mut s = StreamState::new(Protocol::Sotw, Arc::default());
     s.connect(&sotw_req(CDS, "", &[])).expect("a valid node");
     assert!(s.on_context(ctx).responses.is_empty());
     s
