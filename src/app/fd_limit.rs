@@ -3,7 +3,7 @@
 
 /// Raises the soft `RLIMIT_NOFILE` to the hard one; returns the limit in force (`None`:
 /// unlimited or unknown).
-pub fn raise() -> Option<u64> {
+pub(super) fn raise() -> Option<u64> {
     use rustix::process::{Resource, getrlimit, setrlimit};
     let limit = getrlimit(Resource::Nofile);
     let (Some(soft), hard) = (limit.current, limit.maximum) else {
@@ -25,7 +25,7 @@ pub fn raise() -> Option<u64> {
 
 /// `max_connections` as configured, or (0) what the descriptor limit leaves after a
 /// reserve of a quarter of it, at most 1024.
-pub fn max_connections(configured: usize, fd_limit: Option<u64>) -> usize {
+pub(super) fn max_connections(configured: usize, fd_limit: Option<u64>) -> usize {
     if configured > 0 {
         return configured;
     }

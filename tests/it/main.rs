@@ -2,6 +2,10 @@
 //! `cargo test --test it NAME` runs the tests whose path contains NAME (`e2e::gateway`,
 //! `corpus`).
 
+// A test binary: the harness's helpers are `pub` for the test modules, not for another
+// crate, and a test's `unwrap` is its assertion.
+#![allow(unreachable_pub, clippy::unwrap_used)]
+
 mod ads;
 mod config;
 mod e2e;

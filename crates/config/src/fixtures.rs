@@ -6,7 +6,7 @@ use std::process::Command;
 /// A self-signed P-256 certificate and its key, made by openssl (`days` may be negative:
 /// an expired certificate).
 pub fn self_signed(cn: &str, days: i32) -> (String, String) {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().expect("a temporary directory for openssl");
     let run = |args: &[&str]| {
         let out = Command::new("openssl")
             .args(args)
@@ -45,6 +45,7 @@ pub fn self_signed(cn: &str, days: i32) -> (String, String) {
         "-out",
         "c.pem",
     ]);
-    let read = |f: &str| std::fs::read_to_string(dir.path().join(f)).unwrap();
+    let read =
+        |f: &str| std::fs::read_to_string(dir.path().join(f)).expect("openssl wrote the file");
     (read("c.pem"), read("k.pem"))
 }

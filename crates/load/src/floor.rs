@@ -19,14 +19,14 @@ use prost::Message;
 use crate::wire::{self, Deframer};
 
 /// Per view (a namespace): the four responses as gRPC payloads (absent types are `None`).
-pub type Views = HashMap<String, [Option<Bytes>; 4]>;
+pub(crate) type Views = HashMap<String, [Option<Bytes>; 4]>;
 
 /// The namespace of an Istio node id `TYPE~IP~POD.NS~DOMAIN`.
-pub fn namespace_of(node_id: &str) -> Option<&str> {
+pub(crate) fn namespace_of(node_id: &str) -> Option<&str> {
     node_id.split('~').nth(2)?.split_once('.').map(|(_, ns)| ns)
 }
 
-pub fn write_views(path: &Path, views: &Views) -> std::io::Result<()> {
+pub(crate) fn write_views(path: &Path, views: &Views) -> std::io::Result<()> {
     let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
     f.write_all(&(views.len() as u32).to_le_bytes())?;
     for (key, msgs) in views {
@@ -45,7 +45,7 @@ pub fn write_views(path: &Path, views: &Views) -> std::io::Result<()> {
     f.flush()
 }
 
-pub fn read_views(path: &Path) -> anyhow::Result<Views> {
+pub(crate) fn read_views(path: &Path) -> anyhow::Result<Views> {
     let mut f = std::io::BufReader::new(std::fs::File::open(path)?);
     fn read_u32(f: &mut impl Read) -> std::io::Result<u32> {
         let mut b = [0u8; 4];
@@ -78,14 +78,14 @@ pub fn read_views(path: &Path) -> anyhow::Result<Views> {
 /// What a `push` line re-sends: a type mask (bit per CDS, EDS, LDS, RDS) and the namespaces
 /// (all when `None`).
 #[derive(Debug, Clone, PartialEq)]
-pub struct PushSpec {
+pub(crate) struct PushSpec {
     pub types: u8,
     pub namespaces: Option<Vec<String>>,
 }
 
 impl PushSpec {
     /// `push`, or `push TYPES NAMESPACES` with comma lists (`*` for every namespace).
-    pub fn parse(line: &str) -> Option<PushSpec> {
+    pub(crate) fn parse(line: &str) -> Option<PushSpec> {
         let mut words = line.split_whitespace();
         if words.next()? != "push" {
             return None;
@@ -118,7 +118,11 @@ impl PushSpec {
 }
 
 /// Serves `views` on `addr` until stdin closes. Prints `replay listening ADDR`.
-pub fn serve(views_path: &Path, addr: std::net::SocketAddr, delta: bool) -> anyhow::Result<()> {
+pub(crate) fn serve(
+    views_path: &Path,
+    addr: std::net::SocketAddr,
+    delta: bool,
+) -> anyhow::Result<()> {
     let views = Arc::new(read_views(views_path)?);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -1,16 +1,16 @@
 //! RSS and CPU time of a process, from /proc.
 
 /// Resident set size in KiB (`VmRSS` of /proc/PID/status); 0 if unreadable.
-pub fn rss_kib(pid: u32) -> u64 {
+pub(crate) fn rss_kib(pid: u32) -> u64 {
     status_field(&format!("/proc/{pid}/status"), "VmRSS:")
 }
 
 /// Peak resident set size in KiB (`VmHWM`).
-pub fn hwm_kib(pid: u32) -> u64 {
+pub(crate) fn hwm_kib(pid: u32) -> u64 {
     status_field(&format!("/proc/{pid}/status"), "VmHWM:")
 }
 
-pub fn self_rss_kib() -> u64 {
+pub(crate) fn self_rss_kib() -> u64 {
     status_field("/proc/self/status", "VmRSS:")
 }
 
@@ -27,7 +27,7 @@ fn status_field(path: &str, key: &str) -> u64 {
 }
 
 /// User + system CPU seconds of a process (fields 14 and 15 of /proc/PID/stat).
-pub fn cpu_seconds(pid: u32) -> f64 {
+pub(crate) fn cpu_seconds(pid: u32) -> f64 {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return 0.0;
     };
@@ -50,7 +50,7 @@ fn clock_ticks() -> f64 {
 }
 
 /// The machine, for BENCHMARKS.md: cores, CPU model, memory.
-pub fn machine() -> String {
+pub(crate) fn machine() -> String {
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
     let model = std::fs::read_to_string("/proc/cpuinfo")
         .ok()

@@ -9,25 +9,25 @@ use bytes::{BufMut, Bytes, BytesMut};
 use prost::Message;
 use prost::encoding::{encode_key, encode_varint, string};
 
-pub const CDS: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
-pub const EDS: &str = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment";
-pub const LDS: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
-pub const RDS: &str = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration";
-pub const TYPES: [&str; 4] = [CDS, EDS, LDS, RDS];
+pub(crate) const CDS: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
+pub(crate) const EDS: &str = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment";
+pub(crate) const LDS: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
+pub(crate) const RDS: &str = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration";
+pub(crate) const TYPES: [&str; 4] = [CDS, EDS, LDS, RDS];
 const HCM: &str = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager";
 
-pub const SOTW_PATH: &str =
+pub(crate) const SOTW_PATH: &str =
     "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources";
-pub const DELTA_PATH: &str =
+pub(crate) const DELTA_PATH: &str =
     "/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources";
 
-pub fn type_index(url: &str) -> Option<usize> {
+pub(crate) fn type_index(url: &str) -> Option<usize> {
     TYPES.iter().position(|t| *t == url)
 }
 
 /// `DiscoveryResponse` without resources (they are skipped, not copied).
 #[derive(Clone, PartialEq, Message)]
-pub struct SotwHeader {
+pub(crate) struct SotwHeader {
     #[prost(string, tag = "1")]
     pub version_info: String,
     #[prost(string, tag = "4")]
@@ -38,19 +38,19 @@ pub struct SotwHeader {
 
 /// `DiscoveryResponse.resources` only, each `Any` as its `value` bytes (zero-copy).
 #[derive(Clone, PartialEq, Message)]
-pub struct SotwResources {
+pub(crate) struct SotwResources {
     #[prost(message, repeated, tag = "2")]
     pub resources: Vec<AnyValue>,
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct AnyValue {
+pub(crate) struct AnyValue {
     #[prost(bytes = "bytes", tag = "2")]
     pub value: Bytes,
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct AnyFull {
+pub(crate) struct AnyFull {
     #[prost(string, tag = "1")]
     pub type_url: String,
     #[prost(bytes = "bytes", tag = "2")]
@@ -59,7 +59,7 @@ pub struct AnyFull {
 
 /// `DeltaDiscoveryResponse` without resources.
 #[derive(Clone, PartialEq, Message)]
-pub struct DeltaHeader {
+pub(crate) struct DeltaHeader {
     #[prost(string, tag = "1")]
     pub system_version_info: String,
     #[prost(string, tag = "4")]
@@ -69,7 +69,7 @@ pub struct DeltaHeader {
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct DeltaResources {
+pub(crate) struct DeltaResources {
     #[prost(message, repeated, tag = "2")]
     pub resources: Vec<DeltaResource>,
     #[prost(string, repeated, tag = "6")]
@@ -78,7 +78,7 @@ pub struct DeltaResources {
 
 /// A `Resource` of a Delta response: its version (kept to resume with), name and body.
 #[derive(Clone, PartialEq, Message)]
-pub struct DeltaResource {
+pub(crate) struct DeltaResource {
     #[prost(string, tag = "1")]
     pub version: String,
     #[prost(message, optional, tag = "2")]
@@ -89,7 +89,7 @@ pub struct DeltaResource {
 
 /// A Cluster: its name, discovery type (3 = EDS) and EDS service name.
 #[derive(Clone, PartialEq, Message)]
-pub struct ClusterLite {
+pub(crate) struct ClusterLite {
     #[prost(string, tag = "1")]
     pub name: String,
     #[prost(int32, optional, tag = "2")]
@@ -99,13 +99,13 @@ pub struct ClusterLite {
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct EdsClusterConfigLite {
+pub(crate) struct EdsClusterConfigLite {
     #[prost(string, tag = "2")]
     pub service_name: String,
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct ListenerLite {
+pub(crate) struct ListenerLite {
     #[prost(message, repeated, tag = "3")]
     pub filter_chains: Vec<FilterChainLite>,
     #[prost(message, optional, tag = "25")]
@@ -113,32 +113,32 @@ pub struct ListenerLite {
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct FilterChainLite {
+pub(crate) struct FilterChainLite {
     #[prost(message, repeated, tag = "3")]
     pub filters: Vec<FilterLite>,
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct FilterLite {
+pub(crate) struct FilterLite {
     #[prost(message, optional, tag = "4")]
     pub typed_config: Option<AnyFull>,
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct HcmLite {
+pub(crate) struct HcmLite {
     #[prost(message, optional, tag = "3")]
     pub rds: Option<RdsLite>,
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct RdsLite {
+pub(crate) struct RdsLite {
     #[prost(string, tag = "2")]
     pub route_config_name: String,
 }
 
 /// The first request's fields the replay server reads.
 #[derive(Clone, PartialEq, Message)]
-pub struct SotwRequestLite {
+pub(crate) struct SotwRequestLite {
     #[prost(message, optional, tag = "2")]
     pub node: Option<NodeLite>,
     #[prost(string, tag = "4")]
@@ -148,7 +148,7 @@ pub struct SotwRequestLite {
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct DeltaRequestLite {
+pub(crate) struct DeltaRequestLite {
     #[prost(message, optional, tag = "1")]
     pub node: Option<NodeLite>,
     #[prost(string, tag = "2")]
@@ -158,13 +158,13 @@ pub struct DeltaRequestLite {
 }
 
 #[derive(Clone, PartialEq, Message)]
-pub struct NodeLite {
+pub(crate) struct NodeLite {
     #[prost(string, tag = "1")]
     pub id: String,
 }
 
 /// The EDS names a Cluster references (its service name, or its name), if it is EDS.
-pub fn eds_name(cluster: &[u8]) -> Option<String> {
+pub(crate) fn eds_name(cluster: &[u8]) -> Option<String> {
     let c = ClusterLite::decode(cluster).ok()?;
     if c.r#type != Some(3) {
         return None;
@@ -178,7 +178,7 @@ pub fn eds_name(cluster: &[u8]) -> Option<String> {
 }
 
 /// The route configuration names a Listener's HTTP connection managers reference.
-pub fn route_names(listener: &[u8], out: &mut Vec<String>) {
+pub(crate) fn route_names(listener: &[u8], out: &mut Vec<String>) {
     let Ok(l) = ListenerLite::decode(listener) else {
         return;
     };
@@ -199,7 +199,7 @@ pub fn route_names(listener: &[u8], out: &mut Vec<String>) {
 }
 
 /// The 5-byte gRPC prefix and the message, as one frame.
-pub fn grpc_frame(msg: &[u8]) -> Bytes {
+pub(crate) fn grpc_frame(msg: &[u8]) -> Bytes {
     let mut b = BytesMut::with_capacity(5 + msg.len());
     b.put_u8(0);
     b.put_u32(msg.len() as u32);
@@ -226,7 +226,7 @@ fn put_bytes(tag: u32, b: &[u8], buf: &mut BytesMut) {
 }
 
 /// A SotW `DiscoveryRequest`, gRPC-framed. `node` is an encoded `Node` (first request only).
-pub fn sotw_request(
+pub(crate) fn sotw_request(
     type_url: &str,
     version: &str,
     nonce: &str,
@@ -245,7 +245,7 @@ pub fn sotw_request(
 }
 
 /// A `DeltaDiscoveryRequest`, gRPC-framed.
-pub fn delta_request(
+pub(crate) fn delta_request(
     type_url: &str,
     nonce: &str,
     subscribe: &[String],
@@ -266,7 +266,7 @@ pub fn delta_request(
 
 /// The first `DeltaDiscoveryRequest` of a type on a resumed stream: the names to subscribe
 /// (none: wildcard) and `initial_resource_versions` (tag 5, a map: key 1, value 2), gRPC-framed.
-pub fn delta_resume_request(
+pub(crate) fn delta_resume_request(
     type_url: &str,
     subscribe: &[String],
     have: &HashMap<String, String>,
@@ -296,18 +296,18 @@ pub fn delta_resume_request(
 
 /// Splits complete gRPC messages off a receive buffer.
 #[derive(Default)]
-pub struct Deframer {
+pub(crate) struct Deframer {
     buf: BytesMut,
 }
 
 impl Deframer {
-    pub fn push(&mut self, chunk: &[u8]) {
+    pub(crate) fn push(&mut self, chunk: &[u8]) {
         self.buf.extend_from_slice(chunk);
     }
 
     /// The next complete message, if any. The buffer is released when it empties, so a
     /// stream at rest holds no receive memory.
-    pub fn next(&mut self) -> anyhow::Result<Option<Bytes>> {
+    pub(crate) fn next(&mut self) -> anyhow::Result<Option<Bytes>> {
         if self.buf.len() < 5 {
             return Ok(None);
         }

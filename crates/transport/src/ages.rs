@@ -20,12 +20,12 @@ struct Entry {
 
 /// The open connections by accept order (the ids are increasing).
 #[derive(Default)]
-pub struct Ages {
+pub(crate) struct Ages {
     open: Mutex<BTreeMap<u64, Entry>>,
 }
 
 /// Held by a connection for its life; leaving drops its entry.
-pub struct Aged {
+pub(crate) struct Aged {
     ages: Arc<Ages>,
     id: u64,
 }
@@ -43,7 +43,7 @@ impl Ages {
     }
 
     /// Enters connection `id`; `close` tells it to close, `open` counts its streams.
-    pub fn enter(
+    pub(crate) fn enter(
         self: &Arc<Self>,
         id: u64,
         close: Arc<Notify>,
@@ -58,7 +58,7 @@ impl Ages {
 
     /// Tells the `n` oldest connections that hold a stream to close; returns how many were
     /// told (fewer when fewer hold one). Each is told once: it leaves the order at once.
-    pub fn close_oldest(&self, n: usize) -> usize {
+    pub(crate) fn close_oldest(&self, n: usize) -> usize {
         let mut open = self.lock();
         let chosen: Vec<u64> = open
             .iter()

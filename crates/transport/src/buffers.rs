@@ -17,7 +17,7 @@ use tokio::sync::Notify;
 
 /// The bytes buffered by the streams drawing from it, and their bound.
 #[derive(Clone)]
-pub struct Budget {
+pub(crate) struct Budget {
     inner: Arc<Inner>,
 }
 
@@ -33,7 +33,11 @@ struct Inner {
 }
 
 impl Budget {
-    pub fn new(key: &'static str, max: usize, gauge: Option<prometheus::IntGauge>) -> Budget {
+    pub(crate) fn new(
+        key: &'static str,
+        max: usize,
+        gauge: Option<prometheus::IntGauge>,
+    ) -> Budget {
         Budget {
             inner: Arc::new(Inner {
                 used: AtomicUsize::new(0),
@@ -46,21 +50,21 @@ impl Budget {
         }
     }
 
-    pub fn key(&self) -> &'static str {
+    pub(crate) fn key(&self) -> &'static str {
         self.inner.key
     }
 
-    pub fn max(&self) -> usize {
+    pub(crate) fn max(&self) -> usize {
         self.inner.max
     }
 
     /// The bytes held now.
-    pub fn used(&self) -> usize {
+    pub(crate) fn used(&self) -> usize {
         self.inner.used.load(Ordering::SeqCst)
     }
 
     /// A share of nothing yet.
-    pub fn share(&self) -> Share {
+    pub(crate) fn share(&self) -> Share {
         Share {
             budget: self.clone(),
             held: 0,
@@ -107,7 +111,7 @@ impl Budget {
 }
 
 /// What one stream holds of a [`Budget`], given back when dropped.
-pub struct Share {
+pub(crate) struct Share {
     budget: Budget,
     held: usize,
 }
@@ -115,7 +119,7 @@ pub struct Share {
 impl Share {
     /// Makes the share `to` bytes; `false` (and the share unchanged) if growing to it would
     /// pass the bound.
-    pub fn resize(&mut self, to: usize) -> bool {
+    pub(crate) fn resize(&mut self, to: usize) -> bool {
         if to > self.held {
             if !self.budget.grow(to - self.held) {
                 return false;
@@ -136,7 +140,7 @@ impl Drop for Share {
 
 /// The shares a stream holds: of the connection's budget, of the pending streams' budget
 /// until the stream is admitted, and of the budget over every stream.
-pub struct Shares {
+pub(crate) struct Shares {
     pub connection: Share,
     pub pending: Option<Share>,
     pub total: Share,
@@ -145,7 +149,7 @@ pub struct Shares {
 impl Shares {
     /// Makes every share `to` bytes; on failure the budget that has no room (the others are
     /// back to what they held).
-    pub fn resize(&mut self, to: usize) -> Result<(), Budget> {
+    pub(crate) fn resize(&mut self, to: usize) -> Result<(), Budget> {
         if self.holds(to) {
             // Nothing to take or give back (a stream whose requests arrive whole holds 0
             // throughout): no budget is touched.
@@ -176,21 +180,21 @@ impl Shares {
     }
 
     /// Whether every share holds `bytes` already.
-    pub fn holds(&self, bytes: usize) -> bool {
+    pub(crate) fn holds(&self, bytes: usize) -> bool {
         self.connection.held == bytes
             && self.total.held == bytes
             && self.pending.as_ref().is_none_or(|p| p.held == bytes)
     }
 
     /// The stream is admitted: it gives back its share of the pending streams' budget.
-    pub fn admitted(&mut self) {
+    pub(crate) fn admitted(&mut self) {
         self.pending = None;
     }
 
     /// Resolves when any budget of these shares has given bytes back since this was called.
     /// Call it before a failed [`Shares::resize`] is retried, so that nothing given back in
     /// between is missed.
-    pub fn room(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+    pub(crate) fn room(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
         let seen: Vec<(Budget, u64)> = self
             .pending
             .iter()

@@ -19,7 +19,7 @@ use tokio::sync::{Notify, oneshot};
 use tokio::time::Instant;
 
 /// The pending streams, oldest first, and the connections they are on.
-pub struct Pending {
+pub(crate) struct Pending {
     max: usize,
     grace: std::time::Duration,
     state: Mutex<State>,
@@ -50,7 +50,7 @@ struct Conn {
 
 /// How room was made for a new stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MadeRoom {
+pub(crate) enum MadeRoom {
     /// Below the bound, or nothing could be closed.
     Nothing,
     /// The connection holding the most waiting streams (this many) was told to close.
@@ -60,13 +60,13 @@ pub enum MadeRoom {
 }
 
 /// A stream's place among the pending ones, left when dropped.
-pub struct Place {
+pub(crate) struct Place {
     id: u64,
     pending: Arc<Pending>,
 }
 
 impl Pending {
-    pub fn new(
+    pub(crate) fn new(
         max: usize,
         grace: std::time::Duration,
         gauge: prometheus::IntGauge,
@@ -79,13 +79,13 @@ impl Pending {
         })
     }
 
-    pub fn max(&self) -> usize {
+    pub(crate) fn max(&self) -> usize {
         self.max
     }
 
     /// Enters a new stream of `connection` (whose `close` closes it); the receiver resolves
     /// if the stream is later made to close for a newer one.
-    pub fn enter(
+    pub(crate) fn enter(
         self: &Arc<Self>,
         connection: u64,
         close: &Arc<Notify>,

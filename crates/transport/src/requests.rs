@@ -26,7 +26,7 @@ use axon_xds::protocol::stream::CloseReason;
 use axon_xds::wire::FrameError;
 
 /// What bounds a stream's requests.
-pub struct Bounds {
+pub(crate) struct Bounds {
     pub delta: bool,
     pub max_message_size: usize,
     pub message_timeout: Duration,
@@ -47,7 +47,7 @@ struct State {
 }
 
 /// The requests of a stream, decoded from its body as they arrive.
-pub fn stream(body: Body, bounds: Bounds) -> RequestStream {
+pub(crate) fn stream(body: Body, bounds: Bounds) -> RequestStream {
     let state = State {
         body,
         reader: RequestReader::with_limit(bounds.delta, bounds.max_message_size),

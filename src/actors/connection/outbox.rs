@@ -32,12 +32,12 @@ thread_local! {
 }
 
 /// Connection `id` finished the push it was given.
-pub fn push_done(peers: &Peers, id: ConnId) {
+pub(super) fn push_done(peers: &Peers, id: ConnId) {
     add(peers, |p| p.done.push(id));
 }
 
 /// A report for the DistributionTracker.
-pub fn report(peers: &Peers, report: Report) {
+pub(super) fn report(peers: &Peers, report: Report) {
     add(peers, |p| p.reports.push(report));
 }
 

@@ -14,7 +14,7 @@ use crate::proc;
 use axon_load::mesh::Mesh;
 
 #[derive(Args, Debug, Clone)]
-pub struct FilesArgs {
+pub(crate) struct FilesArgs {
     /// Config files in the directory.
     #[arg(long, default_value_t = 5000)]
     pub files: usize,
@@ -36,7 +36,7 @@ pub struct FilesArgs {
 }
 
 /// Runs it; returns whether every target was met.
-pub fn run(args: FilesArgs) -> anyhow::Result<bool> {
+pub(crate) fn run(args: FilesArgs) -> anyhow::Result<bool> {
     let half = args.files / 2;
     let mesh = Mesh {
         services: args.files - half,

@@ -29,7 +29,7 @@ use clients::{Hostile, Plan};
 use sampler::Sampler;
 
 #[derive(Args, Debug, Clone)]
-pub struct HostileArgs {
+pub(crate) struct HostileArgs {
     /// Healthy proxies in the baseline; as many new ones connect while the hostile ones are open.
     #[arg(long, default_value_t = 200)]
     pub proxies: usize,
@@ -131,7 +131,7 @@ impl Drop for WorkDir {
 }
 
 /// Runs it; returns whether every target was met.
-pub fn run(args: HostileArgs) -> anyhow::Result<bool> {
+pub(crate) fn run(args: HostileArgs) -> anyhow::Result<bool> {
     let mesh = Mesh::from_args(&args.mesh)?;
     anyhow::ensure!(
         mesh.virtual_services > 0,

@@ -5,6 +5,7 @@
 //! simulated proxies' ACKs.
 
 use std::path::PathBuf;
+use std::sync::PoisonError;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -15,15 +16,15 @@ use crate::floor;
 use crate::proc;
 use axon_load::mesh::{Mesh, MeshArgs};
 
-pub mod files;
+pub(crate) mod files;
 mod harness;
-pub mod hostile;
+pub(crate) mod hostile;
 mod noisy;
 mod targets;
 use harness::*;
 
 #[derive(Args, Debug, Clone)]
-pub struct BenchArgs {
+pub(crate) struct BenchArgs {
     /// Simulated proxies.
     #[arg(long, default_value_t = 2000)]
     pub proxies: usize,
@@ -65,7 +66,7 @@ pub struct BenchArgs {
 }
 
 /// Runs the benchmark; returns whether every proxy synced in every run (the CI check).
-pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
+pub(crate) fn run(args: BenchArgs) -> anyhow::Result<bool> {
     let mut mesh = Mesh::from_args(&args.mesh)?;
     if args.sidecars {
         mesh.sidecar_share = 1.0;
@@ -561,5 +562,5 @@ fn diff(a: [f64; 4], b: [f64; 4]) -> [f64; 4] {
 
 fn fleet_capture(shared: &Shared, j: usize) -> Option<[Option<bytes::Bytes>; 4]> {
     let cap = shared.proxies.get(j)?.captured.as_ref()?;
-    Some(cap.lock().unwrap().clone())
+    Some(cap.lock().unwrap_or_else(PoisonError::into_inner).clone())
 }

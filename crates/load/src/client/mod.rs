@@ -13,6 +13,7 @@
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::net::SocketAddr;
+use std::sync::PoisonError;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -27,12 +28,12 @@ use crate::wire;
 mod proxy;
 
 mod stats;
-pub use stats::{acks_after, bytes_by_type, quantile, resume_totals, sync_times_ms};
+pub(crate) use stats::{acks_after, bytes_by_type, quantile, resume_totals, sync_times_ms};
 
 /// One ACK: which type, which version (for `run --hold` and debugging), when (µs since `Shared::epoch`).
 #[derive(Debug, Clone, Copy)]
 #[allow(dead_code)]
-pub struct Ack {
+pub(crate) struct Ack {
     pub at_us: u64,
     /// SotW: the `version_info`, axon's content hash (16 hex digits); Delta: the
     /// `system_version_info`, axon's push number.
@@ -41,7 +42,7 @@ pub struct Ack {
 }
 
 #[derive(Default)]
-pub struct ProxyStat {
+pub(crate) struct ProxyStat {
     /// µs since the epoch when all four types were first ACKed; 0 until then.
     pub synced_us: AtomicU64,
     pub acks: Mutex<Vec<Ack>>,
@@ -62,7 +63,7 @@ pub struct ProxyStat {
 }
 
 /// What all simulated proxies share with the bench.
-pub struct Shared {
+pub(crate) struct Shared {
     pub epoch: Instant,
     pub proxies: Vec<ProxyStat>,
     pub total_acks: AtomicU64,
@@ -80,7 +81,7 @@ pub struct Shared {
 
 impl Shared {
     /// `capture(j)` says whether proxy `j` keeps its first responses.
-    pub fn new(n: usize, capture: impl Fn(usize) -> bool) -> Arc<Shared> {
+    pub(crate) fn new(n: usize, capture: impl Fn(usize) -> bool) -> Arc<Shared> {
         Arc::new(Shared {
             epoch: Instant::now(),
             proxies: (0..n)
@@ -99,11 +100,11 @@ impl Shared {
         })
     }
 
-    pub fn now_us(&self) -> u64 {
+    pub(crate) fn now_us(&self) -> u64 {
         self.epoch.elapsed().as_micros() as u64
     }
 
-    pub fn us(&self, t: Instant) -> u64 {
+    pub(crate) fn us(&self, t: Instant) -> u64 {
         t.saturating_duration_since(self.epoch).as_micros() as u64
     }
 
@@ -113,7 +114,7 @@ impl Shared {
         let mut h = siphasher::sip::SipHasher13::new_with_keys(0, 0);
         names.hash(&mut h);
         let key = h.finish();
-        let mut map = self.interner.lock().unwrap();
+        let mut map = self.interner.lock().unwrap_or_else(PoisonError::into_inner);
         match map.get(&key) {
             Some(a) if **a == names => a.clone(),
             _ => {
@@ -125,21 +126,24 @@ impl Shared {
     }
 
     fn fail(&self, j: usize, e: String) {
-        let mut slot = self.proxies[j].error.lock().unwrap();
+        let mut slot = self.proxies[j]
+            .error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if slot.is_none() {
             *slot = Some(e);
             self.errors.fetch_add(1, Ordering::Relaxed);
         }
     }
 
-    pub fn first_errors(&self, max: usize) -> Vec<String> {
+    pub(crate) fn first_errors(&self, max: usize) -> Vec<String> {
         self.proxies
             .iter()
             .enumerate()
             .filter_map(|(j, p)| {
                 p.error
                     .lock()
-                    .unwrap()
+                    .unwrap_or_else(PoisonError::into_inner)
                     .as_ref()
                     .map(|e| format!("proxy {j}: {e}"))
             })
@@ -150,7 +154,7 @@ impl Shared {
 
 /// How a simulated proxy connects.
 #[derive(Clone, Debug)]
-pub struct ClientConfig {
+pub(crate) struct ClientConfig {
     pub addr: SocketAddr,
     pub delta: bool,
     pub namespaces: usize,
@@ -165,7 +169,7 @@ fn string(v: &str) -> Value {
 }
 
 /// The encoded `Node` of proxy `j` (Istio id, metadata NAMESPACE and LABELS).
-pub fn node_bytes(j: usize, namespaces: usize) -> Vec<u8> {
+pub(crate) fn node_bytes(j: usize, namespaces: usize) -> Vec<u8> {
     let (id, ns) = axon_load::mesh::proxy_identity(j, namespaces);
     Node {
         id,
@@ -193,7 +197,7 @@ pub fn node_bytes(j: usize, namespaces: usize) -> Vec<u8> {
 ///
 /// Like Envoy, a proxy whose connection fails before its first response reconnects with
 /// backoff (100 ms doubling to 2 s, at most 10 times; counted in `Shared::retries`).
-pub async fn run(j: usize, cfg: ClientConfig, shared: Arc<Shared>) {
+pub(crate) async fn run(j: usize, cfg: ClientConfig, shared: Arc<Shared>) {
     let mut backoff = Duration::from_millis(100);
     for attempt in 0.. {
         match run_inner(j, &cfg, &shared, &mut proxy::State::default()).await {
@@ -215,7 +219,7 @@ pub async fn run(j: usize, cfg: ClientConfig, shared: Arc<Shared>) {
 /// or rebalancing axon, a killed one) or that cannot connect reconnects, after 100 ms
 /// doubling to 1 s (counted in `Shared::retries`), on a new stream that resumes with
 /// what it has (`proxy::State::first_requests`).
-pub async fn run_forever(j: usize, cfg: ClientConfig, shared: Arc<Shared>) {
+pub(crate) async fn run_forever(j: usize, cfg: ClientConfig, shared: Arc<Shared>) {
     let mut backoff = Duration::from_millis(100);
     let mut state = proxy::State::resuming();
     loop {

@@ -6,6 +6,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
+use std::sync::PoisonError;
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
@@ -27,7 +28,7 @@ struct TypeState {
 
 /// What one proxy has and subscribes, across its streams.
 #[derive(Default)]
-pub struct State {
+pub(super) struct State {
     types: [TypeState; 4],
     /// Delta: the subscribed EDS and RDS names.
     delta_eds: Option<Arc<Vec<String>>>,
@@ -39,7 +40,7 @@ pub struct State {
 
 impl State {
     /// A state that keeps the Delta resource versions, to resume with them.
-    pub fn resuming() -> State {
+    pub(super) fn resuming() -> State {
         State {
             have: Some(Default::default()),
             ..Default::default()
@@ -47,14 +48,14 @@ impl State {
     }
 
     /// Whether the proxy has something to resume (a CDS response was ACKed).
-    pub fn has_any(&self) -> bool {
+    pub(super) fn has_any(&self) -> bool {
         self.types[0].acked
     }
 
     /// The first requests of a stream: a fresh wildcard CDS with the node, or, when the
     /// proxy has something, what Envoy sends on reconnecting: each subscribed type with
     /// what it has, the node on the first.
-    pub fn first_requests(&mut self, delta: bool, node: &[u8]) -> Vec<Bytes> {
+    pub(super) fn first_requests(&mut self, delta: bool, node: &[u8]) -> Vec<Bytes> {
         for t in &mut self.types {
             t.nonce.clear();
         }
@@ -93,7 +94,7 @@ impl State {
 }
 
 /// One stream of one proxy.
-pub struct Proxy<'a> {
+pub(super) struct Proxy<'a> {
     pub j: usize,
     pub shared: &'a Shared,
     pub delta: bool,
@@ -104,7 +105,7 @@ pub struct Proxy<'a> {
 
 impl Proxy<'_> {
     /// Handles one response; returns the requests to send, in order.
-    pub fn on_message(&mut self, msg: Bytes) -> anyhow::Result<Vec<Bytes>> {
+    pub(super) fn on_message(&mut self, msg: Bytes) -> anyhow::Result<Vec<Bytes>> {
         let stat = &self.shared.proxies[self.j];
         stat.bytes.fetch_add(msg.len() as u64, Ordering::Relaxed);
         let (version, type_url, nonce) = if self.delta {
@@ -119,7 +120,7 @@ impl Proxy<'_> {
         };
         stat.bytes_by_type[ty].fetch_add(msg.len() as u64, Ordering::Relaxed);
         if let Some(cap) = &stat.captured {
-            let mut cap = cap.lock().unwrap();
+            let mut cap = cap.lock().unwrap_or_else(PoisonError::into_inner);
             if cap[ty].is_none() {
                 cap[ty] = Some(msg.clone());
             }
@@ -182,11 +183,14 @@ impl Proxy<'_> {
         } else {
             u64::from_str_radix(v, 16).unwrap_or(0)
         };
-        stat.acks.lock().unwrap().push(Ack {
-            at_us: shared.now_us(),
-            version,
-            ty: ty as u8,
-        });
+        stat.acks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Ack {
+                at_us: shared.now_us(),
+                version,
+                ty: ty as u8,
+            });
         shared.total_acks.fetch_add(1, Ordering::Relaxed);
         let s = &self.state;
         let eds_needed = self.eds_needed();

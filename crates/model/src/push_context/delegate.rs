@@ -22,7 +22,7 @@ use axon_config::istio::{HttpMatchRequest, HttpRoute, StringMatch, VirtualServic
 
 /// A root VirtualService with its delegates merged in.
 #[derive(Debug)]
-pub struct Merged {
+pub(super) struct Merged {
     /// The root's spec, with each delegating route replaced by the merged child routes.
     pub spec: VirtualService,
     /// Every child it names (found or not): a change to any of them changes the result.
@@ -32,13 +32,13 @@ pub struct Merged {
 }
 
 /// Whether any HTTP route of `vs` delegates (istiod's `isRootVs`).
-pub fn is_root(vs: &VirtualService) -> bool {
+pub(super) fn is_root(vs: &VirtualService) -> bool {
     vs.http.iter().any(|h| h.delegate.is_some())
 }
 
 /// Merges the delegates of the root `config` (a VirtualService with hosts). `children` finds
 /// a VirtualService by `(namespace, name)`; `default_export_to` is the mesh's.
-pub fn merge_root<'a>(
+pub(super) fn merge_root<'a>(
     config: &Config,
     vs: &VirtualService,
     children: impl Fn(&str, &str) -> Option<&'a Arc<Config>>,
@@ -127,7 +127,7 @@ fn resolve_route(http: &HttpRoute, namespace: &str) -> HttpRoute {
 /// istiod's `mergeHTTPRoute`: the child route with the root route's match blocks
 /// intersected in, its name prefixed by the root's, and each field it leaves unset taken
 /// from the root route; `None` when a child match block conflicts with every root one.
-pub fn merge_route(root: &HttpRoute, mut child: HttpRoute) -> Option<HttpRoute> {
+pub(super) fn merge_route(root: &HttpRoute, mut child: HttpRoute) -> Option<HttpRoute> {
     child.matches = merge_matches(&root.matches, &child.matches)?;
     child.name = joined(&root.name, &child.name);
     macro_rules! inherit {
@@ -167,7 +167,7 @@ fn joined(root: &str, child: &str) -> String {
 /// istiod's `mergeHTTPMatchRequests`: with no match blocks on one side, the other's; else
 /// every child block merged with each root block it does not conflict with. `None` (a
 /// conflict) when some child block conflicts with every root block.
-pub fn merge_matches(
+pub(super) fn merge_matches(
     root: &[HttpMatchRequest],
     child: &[HttpMatchRequest],
 ) -> Option<Vec<HttpMatchRequest>> {

@@ -98,7 +98,7 @@ pub static VIRTUAL_SERVICE: Message = Message {
     ],
 };
 
-pub static DESTINATION: Message = Message {
+pub(super) static DESTINATION: Message = Message {
     name: "Destination",
     fields: &[
         // Applied: `rds::route_action` (the cluster name).
@@ -125,7 +125,7 @@ pub static DESTINATION: Message = Message {
 // `redirect`, `directResponse`, `rewrite`, `timeout`, `retries`, `headers`, `fault`, the
 // mirrors and `corsPolicy` applied: `rds::action::translate` (istiod's `TranslateRoute`);
 // `delegate`: `push_context::delegate` (istiod's `MergeHTTPRoutes`).
-pub static HTTP_ROUTE: Message = Message {
+pub(super) static HTTP_ROUTE: Message = Message {
     name: "HTTPRoute",
     fields: &[
         // Applied: `rds::translate_routes` (the Envoy route's name).
@@ -222,7 +222,7 @@ pub static HTTP_ROUTE: Message = Message {
     ],
 };
 
-pub static DELEGATE: Message = Message {
+pub(super) static DELEGATE: Message = Message {
     name: "Delegate",
     fields: &[
         Field {
@@ -239,7 +239,7 @@ pub static DELEGATE: Message = Message {
 };
 
 // Every field applied: `rds::headers::operations` (route and destination header operations).
-pub static HEADERS: Message = Message {
+pub(super) static HEADERS: Message = Message {
     name: "Headers",
     fields: &[
         Field {
@@ -256,7 +256,7 @@ pub static HEADERS: Message = Message {
 };
 
 // Every field applied: `rds::headers::operations`.
-pub static HEADERS_HEADER_OPERATIONS: Message = Message {
+pub(super) static HEADERS_HEADER_OPERATIONS: Message = Message {
     name: "Headers.HeaderOperations",
     fields: &[
         Field {
@@ -278,7 +278,7 @@ pub static HEADERS_HEADER_OPERATIONS: Message = Message {
     ],
 };
 
-pub static TLS_ROUTE: Message = Message {
+pub(super) static TLS_ROUTE: Message = Message {
     name: "TLSRoute",
     fields: &[
         // A list. Applied: `lds::gateway_l4`.
@@ -296,7 +296,7 @@ pub static TLS_ROUTE: Message = Message {
     ],
 };
 
-pub static TCP_ROUTE: Message = Message {
+pub(super) static TCP_ROUTE: Message = Message {
     name: "TCPRoute",
     fields: &[
         // A list. Applied: `lds::gateway_l4`.
@@ -314,7 +314,7 @@ pub static TCP_ROUTE: Message = Message {
     ],
 };
 
-pub static HTTP_MATCH_REQUEST: Message = Message {
+pub(super) static HTTP_MATCH_REQUEST: Message = Message {
     name: "HTTPMatchRequest",
     fields: &[
         // Applied: `rds::translate_routes` (the Envoy route's name, `ROUTE.MATCH`).
@@ -404,7 +404,7 @@ pub static HTTP_MATCH_REQUEST: Message = Message {
     ],
 };
 
-pub static HTTP_ROUTE_DESTINATION: Message = Message {
+pub(super) static HTTP_ROUTE_DESTINATION: Message = Message {
     name: "HTTPRouteDestination",
     fields: &[
         // Applied: `rds::route_action`.
@@ -427,7 +427,7 @@ pub static HTTP_ROUTE_DESTINATION: Message = Message {
     ],
 };
 
-pub static ROUTE_DESTINATION: Message = Message {
+pub(super) static ROUTE_DESTINATION: Message = Message {
     name: "RouteDestination",
     fields: &[
         // Applied: `lds::l4::route_filters` (the cluster).
@@ -445,7 +445,7 @@ pub static ROUTE_DESTINATION: Message = Message {
     ],
 };
 
-pub static L4_MATCH_ATTRIBUTES: Message = Message {
+pub(super) static L4_MATCH_ATTRIBUTES: Message = Message {
     name: "L4MatchAttributes",
     fields: &[
         // A list.
@@ -488,7 +488,7 @@ pub static L4_MATCH_ATTRIBUTES: Message = Message {
     ],
 };
 
-pub static TLS_MATCH_ATTRIBUTES: Message = Message {
+pub(super) static TLS_MATCH_ATTRIBUTES: Message = Message {
     name: "TLSMatchAttributes",
     fields: &[
         // A list. Applied: `lds::gateway_l4::passthrough_chains`, `lds::sidecar_l4::service_chains`
@@ -534,7 +534,7 @@ pub static TLS_MATCH_ATTRIBUTES: Message = Message {
 };
 
 // Every field applied: `rds::action::redirect_action`.
-pub static HTTP_REDIRECT: Message = Message {
+pub(super) static HTTP_REDIRECT: Message = Message {
     name: "HTTPRedirect",
     fields: &[
         Field {
@@ -578,7 +578,7 @@ pub static HTTP_REDIRECT: Message = Message {
 };
 
 // Every field applied: `rds::action::direct_response`.
-pub static HTTP_DIRECT_RESPONSE: Message = Message {
+pub(super) static HTTP_DIRECT_RESPONSE: Message = Message {
     name: "HTTPDirectResponse",
     fields: &[
         Field {
@@ -595,7 +595,7 @@ pub static HTTP_DIRECT_RESPONSE: Message = Message {
 };
 
 // Every field applied: `rds::action::direct_response`.
-pub static HTTP_BODY: Message = Message {
+pub(super) static HTTP_BODY: Message = Message {
     name: "HTTPBody",
     fields: &[
         // Oneof `specifier`.
@@ -614,7 +614,7 @@ pub static HTTP_BODY: Message = Message {
 };
 
 // Every field applied: `rds::action::route_action`.
-pub static HTTP_REWRITE: Message = Message {
+pub(super) static HTTP_REWRITE: Message = Message {
     name: "HTTPRewrite",
     fields: &[
         Field {
@@ -636,7 +636,7 @@ pub static HTTP_REWRITE: Message = Message {
 };
 
 // Every field applied: `rds::action::route_action`.
-pub static REGEX_REWRITE: Message = Message {
+pub(super) static REGEX_REWRITE: Message = Message {
     name: "RegexRewrite",
     fields: &[
         Field {
@@ -652,7 +652,7 @@ pub static REGEX_REWRITE: Message = Message {
     ],
 };
 
-pub static STRING_MATCH: Message = Message {
+pub(super) static STRING_MATCH: Message = Message {
     name: "StringMatch",
     fields: &[
         // Oneof `match_type`. Applied: `rds::route_match`, `rds::string_matcher`.
@@ -684,7 +684,7 @@ pub static STRING_MATCH: Message = Message {
 };
 
 // Every field applied: `rds::action::retry_policy` (istiod's `retry.ConvertPolicy`).
-pub static HTTP_RETRY: Message = Message {
+pub(super) static HTTP_RETRY: Message = Message {
     name: "HTTPRetry",
     fields: &[
         Field {
@@ -721,7 +721,7 @@ pub static HTTP_RETRY: Message = Message {
 };
 
 // Every field applied: `rds::filters::cors` (istiod's `TranslateCORSPolicy`).
-pub static CORS_POLICY: Message = Message {
+pub(super) static CORS_POLICY: Message = Message {
     name: "CorsPolicy",
     fields: &[
         // A list, deprecated.
@@ -773,7 +773,7 @@ pub static CORS_POLICY: Message = Message {
 };
 
 // Every field applied: `rds::filters::fault` (istiod's `TranslateFault`; `exponentialDelay` and `http2Error` are rejected, as by istiod).
-pub static HTTP_FAULT_INJECTION: Message = Message {
+pub(super) static HTTP_FAULT_INJECTION: Message = Message {
     name: "HTTPFaultInjection",
     fields: &[
         Field {
@@ -790,7 +790,7 @@ pub static HTTP_FAULT_INJECTION: Message = Message {
 };
 
 // Every field applied: `rds::filters::fault`.
-pub static HTTP_FAULT_INJECTION_DELAY: Message = Message {
+pub(super) static HTTP_FAULT_INJECTION_DELAY: Message = Message {
     name: "HTTPFaultInjection.Delay",
     fields: &[
         // Deprecated.
@@ -820,7 +820,7 @@ pub static HTTP_FAULT_INJECTION_DELAY: Message = Message {
 };
 
 // Every field applied: `rds::filters::fault`.
-pub static HTTP_FAULT_INJECTION_ABORT: Message = Message {
+pub(super) static HTTP_FAULT_INJECTION_ABORT: Message = Message {
     name: "HTTPFaultInjection.Abort",
     fields: &[
         // Oneof `error_type`.
@@ -850,7 +850,7 @@ pub static HTTP_FAULT_INJECTION_ABORT: Message = Message {
 };
 
 // Every field applied: `rds::filters::mirror_policies`.
-pub static HTTP_MIRROR_POLICY: Message = Message {
+pub(super) static HTTP_MIRROR_POLICY: Message = Message {
     name: "HTTPMirrorPolicy",
     fields: &[
         Field {
@@ -866,7 +866,7 @@ pub static HTTP_MIRROR_POLICY: Message = Message {
     ],
 };
 
-pub static PORT_SELECTOR: Message = Message {
+pub(super) static PORT_SELECTOR: Message = Message {
     name: "PortSelector",
     fields: &[
         // Applied: `rds::route_action`.
@@ -879,7 +879,7 @@ pub static PORT_SELECTOR: Message = Message {
 };
 
 // Every field applied: `rds::filters` (a fraction of a million).
-pub static PERCENT: Message = Message {
+pub(super) static PERCENT: Message = Message {
     name: "Percent",
     fields: &[Field {
         name: "value",
@@ -930,7 +930,7 @@ pub static DESTINATION_RULE: Message = Message {
 
 // Applied: `model::traffic_policy::cluster_policy` (istiod's merge), `cds::to_cluster`
 // (`cds::{pool, outlier, lb, tls}`), `rds::hash` (the consistent hash of routes).
-pub static TRAFFIC_POLICY: Message = Message {
+pub(super) static TRAFFIC_POLICY: Message = Message {
     name: "TrafficPolicy",
     fields: &[
         Field {
@@ -977,7 +977,7 @@ pub static TRAFFIC_POLICY: Message = Message {
     ],
 };
 
-pub static TRAFFIC_POLICY_PORT_TRAFFIC_POLICY: Message = Message {
+pub(super) static TRAFFIC_POLICY_PORT_TRAFFIC_POLICY: Message = Message {
     name: "TrafficPolicy.PortTrafficPolicy",
     fields: &[
         Field {
@@ -1008,7 +1008,7 @@ pub static TRAFFIC_POLICY_PORT_TRAFFIC_POLICY: Message = Message {
     ],
 };
 
-pub static TRAFFIC_POLICY_TUNNEL_SETTINGS: Message = Message {
+pub(super) static TRAFFIC_POLICY_TUNNEL_SETTINGS: Message = Message {
     name: "TrafficPolicy.TunnelSettings",
     fields: &[
         Field {
@@ -1029,7 +1029,7 @@ pub static TRAFFIC_POLICY_TUNNEL_SETTINGS: Message = Message {
     ],
 };
 
-pub static TRAFFIC_POLICY_PROXY_PROTOCOL: Message = Message {
+pub(super) static TRAFFIC_POLICY_PROXY_PROTOCOL: Message = Message {
     name: "TrafficPolicy.ProxyProtocol",
     fields: &[Field {
         name: "version",
@@ -1038,7 +1038,7 @@ pub static TRAFFIC_POLICY_PROXY_PROTOCOL: Message = Message {
     }],
 };
 
-pub static TRAFFIC_POLICY_RETRY_BUDGET: Message = Message {
+pub(super) static TRAFFIC_POLICY_RETRY_BUDGET: Message = Message {
     name: "TrafficPolicy.RetryBudget",
     fields: &[
         Field {
@@ -1059,7 +1059,7 @@ pub static TRAFFIC_POLICY_RETRY_BUDGET: Message = Message {
     ],
 };
 
-pub static SUBSET: Message = Message {
+pub(super) static SUBSET: Message = Message {
     name: "Subset",
     fields: &[
         // Applied: `cds::generate` (`outbound|PORT|SUBSET|HOST`), `eds::load_assignment_for`.
@@ -1082,7 +1082,7 @@ pub static SUBSET: Message = Message {
     ],
 };
 
-pub static LOAD_BALANCER_SETTINGS: Message = Message {
+pub(super) static LOAD_BALANCER_SETTINGS: Message = Message {
     name: "LoadBalancerSettings",
     fields: &[
         // Oneof `lb_policy`.
@@ -1124,7 +1124,7 @@ pub static LOAD_BALANCER_SETTINGS: Message = Message {
     ],
 };
 
-pub static LOAD_BALANCER_SETTINGS_CONSISTENT_HASH_LB: Message = Message {
+pub(super) static LOAD_BALANCER_SETTINGS_CONSISTENT_HASH_LB: Message = Message {
     name: "LoadBalancerSettings.ConsistentHashLB",
     fields: &[
         // Oneof `hash_key`.
@@ -1172,7 +1172,7 @@ pub static LOAD_BALANCER_SETTINGS_CONSISTENT_HASH_LB: Message = Message {
     ],
 };
 
-pub static LOAD_BALANCER_SETTINGS_CONSISTENT_HASH_LB_RING_HASH: Message = Message {
+pub(super) static LOAD_BALANCER_SETTINGS_CONSISTENT_HASH_LB_RING_HASH: Message = Message {
     name: "LoadBalancerSettings.ConsistentHashLB.RingHash",
     fields: &[Field {
         name: "minimumRingSize",
@@ -1181,7 +1181,7 @@ pub static LOAD_BALANCER_SETTINGS_CONSISTENT_HASH_LB_RING_HASH: Message = Messag
     }],
 };
 
-pub static LOAD_BALANCER_SETTINGS_CONSISTENT_HASH_LB_MAG_LEV: Message = Message {
+pub(super) static LOAD_BALANCER_SETTINGS_CONSISTENT_HASH_LB_MAG_LEV: Message = Message {
     name: "LoadBalancerSettings.ConsistentHashLB.MagLev",
     fields: &[Field {
         name: "tableSize",
@@ -1190,7 +1190,7 @@ pub static LOAD_BALANCER_SETTINGS_CONSISTENT_HASH_LB_MAG_LEV: Message = Message 
     }],
 };
 
-pub static LOAD_BALANCER_SETTINGS_CONSISTENT_HASH_LB_HTTP_COOKIE: Message = Message {
+pub(super) static LOAD_BALANCER_SETTINGS_CONSISTENT_HASH_LB_HTTP_COOKIE: Message = Message {
     name: "LoadBalancerSettings.ConsistentHashLB.HTTPCookie",
     fields: &[
         Field {
@@ -1217,23 +1217,24 @@ pub static LOAD_BALANCER_SETTINGS_CONSISTENT_HASH_LB_HTTP_COOKIE: Message = Mess
     ],
 };
 
-pub static LOAD_BALANCER_SETTINGS_CONSISTENT_HASH_LB_HTTP_COOKIE_ATTRIBUTE: Message = Message {
-    name: "LoadBalancerSettings.ConsistentHashLB.HTTPCookie.Attribute",
-    fields: &[
-        Field {
-            name: "name",
-            kind: Kind::Scalar,
-            applied: Applied::Yes,
-        },
-        Field {
-            name: "value",
-            kind: Kind::Scalar,
-            applied: Applied::Yes,
-        },
-    ],
-};
+pub(super) static LOAD_BALANCER_SETTINGS_CONSISTENT_HASH_LB_HTTP_COOKIE_ATTRIBUTE: Message =
+    Message {
+        name: "LoadBalancerSettings.ConsistentHashLB.HTTPCookie.Attribute",
+        fields: &[
+            Field {
+                name: "name",
+                kind: Kind::Scalar,
+                applied: Applied::Yes,
+            },
+            Field {
+                name: "value",
+                kind: Kind::Scalar,
+                applied: Applied::Yes,
+            },
+        ],
+    };
 
-pub static WARMUP_CONFIGURATION: Message = Message {
+pub(super) static WARMUP_CONFIGURATION: Message = Message {
     name: "WarmupConfiguration",
     fields: &[
         Field {
@@ -1257,7 +1258,7 @@ pub static WARMUP_CONFIGURATION: Message = Message {
 // Applied: `cds::pool`, for DestinationRules' outbound clusters and, as istiod, the inbound
 // ones (`traffic_policy::inbound`: the own service's rule, a Sidecar's `inboundConnectionPool`
 // and ingress listeners' `connectionPool`).
-pub static CONNECTION_POOL_SETTINGS: Message = Message {
+pub(super) static CONNECTION_POOL_SETTINGS: Message = Message {
     name: "ConnectionPoolSettings",
     fields: &[
         Field {
@@ -1273,7 +1274,7 @@ pub static CONNECTION_POOL_SETTINGS: Message = Message {
     ],
 };
 
-pub static CONNECTION_POOL_SETTINGS_TCP_SETTINGS: Message = Message {
+pub(super) static CONNECTION_POOL_SETTINGS_TCP_SETTINGS: Message = Message {
     name: "ConnectionPoolSettings.TCPSettings",
     fields: &[
         Field {
@@ -1304,7 +1305,7 @@ pub static CONNECTION_POOL_SETTINGS_TCP_SETTINGS: Message = Message {
     ],
 };
 
-pub static CONNECTION_POOL_SETTINGS_TCP_SETTINGS_TCP_KEEPALIVE: Message = Message {
+pub(super) static CONNECTION_POOL_SETTINGS_TCP_SETTINGS_TCP_KEEPALIVE: Message = Message {
     name: "ConnectionPoolSettings.TCPSettings.TcpKeepalive",
     fields: &[
         Field {
@@ -1325,7 +1326,7 @@ pub static CONNECTION_POOL_SETTINGS_TCP_SETTINGS_TCP_KEEPALIVE: Message = Messag
     ],
 };
 
-pub static CONNECTION_POOL_SETTINGS_HTTP_SETTINGS: Message = Message {
+pub(super) static CONNECTION_POOL_SETTINGS_HTTP_SETTINGS: Message = Message {
     name: "ConnectionPoolSettings.HTTPSettings",
     fields: &[
         Field {
@@ -1382,16 +1383,17 @@ pub static CONNECTION_POOL_SETTINGS_HTTP_SETTINGS: Message = Message {
     ],
 };
 
-pub static CONNECTION_POOL_SETTINGS_HTTP_SETTINGS_HTTP2_PROTOCOL_OPTIONS: Message = Message {
-    name: "ConnectionPoolSettings.HTTPSettings.HTTP2ProtocolOptions",
-    fields: &[Field {
-        name: "connectionKeepalive",
-        kind: Kind::Message(&CONNECTION_POOL_SETTINGS_HTTP_SETTINGS_CONNECTION_KEEPALIVE),
-        applied: Applied::No,
-    }],
-};
+pub(super) static CONNECTION_POOL_SETTINGS_HTTP_SETTINGS_HTTP2_PROTOCOL_OPTIONS: Message =
+    Message {
+        name: "ConnectionPoolSettings.HTTPSettings.HTTP2ProtocolOptions",
+        fields: &[Field {
+            name: "connectionKeepalive",
+            kind: Kind::Message(&CONNECTION_POOL_SETTINGS_HTTP_SETTINGS_CONNECTION_KEEPALIVE),
+            applied: Applied::No,
+        }],
+    };
 
-pub static CONNECTION_POOL_SETTINGS_HTTP_SETTINGS_CONNECTION_KEEPALIVE: Message = Message {
+pub(super) static CONNECTION_POOL_SETTINGS_HTTP_SETTINGS_CONNECTION_KEEPALIVE: Message = Message {
     name: "ConnectionPoolSettings.HTTPSettings.ConnectionKeepalive",
     fields: &[
         Field {
@@ -1428,7 +1430,7 @@ pub static MESH_DEFAULT_TRAFFIC_POLICY: Message = Message {
     ],
 };
 
-pub static OUTLIER_DETECTION: Message = Message {
+pub(super) static OUTLIER_DETECTION: Message = Message {
     name: "OutlierDetection",
     fields: &[
         // Deprecated.
@@ -1489,7 +1491,7 @@ pub static OUTLIER_DETECTION: Message = Message {
 // Applied: `cds::tls`, certificates read by Envoy from the files, or `credentialName` from a
 // Secret over SDS (`xds::sds`). `mode: ISTIO_MUTUAL` and `configmap://` credentials are noted
 // by `model::applied`.
-pub static CLIENT_TLS_SETTINGS: Message = Message {
+pub(super) static CLIENT_TLS_SETTINGS: Message = Message {
     name: "ClientTLSSettings",
     fields: &[
         Field {
@@ -1541,7 +1543,7 @@ pub static CLIENT_TLS_SETTINGS: Message = Message {
     ],
 };
 
-pub static LOCALITY_LOAD_BALANCER_SETTING: Message = Message {
+pub(super) static LOCALITY_LOAD_BALANCER_SETTING: Message = Message {
     name: "LocalityLoadBalancerSetting",
     fields: &[
         // A list.
@@ -1570,7 +1572,7 @@ pub static LOCALITY_LOAD_BALANCER_SETTING: Message = Message {
     ],
 };
 
-pub static LOCALITY_LOAD_BALANCER_SETTING_DISTRIBUTE: Message = Message {
+pub(super) static LOCALITY_LOAD_BALANCER_SETTING_DISTRIBUTE: Message = Message {
     name: "LocalityLoadBalancerSetting.Distribute",
     fields: &[
         Field {
@@ -1586,7 +1588,7 @@ pub static LOCALITY_LOAD_BALANCER_SETTING_DISTRIBUTE: Message = Message {
     ],
 };
 
-pub static LOCALITY_LOAD_BALANCER_SETTING_FAILOVER: Message = Message {
+pub(super) static LOCALITY_LOAD_BALANCER_SETTING_FAILOVER: Message = Message {
     name: "LocalityLoadBalancerSetting.Failover",
     fields: &[
         Field {
@@ -1602,7 +1604,7 @@ pub static LOCALITY_LOAD_BALANCER_SETTING_FAILOVER: Message = Message {
     ],
 };
 
-pub static ZONE_AWARE_LOAD_BALANCER_SETTING: Message = Message {
+pub(super) static ZONE_AWARE_LOAD_BALANCER_SETTING: Message = Message {
     name: "ZoneAwareLoadBalancerSetting",
     fields: &[
         Field {
@@ -1630,7 +1632,7 @@ pub static ZONE_AWARE_LOAD_BALANCER_SETTING: Message = Message {
     ],
 };
 
-pub static ZONE_AWARE_LOAD_BALANCER_SETTING_FAILOVER: Message = Message {
+pub(super) static ZONE_AWARE_LOAD_BALANCER_SETTING_FAILOVER: Message = Message {
     name: "ZoneAwareLoadBalancerSetting.Failover",
     fields: &[
         Field {
@@ -1667,7 +1669,7 @@ pub static GATEWAY: Message = Message {
     ],
 };
 
-pub static SERVER: Message = Message {
+pub(super) static SERVER: Message = Message {
     name: "Server",
     fields: &[
         // Applied: `gateway::merge`.
@@ -1709,7 +1711,7 @@ pub static SERVER: Message = Message {
     ],
 };
 
-pub static PORT: Message = Message {
+pub(super) static PORT: Message = Message {
     name: "Port",
     fields: &[
         // Applied: `gateway::merge` (a listener and a route configuration per port).
@@ -1742,7 +1744,7 @@ pub static PORT: Message = Message {
     ],
 };
 
-pub static SERVER_TLS_SETTINGS: Message = Message {
+pub(super) static SERVER_TLS_SETTINGS: Message = Message {
     name: "ServerTLSSettings",
     fields: &[
         // Applied: `rds::gateway_virtual_hosts` (`require_tls`).
@@ -1851,7 +1853,7 @@ pub static SERVER_TLS_SETTINGS: Message = Message {
     ],
 };
 
-pub static SERVER_TLS_SETTINGS_TLS_CERTIFICATE: Message = Message {
+pub(super) static SERVER_TLS_SETTINGS_TLS_CERTIFICATE: Message = Message {
     name: "ServerTLSSettings.TLSCertificate",
     fields: &[
         // Applied: `lds::server_tls`.
@@ -1940,7 +1942,7 @@ pub static SERVICE_ENTRY: Message = Message {
     ],
 };
 
-pub static SERVICE_PORT: Message = Message {
+pub(super) static SERVICE_PORT: Message = Message {
     name: "ServicePort",
     fields: &[
         // Applied: `service::services_of` (clusters, listeners, routes).
@@ -2048,7 +2050,7 @@ pub static WORKLOAD_GROUP: Message = Message {
     ],
 };
 
-pub static WORKLOAD_GROUP_OBJECT_META: Message = Message {
+pub(super) static WORKLOAD_GROUP_OBJECT_META: Message = Message {
     name: "WorkloadGroup.ObjectMeta",
     fields: &[
         Field {
@@ -2064,7 +2066,7 @@ pub static WORKLOAD_GROUP_OBJECT_META: Message = Message {
     ],
 };
 
-pub static READINESS_PROBE: Message = Message {
+pub(super) static READINESS_PROBE: Message = Message {
     name: "ReadinessProbe",
     fields: &[
         Field {
@@ -2119,7 +2121,7 @@ pub static READINESS_PROBE: Message = Message {
     ],
 };
 
-pub static HTTP_HEALTH_CHECK_CONFIG: Message = Message {
+pub(super) static HTTP_HEALTH_CHECK_CONFIG: Message = Message {
     name: "HTTPHealthCheckConfig",
     fields: &[
         Field {
@@ -2151,7 +2153,7 @@ pub static HTTP_HEALTH_CHECK_CONFIG: Message = Message {
     ],
 };
 
-pub static GRPC_HEALTH_CHECK_CONFIG: Message = Message {
+pub(super) static GRPC_HEALTH_CHECK_CONFIG: Message = Message {
     name: "GrpcHealthCheckConfig",
     fields: &[
         Field {
@@ -2167,7 +2169,7 @@ pub static GRPC_HEALTH_CHECK_CONFIG: Message = Message {
     ],
 };
 
-pub static HTTP_HEADER: Message = Message {
+pub(super) static HTTP_HEADER: Message = Message {
     name: "HTTPHeader",
     fields: &[
         Field {
@@ -2183,7 +2185,7 @@ pub static HTTP_HEADER: Message = Message {
     ],
 };
 
-pub static TCP_HEALTH_CHECK_CONFIG: Message = Message {
+pub(super) static TCP_HEALTH_CHECK_CONFIG: Message = Message {
     name: "TCPHealthCheckConfig",
     fields: &[
         Field {
@@ -2199,7 +2201,7 @@ pub static TCP_HEALTH_CHECK_CONFIG: Message = Message {
     ],
 };
 
-pub static EXEC_HEALTH_CHECK_CONFIG: Message = Message {
+pub(super) static EXEC_HEALTH_CHECK_CONFIG: Message = Message {
     name: "ExecHealthCheckConfig",
     fields: &[
         // A list.
@@ -2251,7 +2253,7 @@ pub static SIDECAR: Message = Message {
     ],
 };
 
-pub static ISTIO_INGRESS_LISTENER: Message = Message {
+pub(super) static ISTIO_INGRESS_LISTENER: Message = Message {
     name: "IstioIngressListener",
     fields: &[
         // Applied: `sidecar_scope::ingress` (number and protocol).
@@ -2294,7 +2296,7 @@ pub static ISTIO_INGRESS_LISTENER: Message = Message {
     ],
 };
 
-pub static ISTIO_EGRESS_LISTENER: Message = Message {
+pub(super) static ISTIO_EGRESS_LISTENER: Message = Message {
     name: "IstioEgressListener",
     fields: &[
         // Applied: `sidecar_scope::sidecar_scope` (`lds::sidecar_listeners`,
@@ -2326,7 +2328,7 @@ pub static ISTIO_EGRESS_LISTENER: Message = Message {
     ],
 };
 
-pub static WORKLOAD_SELECTOR: Message = Message {
+pub(super) static WORKLOAD_SELECTOR: Message = Message {
     name: "WorkloadSelector",
     fields: &[
         // Applied: `sidecar_scope::select_sidecar`, `service::endpoints_of`.
@@ -2338,7 +2340,7 @@ pub static WORKLOAD_SELECTOR: Message = Message {
     ],
 };
 
-pub static OUTBOUND_TRAFFIC_POLICY: Message = Message {
+pub(super) static OUTBOUND_TRAFFIC_POLICY: Message = Message {
     name: "OutboundTrafficPolicy",
     fields: &[
         // Applied: `sidecar_scope::OutboundPolicy` (REGISTRY_ONLY: `block_all`, 502, and
@@ -2358,7 +2360,7 @@ pub static OUTBOUND_TRAFFIC_POLICY: Message = Message {
     ],
 };
 
-pub static SIDECAR_PORT: Message = Message {
+pub(super) static SIDECAR_PORT: Message = Message {
     name: "SidecarPort",
     fields: &[
         // Applied: `sidecar_scope::sidecar_scope`.
@@ -2391,7 +2393,7 @@ pub static SIDECAR_PORT: Message = Message {
 
 // ---- type/v1beta1/selector.proto ----
 
-pub static TYPE_WORKLOAD_SELECTOR: Message = Message {
+pub(super) static TYPE_WORKLOAD_SELECTOR: Message = Message {
     name: "istio.type.v1beta1.WorkloadSelector",
     fields: &[Field {
         name: "matchLabels",

@@ -29,16 +29,16 @@ const REFUSED_WITHIN: Duration = Duration::from_secs(1);
 const BACKOFF: Duration = Duration::from_millis(100);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
+pub(super) enum Kind {
     NoPreface,
     Silent,
     Stalled,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 3] = [Kind::NoPreface, Kind::Silent, Kind::Stalled];
+    pub(super) const ALL: [Kind; 3] = [Kind::NoPreface, Kind::Silent, Kind::Stalled];
 
-    pub fn label(self) -> &'static str {
+    pub(super) fn label(self) -> &'static str {
         match self {
             Kind::NoPreface => "TCP, no HTTP/2 preface",
             Kind::Silent => "HTTP/2, silent streams",
@@ -52,7 +52,7 @@ impl Kind {
 }
 
 /// The counters of one kind of hostile connection.
-pub struct KindStats {
+pub(super) struct KindStats {
     /// Connections open now.
     pub open: AtomicI64,
     /// Connections made (first openings and reopenings).
@@ -94,7 +94,7 @@ impl Default for KindStats {
 
 impl KindStats {
     /// The shortest and longest life of what axon closed, seconds; `None` before any.
-    pub fn lives(&self) -> Option<(f64, f64)> {
+    pub(super) fn lives(&self) -> Option<(f64, f64)> {
         let min = self.life_min_ms.load(Ordering::Relaxed);
         (min != u64::MAX).then(|| {
             (
@@ -113,18 +113,18 @@ impl KindStats {
 
 /// What every hostile connection shares with the scenario.
 #[derive(Default)]
-pub struct Hostile {
+pub(super) struct Hostile {
     pub kinds: [KindStats; 3],
     reasons: Mutex<BTreeMap<String, u64>>,
 }
 
 impl Hostile {
-    pub fn kind(&self, k: Kind) -> &KindStats {
+    pub(super) fn kind(&self, k: Kind) -> &KindStats {
         &self.kinds[k.index()]
     }
 
     /// Connections open now, over every kind.
-    pub fn held(&self) -> i64 {
+    pub(super) fn held(&self) -> i64 {
         self.kinds
             .iter()
             .map(|k| k.open.load(Ordering::Relaxed))
@@ -132,7 +132,7 @@ impl Hostile {
     }
 
     /// Streams open now, over every kind.
-    pub fn streams_held(&self) -> i64 {
+    pub(super) fn streams_held(&self) -> i64 {
         self.kinds
             .iter()
             .map(|k| k.streams_open.load(Ordering::Relaxed))
@@ -140,7 +140,7 @@ impl Hostile {
     }
 
     /// The closing reasons seen, with their counts.
-    pub fn reasons(&self) -> Vec<(String, u64)> {
+    pub(super) fn reasons(&self) -> Vec<(String, u64)> {
         let map = self.reasons.lock().unwrap_or_else(|e| e.into_inner());
         map.iter().map(|(k, v)| (k.clone(), *v)).collect()
     }
@@ -159,7 +159,7 @@ impl Hostile {
 
 /// The hostile connections to open.
 #[derive(Debug, Clone)]
-pub struct Plan {
+pub(super) struct Plan {
     pub addr: SocketAddr,
     pub no_preface: usize,
     pub silent: usize,
@@ -174,14 +174,14 @@ pub struct Plan {
 }
 
 impl Plan {
-    pub fn total(&self) -> usize {
+    pub(super) fn total(&self) -> usize {
         self.no_preface + self.silent + self.stalled
     }
 }
 
 /// A gRPC message head announcing `announce` bytes, followed by `body` bytes of it (fewer than
 /// announced, so that it never completes).
-pub fn stalled_message(announce: u32, body: usize) -> Bytes {
+pub(super) fn stalled_message(announce: u32, body: usize) -> Bytes {
     let body = body.min(announce.saturating_sub(1) as usize);
     let mut out = Vec::with_capacity(5 + body);
     out.push(0u8);
@@ -191,7 +191,7 @@ pub fn stalled_message(announce: u32, body: usize) -> Bytes {
 }
 
 /// Starts every hostile connection of `plan`, spread over `plan.ramp`, the kinds interleaved.
-pub fn start(
+pub(super) fn start(
     rt: &tokio::runtime::Runtime,
     plan: &Plan,
     stats: Arc<Hostile>,

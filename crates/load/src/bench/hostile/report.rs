@@ -17,7 +17,7 @@ const MAX_LOG_BYTES: u64 = 64 << 20;
 
 /// What axon logged after a point: line counts, and the first few distinct warnings.
 #[derive(Default)]
-pub struct LogTail {
+pub(super) struct LogTail {
     pub lines: usize,
     pub warn: usize,
     pub error: usize,
@@ -27,7 +27,7 @@ pub struct LogTail {
 }
 
 impl LogTail {
-    pub fn read(path: &Path, from: u64) -> LogTail {
+    pub(super) fn read(path: &Path, from: u64) -> LogTail {
         let mut text = String::new();
         if let Ok(mut f) = std::fs::File::open(path)
             && f.seek(SeekFrom::Start(from)).is_ok()

@@ -16,7 +16,7 @@ const MAX_SAMPLES: usize = 8192;
 const EVERY: Duration = Duration::from_millis(250);
 
 #[derive(Debug, Clone, Copy)]
-pub struct Sample {
+pub(super) struct Sample {
     /// Since the sampler started.
     pub at: Duration,
     pub rss_kib: u64,
@@ -26,13 +26,13 @@ pub struct Sample {
     pub streams: i64,
 }
 
-pub struct Sampler {
+pub(super) struct Sampler {
     stop: Arc<AtomicBool>,
     thread: std::thread::JoinHandle<Vec<Sample>>,
 }
 
 impl Sampler {
-    pub fn start(pid: u32, monitoring: SocketAddr, hostile: Arc<Hostile>) -> Sampler {
+    pub(super) fn start(pid: u32, monitoring: SocketAddr, hostile: Arc<Hostile>) -> Sampler {
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = stop.clone();
         let thread = std::thread::spawn(move || {
@@ -61,14 +61,14 @@ impl Sampler {
         Sampler { stop, thread }
     }
 
-    pub fn stop(self) -> Vec<Sample> {
+    pub(super) fn stop(self) -> Vec<Sample> {
         self.stop.store(true, Ordering::Relaxed);
         self.thread.join().unwrap_or_default()
     }
 }
 
 /// Peak and median of `v` (unsorted); `(0, 0)` if empty.
-pub fn peak_median<T: Copy + PartialOrd + Default>(mut v: Vec<T>) -> (T, T) {
+pub(super) fn peak_median<T: Copy + PartialOrd + Default>(mut v: Vec<T>) -> (T, T) {
     if v.is_empty() {
         return (T::default(), T::default());
     }

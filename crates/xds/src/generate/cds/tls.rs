@@ -59,7 +59,7 @@ use axon_model::secrets;
 const TLS_SOCKET: &str = "envoy.transport_sockets.tls";
 
 /// istiod's prefix of a ConfigMap credential, which axon does not serve.
-pub const CONFIGMAP_PREFIX: &str = "configmap://";
+pub(super) const CONFIGMAP_PREFIX: &str = "configmap://";
 
 /// Whether axon translates `tls` (the other modes and ConfigMap credentials are reported).
 pub(super) fn is_translated(tls: &ClientTls) -> bool {

@@ -26,7 +26,7 @@ use axon_model::service::Endpoint;
 
 /// One locality's endpoints, with the model endpoints they came from (same order).
 #[derive(Debug, Clone)]
-pub struct Group<'a> {
+pub(super) struct Group<'a> {
     pub locality: Locality,
     pub envoy: LocalityLbEndpoints,
     pub endpoints: Vec<&'a Endpoint>,
@@ -40,7 +40,7 @@ pub struct Receiver<'a> {
 }
 
 /// Applies `setting` for `receiver` (`outlier_detection`: the cluster's policy has it).
-pub fn apply(
+pub(super) fn apply(
     groups: Vec<Group<'_>>,
     receiver: &Receiver<'_>,
     setting: LbSetting<'_>,

@@ -35,7 +35,7 @@ const ALPN_DOWNSTREAM_MX: [&str; 3] = ["istio-peer-exchange", "h2", "http/1.1"];
 /// The SDS name of a Kubernetes Secret (istiod's `KubernetesSecretTypeURI`).
 const KUBERNETES: &str = "kubernetes://";
 /// istiod's suffix of a credential's CA.
-pub const CA_SUFFIX: &str = "-cacert";
+pub(super) const CA_SUFFIX: &str = "-cacert";
 /// istiod's SDS names of the workload certificate and roots.
 const WORKLOAD_CERT: &str = "default";
 const WORKLOAD_ROOTS: &str = "ROOTCA";
@@ -218,7 +218,7 @@ fn combined(checks: CertificateValidationContext, roots: SdsSecretConfig) -> Val
 /// certificate, `sds://NAME` (no external SDS provider in axon) is `NAME` over ADS, and
 /// istiod's `ToResourceName`: a name with its own type keeps it, others are Kubernetes
 /// Secrets (`kubernetes://NAME`).
-pub fn credential_resource(name: &str) -> String {
+pub(super) fn credential_resource(name: &str) -> String {
     if name == "builtin://" {
         return WORKLOAD_CERT.to_string();
     }

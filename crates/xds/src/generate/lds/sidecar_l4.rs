@@ -91,7 +91,7 @@ pub(super) struct TcpEntry {
 }
 
 impl TcpEntry {
-    pub fn new(bind: &str, port: u32, bound: bool) -> TcpEntry {
+    pub(super) fn new(bind: &str, port: u32, bound: bool) -> TcpEntry {
         TcpEntry {
             bind: bind.to_string(),
             port,
@@ -102,7 +102,7 @@ impl TcpEntry {
 
     /// istiod's `mergeTCPFilterChains`: a chain that matches like one already there is
     /// dropped.
-    pub fn merge(&mut self, incoming: Vec<ChainOpts>) {
+    pub(super) fn merge(&mut self, incoming: Vec<ChainOpts>) {
         for chain in incoming {
             if !self.chains.iter().any(|c| c.conflicts_with(&chain)) {
                 self.chains.push(chain);
@@ -111,7 +111,7 @@ impl TcpEntry {
     }
 
     /// istiod's `buildListenerFromEntry`, falling through to `fallthrough_cluster`.
-    pub fn build(self, fallthrough_cluster: &str) -> Resource {
+    pub(super) fn build(self, fallthrough_cluster: &str) -> Resource {
         let name = format!("{}_{}", self.bind, self.port);
         let sni = self.chains.iter().any(|c| !c.sni_hosts.is_empty());
         let mut listener = Listener {
