@@ -126,9 +126,9 @@ pub fn run(settings: Settings) -> anyhow::Result<()> {
 /// System. Everything that can fail at start-up fails here, before any actor or thread is
 /// started: a listener that does not bind, TLS files that do not read, a Kubernetes API
 /// server that does not answer.
-pub async fn start(settings: Settings) -> anyhow::Result<Handles> {
-    let mut limits = settings.limits.clone();
+pub async fn start(mut settings: Settings) -> anyhow::Result<Handles> {
     let fd_limit = fd_limit::raise();
+    let limits = &mut settings.limits;
     limits.max_connections = fd_limit::max_connections(limits.max_connections, fd_limit);
     let listeners = Listeners::bind(&settings).await?;
     // The flag a Kubernetes client's failure is reported under.
@@ -143,7 +143,7 @@ pub async fn start(settings: Settings) -> anyhow::Result<Handles> {
     };
     let kube_client = client.clone().filter(|_| settings.kubernetes);
     let token_client = client.filter(|_| settings.token_auth.is_some());
-    wire(settings, limits, listeners, kube_client, token_client).await
+    wire(settings, listeners, kube_client, token_client).await
 }
 
 /// A Kubernetes client whose API server answered.
@@ -165,11 +165,11 @@ async fn kubernetes_client(flag: &str) -> anyhow::Result<kube::Client> {
 
 async fn wire(
     settings: Settings,
-    limits: Limits,
     listeners: Listeners,
     kube_client: Option<kube::Client>,
     token_client: Option<kube::Client>,
 ) -> anyhow::Result<Handles> {
+    let limits = &settings.limits;
     let metrics = Metrics::new();
     metrics
         .xds_max_connections
@@ -269,7 +269,7 @@ async fn wire(
             client,
             &trust_domain,
             &settings.token_audience,
-            &limits,
+            limits,
             &metrics,
         ));
     }
@@ -300,14 +300,14 @@ async fn wire(
         monitoring_addr.port(),
         &ads,
         peer_client.clone(),
-        &limits,
+        limits,
         &metrics,
     );
     if let Some(xds) = listeners.xds {
-        serve_xds(xds, &arbiters, &ads, &limits, &drain, None)?;
+        serve_xds(xds, &arbiters, &ads, limits, &drain, None)?;
     }
     if let Some((xds_tls, tls)) = listeners.xds_tls {
-        serve_xds(xds_tls, &arbiters, &ads, &limits, &drain, Some(tls))?;
+        serve_xds(xds_tls, &arbiters, &ads, limits, &drain, Some(tls))?;
     }
     let outbox = |source| Outbox::new(source, debouncer.clone().recipient(), metrics.clone());
     // The FileRegistry reads and parses on a thread of its own: a slow parse never delays

@@ -180,20 +180,6 @@ impl Metrics {
                 .expect("unique metric");
             g
         };
-        let counter = |name: &str, help: &str| {
-            let c = IntCounterVec::new(Opts::new(name, help), &["type"]).expect("valid metric");
-            registry
-                .register(Box::new(c.clone()))
-                .expect("unique metric");
-            c
-        };
-        let by_reason = |name: &str, help: &str| {
-            let c = IntCounterVec::new(Opts::new(name, help), &["reason"]).expect("valid metric");
-            registry
-                .register(Box::new(c.clone()))
-                .expect("unique metric");
-            c
-        };
         let by_label = |name: &str, help: &str, label: &str| {
             let c = IntCounterVec::new(Opts::new(name, help), &[label]).expect("valid metric");
             registry
@@ -201,6 +187,8 @@ impl Metrics {
                 .expect("unique metric");
             c
         };
+        let counter = |name: &str, help: &str| by_label(name, help, "type");
+        let by_reason = |name: &str, help: &str| by_label(name, help, "reason");
         let histogram = |name: &str, help: &str| {
             let h = Histogram::with_opts(
                 HistogramOpts::new(name, help).buckets(LATENCY_BUCKETS.to_vec()),
@@ -334,10 +322,9 @@ impl Metrics {
                 "Registry updates that changed no config (a file saved again as it was, a Kubernetes event of resourceVersion or status only): nothing was pushed.",
                 "source",
             ),
-            kubernetes_relists: by_label(
+            kubernetes_relists: by_reason(
                 "axon_kubernetes_relists",
                 "Kubernetes watches listed again: expired (410 Gone) or namespaces (the selected namespaces changed).",
-                "reason",
             ),
             xds_max_connections: gauge(
                 "axon_xds_max_connections",

@@ -3,38 +3,37 @@
 //! an ADS client gets the gateway's clusters, and the shutdown future given to
 //! `Handles::serve_until` drains it and ends it.
 
-use std::net::SocketAddr;
 use std::sync::mpsc;
 use std::time::Duration;
 
 use axon::app::{self, Settings};
-use axon::limits::Limits;
+use axon::cli::{Cli, Command};
+use clap::Parser as _;
 
 use crate::support::ads_client::{self, Client, GATEWAY_ID, gateway_node};
 use crate::support::{ConfigDir, http_get, wait_until};
 
+/// The settings `axon serve` would make of these flags: every address on port 0.
 fn settings(dir: &ConfigDir) -> Settings {
-    let any: SocketAddr = "127.0.0.1:0".parse().expect("an address");
-    Settings {
-        config_dir: Some(dir.path().to_path_buf()),
-        kubernetes: false,
-        cluster_domain: "cluster.local".to_string(),
-        namespace_selector: None,
-        xds_addr: Some(any),
-        xds_tls: None,
-        token_auth: None,
-        token_audience: vec!["istio-ca".to_string()],
-        monitoring_addr: any,
-        debug_addr: any,
-        debug_token_file: None,
-        limits: Limits::default(),
-        mesh: app::mesh_config::load(None, None, None, None).expect("the default mesh"),
-        plaintext_secrets: true,
-        peers: Vec::new(),
-        peer_service: None,
-        replica_name: Some("in-process".to_string()),
-        listening_file: None,
-    }
+    let dir = dir.path().to_str().expect("a UTF-8 path");
+    let cli = Cli::parse_from([
+        "axon",
+        "serve",
+        "--config-dir",
+        dir,
+        "--xds-addr",
+        "127.0.0.1:0",
+        "--monitoring-addr",
+        "127.0.0.1:0",
+        "--debug-addr",
+        "127.0.0.1:0",
+        "--replica-name",
+        "in-process",
+    ]);
+    let Command::Serve(args) = cli.command else {
+        panic!("a serve command")
+    };
+    axon::cli::settings(args).expect("the flags make settings")
 }
 
 #[test]
