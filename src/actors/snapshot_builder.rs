@@ -200,6 +200,16 @@ impl Handler<Flush> for SnapshotBuilder {
             &self.mesh,
         ));
         self.metrics.services.set(ctx.services.by_host.len() as i64);
+        // Services sharing an outbound listener, logged once per rebuilt service index.
+        if self
+            .current
+            .as_ref()
+            .is_none_or(|old| !Arc::ptr_eq(&old.services, &ctx.services))
+        {
+            for conflict in &ctx.services.listener_conflicts {
+                tracing::warn!(conflict = %conflict, "outbound listener conflict");
+            }
+        }
         // What the VirtualService merge dropped, logged once per rebuilt index.
         let vs_rebuilt = self
             .current

@@ -79,6 +79,9 @@ pub struct Proxy {
     /// No iptables capture (`INTERCEPTION_MODE: NONE`): no virtual listeners on 15001/15006;
     /// traffic reaches the proxy only through bound listeners.
     pub interception_none: bool,
+    /// `INTERCEPTION_MODE: TPROXY`: the virtual listeners are transparent and inbound
+    /// connections keep their original source (`original_src`, mark 1337).
+    pub tproxy: bool,
     /// `IDLE_TIMEOUT` in nanoseconds: its HTTP connection managers' idle timeout (istiod
     /// ignores one that does not parse, as does axon).
     pub idle_timeout: Option<i128>,
@@ -138,7 +141,12 @@ impl Proxy {
             generator: node.generator,
             interception_none: node
                 .interception_mode
+                .as_deref()
                 .is_some_and(|m| m.eq_ignore_ascii_case("NONE")),
+            tproxy: node
+                .interception_mode
+                .as_deref()
+                .is_some_and(|m| m.eq_ignore_ascii_case("TPROXY")),
             idle_timeout: node
                 .idle_timeout
                 .as_deref()

@@ -12,6 +12,11 @@ use axon_config::config::{Config, ConfigKey, Spec};
 use axon_config::host;
 use axon_config::istio::{Labels, Location, Resolution, ServiceEntry, WorkloadEntry};
 
+/// The label a registry puts on the ServiceEntries it makes, saying where they came from.
+pub const SOURCE_LABEL: &str = "axon.io/source";
+/// [`SOURCE_LABEL`]'s value on ServiceEntries made from Kubernetes Services.
+pub const KUBERNETES_SOURCE: &str = "kubernetes";
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Port {
     pub name: String,
@@ -41,6 +46,14 @@ pub struct Service {
     /// services on one workload port is its primary one (`sidecar_scope::InboundPort`).
     #[serde(skip)]
     pub created: Option<i64>,
+    /// The ServiceEntry's `addresses` (a Kubernetes Service's ClusterIPs): IPs and CIDRs, in
+    /// the entry's order, `0.0.0.0` left out (istiod's `ClusterVIPs`). A sidecar's TCP and
+    /// sniffed ports listen on the first one (`lds`); none: the wildcard `0.0.0.0`.
+    pub addresses: Vec<String>,
+    /// Made from a Kubernetes Service (istiod's `ServiceRegistry == Kubernetes`): a headless
+    /// one's virtual hosts also take `*.HOST` domains, and one without endpoints still gets
+    /// per-endpoint listeners (none) rather than a wildcard one.
+    pub from_kubernetes: bool,
 }
 
 impl Service {
@@ -64,7 +77,6 @@ pub struct Endpoint {
     pub service_account: String,
 }
 
-/// Whether every label of `selector` is in `labels`.
 /// Protocols served through an HTTP connection manager (the others get a cluster only).
 pub fn is_http_protocol(protocol: &str) -> bool {
     matches!(
@@ -73,6 +85,69 @@ pub fn is_http_protocol(protocol: &str) -> bool {
     )
 }
 
+/// Whether a port's protocol is none Istio knows (none given, or an unknown name): istiod's
+/// `protocol.Unsupported`, whose traffic a sidecar sniffs (`ListenerProtocolAuto`).
+pub fn is_sniffed_protocol(protocol: &str) -> bool {
+    !matches!(
+        protocol.to_ascii_uppercase().as_str(),
+        "HTTP"
+            | "HTTP2"
+            | "GRPC"
+            | "GRPC-WEB"
+            | "HTTP_PROXY"
+            | "HTTPS"
+            | "TLS"
+            | "TCP"
+            | "MONGO"
+            | "REDIS"
+            | "MYSQL"
+            | "UDP"
+    )
+}
+
+/// The outbound listener conflicts among `services` (in host order), as istiod reports its
+/// TCP-over-TCP ones: TCP or sniffed ports of several services on one address and port (a
+/// VIP, a CIDR, or the wildcard for services without addresses), which a sidecar cannot
+/// tell apart: the first service in host order gets the traffic. Headless services (per
+/// endpoint listeners) and TLS ports (told apart by SNI) never conflict so.
+pub fn listener_conflicts<'a>(services: impl Iterator<Item = &'a Service>) -> Vec<String> {
+    let mut by_key: std::collections::BTreeMap<(String, u32), Vec<&str>> = Default::default();
+    for service in services.filter(|s| !s.hostname.starts_with('*')) {
+        if service.addresses.is_empty() && service.resolution == Resolution::None {
+            continue;
+        }
+        let addresses: Vec<&str> = if service.addresses.is_empty() {
+            vec!["0.0.0.0"]
+        } else {
+            service.addresses.iter().map(String::as_str).collect()
+        };
+        for port in &service.ports {
+            let upper = port.protocol.to_ascii_uppercase();
+            if is_http_protocol(&upper) || matches!(upper.as_str(), "TLS" | "HTTPS" | "UDP") {
+                continue;
+            }
+            for address in &addresses {
+                by_key
+                    .entry((address.to_string(), port.number))
+                    .or_default()
+                    .push(&service.hostname);
+            }
+        }
+    }
+    by_key
+        .into_iter()
+        .filter(|(_, hosts)| hosts.len() > 1)
+        .map(|((address, port), hosts)| {
+            format!(
+                "services {} share the outbound listener {address}_{port} with nothing to tell them apart: {} gets its traffic (give each service an address of its own)",
+                hosts.join(", "),
+                hosts[0]
+            )
+        })
+        .collect()
+}
+
+/// Whether every label of `selector` is in `labels`.
 pub fn labels_match(selector: &Labels, labels: &Labels) -> bool {
     selector.iter().all(|(k, v)| labels.get(k) == Some(v))
 }
@@ -105,6 +180,14 @@ pub fn services_of(config: &Config, default_export_to: &[String]) -> Vec<Service
             subject_alt_names: se.subject_alt_names.clone(),
             mesh_external: se.location == Location::MeshExternal,
             created: config.created,
+            addresses: se
+                .addresses
+                .iter()
+                .filter(|a| !a.is_empty() && a.as_str() != "0.0.0.0")
+                .cloned()
+                .collect(),
+            from_kubernetes: config.labels.get(SOURCE_LABEL).map(String::as_str)
+                == Some(KUBERNETES_SOURCE),
         })
         .collect()
 }

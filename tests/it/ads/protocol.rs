@@ -208,8 +208,8 @@ fn a_change_outside_a_proxys_scope_sends_it_nothing() {
         let cds = c.first_cds(sidecar).await;
         assert_eq!(
             cds.resources.len(),
-            5,
-            "black hole, passthrough, svc.a x3 (not svc.b)"
+            6,
+            "black hole, passthrough, inbound passthrough, svc.a x3 (not svc.b)"
         );
         c.ack(&cds, &[]).await;
 

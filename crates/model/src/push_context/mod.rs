@@ -39,11 +39,7 @@ pub fn of_kind(configs: &ConfigSet, kind: ConfigKind) -> impl Iterator<Item = &A
         .map(|(_, c)| c)
 }
 
-/// The label that marks the ServiceEntries a registry made from another source's objects
-/// (`axon.io/source: kubernetes` for Kubernetes Services).
-pub const SOURCE_LABEL: &str = "axon.io/source";
-/// [`SOURCE_LABEL`]'s value on ServiceEntries made from Kubernetes Services.
-pub const KUBERNETES_SOURCE: &str = "kubernetes";
+pub use crate::service::{KUBERNETES_SOURCE, SOURCE_LABEL};
 
 /// Services by hostname (when two entries declare the same host, a ServiceEntry written as
 /// such wins over one made from a Kubernetes Service, then the first by key), and by
@@ -52,6 +48,9 @@ pub const KUBERNETES_SOURCE: &str = "kubernetes";
 pub struct ServiceIndex {
     pub by_host: BTreeMap<String, Arc<Service>>,
     pub by_namespace: BTreeMap<String, Vec<Arc<Service>>>,
+    /// Services a sidecar's outbound listeners cannot tell apart
+    /// ([`crate::service::listener_conflicts`]), logged when the index is rebuilt.
+    pub listener_conflicts: Vec<String>,
 }
 
 /// Endpoints by `(hostname, port)`, and the service ports each address serves (a proxy's
@@ -367,9 +366,12 @@ fn index_services(configs: &ConfigSet, mesh: &MeshConfig) -> ServiceIndex {
             .or_default()
             .push(service.clone());
     }
+    let listener_conflicts =
+        crate::service::listener_conflicts(by_host.values().map(|s| s.as_ref()));
     ServiceIndex {
         by_host,
         by_namespace,
+        listener_conflicts,
     }
 }
 

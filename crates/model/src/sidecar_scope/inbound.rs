@@ -40,26 +40,25 @@ pub(super) fn primary_services(ctx: &PushContext, proxy: &Proxy) -> BTreeMap<u32
         .collect()
 }
 
-/// The ports of the proxy's own workload: service endpoints at its IP, each with the primary
-/// service of its port.
+/// The ports of the proxy's own workload: service endpoints at its IP, one per workload
+/// port, with the protocol of its primary service's port (istiod's
+/// `getFilterChainsByServicePort`: the first service target of a port wins). Their clusters
+/// send to the original destination (the mesh's default `inboundTrafficPolicy` PASSTHROUGH:
+/// the application sees the connection on the pod's address, from 127.0.0.6).
 pub(super) fn inbound_ports(ctx: &PushContext, proxy: &Proxy) -> BTreeSet<InboundPort> {
     if proxy.proxy_type != ProxyType::Sidecar {
         return BTreeSet::new();
     }
-    let primary = primary_services(ctx, proxy);
-    ctx.endpoints
-        .by_address
-        .get(&proxy.ip)
+    primary_services(ctx, proxy)
         .into_iter()
-        .flatten()
-        .filter_map(|(host, service_port, ep_port)| {
-            let service = ctx.service(host)?;
+        .filter_map(|(ep_port, (host, service_port))| {
+            let service = ctx.service(&host)?;
             Some(InboundPort {
-                port: *ep_port,
-                protocol: service.port(*service_port)?.protocol.clone(),
-                endpoint: Some(("127.0.0.1".to_string(), *ep_port)),
+                port: ep_port,
+                protocol: service.port(service_port)?.protocol.clone(),
+                endpoint: None,
                 bind: None,
-                service: primary.get(ep_port).cloned(),
+                service: Some((host, service_port)),
             })
         })
         .collect()

@@ -386,7 +386,15 @@ spec:
         .iter()
         .map(|c| c.name.as_str())
         .collect();
-    assert_eq!(chains, ["0.0.0.0_9190", "virtualInbound-catchall-tcp"]);
+    assert_eq!(
+        chains,
+        [
+            "virtualInbound-blackhole",
+            "virtualInbound-catchall-http",
+            "virtualInbound",
+            "0.0.0.0_9190"
+        ]
+    );
 
     let clusters: Vec<Cluster> = decode(&generate_for(
         ResourceType::Cluster,

@@ -30,7 +30,9 @@ use envoy_types::pb::envoy::config::cluster::v3::{
 use envoy_types::pb::envoy::config::core::v3::{
     AggregatedConfigSource, ApiVersion, ConfigSource, config_source::ConfigSourceSpecifier,
 };
-use envoy_types::pb::envoy::config::core::v3::{Http2ProtocolOptions, Metadata};
+use envoy_types::pb::envoy::config::core::v3::{
+    BindConfig, Http2ProtocolOptions, Metadata, SocketAddress, socket_address,
+};
 use envoy_types::pb::envoy::extensions::upstreams::http::v3::HttpProtocolOptions;
 use envoy_types::pb::envoy::extensions::upstreams::http::v3::http_protocol_options::{
     ExplicitHttpConfig, UpstreamProtocolOptions, explicit_http_config::ProtocolConfig,
@@ -67,6 +69,12 @@ pub fn generate(ctx: &PushContext, proxy: &Proxy, scope: &SidecarScope) -> Vec<R
             mesh_connect_timeout(ctx),
             ctx.mesh.default_connection_pool.as_ref(),
         ));
+        if !proxy.interception_none {
+            out.push(inbound_passthrough(
+                mesh_connect_timeout(ctx),
+                ctx.mesh.default_connection_pool.as_ref(),
+            ));
+        }
         for inbound in &scope.inbound {
             let name = inbound_cluster_name(inbound.port);
             let policy = inbound_policy(ctx, proxy, scope, inbound);
@@ -314,6 +322,13 @@ pub const BLACK_HOLE: &str = "BlackHoleCluster";
 /// istiod's cluster for traffic to the original destination.
 pub const PASSTHROUGH: &str = "PassthroughCluster";
 
+/// istiod's cluster for inbound traffic to a port no service names: the original
+/// destination, connected from [`INBOUND_PASSTHROUGH_SOURCE`].
+pub const INBOUND_PASSTHROUGH: &str = "InboundPassthroughCluster";
+/// The source address of a sidecar's connections to its own application (istiod's
+/// `InboundPassthroughBindIpv4`): istio-iptables lets traffic from it through uncaptured.
+pub const INBOUND_PASSTHROUGH_SOURCE: &str = "127.0.0.6";
+
 /// istiod's name for the cluster of a proxy's own workload port: `inbound|PORT||`.
 pub fn inbound_cluster_name(port: u32) -> String {
     format!("inbound|{port}||")
@@ -358,6 +373,18 @@ fn inbound_cluster(
             ..Default::default()
         },
     };
+    // As istiod: a connection to the application anywhere but loopback leaves from
+    // 127.0.0.6, or iptables would capture it back into the sidecar; an original-destination
+    // cluster keeps its hosts for good.
+    if !endpoint.is_some_and(|(address, _)| address == "127.0.0.1" || address == "::1") {
+        cluster.upstream_bind_config = Some(inbound_bind_config());
+    }
+    if endpoint.is_none() {
+        cluster.cleanup_interval = Some(Duration {
+            seconds: MAX_DURATION_SECONDS,
+            nanos: 0,
+        });
+    }
     let mut http = None;
     pool::apply(
         &mut cluster,
@@ -367,6 +394,42 @@ fn inbound_cluster(
     );
     insert_http_options(&mut cluster, http);
     Resource::new(name, &cluster)
+}
+
+/// The longest duration Envoy takes, in seconds (istiod's `maxSecondsValue`: `i64::MAX`
+/// nanoseconds, about 292 years).
+const MAX_DURATION_SECONDS: i64 = (i64::MAX - 999_999_999) / 1_000_000_000;
+
+/// Connections from [`INBOUND_PASSTHROUGH_SOURCE`].
+fn inbound_bind_config() -> BindConfig {
+    BindConfig {
+        source_address: Some(SocketAddress {
+            address: INBOUND_PASSTHROUGH_SOURCE.to_string(),
+            port_specifier: Some(socket_address::PortSpecifier::PortValue(0)),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// istiod's `buildInboundPassthroughCluster`: the default passthrough cluster, renamed,
+/// connecting from [`INBOUND_PASSTHROUGH_SOURCE`].
+fn inbound_passthrough(
+    connect_timeout: Duration,
+    pool: Option<&ConnectionPoolSettings>,
+) -> Resource {
+    let mut cluster = Cluster {
+        name: INBOUND_PASSTHROUGH.to_string(),
+        connect_timeout: Some(connect_timeout),
+        cluster_discovery_type: Some(ClusterDiscoveryType::Type(
+            DiscoveryType::OriginalDst as i32,
+        )),
+        lb_policy: LbPolicy::ClusterProvided as i32,
+        upstream_bind_config: Some(inbound_bind_config()),
+        ..Default::default()
+    };
+    pool::apply(&mut cluster, &mut None, pool, None);
+    Resource::new(INBOUND_PASSTHROUGH, &cluster)
 }
 
 /// Puts `http` (if any) on the cluster; Envoy requires an upstream protocol: HTTP/1.1 unless

@@ -1,11 +1,17 @@
-//! LDS. A gateway's listeners are `lds/gateway.rs`'s. A sidecar gets an outbound listener per service port it sees (`0.0.0.0_PORT`, not bound,
-//! reached through `virtualOutbound` on 15001: an HTTP one for HTTP ports, a TCP one,
-//! `lds/sidecar_l4.rs`'s, for the others), a bound listener per Sidecar egress listener
-//! with a port (`captureMode: NONE` is how an application calls it without iptables), and
-//! `virtualInbound` on 15006 for its own workload's ports (a Sidecar ingress listener bound
-//! to its port, `captureMode: NONE`, gets a listener `BIND_PORT` instead). What no listener claims falls
-//! through as the scope's outbound traffic policy says (`fallthrough_cluster()`). A proxy
-//! that runs with `INTERCEPTION_MODE: NONE` gets no virtual listeners.
+//! LDS. A gateway's listeners are `lds/gateway.rs`'s. A sidecar's, as istiod builds them:
+//! - outbound (`lds/outbound.rs`): a listener per service address and port it sees
+//!   (`VIP_PORT` for TCP and sniffed ports of a service with an address, `0.0.0.0_PORT`
+//!   for HTTP ports and services without one, a listener per endpoint of a headless
+//!   service), not bound and reached through `virtualOutbound` on 15001; a bound one per
+//!   Sidecar egress listener with `captureMode: NONE` (how an application calls it without
+//!   iptables); the TCP and TLS chains are `lds/sidecar_l4.rs`'s;
+//! - inbound (`lds/inbound.rs`): `virtualInbound` on 15006 with a chain per workload port
+//!   and the passthrough chains (a Sidecar ingress listener bound to its port,
+//!   `captureMode: NONE`, gets a listener `BIND_PORT` instead).
+//!
+//! What no listener claims falls through as the scope's outbound traffic policy says
+//! (`fallthrough_cluster()`). A proxy that runs with `INTERCEPTION_MODE: NONE` gets no
+//! virtual listeners; one with `TPROXY` gets transparent ones.
 
 use envoy_types::pb::envoy::config::core::v3::{
     Address, HttpProtocolOptions, SocketAddress, TrafficDirection, address,
@@ -24,7 +30,7 @@ use envoy_types::pb::envoy::extensions::filters::http::cors::v3::Cors;
 use envoy_types::pb::envoy::extensions::filters::http::fault::v3::HttpFault as Fault;
 use envoy_types::pb::envoy::extensions::filters::http::router::v3::Router;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
-    HttpConnectionManager, HttpFilter, Rds,
+    HttpConnectionManager, HttpFilter,
     http_connection_manager::{PathWithEscapedSlashesAction, RouteSpecifier, UpgradeConfig},
     http_filter,
 };
@@ -35,18 +41,17 @@ use envoy_types::pb::google::protobuf::{Any, BoolValue, Duration, UInt32Value};
 
 mod gateway;
 mod gateway_l4;
+mod inbound;
 mod l4;
+mod outbound;
 mod server_tls;
 mod sidecar_l4;
 
-use super::cds::{BLACK_HOLE, PASSTHROUGH, ads_config_source, inbound_cluster_name};
-use crate::is_http;
+use super::cds::{BLACK_HOLE, PASSTHROUGH};
 use crate::resource::{Resource, any};
 use axon_model::proxy::{Proxy, ProxyType};
 use axon_model::push_context::PushContext;
 use axon_model::sidecar_scope::{InboundPort, SidecarScope};
-use l4::L4Port;
-use sidecar_l4::{TcpEntry, WILDCARD};
 
 /// istiod's outbound capture port.
 pub const VIRTUAL_OUTBOUND_PORT: u32 = 15001;
@@ -62,98 +67,15 @@ pub fn generate(ctx: &PushContext, proxy: &Proxy, scope: &SidecarScope) -> Vec<R
 
 fn sidecar_listeners(ctx: &PushContext, proxy: &Proxy, scope: &SidecarScope) -> Vec<Resource> {
     let fallthrough = fallthrough_cluster(scope);
-    let mut out = Vec::new();
-    let mut ports = std::collections::BTreeSet::new();
-    for egress in &scope.egress {
-        let Some(port) = egress.port else { continue };
-        let capture_none = egress.capture_none || proxy.interception_none;
-        let default_bind = if capture_none { "127.0.0.1" } else { "0.0.0.0" };
-        let bind = egress.bind.as_deref().unwrap_or(default_bind);
-        ports.insert(port);
-        if !egress.protocol.is_empty() && sidecar_l4::is_tcp(&egress.protocol) {
-            let listen = L4Port {
-                number: port,
-                protocol: &egress.protocol,
-            };
-            let mut entry = TcpEntry::new(bind, port, capture_none);
-            for service in egress
-                .services
-                .iter()
-                .filter(|s| !s.hostname.starts_with('*'))
-            {
-                entry.merge(sidecar_l4::service_chains(
-                    ctx, proxy, egress, service, listen, bind,
-                ));
-            }
-            out.push(entry.build(&fallthrough));
-            continue;
-        }
-        out.push(listener(
-            bind,
-            port,
-            capture_none,
-            &port.to_string(),
-            HcmKind::Sidecar,
-            proxy.idle_timeout,
-        ));
-    }
-    if let Some(egress) = scope.default_egress() {
-        let service_ports: std::collections::BTreeSet<u32> = egress
-            .services
-            .iter()
-            .flat_map(|s| s.ports.iter())
-            .filter(|p| is_http(&p.protocol))
-            .map(|p| p.number)
-            .filter(|p| !ports.contains(p))
-            .collect();
-        // TCP ports: one listener per port (a port some service serves as HTTP keeps its
-        // HTTP listener), the services' chains merged in host order.
-        let mut tcp: std::collections::BTreeMap<u32, TcpEntry> = Default::default();
-        for service in egress
-            .services
-            .iter()
-            .filter(|s| !s.hostname.starts_with('*'))
-        {
-            for p in &service.ports {
-                let number = p.number;
-                if !sidecar_l4::is_tcp(&p.protocol)
-                    || ports.contains(&number)
-                    || service_ports.contains(&number)
-                    || [VIRTUAL_OUTBOUND_PORT, VIRTUAL_INBOUND_PORT].contains(&number)
-                {
-                    continue;
-                }
-                let listen = L4Port {
-                    number,
-                    protocol: &p.protocol,
-                };
-                let chains =
-                    sidecar_l4::service_chains(ctx, proxy, egress, service, listen, WILDCARD);
-                tcp.entry(number)
-                    .or_insert_with(|| TcpEntry::new(WILDCARD, number, false))
-                    .merge(chains);
-            }
-        }
-        for port in service_ports {
-            out.push(listener(
-                "0.0.0.0",
-                port,
-                false,
-                &port.to_string(),
-                HcmKind::Sidecar,
-                proxy.idle_timeout,
-            ));
-        }
-        out.extend(tcp.into_values().map(|entry| entry.build(&fallthrough)));
-    }
+    let mut out = outbound::listeners(ctx, proxy, scope, &fallthrough);
     for inbound in &scope.inbound {
         if let Some(bind) = &inbound.bind {
             out.push(inbound_listener(bind, inbound, proxy.idle_timeout));
         }
     }
     if !proxy.interception_none {
-        out.push(virtual_outbound(&fallthrough));
-        out.push(virtual_inbound(scope, proxy.idle_timeout));
+        out.push(virtual_outbound(&fallthrough, proxy.tproxy));
+        out.push(inbound::virtual_inbound(scope, proxy));
     }
     out
 }
@@ -173,77 +95,37 @@ fn fallthrough_cluster(scope: &SidecarScope) -> String {
     }
 }
 
-/// An HTTP listener on `bind:port` whose routes come over RDS as `route`.
-fn listener(
-    bind: &str,
-    port: u32,
-    bound: bool,
-    route: &str,
-    kind: HcmKind,
-    idle_timeout: Option<i128>,
-) -> Resource {
-    let name = format!("{bind}_{port}");
-    let listener = Listener {
-        name: name.clone(),
-        address: Some(socket_address(bind, port)),
-        bind_to_port: (!bound).then_some(BoolValue { value: false }),
-        filter_chains: vec![FilterChain {
-            filters: vec![http_connection_manager(
-                &format!("outbound_{bind}_{port}"),
-                RouteSpecifier::Rds(Rds {
-                    config_source: Some(ads_config_source()),
-                    route_config_name: route.to_string(),
-                }),
-                kind,
-                idle_timeout,
-            )],
-            ..Default::default()
-        }],
-        ..Default::default()
-    };
-    Resource::new(name, &listener)
-}
-
-fn virtual_outbound(fallthrough: &str) -> Resource {
+/// istiod's `buildVirtualOutboundListener`: where iptables sends outbound traffic, handed
+/// to the listener of its original destination; a connection to 15001 itself is refused
+/// (`virtualOutbound-blackhole`), anything no listener claims falls through.
+fn virtual_outbound(fallthrough: &str, tproxy: bool) -> Resource {
     let listener = Listener {
         name: "virtualOutbound".to_string(),
         address: Some(socket_address("0.0.0.0", VIRTUAL_OUTBOUND_PORT)),
+        transparent: tproxy.then_some(BoolValue { value: true }),
         use_original_dst: Some(BoolValue { value: true }),
-        filter_chains: vec![FilterChain {
-            name: "virtualOutbound-catchall-tcp".to_string(),
-            filters: vec![tcp_proxy(fallthrough, fallthrough)],
-            ..Default::default()
-        }],
+        traffic_direction: TrafficDirection::Outbound as i32,
+        filter_chains: vec![
+            FilterChain {
+                name: "virtualOutbound-blackhole".to_string(),
+                filter_chain_match: Some(FilterChainMatch {
+                    destination_port: Some(UInt32Value {
+                        value: VIRTUAL_OUTBOUND_PORT,
+                    }),
+                    ..Default::default()
+                }),
+                filters: vec![tcp_proxy(BLACK_HOLE, BLACK_HOLE)],
+                ..Default::default()
+            },
+            FilterChain {
+                name: "virtualOutbound-catchall-tcp".to_string(),
+                filters: vec![tcp_proxy(fallthrough, fallthrough)],
+                ..Default::default()
+            },
+        ],
         ..Default::default()
     };
     Resource::new("virtualOutbound", &listener)
-}
-
-/// The filter chain of one inbound port, to `inbound|PORT||`: an HTTP connection manager
-/// with istiod's inbound route, or a `tcp_proxy`.
-fn inbound_chain(inbound: &InboundPort, idle_timeout: Option<i128>) -> FilterChain {
-    let cluster = inbound_cluster_name(inbound.port);
-    let filter = if is_http(&inbound.protocol) {
-        http_connection_manager(
-            &cluster,
-            RouteSpecifier::RouteConfig(inbound_route(&cluster, inbound.port, &inbound.protocol)),
-            HcmKind::Sidecar,
-            idle_timeout,
-        )
-    } else {
-        tcp_proxy(&cluster, &cluster)
-    };
-    FilterChain {
-        name: format!("0.0.0.0_{}", inbound.port),
-        filter_chain_match: Some(FilterChainMatch {
-            destination_port: Some(UInt32Value {
-                value: inbound.port,
-            }),
-            ..Default::default()
-        }),
-        filters: vec![filter],
-        ..Default::default()
-    }
 }
 
 /// A bound inbound listener of a Sidecar ingress listener (istiod's
@@ -255,47 +137,26 @@ fn inbound_listener(bind: &str, inbound: &InboundPort, idle_timeout: Option<i128
         address: Some(socket_address(bind, inbound.port)),
         traffic_direction: TrafficDirection::Inbound as i32,
         continue_on_listener_filters_timeout: true,
-        filter_chains: vec![inbound_chain(inbound, idle_timeout)],
+        filter_chains: inbound::port_chains(inbound, idle_timeout),
         ..Default::default()
     };
     Resource::new(name, &listener)
-}
-
-/// `virtualInbound`: a filter chain per workload port not bound to a listener of its own.
-fn virtual_inbound(scope: &SidecarScope, idle_timeout: Option<i128>) -> Resource {
-    let mut chains: Vec<FilterChain> = scope
-        .inbound
-        .iter()
-        .filter(|inbound| inbound.bind.is_none())
-        .map(|inbound| inbound_chain(inbound, idle_timeout))
-        .collect();
-    chains.push(FilterChain {
-        name: "virtualInbound-catchall-tcp".to_string(),
-        filters: vec![tcp_proxy("InboundPassthroughCluster", PASSTHROUGH)],
-        ..Default::default()
-    });
-    let listener = Listener {
-        name: "virtualInbound".to_string(),
-        address: Some(socket_address("0.0.0.0", VIRTUAL_INBOUND_PORT)),
-        use_original_dst: Some(BoolValue { value: true }),
-        filter_chains: chains,
-        ..Default::default()
-    };
-    Resource::new("virtualInbound", &listener)
 }
 
 /// istiod's inbound route (`BuildDefaultHTTPInboundRoute`): everything to the workload's
 /// cluster with no timeout (Envoy's default would be 15 s) and no stream duration limit
 /// (`grpc-timeout` headers honoured, unbounded), and, but for gRPC ports (streams do not
 /// take well to it), istiod's default inbound retries (`reset-before-request`, 2).
-fn inbound_route(cluster: &str, port: u32, protocol: &str) -> RouteConfiguration {
+fn inbound_route(name: &str, cluster: &str, port: u32, protocol: &str) -> RouteConfiguration {
     let none = || Duration {
         seconds: 0,
         nanos: 0,
     };
     let grpc = matches!(protocol.to_ascii_uppercase().as_str(), "GRPC" | "GRPC-WEB");
     RouteConfiguration {
-        name: format!("inbound|{port}||"),
+        name: name.to_string(),
+        // As istiod: Envoy would otherwise check an inline configuration's clusters.
+        validate_clusters: Some(BoolValue { value: false }),
         virtual_hosts: vec![VirtualHost {
             name: format!("inbound|http|{port}"),
             domains: vec!["*".to_string()],
@@ -326,6 +187,40 @@ fn inbound_route(cluster: &str, port: u32, protocol: &str) -> RouteConfiguration
         }],
         ..Default::default()
     }
+}
+
+/// An IP or CIDR as an address prefix and length, the address masked (`10.1.2.3/8` is
+/// `10.0.0.0`, 8; an IP alone is a /32 or /128); `None` if it is neither.
+pub(super) fn cidr_range(text: &str) -> Option<(String, u32)> {
+    let (ip, len) = match text.split_once('/') {
+        Some((ip, len)) => (
+            ip.parse::<std::net::IpAddr>().ok()?,
+            Some(len.parse::<u32>().ok()?),
+        ),
+        None => (text.parse::<std::net::IpAddr>().ok()?, None),
+    };
+    Some(match ip {
+        std::net::IpAddr::V4(v4) => {
+            let len = len.unwrap_or(32).min(32);
+            let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
+            (
+                std::net::Ipv4Addr::from(u32::from(v4) & mask).to_string(),
+                len,
+            )
+        }
+        std::net::IpAddr::V6(v6) => {
+            let len = len.unwrap_or(128).min(128);
+            let mask = if len == 0 {
+                0
+            } else {
+                u128::MAX << (128 - len)
+            };
+            (
+                std::net::Ipv6Addr::from(u128::from(v6) & mask).to_string(),
+                len,
+            )
+        }
+    })
 }
 
 pub fn socket_address(ip: &str, port: u32) -> Address {

@@ -1,40 +1,25 @@
-//! A sidecar's outbound TCP listeners, as istiod builds them (`listener.go`
-//! `buildSidecarOutboundListener` for a TCP port, `tls.go`
-//! `buildSidecarOutboundTLSFilterChainOpts` / `…TCPFilterChainOpts`, `buildListenerFromEntry`).
+//! The TCP and TLS filter chains of a service on a sidecar's outbound listener, as istiod
+//! builds them (`tls.go` `buildSidecarOutboundTLSFilterChainOpts` /
+//! `…TCPFilterChainOpts`); `lds/outbound.rs` places them on listeners.
 //!
-//! A service port whose protocol is not an HTTP one (TCP, TLS, HTTPS, MONGO, …, or none)
-//! gets a listener `BIND_PORT` (axon's services have no VIP, so the bind is istiod's
-//! `0.0.0.0` for a ServiceEntry without addresses, not bound and reached through
-//! `virtualOutbound`; an egress listener's own bind when it declares a TCP port). Each
-//! service on that port adds its filter chains, dropped when they match like one already
-//! there (istiod's `mergeTCPFilterChains`: the first service, in host order, wins; also
-//! when they share an SNI host, which Envoy would refuse):
 //! - a TCP port: the first mesh VirtualService `tcp` route of the service's host whose match
 //!   blocks match (port, source labels, source namespace, gateway `mesh`), else a
 //!   `tcp_proxy` to the service's cluster;
 //! - a TLS or HTTPS port: a chain per matching `tls` match block, by its `sniHosts`; with
 //!   none, one to the service's cluster, by SNI (the service's host) when the listener is
-//!   bound to the wildcard.
+//!   bound to the wildcard (a service without an address of its own, or with a CIDR).
 //!
-//! A listener with SNI chains gets `tls_inspector`; a match-all chain beside others becomes
-//! the default chain, and a listener without one falls through to `PassthroughFilterChain`
-//! (the original destination, the `egressProxy`, or `BlackHoleCluster` under REGISTRY_ONLY).
+//! Two chains conflict when they match alike (istiod's `conflictsWith`) or, as Envoy would
+//! refuse them, share an SNI host.
 
-use envoy_types::pb::envoy::config::core::v3::TrafficDirection;
-use envoy_types::pb::envoy::config::listener::v3::{
-    Filter, FilterChain, FilterChainMatch, Listener, ListenerFilter, listener_filter,
-};
-use envoy_types::pb::envoy::extensions::filters::listener::tls_inspector::v3::TlsInspector;
-use envoy_types::pb::google::protobuf::{BoolValue, Duration};
+use envoy_types::pb::envoy::config::listener::v3::Filter;
 
 use super::l4::{L4Port, route_filters, single_destination_filters};
-use super::{socket_address, tcp_proxy};
-use crate::resource::{Resource, any};
 use axon_config::host;
 use axon_config::istio::L4MatchAttributes;
 use axon_model::proxy::Proxy;
 use axon_model::push_context::{PushContext, gateway_ref};
-use axon_model::service::{Service, is_http_protocol, outbound_cluster_name};
+use axon_model::service::{Service, outbound_cluster_name};
 use axon_model::sidecar_scope::EgressScope;
 
 /// istiod's wildcard bind.
@@ -48,13 +33,9 @@ pub(super) struct ChainOpts {
 }
 
 impl ChainOpts {
-    fn match_all(&self) -> bool {
-        self.sni_hosts.is_empty() || self.sni_hosts.iter().any(|h| h == "*")
-    }
-
     /// istiod's `conflictsWith`: the same SNI hosts, in any order, `*` ignored; and, as
     /// Envoy refuses two chains that match one server name alike, chains that share one.
-    fn conflicts_with(&self, other: &ChainOpts) -> bool {
+    pub(super) fn conflicts_with(&self, other: &ChainOpts) -> bool {
         let set = |c: &ChainOpts| {
             c.sni_hosts
                 .iter()
@@ -70,106 +51,6 @@ impl ChainOpts {
 /// TLS and HTTPS ports: filter chains by SNI.
 pub(super) fn is_tls(protocol: &str) -> bool {
     matches!(protocol.to_ascii_uppercase().as_str(), "TLS" | "HTTPS")
-}
-
-/// Whether a sidecar port of `protocol` gets a TCP listener: every protocol but the HTTP
-/// ones and UDP (which istiod gives no listener). istiod sniffs a port with no protocol
-/// (HTTP and TCP chains); axon proxies it as TCP.
-pub(super) fn is_tcp(protocol: &str) -> bool {
-    !is_http_protocol(protocol) && !protocol.eq_ignore_ascii_case("UDP")
-}
-
-/// A TCP listener being built (istiod's `outboundListenerEntry`).
-#[derive(Debug)]
-pub(super) struct TcpEntry {
-    pub bind: String,
-    pub port: u32,
-    /// Bound to its port (an egress listener with `captureMode: NONE`), not reached through
-    /// `virtualOutbound`.
-    pub bound: bool,
-    pub chains: Vec<ChainOpts>,
-}
-
-impl TcpEntry {
-    pub(super) fn new(bind: &str, port: u32, bound: bool) -> TcpEntry {
-        TcpEntry {
-            bind: bind.to_string(),
-            port,
-            bound,
-            chains: Vec::new(),
-        }
-    }
-
-    /// istiod's `mergeTCPFilterChains`: a chain that matches like one already there is
-    /// dropped.
-    pub(super) fn merge(&mut self, incoming: Vec<ChainOpts>) {
-        for chain in incoming {
-            if !self.chains.iter().any(|c| c.conflicts_with(&chain)) {
-                self.chains.push(chain);
-            }
-        }
-    }
-
-    /// istiod's `buildListenerFromEntry`, falling through to `fallthrough_cluster`.
-    pub(super) fn build(self, fallthrough_cluster: &str) -> Resource {
-        let name = format!("{}_{}", self.bind, self.port);
-        let sni = self.chains.iter().any(|c| !c.sni_hosts.is_empty());
-        let mut listener = Listener {
-            name: name.clone(),
-            address: Some(socket_address(&self.bind, self.port)),
-            traffic_direction: TrafficDirection::Outbound as i32,
-            continue_on_listener_filters_timeout: true,
-            bind_to_port: (!self.bound).then_some(BoolValue { value: false }),
-            listener_filters: sni
-                .then(|| ListenerFilter {
-                    name: "envoy.filters.listener.tls_inspector".to_string(),
-                    config_type: Some(listener_filter::ConfigType::TypedConfig(any(
-                        &TlsInspector::default(),
-                    ))),
-                    ..Default::default()
-                })
-                .into_iter()
-                .collect(),
-            listener_filters_timeout: Some(Duration {
-                seconds: 0,
-                nanos: 0,
-            }),
-            ..Default::default()
-        };
-        let mut default_chain = None;
-        for opts in self.chains {
-            let mut chain = FilterChain {
-                filters: opts.filters.clone(),
-                ..Default::default()
-            };
-            if opts.match_all() {
-                default_chain = Some(chain);
-            } else {
-                let mut names = opts.sni_hosts.clone();
-                names.sort();
-                chain.filter_chain_match = Some(FilterChainMatch {
-                    server_names: names,
-                    ..Default::default()
-                });
-                listener.filter_chains.push(chain);
-            }
-        }
-        match default_chain {
-            Some(chain) if listener.filter_chains.is_empty() => {
-                listener.filter_chains = vec![chain]
-            }
-            Some(chain) => listener.default_filter_chain = Some(chain),
-            None => {
-                listener.default_filter_chain = Some(FilterChain {
-                    name: "PassthroughFilterChain".to_string(),
-                    filter_chain_match: Some(FilterChainMatch::default()),
-                    filters: vec![tcp_proxy(fallthrough_cluster, fallthrough_cluster)],
-                    ..Default::default()
-                })
-            }
-        }
-        Resource::new(name, &listener)
-    }
 }
 
 /// istiod's `matchTCP` / `matchTLS` for a sidecar: the block's port (0: any), its

@@ -34,28 +34,43 @@ use crate::generate::cds::PASSTHROUGH;
 use crate::is_http;
 use axon_config::config::{Config, Spec};
 use axon_config::host;
-use axon_config::istio::VirtualService;
+use axon_config::istio::{Resolution, VirtualService};
 use axon_model::proxy::Proxy;
 use axon_model::push_context::PushContext;
-use axon_model::service::{Service, outbound_cluster_name};
+use axon_model::service::{Service, is_sniffed_protocol, outbound_cluster_name};
 use axon_model::sidecar_scope::{EgressScope, SidecarScope};
 
 /// The listener port whose VirtualServices route hosts that are no service on it.
 const NON_REGISTRY_PORT: u32 = 80;
 
-/// The route configuration `name` (a port) of a sidecar.
+/// The route configuration `name` of a sidecar: a port's (`PORT`, every service on it and
+/// the catch-all `allow_any`), or a sniffed service's own (`HOST:PORT`, on the listener of
+/// its address: its virtual host alone, for any domain, as istiod's
+/// `getVirtualHostsForSniffedServicePort`).
 pub(super) fn route_configuration(
     ctx: &PushContext,
     proxy: &Proxy,
     scope: &SidecarScope,
     name: &str,
 ) -> RouteConfiguration {
+    let (service_host, port) = match name.rsplit_once(':') {
+        Some((host, port)) => (Some(host), port.parse().ok()),
+        None => (None, name.parse().ok()),
+    };
+    let mut virtual_hosts = port
+        .map(|port| sidecar_virtual_hosts(ctx, proxy, scope, port))
+        .unwrap_or_default();
+    if let Some(service_host) = service_host {
+        virtual_hosts.retain(|v| v.domains.iter().any(|d| d == service_host || d == name));
+        if let [only] = virtual_hosts.as_mut_slice() {
+            only.domains = vec!["*".to_string()];
+        }
+    } else if port.is_some() {
+        virtual_hosts.push(catch_all_virtual_host(scope));
+    }
     RouteConfiguration {
         name: name.to_string(),
-        virtual_hosts: name
-            .parse()
-            .map(|port| sidecar_virtual_hosts(ctx, proxy, scope, port))
-            .unwrap_or_default(),
+        virtual_hosts,
         validate_clusters: Some(Default::default()),
         // As istiod for every sidecar but a proxyless gRPC client (`SidecarIgnorePort`):
         // `Host: reviews:9080` matches the domain `reviews`.
@@ -64,15 +79,19 @@ pub(super) fn route_configuration(
     }
 }
 
-/// The services an egress listener serves on `port`: those it imports with an HTTP port
-/// `port`, on the listener the Sidecar declares for the port as on the catch-all one (istiod
+/// The services an egress listener serves on `port`: those it imports with an HTTP or
+/// sniffed port `port` (istiod's `IsHTTPOrSniffed`), on the listener the Sidecar declares for the port as on the catch-all one (istiod
 /// imports on a declared listener only the services with its port, `serviceMatchingListenerPort`,
 /// and builds virtual hosts for their HTTP ports).
 fn services_on_port(egress: &EgressScope, port: u32) -> Vec<&Service> {
     egress
         .services
         .iter()
-        .filter(|service| service.port(port).is_some_and(|p| is_http(&p.protocol)))
+        .filter(|service| {
+            service
+                .port(port)
+                .is_some_and(|p| is_http(&p.protocol) || is_sniffed_protocol(&p.protocol))
+        })
         .map(|service| service.as_ref())
         .collect()
 }
@@ -223,7 +242,6 @@ fn sidecar_virtual_hosts(
     }
     let mut out = vhosts.out;
     out.sort_by(|a, b| a.name.cmp(&b.name));
-    out.push(catch_all_virtual_host(scope));
     out
 }
 
@@ -320,14 +338,28 @@ fn service_vhost(
     listener_port: u32,
     routes: Vec<Route>,
 ) -> VirtualHost {
+    let port = proxyless(proxy).then_some(listener_port);
+    let mut domains = service_domains(
+        &service.hostname,
+        &service.namespace,
+        &proxy.namespace,
+        port,
+    );
+    // istiod's `generateVirtualHostDomains`: a headless Kubernetes service is also reached
+    // as `POD.HOST` (a StatefulSet's pods), and every service by its addresses.
+    if service.from_kubernetes && service.resolution == Resolution::None {
+        let wildcards: Vec<String> = domains.iter().map(|d| format!("*.{d}")).collect();
+        domains.extend(wildcards);
+    }
+    for address in service.addresses.iter().filter(|a| !a.contains('/')) {
+        domains.push(address.clone());
+        if let Some(port) = port {
+            domains.push(format!("{address}:{port}"));
+        }
+    }
     VirtualHost {
         name: format!("{}:{listener_port}", service.hostname),
-        domains: service_domains(
-            &service.hostname,
-            &service.namespace,
-            &proxy.namespace,
-            proxyless(proxy).then_some(listener_port),
-        ),
+        domains,
         routes,
         ..Default::default()
     }

@@ -266,8 +266,8 @@ fn sotw_a_reconnect_is_answered_in_full() {
     assert_eq!(sent.len(), 1);
     assert_eq!(
         sent[0].2.len(),
-        4,
-        "a, b, BlackHole and Passthrough clusters"
+        5,
+        "a, b, BlackHole, Passthrough and InboundPassthrough clusters"
     );
 }
 
@@ -393,7 +393,7 @@ fn delta_first_requests_acks_stale_nonces_and_nacks() {
     let mut s = stream(true);
     let out = delta_sent(&s.on_request(delta_req(CDS, "", &[], &[])));
     assert_eq!(out.len(), 1, "a wildcard first request is answered");
-    assert_eq!(out[0].2.len(), 4);
+    assert_eq!(out[0].2.len(), 5);
     let nonce = out[0].1.clone();
     assert!(
         s.on_request(delta_req(CDS, &nonce, &[], &[]))

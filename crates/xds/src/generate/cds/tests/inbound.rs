@@ -72,7 +72,11 @@ spec:
     ));
     // Only the pool applies inbound.
     assert!(c.outlier_detection.is_none() && c.transport_socket.is_none());
-    assert_eq!(c.lb_policy, LbPolicy::RoundRobin as i32);
+    // The mesh's default inbound policy (PASSTHROUGH): the original destination, from
+    // 127.0.0.6 so that iptables lets it reach the application.
+    assert_eq!(c.lb_policy, LbPolicy::ClusterProvided as i32);
+    let bind = c.upstream_bind_config.unwrap().source_address.unwrap();
+    assert_eq!(bind.address, "127.0.0.6");
 }
 
 #[test]

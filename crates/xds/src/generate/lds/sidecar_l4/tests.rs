@@ -206,10 +206,12 @@ fn registry_only_falls_through_to_the_black_hole_and_egress_proxy_replaces_passt
     };
     let fall = |ls: &[Listener], name: &str| {
         let l = named(ls, name);
-        let chain = l
-            .default_filter_chain
-            .as_ref()
-            .unwrap_or(&l.filter_chains[0]);
+        let chain = l.default_filter_chain.as_ref().unwrap_or_else(|| {
+            l.filter_chains
+                .iter()
+                .find(|c| c.filter_chain_match.is_none())
+                .unwrap()
+        });
         cluster(&tcp_proxy_of(&chain.filters))
     };
     let ls = listeners(&sidecar("{mode: REGISTRY_ONLY}"), &[]);
@@ -249,25 +251,14 @@ spec:
 }
 
 #[test]
-fn chains_sharing_an_sni_host_are_not_both_served() {
-    use super::{ChainOpts, TcpEntry};
+fn chains_sharing_an_sni_host_conflict() {
+    use super::ChainOpts;
     let chain = |hosts: &[&str]| ChainOpts {
         sni_hosts: hosts.iter().map(|h| h.to_string()).collect(),
         filters: Vec::new(),
     };
-    let mut entry = TcpEntry::new("0.0.0.0", 443, false);
-    entry.merge(vec![
-        chain(&["a.example.org"]),
-        chain(&["b.example.org", "a.example.org"]),
-    ]);
-    entry.merge(vec![chain(&["c.example.org"]), chain(&[]), chain(&["*"])]);
-    let kept: Vec<Vec<String>> = entry.chains.iter().map(|c| c.sni_hosts.clone()).collect();
-    assert_eq!(
-        kept,
-        [
-            vec!["a.example.org".to_string()],
-            vec!["c.example.org".to_string()],
-            vec![]
-        ]
-    );
+    assert!(chain(&["a.example.org"]).conflicts_with(&chain(&["b.example.org", "a.example.org"])));
+    assert!(!chain(&["a.example.org"]).conflicts_with(&chain(&["c.example.org"])));
+    assert!(chain(&[]).conflicts_with(&chain(&["*"])));
+    assert!(!chain(&["c.example.org"]).conflicts_with(&chain(&[])));
 }
