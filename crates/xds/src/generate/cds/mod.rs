@@ -198,6 +198,13 @@ fn to_cluster(
         policy.connection_pool,
         policy.retry_budget,
     );
+    // A sniffed port on a sidecar (istiod's `setUpstreamProtocol`): the upstream speaks
+    // the protocol the client spoke.
+    if proxy.proxy_type == ProxyType::Sidecar
+        && protocol.is_some_and(axon_model::service::is_sniffed_protocol)
+    {
+        pool::use_downstream_protocol(&mut http);
+    }
     outlier::apply(&mut cluster, policy.outlier_detection);
     outlier::apply_error_codes(&mut http, policy.outlier_detection);
     locality::apply(

@@ -163,6 +163,14 @@ pub(super) fn apply(
         .and_then(|p| p.http.as_ref())
         .is_some_and(|h| h.use_client_protocol == Some(true))
     {
+        use_downstream_protocol(http);
+    }
+}
+
+/// istiod's `setUseDownstreamProtocol`: the upstream speaks what the client spoke (HTTP/1.1,
+/// with the explicit HTTP/1 options kept, or HTTP/2).
+pub(super) fn use_downstream_protocol(http: &mut Option<HttpProtocolOptions>) {
+    {
         let options = http.get_or_insert_with(Default::default);
         let http1 = match &options.upstream_protocol_options {
             Some(UpstreamProtocolOptions::ExplicitHttpConfig(ExplicitHttpConfig {

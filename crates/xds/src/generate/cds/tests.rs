@@ -556,3 +556,45 @@ fn a_mesh_external_service_cluster_is_marked_external() {
         "{internal:?}"
     );
 }
+
+#[test]
+fn a_sniffed_port_uses_the_downstream_protocol_on_sidecars_only() {
+    let yaml = "
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: app, namespace: shop}
+spec:
+  hosts: [app.shop.svc.cluster.local]
+  resolution: STATIC
+  ports: [{number: 8080, name: web}, {number: 8081, name: tcp, protocol: TCP}]
+  endpoints: [{address: 10.0.0.1}]
+";
+    let ctx = context(yaml);
+    let of = |kind: &str| -> std::collections::BTreeMap<String, Cluster> {
+        let p = proxy(kind, "10.1.0.1", "shop", &[]);
+        let scope = SidecarScope::compute(&ctx, &p);
+        generate(&ctx, &p, &scope)
+            .iter()
+            .map(|r| Cluster::decode(r.value.as_ref()).unwrap())
+            .map(|c| (c.name.clone(), c))
+            .collect()
+    };
+    let sidecar = of("sidecar");
+    assert!(matches!(
+        http_options(&sidecar["outbound|8080||app.shop.svc.cluster.local"])
+            .upstream_protocol_options,
+        Some(UpstreamProtocolOptions::UseDownstreamProtocolConfig(_))
+    ));
+    let tcp = &sidecar["outbound|8081||app.shop.svc.cluster.local"];
+    assert!(
+        !tcp.typed_extension_protocol_options
+            .contains_key(HTTP_PROTOCOL_OPTIONS)
+    );
+    let gateway = of("router");
+    let sniffed = &gateway["outbound|8080||app.shop.svc.cluster.local"];
+    assert!(
+        !sniffed
+            .typed_extension_protocol_options
+            .contains_key(HTTP_PROTOCOL_OPTIONS)
+    );
+}
