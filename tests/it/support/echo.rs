@@ -4,6 +4,8 @@
 //! attempts. Requests steer it by header: `x-delay-ms: N` answers after N ms; `x-fail-first:
 //! K` with `x-request-key: KEY` answers 503 to the first K requests of KEY. A WebSocket
 //! upgrade (`upgrade: websocket`) is answered 101 and the connection then echoes its bytes.
+//! Each request is recorded with the peer address it came from (a mesh pod's app, see
+//! `mesh/`, serves on a listener made in its network namespace: [`EchoUpstream::serve`]).
 //! Stopped on drop.
 
 use std::collections::BTreeMap;
@@ -22,6 +24,8 @@ pub struct Recorded {
     pub method: String,
     pub path: String,
     pub headers: BTreeMap<String, String>,
+    /// The address the connection came from.
+    pub peer: Option<SocketAddr>,
 }
 
 pub struct EchoUpstream {
@@ -29,11 +33,27 @@ pub struct EchoUpstream {
     addr: SocketAddr,
     stop: Arc<AtomicBool>,
     seen: Arc<Mutex<Vec<Recorded>>>,
+    /// Wakes the accept loop (a connection to the listener) so that it sees `stop`.
+    poke: Box<dyn Fn() + Send + Sync>,
 }
 
 impl EchoUpstream {
+    /// An echo on 127.0.0.1, on a port of its own.
     pub fn start(name: &str) -> EchoUpstream {
         let listener = TcpListener::bind("127.0.0.1:0").expect("echo bind");
+        let addr = listener.local_addr().unwrap();
+        Self::serve(listener, name, move || {
+            let _ = TcpStream::connect(addr);
+        })
+    }
+
+    /// An echo on `listener`; `poke` connects to it (from wherever that listener is
+    /// reachable) when the echo is dropped, to end its accept loop.
+    pub fn serve(
+        listener: TcpListener,
+        name: &str,
+        poke: impl Fn() + Send + Sync + 'static,
+    ) -> EchoUpstream {
         let addr = listener.local_addr().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let seen: Arc<Mutex<Vec<Recorded>>> = Arc::default();
@@ -58,6 +78,7 @@ impl EchoUpstream {
             addr,
             stop,
             seen,
+            poke: Box::new(poke),
         }
     }
 
@@ -86,13 +107,14 @@ impl EchoUpstream {
 impl Drop for EchoUpstream {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
-        let _ = TcpStream::connect(self.addr);
+        (self.poke)();
     }
 }
 
 /// Serves keep-alive requests on one connection until it closes.
 fn serve(mut conn: TcpStream, name: &str, seen: &Mutex<Vec<Recorded>>) {
     let _ = conn.set_read_timeout(Some(Duration::from_secs(30)));
+    let peer = conn.peer_addr().ok();
     let mut buf: Vec<u8> = Vec::new();
     loop {
         let head_end = loop {
@@ -134,6 +156,7 @@ fn serve(mut conn: TcpStream, name: &str, seen: &Mutex<Vec<Recorded>>) {
             method,
             path,
             headers,
+            peer,
         };
         let key = recorded.headers.get("x-request-key").cloned();
         let fail_first: usize = recorded
@@ -185,6 +208,7 @@ fn serve(mut conn: TcpStream, name: &str, seen: &Mutex<Vec<Recorded>>) {
             "method": recorded.method,
             "path": recorded.path,
             "headers": recorded.headers,
+            "peer": peer.map(|p| p.to_string()),
         })
         .to_string();
         let response = format!(
