@@ -33,6 +33,7 @@
 //! | `fake_kube` | the in-process fake Kubernetes API server |
 //! | `pki` | test certificates |
 //! | `grpc_echo`, `tcp_echo`, `tls_upstream` | upstreams of those protocols |
+//! | `mesh` | pods made of network namespaces: sidecar Envoys under real iptables capture |
 
 #![allow(dead_code)]
 
@@ -49,6 +50,7 @@ pub mod grpc_echo;
 mod http;
 mod listen_port;
 mod load;
+pub mod mesh;
 pub mod pki;
 mod process;
 pub mod raw_h2;
