@@ -219,7 +219,10 @@ pub fn preflight() {
     let checked = CHECKED.get_or_init(|| {
         let mut missing = Vec::new();
         if !running_as_root() {
-            missing.push("root (they add network namespaces and iptables rules)".to_string());
+            missing.push(
+                "root (they add network namespaces and iptables rules: run the tests as root)"
+                    .to_string(),
+            );
         }
         for (tool, package) in [("ip", "iproute2"), ("iptables-restore", "iptables")] {
             let found = Command::new(tool)
@@ -229,7 +232,9 @@ pub fn preflight() {
                 .status()
                 .is_ok();
             if !found {
-                missing.push(format!("`{tool}` (package {package})"));
+                missing.push(format!(
+                    "`{tool}` on the PATH (on Debian/Ubuntu: apt-get install -y {package})"
+                ));
             }
         }
         if missing.is_empty() {
@@ -237,9 +242,8 @@ pub fn preflight() {
         } else {
             Err(format!(
                 "the mesh tests (tests/it/mesh) run sidecar Envoys in pods made of network \
-                 namespaces and need {}; on Debian/Ubuntu, as root: apt-get install -y iproute2 \
-                 iptables",
-                missing.join(", ")
+                 namespaces, and they need {}",
+                missing.join("; and ")
             ))
         }
     });
