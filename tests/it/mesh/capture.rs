@@ -3,7 +3,7 @@
 //!
 //! - A sidecar client's request to a plain pod's IP is captured to 15001 (`virtualOutbound`)
 //!   and sent on by the PassthroughCluster from the client's pod IP (Envoy's own connection,
-//!   uid 1337, is not captured again).
+//!   uid 1337, is not captured again); so is a TCP connection, whose server speaks first.
 //! - A sidecar server's inbound connection is captured to 15006 (`virtualInbound`) and, no
 //!   port of its being declared, passed to the app from 127.0.0.6 (istiod's
 //!   `InboundPassthroughCluster`), which the capture rules let through; a passthrough from
@@ -19,6 +19,9 @@ use crate::support::mesh::{
 };
 use crate::support::{Axon, ConfigDir, wait_until};
 
+/// The plain server's TCP application port.
+const TCP_PORT: u16 = 9000;
+
 /// More proxy connections back to 15006 than this is a loop, not a retry.
 const LOOP: u64 = 50;
 
@@ -30,6 +33,7 @@ fn outbound_capture_passes_through_to_a_plain_pod() {
     let client = mesh.pod(PodSpec::sidecar("client", "a", &[("app", "client")]));
     let server = mesh.pod(PodSpec::plain("server", "b", &[("app", "server")]));
     let app = server.serve_http(APP_PORT, "server");
+    let _tcp = server.serve_tcp(TCP_PORT, "server-tcp");
     client.wait_listener("virtualOutbound");
 
     let target = server.ip().to_string();
@@ -52,6 +56,15 @@ fn outbound_capture_passes_through_to_a_plain_pod() {
         "{}",
         client.describe()
     );
+    // A server-first TCP app through the same passthrough: its banner names the client pod.
+    let captured = client.nat_packets(OUTBOUND_CAPTURED);
+    let banner = client.tcp_banner(&target, TCP_PORT);
+    assert!(
+        banner.starts_with(&format!("server-tcp {}:", client.ip())),
+        "banner {banner:?}\n{}",
+        client.describe()
+    );
+    assert_eq!(client.nat_packets(OUTBOUND_CAPTURED), captured + 1);
 }
 
 #[test]

@@ -3,7 +3,8 @@
 //! request by host, by name or by the ClusterIP is captured, routed by the Host header and
 //! reaches a server's app through that server's sidecar (`virtualInbound`'s chain for 8080).
 //! A VirtualService sending `end-user: jason` to subset v2 catches that request and leaves
-//! the others to v1.
+//! the others to v1. Programs run in a pod resolve the service's name through the pod's
+//! `/etc/hosts`.
 
 use std::net::Ipv4Addr;
 
@@ -72,6 +73,18 @@ fn a_service_entry_routes_to_pods_and_a_virtual_service_matches_a_header() {
         );
         wait_answer(&client, "ratings.b", 80, &[], "ratings-v1", &v1);
     }
+    // Programs in the pod resolve the names too (`/etc/netns/NS/hosts`).
+    let out = client
+        .command("getent")
+        .args(["hosts", RATINGS])
+        .output()
+        .unwrap();
+    let line = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        line.starts_with(&format!("{VIP} ")),
+        "getent hosts {RATINGS}: {line:?}"
+    );
+
     // By ClusterIP with the service's host.
     wait_answer(
         &client,

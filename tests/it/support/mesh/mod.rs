@@ -24,7 +24,8 @@
 //! ([`Pod::serve_http`], [`Pod::serve_tcp`]) or a client whose connections are made in the
 //! pod as root, so they are captured ([`Pod::connect`], [`Pod::http_get`],
 //! [`Pod::tcp_banner`]). Names resolve through the mesh's host table ([`Mesh::service`]),
-//! also written to `/etc/netns/NS/hosts` for programs started with `ip netns exec`.
+//! also written to `/etc/netns/NS/hosts` for programs started with `ip netns exec`
+//! ([`Pod::command`]); a pod has no DNS server.
 //!
 //! Every Mesh has its own node namespace, so meshes of concurrent tests never meet (their
 //! addresses may repeat). Nothing is added to the machine's own interfaces and no traffic
@@ -264,7 +265,7 @@ impl Shared {
             .copied()
     }
 
-    /// Writes `/etc/netns/NS/hosts` of every live pod.
+    /// Writes `/etc/netns/NS/hosts` (and `resolv.conf`) of every live pod.
     fn write_hosts_files(&self) {
         let pods = self.pods.lock().unwrap().clone();
         let services = self.services.lock().unwrap().clone();
@@ -280,8 +281,14 @@ impl Shared {
             }
             let dir = netns::etc_dir(&netns_name);
             fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
-            let path = dir.join("hosts");
-            fs::write(&path, text).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+            // No DNS server in a pod: a lookup missing from `hosts` fails at once (loopback
+            // refuses it) instead of waiting on the machine's nameserver, unreachable here.
+            let resolv = "# a mesh pod: names come from /etc/hosts\nnameserver 127.0.0.1\n\
+                          options timeout:1 attempts:1\n";
+            for (file, text) in [("hosts", text.as_str()), ("resolv.conf", resolv)] {
+                let path = dir.join(file);
+                fs::write(&path, text).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+            }
         }
     }
 }
@@ -330,14 +337,23 @@ impl Pod {
 
     /// The pod's nat table with its packet counters (`iptables-save -c -t nat`).
     pub fn nat_table(&self) -> String {
-        let out = Command::new("ip")
-            .args(["netns", "exec", self.netns.name()])
-            .args(["iptables-save", "-c", "-t", "nat"])
+        let out = self
+            .command("iptables-save")
+            .args(["-c", "-t", "nat"])
             .output();
         match out {
             Ok(o) => String::from_utf8_lossy(&o.stdout).into_owned(),
             Err(e) => format!("(iptables-save failed: {e})"),
         }
+    }
+
+    /// `PROGRAM` to run in the pod (`ip netns exec NS PROGRAM`, so with the pod's
+    /// `/etc/hosts`), as root.
+    pub fn command(&self, program: &str) -> Command {
+        let prefix = self.netns.exec_prefix();
+        let mut cmd = Command::new(&prefix[0]);
+        cmd.args(&prefix[1..]).arg(program);
+        cmd
     }
 
     /// How many packets the pod's nat rule containing `rule` (as `iptables-save` prints it,
