@@ -11,11 +11,11 @@
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
+use super::accept::{Acceptor, poke_at};
 use super::http::find_subslice;
 
 /// One request as the upstream received it (header names lower-cased).
@@ -31,10 +31,8 @@ pub struct Recorded {
 pub struct EchoUpstream {
     name: String,
     addr: SocketAddr,
-    stop: Arc<AtomicBool>,
     seen: Arc<Mutex<Vec<Recorded>>>,
-    /// Wakes the accept loop (a connection to the listener) so that it sees `stop`.
-    poke: Box<dyn Fn() + Send + Sync>,
+    _acceptor: Acceptor,
 }
 
 impl EchoUpstream {
@@ -42,9 +40,7 @@ impl EchoUpstream {
     pub fn start(name: &str) -> EchoUpstream {
         let listener = TcpListener::bind("127.0.0.1:0").expect("echo bind");
         let addr = listener.local_addr().unwrap();
-        Self::serve(listener, name, move || {
-            let _ = TcpStream::connect(addr);
-        })
+        Self::serve(listener, name, poke_at(addr))
     }
 
     /// An echo on `listener`; `poke` connects to it (from wherever that listener is
@@ -55,30 +51,16 @@ impl EchoUpstream {
         poke: impl Fn() + Send + Sync + 'static,
     ) -> EchoUpstream {
         let addr = listener.local_addr().unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
         let seen: Arc<Mutex<Vec<Recorded>>> = Arc::default();
-        let (stop2, seen2, name2) = (stop.clone(), seen.clone(), name.to_string());
-        thread::Builder::new()
-            .name(format!("echo-{name}"))
-            .spawn(move || {
-                for conn in listener.incoming() {
-                    if stop2.load(Ordering::SeqCst) {
-                        break;
-                    }
-                    let Ok(conn) = conn else { continue };
-                    let (seen, name) = (seen2.clone(), name2.clone());
-                    let _ = thread::Builder::new()
-                        .name(format!("echo-{name}-conn"))
-                        .spawn(move || serve(conn, &name, &seen));
-                }
-            })
-            .expect("spawn echo thread");
+        let (seen2, name2) = (seen.clone(), name.to_string());
+        let acceptor = Acceptor::spawn(&format!("echo-{name}"), listener, poke, move |conn| {
+            serve(conn, &name2, &seen2)
+        });
         EchoUpstream {
             name: name.to_string(),
             addr,
-            stop,
             seen,
-            poke: Box::new(poke),
+            _acceptor: acceptor,
         }
     }
 
@@ -101,13 +83,6 @@ impl EchoUpstream {
             .into_iter()
             .filter(|r| r.headers.get("x-request-key").map(String::as_str) == Some(key))
             .collect()
-    }
-}
-
-impl Drop for EchoUpstream {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        (self.poke)();
     }
 }
 

@@ -3,6 +3,7 @@
 //!
 //! | file | owns |
 //! |---|---|
+//! | `accept.rs` | [`Acceptor`](accept::Acceptor), the accept loop of the small servers, stopped on drop |
 //! | `wait.rs` | [`wait_until`] (waiting on a condition with a deadline), [`free_port`] |
 //! | `tools.rs` | the project-local venv with the pinned Envoy and grpcio ([`ensure_envoy`], [`grpc_python`]) |
 //! | `http.rs` | the raw HTTP/1.1 client ([`http_get`], [`http_request`]) |
@@ -37,6 +38,7 @@
 
 #![allow(dead_code)]
 
+pub mod accept;
 pub mod ads_client;
 mod axon;
 mod axon_debug;

@@ -5,15 +5,13 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread;
 use std::time::Duration;
+
+use crate::support::accept::Acceptor;
 
 /// A running banner-then-echo TCP application.
 pub struct TcpApp {
-    stop: Arc<AtomicBool>,
-    poke: Box<dyn Fn() + Send + Sync>,
+    _acceptor: Acceptor,
 }
 
 impl TcpApp {
@@ -23,26 +21,11 @@ impl TcpApp {
         name: &str,
         poke: impl Fn() + Send + Sync + 'static,
     ) -> TcpApp {
-        let stop = Arc::new(AtomicBool::new(false));
-        let (stop2, name) = (stop.clone(), name.to_string());
-        thread::Builder::new()
-            .name(format!("tcp-app-{name}"))
-            .spawn(move || {
-                for conn in listener.incoming() {
-                    if stop2.load(Ordering::SeqCst) {
-                        break;
-                    }
-                    let Ok(conn) = conn else { continue };
-                    let name = name.clone();
-                    let _ = thread::Builder::new()
-                        .name(format!("tcp-app-{name}-conn"))
-                        .spawn(move || banner_then_echo(conn, &name));
-                }
-            })
-            .expect("spawn a TCP app");
+        let name2 = name.to_string();
         TcpApp {
-            stop,
-            poke: Box::new(poke),
+            _acceptor: Acceptor::spawn(&format!("tcp-app-{name}"), listener, poke, move |conn| {
+                banner_then_echo(conn, &name2)
+            }),
         }
     }
 }
@@ -73,11 +56,4 @@ pub fn read_banner(conn: TcpStream) -> String {
     let mut line = String::new();
     let _ = BufReader::new(conn).read_line(&mut line);
     line.trim_end().to_string()
-}
-
-impl Drop for TcpApp {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        (self.poke)();
-    }
 }

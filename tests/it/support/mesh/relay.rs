@@ -8,17 +8,17 @@
 use std::collections::HashMap;
 use std::io;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::AtomicU64;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
+
+use crate::support::accept::Acceptor;
 
 /// A running relay.
 pub struct Relay {
     addr: SocketAddr,
-    stop: Arc<AtomicBool>,
-    poke: Box<dyn Fn() + Send + Sync>,
     conns: Arc<Conns>,
+    _acceptor: Acceptor,
 }
 
 /// The connections being relayed (a clone of each side), by a number of their own, so that
@@ -39,30 +39,15 @@ impl Relay {
         poke: impl Fn() + Send + Sync + 'static,
     ) -> Relay {
         let addr = listener.local_addr().expect("the relay's address");
-        let stop = Arc::new(AtomicBool::new(false));
         let conns: Arc<Conns> = Arc::default();
-        let (stop2, conns2) = (stop.clone(), conns.clone());
-        let connect = Arc::new(connect);
-        thread::Builder::new()
-            .name(format!("relay-{name}"))
-            .spawn(move || {
-                for down in listener.incoming() {
-                    if stop2.load(Ordering::SeqCst) {
-                        break;
-                    }
-                    let Ok(down) = down else { continue };
-                    let (connect, conns) = (connect.clone(), conns2.clone());
-                    let _ = thread::Builder::new()
-                        .name("relay-conn".to_string())
-                        .spawn(move || relay_one(down, &*connect, &conns));
-                }
-            })
-            .expect("spawn a relay");
+        let conns2 = conns.clone();
+        let acceptor = Acceptor::spawn(&format!("relay-{name}"), listener, poke, move |down| {
+            relay_one(down, &connect, &conns2)
+        });
         Relay {
             addr,
-            stop,
-            poke: Box::new(poke),
             conns,
+            _acceptor: acceptor,
         }
     }
 
@@ -73,11 +58,7 @@ impl Relay {
 }
 
 /// Connects the other side and copies both ways until both are done.
-fn relay_one(
-    down: TcpStream,
-    connect: &(dyn Fn() -> io::Result<TcpStream> + Send + Sync),
-    conns: &Conns,
-) {
+fn relay_one(down: TcpStream, connect: &impl Fn() -> io::Result<TcpStream>, conns: &Conns) {
     let Ok(up) = connect() else {
         let _ = down.shutdown(Shutdown::Both);
         return;
@@ -108,8 +89,6 @@ fn copy_then_close(mut from: TcpStream, mut to: TcpStream) {
 
 impl Drop for Relay {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        (self.poke)();
         for c in self.conns.live.lock().unwrap().values().flatten() {
             let _ = c.shutdown(Shutdown::Both);
         }
