@@ -16,6 +16,7 @@ use super::hosts::Registry;
 use super::netns::{self, Netns};
 use super::relay::Relay;
 use super::{ADMIN_PORT, ISTIO_VERSION, PodSpec, XDS_PROXY_PORT};
+use crate::support::accept::poke_at;
 use crate::support::scenario::describe_envoy;
 use crate::support::{
     EchoUpstream, Envoy, EnvoyOptions, HttpResponse, InPod, dynamic_listener, http_request_on,
@@ -27,7 +28,7 @@ const CONVERGE: Duration = Duration::from_secs(30);
 /// How long a connection made in a pod may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// A pod of a [`Mesh`]: its namespace, and its sidecar if it has one.
+/// A pod of a [`Mesh`](super::Mesh): its namespace, and its sidecar if it has one.
 pub struct Pod {
     name: String,
     namespace: String,
@@ -274,9 +275,7 @@ impl Pod {
                     )
                 })
             },
-            move || {
-                let _ = TcpStream::connect_timeout(&admin_relay, CONNECT_TIMEOUT);
-            },
+            poke_at(admin_relay),
         ));
         let mut options = EnvoyOptions::sidecar(&self.node_id(), spec.labels, spec.namespace);
         let ip = self.ip.to_string();
