@@ -11,6 +11,7 @@ mod config;
 mod e2e;
 mod kube;
 mod layering;
+mod mesh;
 mod ops;
 mod support;
 mod support_selftest;

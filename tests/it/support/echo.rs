@@ -4,16 +4,18 @@
 //! attempts. Requests steer it by header: `x-delay-ms: N` answers after N ms; `x-fail-first:
 //! K` with `x-request-key: KEY` answers 503 to the first K requests of KEY. A WebSocket
 //! upgrade (`upgrade: websocket`) is answered 101 and the connection then echoes its bytes.
+//! Each request is recorded with the peer address it came from (a mesh pod's app, see
+//! `mesh/`, serves on a listener made in its network namespace: [`EchoUpstream::serve`]).
 //! Stopped on drop.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
+use super::accept::{Acceptor, poke_at};
 use super::http::find_subslice;
 
 /// One request as the upstream received it (header names lower-cased).
@@ -22,42 +24,43 @@ pub struct Recorded {
     pub method: String,
     pub path: String,
     pub headers: BTreeMap<String, String>,
+    /// The address the connection came from.
+    pub peer: Option<SocketAddr>,
 }
 
 pub struct EchoUpstream {
     name: String,
     addr: SocketAddr,
-    stop: Arc<AtomicBool>,
     seen: Arc<Mutex<Vec<Recorded>>>,
+    _acceptor: Acceptor,
 }
 
 impl EchoUpstream {
+    /// An echo on 127.0.0.1, on a port of its own.
     pub fn start(name: &str) -> EchoUpstream {
         let listener = TcpListener::bind("127.0.0.1:0").expect("echo bind");
         let addr = listener.local_addr().unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
+        Self::serve(listener, name, poke_at(addr))
+    }
+
+    /// An echo on `listener`; `poke` connects to it (from wherever that listener is
+    /// reachable) when the echo is dropped, to end its accept loop.
+    pub fn serve(
+        listener: TcpListener,
+        name: &str,
+        poke: impl Fn() + Send + Sync + 'static,
+    ) -> EchoUpstream {
+        let addr = listener.local_addr().unwrap();
         let seen: Arc<Mutex<Vec<Recorded>>> = Arc::default();
-        let (stop2, seen2, name2) = (stop.clone(), seen.clone(), name.to_string());
-        thread::Builder::new()
-            .name(format!("echo-{name}"))
-            .spawn(move || {
-                for conn in listener.incoming() {
-                    if stop2.load(Ordering::SeqCst) {
-                        break;
-                    }
-                    let Ok(conn) = conn else { continue };
-                    let (seen, name) = (seen2.clone(), name2.clone());
-                    let _ = thread::Builder::new()
-                        .name(format!("echo-{name}-conn"))
-                        .spawn(move || serve(conn, &name, &seen));
-                }
-            })
-            .expect("spawn echo thread");
+        let (seen2, name2) = (seen.clone(), name.to_string());
+        let acceptor = Acceptor::spawn(&format!("echo-{name}"), listener, poke, move |conn| {
+            serve(conn, &name2, &seen2)
+        });
         EchoUpstream {
             name: name.to_string(),
             addr,
-            stop,
             seen,
+            _acceptor: acceptor,
         }
     }
 
@@ -83,16 +86,10 @@ impl EchoUpstream {
     }
 }
 
-impl Drop for EchoUpstream {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        let _ = TcpStream::connect(self.addr);
-    }
-}
-
 /// Serves keep-alive requests on one connection until it closes.
 fn serve(mut conn: TcpStream, name: &str, seen: &Mutex<Vec<Recorded>>) {
     let _ = conn.set_read_timeout(Some(Duration::from_secs(30)));
+    let peer = conn.peer_addr().ok();
     let mut buf: Vec<u8> = Vec::new();
     loop {
         let head_end = loop {
@@ -134,6 +131,7 @@ fn serve(mut conn: TcpStream, name: &str, seen: &Mutex<Vec<Recorded>>) {
             method,
             path,
             headers,
+            peer,
         };
         let key = recorded.headers.get("x-request-key").cloned();
         let fail_first: usize = recorded
@@ -185,6 +183,7 @@ fn serve(mut conn: TcpStream, name: &str, seen: &Mutex<Vec<Recorded>>) {
             "method": recorded.method,
             "path": recorded.path,
             "headers": recorded.headers,
+            "peer": peer.map(|p| p.to_string()),
         })
         .to_string();
         let response = format!(

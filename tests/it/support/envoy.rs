@@ -1,7 +1,8 @@
 //! [`Envoy`]: a running Envoy (the pinned release from the test venv, see `tools.rs`) with
 //! the bootstrap [`EnvoyOptions`] makes, and its admin API (`/config_dump`, `/stats`; what
 //! a dump says is read in `config_dump.rs`). Killed on drop; its xDS stats and log are
-//! printed if the test panics.
+//! printed if the test panics. A mesh pod's sidecar (`mesh/`) is the same Envoy started
+//! inside the pod ([`InPod`]).
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -55,6 +56,22 @@ pub struct EnvoyOptions {
     /// A whole bootstrap to run instead of the one the options make (e.g. one of
     /// `config/`'s examples, its addresses and paths rewritten by the test).
     pub bootstrap_override: Option<serde_json::Value>,
+    /// Run inside a mesh pod rather than beside the test (`None`).
+    pub pod: Option<InPod>,
+}
+
+/// How a sidecar runs inside a mesh pod (`mesh/`): started under `wrapper` (e.g. `ip netns
+/// exec NS setpriv --reuid=1337 ... --`, which execs Envoy), its temp directory owned by
+/// `uid`:`gid` (the user the wrapper runs it as), its admin API on the pod's
+/// `127.0.0.1:admin_port`, which the test reaches through `admin_relay` (the pod's loopback
+/// is not the test's).
+#[derive(Debug, Clone)]
+pub struct InPod {
+    pub wrapper: Vec<String>,
+    pub uid: u32,
+    pub gid: u32,
+    pub admin_port: u16,
+    pub admin_relay: SocketAddr,
 }
 
 /// The TLS of the `xds-grpc` cluster: the CA to verify axon with, the SNI, and a client
@@ -92,6 +109,7 @@ impl EnvoyOptions {
             xds_tls: None,
             locality: None,
             bootstrap_override: None,
+            pod: None,
         }
     }
 
@@ -139,10 +157,11 @@ impl EnvoyOptions {
         if let Some((region, zone, sub_zone)) = &self.locality {
             node["locality"] = json!({"region": region, "zone": zone, "sub_zone": sub_zone});
         }
+        let admin_port = self.pod.as_ref().map_or(0, |p| p.admin_port);
         let mut bootstrap = json!({
             "node": node,
             "admin": {
-                "address": {"socket_address": {"address": "127.0.0.1", "port_value": 0}}
+                "address": {"socket_address": {"address": "127.0.0.1", "port_value": admin_port}}
             },
             "static_resources": {
                 "clusters": [{
@@ -252,7 +271,17 @@ impl Envoy {
         };
         fs::write(&bootstrap_path, &bootstrap).expect("write bootstrap");
         let log_file = fs::File::create(&log_path).expect("create envoy log");
-        let mut cmd = Command::new(&envoy_bin);
+        let mut cmd = match &options.pod {
+            Some(pod) => {
+                std::os::unix::fs::chown(dir.path(), Some(pod.uid), Some(pod.gid))
+                    .unwrap_or_else(|e| panic!("chown {}: {e}", dir.path().display()));
+                let (program, args) = pod.wrapper.split_first().expect("a wrapper command");
+                let mut cmd = Command::new(program);
+                cmd.args(args).arg(&envoy_bin);
+                cmd
+            }
+            None => Command::new(&envoy_bin),
+        };
         cmd.arg("-c")
             .arg(&bootstrap_path)
             .arg("--admin-address-path")
@@ -279,7 +308,8 @@ impl Envoy {
             if admin_addr.is_none() {
                 admin_addr = fs::read_to_string(&admin_path)
                     .ok()
-                    .and_then(|s| s.trim().parse().ok());
+                    .and_then(|s| s.trim().parse().ok())
+                    .map(|a| options.pod.as_ref().map_or(a, |p| p.admin_relay));
             }
             if let Some(a) = admin_addr {
                 let r = http_request(a, "GET", "/ready", &[], Duration::from_secs(2));

@@ -1,6 +1,7 @@
 //! A raw, blocking HTTP/1.1 client ([`http_get`], [`http_request`]): one request per
 //! connection (`Connection: close`), used for traffic through Envoy, Envoy's admin API and
-//! axon's monitoring and debug addresses. A connection-level failure is status 0.
+//! axon's monitoring and debug addresses; [`http_request_on`] sends it on a connection the
+//! caller made (a mesh pod's, `mesh/`). A connection-level failure is status 0.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -55,6 +56,21 @@ pub fn http_request(
     }
 }
 
+/// Like [`http_request`] on `stream`, a connection already made (to `what`, for messages).
+pub fn http_request_on(
+    stream: TcpStream,
+    what: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    timeout: Duration,
+) -> HttpResponse {
+    match exchange(stream, method, path, headers, timeout) {
+        Ok(r) => r,
+        Err(e) => HttpResponse::error(format!("{method} http://{what}{path}: {e}")),
+    }
+}
+
 fn try_http_request(
     addr: SocketAddr,
     method: &str,
@@ -62,7 +78,18 @@ fn try_http_request(
     headers: &[(&str, &str)],
     timeout: Duration,
 ) -> std::io::Result<HttpResponse> {
-    let mut stream = TcpStream::connect_timeout(&addr, timeout)?;
+    let stream = TcpStream::connect_timeout(&addr, timeout)?;
+    exchange(stream, method, path, headers, timeout)
+}
+
+/// Sends the request on `stream` and reads the response.
+fn exchange(
+    mut stream: TcpStream,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    timeout: Duration,
+) -> std::io::Result<HttpResponse> {
     stream.set_read_timeout(Some(timeout))?;
     stream.set_write_timeout(Some(timeout))?;
     stream.set_nodelay(true)?;

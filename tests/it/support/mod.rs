@@ -3,6 +3,7 @@
 //!
 //! | file | owns |
 //! |---|---|
+//! | `accept.rs` | [`Acceptor`](accept::Acceptor), the accept loop of the small servers, stopped on drop |
 //! | `wait.rs` | [`wait_until`] (waiting on a condition with a deadline), [`free_port`] |
 //! | `tools.rs` | the project-local venv with the pinned Envoy and grpcio ([`ensure_envoy`], [`grpc_python`]) |
 //! | `http.rs` | the raw HTTP/1.1 client ([`http_get`], [`http_request`]) |
@@ -33,9 +34,11 @@
 //! | `fake_kube` | the in-process fake Kubernetes API server |
 //! | `pki` | test certificates |
 //! | `grpc_echo`, `tcp_echo`, `tls_upstream` | upstreams of those protocols |
+//! | `mesh` | pods made of network namespaces: sidecar Envoys under real iptables capture |
 
 #![allow(dead_code)]
 
+pub mod accept;
 pub mod ads_client;
 mod axon;
 mod axon_debug;
@@ -49,6 +52,7 @@ pub mod grpc_echo;
 mod http;
 mod listen_port;
 mod load;
+pub mod mesh;
 pub mod pki;
 mod process;
 pub mod raw_h2;

@@ -1,0 +1,331 @@
+//! [`Pod`]: a pod of a mesh, as the test sees it: its address, its sidecar (started here as
+//! pilot-agent starts it: capture rules, the XDS proxy, Envoy as uid/gid 1337 with its
+//! bootstrap, the admin relay), its applications (servers made in the pod) and its
+//! application's client side (connections made in the pod as root, so captured). Dropping it
+//! kills its sidecar and deletes its namespace.
+
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::apps::{self, TcpApp};
+use super::capture::{PROXY_UID, istio_iptables_rules};
+use super::hosts::Registry;
+use super::netns::{self, Netns};
+use super::relay::Relay;
+use super::{ADMIN_PORT, ISTIO_VERSION, PodSpec, XDS_PROXY_PORT};
+use crate::support::accept::poke_at;
+use crate::support::scenario::describe_envoy;
+use crate::support::{
+    EchoUpstream, Envoy, EnvoyOptions, HttpResponse, InPod, dynamic_listener, http_request_on,
+    wait_until,
+};
+
+/// How long a sidecar may take to get a listener from axon.
+const CONVERGE: Duration = Duration::from_secs(30);
+/// How long a connection made in a pod may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A pod of a [`Mesh`](super::Mesh): its namespace, and its sidecar if it has one.
+pub struct Pod {
+    name: String,
+    namespace: String,
+    ip: Ipv4Addr,
+    netns: Arc<Netns>,
+    registry: Arc<Registry>,
+    envoy: Option<Envoy>,
+    /// The XDS proxy and the admin relay.
+    relays: Vec<Relay>,
+    rules: Option<String>,
+}
+
+impl Pod {
+    /// A pod in `netns` (already wired to the bridge), with no sidecar yet.
+    pub(super) fn new(
+        spec: &PodSpec,
+        ip: Ipv4Addr,
+        netns: Arc<Netns>,
+        registry: Arc<Registry>,
+    ) -> Pod {
+        Pod {
+            name: spec.name.to_string(),
+            namespace: spec.namespace.to_string(),
+            ip,
+            netns,
+            registry,
+            envoy: None,
+            relays: Vec::new(),
+            rules: None,
+        }
+    }
+
+    pub fn ip(&self) -> Ipv4Addr {
+        self.ip
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The pod's sidecar Envoy (panics for a pod without one).
+    pub fn envoy(&self) -> &Envoy {
+        self.envoy
+            .as_ref()
+            .unwrap_or_else(|| panic!("pod {} has no sidecar", self.name))
+    }
+
+    /// The sidecar's node id, `sidecar~IP~NAME.NAMESPACE~NAMESPACE.svc.cluster.local`.
+    pub fn node_id(&self) -> String {
+        format!(
+            "sidecar~{}~{}.{}~{}.svc.cluster.local",
+            self.ip, self.name, self.namespace, self.namespace
+        )
+    }
+
+    /// The capture rules the pod runs (none without a sidecar).
+    pub fn capture_rules(&self) -> Option<&str> {
+        self.rules.as_deref()
+    }
+
+    /// The pod's nat table with its packet counters (`iptables-save -c -t nat`).
+    pub fn nat_table(&self) -> String {
+        let out = self
+            .command("iptables-save")
+            .args(["-c", "-t", "nat"])
+            .output();
+        match out {
+            Ok(o) => String::from_utf8_lossy(&o.stdout).into_owned(),
+            Err(e) => format!("(iptables-save failed: {e})"),
+        }
+    }
+
+    /// `PROGRAM` to run in the pod (`ip netns exec NS PROGRAM`, so with the pod's
+    /// `/etc/hosts`), as root.
+    pub fn command(&self, program: &str) -> Command {
+        let prefix = self.netns.exec_prefix();
+        let mut cmd = Command::new(&prefix[0]);
+        cmd.args(&prefix[1..]).arg(program);
+        cmd
+    }
+
+    /// How many packets the pod's nat rule containing `rule` (as `iptables-save` prints it,
+    /// e.g. `--uid-owner 1337 -j ISTIO_IN_REDIRECT`) has matched; 0 if no rule has it. A
+    /// connection is one packet (nat sees its first).
+    pub fn nat_packets(&self, rule: &str) -> u64 {
+        self.nat_table()
+            .lines()
+            .find(|l| l.contains(rule))
+            .and_then(|l| l.strip_prefix('['))
+            .and_then(|l| l.split(':').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// The sidecar's state and the pod's nat counters, for a failure message.
+    pub fn describe(&self) -> String {
+        let envoy = self.envoy.as_ref().map(describe_envoy).unwrap_or_default();
+        format!(
+            "pod {} ({}):\n{envoy}\n{}",
+            self.name,
+            self.ip,
+            self.nat_table()
+        )
+    }
+
+    /// A TCP connection to `addr` made in the pod as root: as the application's, it is
+    /// captured (to 15001) when the pod has a sidecar.
+    pub fn connect(&self, addr: SocketAddr) -> io::Result<TcpStream> {
+        self.netns
+            .run(|| TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT))
+    }
+
+    /// A listener on `addr` in the pod.
+    pub fn listen(&self, addr: SocketAddr) -> TcpListener {
+        self.netns
+            .run(|| TcpListener::bind(addr))
+            .unwrap_or_else(|e| panic!("bind {addr} in pod {}: {e}", self.name))
+    }
+
+    /// The pod's HTTP application `name` on 0.0.0.0:`port`: answers with its name, the
+    /// request and the peer it saw, and records each request.
+    pub fn serve_http(&self, port: u16, name: &str) -> EchoUpstream {
+        let listener = self.listen(SocketAddr::from(([0, 0, 0, 0], port)));
+        EchoUpstream::serve(listener, name, self.poker(port))
+    }
+
+    /// The pod's TCP application `name` on 0.0.0.0:`port`: a banner line `NAME PEER`, then an
+    /// echo.
+    pub fn serve_tcp(&self, port: u16, name: &str) -> TcpApp {
+        let listener = self.listen(SocketAddr::from(([0, 0, 0, 0], port)));
+        TcpApp::serve(listener, name, self.poker(port))
+    }
+
+    /// Connects to the pod's loopback `port` from inside the pod (ends an accept loop).
+    fn poker(&self, port: u16) -> impl Fn() + Send + Sync + 'static {
+        let netns = self.netns.clone();
+        move || {
+            netns.run(|| {
+                let _ = TcpStream::connect_timeout(
+                    &SocketAddr::from(([127, 0, 0, 1], port)),
+                    CONNECT_TIMEOUT,
+                );
+            })
+        }
+    }
+
+    /// The address of `host` (a service name, a ClusterIP or a pod IP) as this pod resolves
+    /// it. Panics on an unknown name.
+    pub fn resolve(&self, host: &str) -> Ipv4Addr {
+        self.registry
+            .resolve(&self.namespace, host)
+            .unwrap_or_else(|| panic!("pod {}: no address for {host:?}", self.name))
+    }
+
+    /// `GET http://HOST:PORT/PATH` from the application (captured), `Host: HOST` unless
+    /// `headers` has one. `(status, body)`, status 0 when the connection failed.
+    pub fn http_get(
+        &self,
+        host: &str,
+        port: u16,
+        path: &str,
+        headers: &[(&str, &str)],
+    ) -> (u16, String) {
+        let r = self.http_request(host, port, path, headers);
+        (r.status, r.body)
+    }
+
+    /// Like [`Pod::http_get`], with the response's headers.
+    pub fn http_request(
+        &self,
+        host: &str,
+        port: u16,
+        path: &str,
+        headers: &[(&str, &str)],
+    ) -> HttpResponse {
+        let addr = SocketAddr::from((self.resolve(host), port));
+        let authority = if host.parse::<Ipv4Addr>().is_ok() {
+            format!("{host}:{port}")
+        } else {
+            host.to_string()
+        };
+        let mut all: Vec<(&str, &str)> = headers.to_vec();
+        if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+            all.push(("Host", &authority));
+        }
+        let timeout = Duration::from_secs(5);
+        match self.connect(addr) {
+            Ok(stream) => http_request_on(stream, &authority, "GET", path, &all, timeout),
+            Err(e) => HttpResponse {
+                status: 0,
+                headers: Vec::new(),
+                body: format!("connect to {addr} from pod {}: {e}", self.name),
+            },
+        }
+    }
+
+    /// The banner line of the [`TcpApp`] at `host`:`port`, from the application (captured);
+    /// empty when the connection failed or closed first.
+    pub fn tcp_banner(&self, host: &str, port: u16) -> String {
+        match self.connect(SocketAddr::from((self.resolve(host), port))) {
+            Ok(conn) => apps::read_banner(conn),
+            Err(_) => String::new(),
+        }
+    }
+
+    /// Waits until the sidecar has listener `name` active; panics, describing the pod,
+    /// otherwise.
+    pub fn wait_listener(&self, name: &str) {
+        let envoy = self.envoy();
+        assert!(
+            wait_until(CONVERGE, || dynamic_listener(&envoy.config_dump(), name)
+                .is_some_and(|l| l.get("active_state").is_some())),
+            "pod {}: no active listener {name}\n{}",
+            self.name,
+            self.describe()
+        );
+    }
+
+    /// Installs the capture rules, then starts the XDS proxy, the admin relay and Envoy as
+    /// pilot-agent would.
+    pub(super) fn start_sidecar(&mut self, axon_xds: SocketAddr, spec: &PodSpec) {
+        let rules = istio_iptables_rules();
+        self.netns.iptables_restore(&rules);
+        self.rules = Some(rules);
+        let in_pod = SocketAddr::from(([127, 0, 0, 1], XDS_PROXY_PORT));
+        let xds_listener = self.listen(in_pod);
+        self.relays.push(Relay::start(
+            "xds",
+            xds_listener,
+            move || TcpStream::connect_timeout(&axon_xds, CONNECT_TIMEOUT),
+            self.poker(XDS_PROXY_PORT),
+        ));
+        let admin_listener = TcpListener::bind("127.0.0.1:0").expect("bind the admin relay");
+        let admin_relay = admin_listener.local_addr().expect("its address");
+        let netns = self.netns.clone();
+        self.relays.push(Relay::start(
+            "admin",
+            admin_listener,
+            move || {
+                netns.run(|| {
+                    TcpStream::connect_timeout(
+                        &SocketAddr::from(([127, 0, 0, 1], ADMIN_PORT)),
+                        CONNECT_TIMEOUT,
+                    )
+                })
+            },
+            poke_at(admin_relay),
+        ));
+        let mut options = EnvoyOptions::sidecar(&self.node_id(), spec.labels, spec.namespace);
+        let ip = self.ip.to_string();
+        for (key, value) in [
+            ("INTERCEPTION_MODE", "REDIRECT"),
+            ("SERVICE_ACCOUNT", spec.service_account),
+            ("INSTANCE_IPS", &ip),
+            ("ISTIO_VERSION", ISTIO_VERSION),
+            ("WORKLOAD_NAME", spec.name),
+            ("NAME", spec.name),
+            ("CLUSTER_ID", "Kubernetes"),
+        ] {
+            options
+                .extra_metadata
+                .push((key.to_string(), serde_json::json!(value)));
+        }
+        let mut wrapper = self.netns.exec_prefix();
+        wrapper.extend(
+            [
+                "setpriv",
+                &format!("--reuid={PROXY_UID}"),
+                &format!("--regid={PROXY_UID}"),
+                "--clear-groups",
+                "--",
+            ]
+            .map(str::to_string),
+        );
+        options.pod = Some(InPod {
+            wrapper,
+            uid: PROXY_UID,
+            gid: PROXY_UID,
+            admin_port: ADMIN_PORT,
+            admin_relay,
+        });
+        self.envoy = Some(Envoy::start(in_pod, options));
+    }
+}
+
+impl Drop for Pod {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "===== pod {} nat table =====\n{}",
+                self.name,
+                self.nat_table()
+            );
+        }
+        drop(self.envoy.take());
+        self.relays.clear();
+        self.registry.pods.lock().unwrap().remove(self.netns.name());
+        netns::delete(self.netns.name());
+    }
+}
