@@ -68,7 +68,6 @@ fn outbound_capture_passes_through_to_a_plain_pod() {
 }
 
 #[test]
-#[ignore = "axon's virtualInbound passes through from the pod IP, which is captured to 15006 again (a loop); needs istiod's InboundPassthroughCluster bound to 127.0.0.6 (issue 34)"]
 fn inbound_capture_passes_through_to_the_app() {
     let config = ConfigDir::new();
     let axon = Axon::start(config.path());

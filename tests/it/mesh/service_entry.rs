@@ -50,9 +50,9 @@ fn a_service_entry_routes_to_pods_and_a_virtual_service_matches_a_header() {
 
     // By host (the Host header routes), captured at 15001 and handed to 0.0.0.0_80.
     let peer = wait_answer(&client, RATINGS, 80, &[], "ratings-v1", &v1);
-    // Inbound through the server's sidecar, which sends to the app on its loopback.
+    // Inbound through the server's sidecar, which connects to the app from 127.0.0.6.
     let peer: std::net::SocketAddr = peer.parse().unwrap();
-    assert!(peer.ip().is_loopback(), "the app saw {peer}");
+    assert_eq!(peer.ip().to_string(), "127.0.0.6", "the app saw {peer}");
     assert!(stat(&v1, "listener.0.0.0.0_15006.downstream_cx_total") >= 1);
     assert!(v1.nat_packets(INBOUND_CAPTURED) >= 1);
     // Captured at 15001 and handed to 0.0.0.0_80, which binds no port of its own.
