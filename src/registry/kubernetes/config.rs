@@ -208,6 +208,8 @@ impl IstioObjectIndex {
             DocOutcome::Unsupported { api_version, kind } => {
                 format!("{kind} ({api_version}) is not served")
             }
+            // The kinds watched here are Istio's and Secrets: never one of these.
+            DocOutcome::Kubernetes(object) => format!("{} is not Istio config", object.key),
         };
         let previous = self.kinds.get(&kind).and_then(|s| s.get(&key)).cloned();
         let rejected = Rejected {
