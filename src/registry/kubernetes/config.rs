@@ -11,8 +11,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::namespaces::{NamespaceChange, NamespaceFilter};
-use super::store::{ObjKey, Store};
+use crate::registry::cluster::namespaces::{NamespaceChange, NamespaceFilter};
+use crate::registry::cluster::store::{ObjKey, Store};
 use axon_config::config::{Config, ConfigKind};
 use axon_config::config_set::ConfigSet;
 use axon_config::parse::{DocOutcome, parse_cluster_secret, parse_value};
