@@ -112,12 +112,16 @@ pub fn validate(path: &Path, strict: bool, out: &mut impl std::io::Write) -> any
         }
     }
     let fails = strict && (not_applied > 0 || !problems.is_empty());
+    // The count of Kubernetes objects only when there are some: the line is otherwise as it was.
+    let objects = match set.objects().len() {
+        0 => String::new(),
+        n => format!(", {n} Kubernetes objects"),
+    };
     writeln!(
         out,
-        "{} files, {} configs, {} Kubernetes objects, {} errors, {} fields accepted but not applied, {} VirtualService problems{}",
+        "{} files, {} configs{objects}, {} errors, {} fields accepted but not applied, {} VirtualService problems{}",
         files.len(),
         set.configs().len(),
-        set.objects().len(),
         errors,
         not_applied,
         problems.len(),
