@@ -15,7 +15,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::app::{self, Settings, TokenAuthMode};
 use crate::limits::Limits;
-use crate::registry::kubernetes::namespaces::NamespaceSelector;
+use crate::registry::cluster::namespaces::NamespaceSelector;
 use axon_transport::tls::TlsFiles;
 
 #[derive(Parser, Debug)]

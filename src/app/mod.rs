@@ -34,9 +34,9 @@ use crate::http::fleet::PeerSide;
 use crate::http::monitoring::{self, Monitoring};
 use crate::http::peer_client::HttpPeers;
 use crate::limits::Limits;
+use crate::registry::cluster::namespaces::NamespaceSelector;
 use crate::registry::files::watch::WatchRules;
 use crate::registry::files::{FileRegistry, FileSettings};
-use crate::registry::kubernetes::namespaces::NamespaceSelector;
 use crate::registry::kubernetes::{ISTIO_SOURCE, IstioRegistry, SERVICES_SOURCE, ServiceRegistry};
 use crate::registry::outbox::Outbox;
 use axon_config::config_set::{FILES, SourceId};
@@ -322,6 +322,10 @@ async fn wire(
                 let out = outbox(FILES);
                 let metrics = metrics.clone();
                 let file_settings = FileSettings {
+                    cluster: crate::registry::cluster::Settings {
+                        cluster_domain: settings.cluster_domain.clone(),
+                        namespace_selector: settings.namespace_selector.clone(),
+                    },
                     rescan_interval: limits.file_rescan_interval,
                     rules: WatchRules {
                         settle: limits.file_settle,

@@ -1,8 +1,10 @@
 //! `axon validate`: reads a file or a directory as `serve` would (every document parsed and
-//! validated, fields accepted but not applied noted), then builds the push context of what
-//! loaded (pure model, no actor) to report what only it shows: VirtualService delegate
-//! problems and hosts several mesh VirtualServices name, with the file and document of each
-//! VirtualService concerned. `--strict` fails on notes and on these problems.
+//! validated, each Kubernetes Service, EndpointSlice, Pod and Namespace decoded into its type,
+//! fields accepted but not applied noted, other Kubernetes kinds noted as skipped), then
+//! builds the push context of what loaded, the Services' ServiceEntries with it (pure model,
+//! no actor), to report what only it shows: VirtualService delegate problems and hosts several
+//! mesh VirtualServices name, with the file and document of each VirtualService concerned.
+//! `--strict` fails on notes and on these problems, not on skipped kinds.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -12,6 +14,7 @@ use anyhow::Context as _;
 
 use crate::app::DEFAULT_NAMESPACE;
 use crate::limits::Limits;
+use crate::registry::cluster::{self, objects::DirectoryObjects};
 use crate::registry::files::list_config_tree;
 use crate::registry::files::watch::Content;
 use axon_config::file_set::{FileSet, Place};
@@ -41,7 +44,7 @@ pub fn validate(path: &Path, strict: bool, out: &mut impl std::io::Write) -> any
         }
         tree.files
     };
-    let mut set = FileSet::new(DEFAULT_NAMESPACE);
+    let mut set = FileSet::new(DEFAULT_NAMESPACE).with_object_check(cluster::objects::check);
     let mut errors = errors_before;
     let mut unsupported = std::collections::BTreeSet::new();
     for path in &files {
@@ -78,16 +81,22 @@ pub fn validate(path: &Path, strict: bool, out: &mut impl std::io::Write) -> any
         }
     }
     let commit = set.commit();
-    for key in &commit.duplicates {
+    let twice = commit.duplicates.iter().map(ToString::to_string);
+    for key in twice.chain(commit.object_duplicates.iter().map(ToString::to_string)) {
         writeln!(
             out,
             "note: {key} is defined more than once; the last file in path order wins"
         )?;
     }
+    // The Services' ServiceEntries, as `serve` makes them (no namespace selector).
+    let mut objects = DirectoryObjects::new(&cluster::Settings::default());
+    objects.apply(&commit.objects, set.objects());
+    let mut configs = (*objects.configs()).clone();
+    configs.extend(set.configs().iter().map(|(k, v)| (k.clone(), v.clone())));
     // What only the built index shows: delegates and hosts several mesh VirtualServices
     // name, as `serve` logs them (pure model: the context of these configs alone).
     let request = PushRequest::full_push(TriggerReason::Config, Instant::now());
-    let ctx = PushContext::build(None, &set.configs(), &request, &Arc::default());
+    let ctx = PushContext::build(None, &configs, &request, &Arc::default());
     let problems = &ctx.virtual_services.problems;
     for problem in problems {
         let places: Vec<Place> = problem
@@ -103,9 +112,14 @@ pub fn validate(path: &Path, strict: bool, out: &mut impl std::io::Write) -> any
         }
     }
     let fails = strict && (not_applied > 0 || !problems.is_empty());
+    // The count of Kubernetes objects only when there are some: the line is otherwise as it was.
+    let objects = match set.objects().len() {
+        0 => String::new(),
+        n => format!(", {n} Kubernetes objects"),
+    };
     writeln!(
         out,
-        "{} files, {} configs, {} errors, {} fields accepted but not applied, {} VirtualService problems{}",
+        "{} files, {} configs{objects}, {} errors, {} fields accepted but not applied, {} VirtualService problems{}",
         files.len(),
         set.configs().len(),
         errors,

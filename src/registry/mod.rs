@@ -8,9 +8,13 @@
 //!  API server ─▶ kubernetes::IstioRegistry (networking.istio.io)                   ┘
 //! ```
 //!
+//! Services, EndpointSlices, Pods and Namespaces, from the API server or from documents of
+//! the config directory, become ServiceEntries through one pure translation, [`cluster`].
+//!
 //! Every registry answers [`GetConfigz`](crate::actors::messages::GetConfigz)
 //! (`/debug/configz`).
 
+pub mod cluster;
 pub mod files;
 pub mod kubernetes;
 pub mod outbox;

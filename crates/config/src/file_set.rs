@@ -3,6 +3,8 @@
 //! Pure: the FileRegistry actor reads files and hands their text to [`FileSet::apply`]. A file
 //! whose new text has an invalid document keeps its last good configs (the error is reported,
 //! and what was served goes on being served); a new file contributes its valid documents.
+//! The Kubernetes objects of the files ([`crate::kubernetes`]) are held beside the configs,
+//! under the same rules; [`FileSet::commit`] reports which of them changed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -11,7 +13,8 @@ use std::sync::Arc;
 use super::config::{Config, ConfigKey};
 use super::config_set::ConfigSet;
 pub use super::config_set::{compare, diff};
-use super::parse::{DocError, DocOutcome, Note, parse_documents_within};
+use super::kubernetes::{KubeObject, ObjectChange, ObjectCheck, ObjectKey};
+use super::parse::{DocError, DocOutcome, Note, parse_documents_checked};
 use super::yaml_bounds::YamlBounds;
 
 /// Whether a path names a file that the registry reads: `*.yaml` or `*.yml`, not hidden.
@@ -81,16 +84,22 @@ pub struct FileReport {
     /// The file had errors and its previous configs were kept.
     pub kept_previous: bool,
     pub configs: usize,
+    /// Kubernetes objects (Services, EndpointSlices, Pods, Namespaces) loaded.
+    pub objects: usize,
 }
 
 #[derive(Debug, Clone)]
 pub struct FileSet {
     default_namespace: String,
     bounds: YamlBounds,
+    check: Option<ObjectCheck>,
     files: BTreeMap<PathBuf, Vec<Arc<Config>>>,
+    /// Each loaded file's Kubernetes objects.
+    objects: BTreeMap<PathBuf, Vec<Arc<KubeObject>>>,
     /// Where each file's configs are: key, document index and line.
     places: BTreeMap<PathBuf, Vec<(ConfigKey, usize, usize)>>,
     merged: Arc<ConfigSet>,
+    merged_objects: BTreeMap<ObjectKey, Arc<KubeObject>>,
 }
 
 /// Where a config was read: its file, document index and the document's first line.
@@ -118,10 +127,20 @@ impl FileSet {
         FileSet {
             default_namespace: default_namespace.into(),
             bounds: YamlBounds::default(),
+            check: None,
             files: BTreeMap::new(),
+            objects: BTreeMap::new(),
             places: BTreeMap::new(),
             merged: Arc::default(),
+            merged_objects: BTreeMap::new(),
         }
+    }
+
+    /// Checks every Kubernetes object against its type with `check`: one that fails is an
+    /// invalid document. Without a check, objects are kept as read.
+    pub fn with_object_check(mut self, check: ObjectCheck) -> FileSet {
+        self.check = Some(check);
+        self
     }
 
     /// The bounds every document is parsed within.
@@ -144,9 +163,10 @@ impl FileSet {
         self.files.contains_key(path)
     }
 
-    /// Whether `path` is loaded with at least one config.
+    /// Whether `path` is loaded with at least one config or Kubernetes object.
     pub fn holds_configs(&self, path: &Path) -> bool {
         self.files.get(path).is_some_and(|c| !c.is_empty())
+            || self.objects.get(path).is_some_and(|o| !o.is_empty())
     }
 
     pub fn paths(&self) -> impl Iterator<Item = &PathBuf> {
@@ -158,14 +178,18 @@ impl FileSet {
     pub fn apply(&mut self, path: &Path, text: Option<&str>) -> FileReport {
         let Some(text) = text else {
             self.files.remove(path);
+            self.objects.remove(path);
             self.places.remove(path);
             return FileReport::default();
         };
         let mut report = FileReport::default();
         let mut configs = Vec::new();
+        let mut objects = Vec::new();
         let mut places = Vec::new();
-        for doc in parse_documents_within(text, &self.default_namespace, &self.bounds) {
+        let docs = parse_documents_checked(text, &self.default_namespace, &self.bounds, self.check);
+        for doc in docs {
             match doc.outcome {
+                DocOutcome::Kubernetes(object) => objects.push(Arc::new(*object)),
                 DocOutcome::Empty => {}
                 DocOutcome::Unsupported { api_version, kind } => {
                     report.unsupported.push((api_version, kind))
@@ -192,10 +216,13 @@ impl FileSet {
         if !report.errors.is_empty() && self.files.contains_key(path) {
             report.kept_previous = true;
             report.configs = self.files[path].len();
+            report.objects = self.objects.get(path).map_or(0, Vec::len);
             return report;
         }
         report.configs = configs.len();
+        report.objects = objects.len();
         self.files.insert(path.to_path_buf(), configs);
+        self.objects.insert(path.to_path_buf(), objects);
         self.places.insert(path.to_path_buf(), places);
         report
     }
@@ -230,16 +257,54 @@ impl FileSet {
         }
         let (changed, endpoints_only) = compare(&self.merged, &merged);
         self.merged = Arc::new(merged);
+        let (objects, object_duplicates) = self.commit_objects();
         Commit {
             changed,
             endpoints_only,
             duplicates,
+            objects,
+            object_duplicates,
         }
+    }
+
+    /// Merges every file's Kubernetes objects as configs are merged; returns the objects
+    /// that changed since the last commit and the keys defined more than once.
+    fn commit_objects(&mut self) -> (Vec<ObjectChange>, BTreeSet<ObjectKey>) {
+        let mut merged = BTreeMap::new();
+        let mut duplicates = BTreeSet::new();
+        for object in self.objects.values().flatten() {
+            if merged.insert(object.key.clone(), object.clone()).is_some() {
+                duplicates.insert(object.key.clone());
+            }
+        }
+        let mut old = std::mem::replace(&mut self.merged_objects, merged);
+        let mut changes = Vec::new();
+        for (key, new) in &self.merged_objects {
+            match old.remove(key) {
+                Some(prev) if Arc::ptr_eq(&prev, new) || prev == *new => {}
+                prev => changes.push(ObjectChange {
+                    key: key.clone(),
+                    old: prev,
+                    new: Some(new.clone()),
+                }),
+            }
+        }
+        changes.extend(old.into_iter().map(|(key, prev)| ObjectChange {
+            key,
+            old: Some(prev),
+            new: None,
+        }));
+        (changes, duplicates)
     }
 
     /// The merged configs as of the last commit.
     pub fn configs(&self) -> Arc<ConfigSet> {
         self.merged.clone()
+    }
+
+    /// The merged Kubernetes objects as of the last commit.
+    pub fn objects(&self) -> &BTreeMap<ObjectKey, Arc<KubeObject>> {
+        &self.merged_objects
     }
 }
 
@@ -250,6 +315,10 @@ pub struct Commit {
     /// ServiceEntry that is otherwise the same.
     pub endpoints_only: bool,
     pub duplicates: BTreeSet<ConfigKey>,
+    /// The Kubernetes objects added, changed or removed (in key order, removals last).
+    pub objects: Vec<ObjectChange>,
+    /// Kubernetes objects defined more than once (the last file in path order wins).
+    pub object_duplicates: BTreeSet<ObjectKey>,
 }
 
 #[cfg(test)]
@@ -301,6 +370,45 @@ mod tests {
         );
         set.apply(Path::new("/d/we.yaml"), None);
         assert!(set.commit().endpoints_only, "a WorkloadEntry removed");
+    }
+
+    #[test]
+    fn kubernetes_objects_are_held_and_their_changes_reported() {
+        let svc = |port: u32| {
+            format!(
+                "apiVersion: v1\nkind: Service\nmetadata: {{name: web, namespace: shop}}\nspec: {{ports: [{{name: http, port: {port}}}]}}\n"
+            )
+        };
+        let mut set = FileSet::new("default");
+        let report = set.apply(Path::new("/d/a.yaml"), Some(&svc(80)));
+        assert_eq!((report.configs, report.objects), (0, 1));
+        assert!(set.holds_configs(Path::new("/d/a.yaml")));
+        let commit = set.commit();
+        assert!(commit.changed.is_empty());
+        assert_eq!(commit.objects.len(), 1);
+        assert!(commit.objects[0].old.is_none());
+        set.apply(
+            Path::new("/d/a.yaml"),
+            Some(&format!("# again\n{}", svc(80))),
+        );
+        assert!(set.commit().objects.is_empty(), "the same object again");
+        // A broken edit keeps the last good object; a fixed one replaces it.
+        let report = set.apply(Path::new("/d/a.yaml"), Some("kind: [x"));
+        assert!(report.kept_previous && report.objects == 1);
+        assert!(set.commit().objects.is_empty());
+        set.apply(Path::new("/d/a.yaml"), Some(&svc(81)));
+        let commit = set.commit();
+        assert_eq!(commit.objects.len(), 1);
+        assert!(commit.objects[0].old.is_some() && commit.objects[0].new.is_some());
+        set.apply(Path::new("/d/b.yaml"), Some(&svc(82)));
+        let commit = set.commit();
+        assert_eq!(commit.object_duplicates.len(), 1, "b.yaml redefines it");
+        assert_eq!(set.objects().len(), 1);
+        set.apply(Path::new("/d/a.yaml"), None);
+        set.apply(Path::new("/d/b.yaml"), None);
+        let commit = set.commit();
+        assert!(commit.objects[0].new.is_none());
+        assert!(set.objects().is_empty());
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! axon-config: the API objects as users write them.
 //!
 //! Istio's networking kinds ([`istio`], with the schema tables of what axon applies), the
-//! Kubernetes Secrets that hold TLS material ([`secret`]) and MeshConfig ([`mesh`]); their
+//! Kubernetes Secrets that hold TLS material ([`secret`]), the Kubernetes objects a config
+//! directory may hold (Services, EndpointSlices, Pods, Namespaces: [`kubernetes`]) and
+//! MeshConfig ([`mesh`]); their
 //! strict decoding from YAML or JSON ([`parse`], with the line of every field:
 //! [`yaml_lines`], and the bounds on a document: [`yaml_bounds`]), their validation
 //! ([`validate`]), what of them axon applies ([`applied`]), the envelope that names one object
@@ -22,6 +24,7 @@ pub mod fixtures;
 pub mod hash;
 pub mod host;
 pub mod istio;
+pub mod kubernetes;
 pub mod labels;
 pub mod log_safe;
 pub mod mesh;

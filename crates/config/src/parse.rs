@@ -3,6 +3,8 @@
 //! A file is split into documents at `---` lines before any YAML is parsed, so that a syntax
 //! error in one document cannot hide the others, and each result carries the document's
 //! position (its index and first line). Validation ([`super::validate`]) runs on every config.
+//! The Kubernetes objects axon reads ([`super::kubernetes`]) are kept as such; the items of
+//! a `v1` `List` are results of their own, each at its item's line.
 
 use serde::Deserialize;
 use thiserror::Error;
@@ -11,11 +13,16 @@ use super::config::{
     Config, ConfigKey, ConfigKind, ISTIO_NETWORKING_GROUP, ISTIO_NETWORKING_VERSIONS, Spec,
 };
 use super::istio::{Labels, schema};
+use super::kubernetes::{KubeObject, ObjectCheck, ObjectKind};
 use super::validate;
 use super::yaml_bounds::YamlBounds;
-use super::yaml_lines::FieldLines;
 
+mod documents;
+mod kubernetes;
 mod secret;
+#[cfg(test)]
+use documents::go_yaml_flow_compat;
+use documents::{Lines, file_lines, read_document, split_documents};
 use secret::{is_secret, now_seconds};
 pub use secret::{parse_cluster_secret, parse_secret};
 
@@ -44,6 +51,14 @@ pub enum DocError {
     Invalid(Vec<String>),
     #[error("Secret: {0}")]
     Secret(#[from] crate::secret::SecretError),
+    #[error("{kind}: {path}: {message}")]
+    Object {
+        kind: ObjectKind,
+        path: String,
+        message: String,
+    },
+    #[error("List: items must be a sequence of objects")]
+    ListItems,
 }
 
 /// What one document turned out to be.
@@ -57,16 +72,18 @@ pub enum DocOutcome {
         kind: String,
     },
     Config(Box<Config>),
+    /// A Kubernetes object axon reads (Namespace, Service, EndpointSlice, Pod).
+    Kubernetes(Box<KubeObject>),
     Invalid(DocError),
 }
 
-/// One document of a file, with its position.
+/// One document of a file (or one item of a `List` document), with its position.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ParsedDoc {
-    /// 1-based index of the document in its file.
+    /// 1-based index of the document in its file (a List's items share their document's).
     pub index: usize,
-    /// 1-based line where the document's content starts; for an invalid document, the line
-    /// of the first offending field when it is known.
+    /// 1-based line where the document's content (a List item: the item) starts; for an
+    /// invalid one, the line of the first offending field when it is known.
     pub line: usize,
     pub outcome: DocOutcome,
     /// Fields of the config that axon accepts and does not apply, with their lines.
@@ -124,41 +141,72 @@ pub fn parse_documents_within(
     default_namespace: &str,
     bounds: &YamlBounds,
 ) -> Vec<ParsedDoc> {
-    split_documents(text)
-        .into_iter()
-        .enumerate()
-        .map(|(i, (line, body))| {
-            let outcome = match bounds.check(&body) {
-                Ok(()) => parse_document(&body, line, default_namespace),
-                Err(e) => {
-                    DocOutcome::Invalid(DocError::OutOfBounds(file_lines(&e.to_string(), line)))
+    parse_documents_checked(text, default_namespace, bounds, None)
+}
+
+/// [`parse_documents_within`], each Kubernetes object checked against its type with
+/// `check` (an object that fails is an invalid document, at the line of its field).
+pub fn parse_documents_checked(
+    text: &str,
+    default_namespace: &str,
+    bounds: &YamlBounds,
+    check: Option<ObjectCheck>,
+) -> Vec<ParsedDoc> {
+    let mut out = Vec::new();
+    for (i, (line, body)) in split_documents(text).into_iter().enumerate() {
+        let doc = |line, outcome| ParsedDoc {
+            index: i + 1,
+            line,
+            outcome,
+            notes: Vec::new(),
+        };
+        let lines = Lines::new(&body, line);
+        let value = match bounds.check(&body) {
+            Ok(()) => read_document(&body, line),
+            Err(e) => Err(DocOutcome::Invalid(DocError::OutOfBounds(file_lines(
+                &e.to_string(),
+                line,
+            )))),
+        };
+        let value = match value {
+            Ok(value) => value,
+            Err(outcome) => {
+                out.push(doc(line, outcome));
+                continue;
+            }
+        };
+        match kubernetes::list_items(&value) {
+            None => {
+                let outcome = parse_checked(value, default_namespace, check);
+                out.push(locate(doc(line, outcome), &lines, ""));
+            }
+            Some(Ok(items)) if items.is_empty() => out.push(doc(line, DocOutcome::Empty)),
+            Some(Ok(items)) => {
+                for (j, item) in items.into_iter().enumerate() {
+                    let prefix = format!("items[{j}].");
+                    let at = lines.field(&format!("items[{j}]")).unwrap_or(line);
+                    let outcome = parse_checked(item, default_namespace, check);
+                    out.push(locate(doc(at, outcome), &lines, &prefix));
                 }
-            };
-            locate(
-                ParsedDoc {
-                    index: i + 1,
-                    line,
-                    outcome,
-                    notes: Vec::new(),
-                },
-                &body,
-            )
-        })
-        .collect()
+            }
+            Some(Err(e)) => {
+                let at = lines.field("items").unwrap_or(line);
+                out.push(doc(at, DocOutcome::Invalid(e)));
+            }
+        }
+    }
+    out
 }
 
 /// Puts the lines of the fields a document's errors and notes are about on them (read from
-/// the document only when there is something to place).
-fn locate(mut doc: ParsedDoc, body: &str) -> ParsedDoc {
+/// the document only when there is something to place). `prefix` is the path of the object
+/// in its document (`items[2].` for a List's item, else empty).
+fn locate(mut doc: ParsedDoc, lines: &Lines, prefix: &str) -> ParsedDoc {
     let first = doc.line;
-    let absolute = |rel: usize| first + rel.max(1) - 1;
     match &mut doc.outcome {
         DocOutcome::Invalid(DocError::Invalid(messages)) => {
-            let lines = FieldLines::read(body);
-            let found: Vec<Option<usize>> = messages
-                .iter()
-                .map(|m| lines.line_of_message(m).map(absolute))
-                .collect();
+            let found: Vec<Option<usize>> =
+                messages.iter().map(|m| lines.message(prefix, m)).collect();
             if let Some(line) = found.iter().flatten().next() {
                 doc.line = *line;
             }
@@ -171,118 +219,30 @@ fn locate(mut doc: ParsedDoc, body: &str) -> ParsedDoc {
             }
         }
         DocOutcome::Invalid(DocError::Schema { path, .. }) => {
-            if let Some(line) = FieldLines::read(body).line_of(&format!("spec.{path}")) {
-                doc.line = absolute(line);
+            if let Some(line) = lines.field(&format!("{prefix}spec.{path}")) {
+                doc.line = line;
+            }
+        }
+        DocOutcome::Invalid(DocError::Object { path, .. }) => {
+            if let Some(line) = lines.field(&format!("{prefix}{path}")) {
+                doc.line = line;
             }
         }
         DocOutcome::Config(config) if !config.not_applied.is_empty() => {
-            let lines = FieldLines::read(body);
             doc.notes = config
                 .not_applied
                 .iter()
                 .map(|entry| {
                     let line = lines
-                        .line_of_message(entry)
-                        .or_else(|| lines.line_of(entry));
-                    Note::new(line.map_or(first, absolute), entry)
+                        .message(prefix, entry)
+                        .or_else(|| lines.field(&format!("{prefix}{entry}")));
+                    Note::new(line.unwrap_or(first), entry)
                 })
                 .collect();
         }
         _ => {}
     }
     doc
-}
-
-/// Splits at lines that are exactly a document marker (`---`, optionally followed by
-/// content or a comment, or `...`). Returns each document's first line and text.
-fn split_documents(text: &str) -> Vec<(usize, String)> {
-    let mut docs = Vec::new();
-    let mut current = String::new();
-    let mut start = 1;
-    for (i, line) in text.lines().enumerate() {
-        let is_start = line == "---" || line.starts_with("--- ") || line.starts_with("---\t");
-        let is_end = line == "..." || line.starts_with("... ");
-        if is_start || is_end {
-            if !current.trim().is_empty() || !docs.is_empty() || i > 0 {
-                docs.push((start, std::mem::take(&mut current)));
-            }
-            start = i + 2;
-            if is_start {
-                // `--- key: value` puts content on the marker line itself.
-                let rest = line[3..].trim_start();
-                if !rest.is_empty() && !rest.starts_with('#') {
-                    current.push_str(rest);
-                    current.push('\n');
-                    start = i + 1;
-                }
-            }
-            continue;
-        }
-        current.push_str(line);
-        current.push('\n');
-    }
-    docs.push((start, current));
-    // Markers at the very top or bottom of a file make empty documents that users never
-    // meant; keep numbering stable by dropping only those with no content at all.
-    docs.retain(|(_, body)| !body.trim().is_empty() || has_comment_only(body));
-    docs
-}
-
-fn has_comment_only(body: &str) -> bool {
-    body.lines().any(|l| l.trim_start().starts_with('#'))
-}
-
-/// Rewrites the parser's `line N` (counted from the document's start) as a line of the file.
-fn file_lines(message: &str, first_line: usize) -> String {
-    static LINE: std::sync::LazyLock<regex::Regex> =
-        std::sync::LazyLock::new(|| regex::Regex::new(r"line (\d+)").expect("valid regex"));
-    LINE.replace_all(message, |c: &regex::Captures| {
-        let n: usize = c[1].parse().unwrap_or(1);
-        format!("line {}", n + first_line - 1)
-    })
-    .into_owned()
-}
-
-/// Kubernetes reads YAML with go-yaml, which takes a plain scalar such as `001:db8::` in a
-/// one-line flow sequence (`[1.2.3.4, 001:db8::]`) as a string; libyaml stops at the `:`
-/// before `]`. Only for a document that failed to parse, this quotes such items and returns
-/// the text to try again (`None` when there is nothing to quote).
-fn go_yaml_flow_compat(body: &str) -> Option<String> {
-    let mut changed = false;
-    let lines: Vec<String> = body
-        .lines()
-        .map(|line| {
-            let (Some(open), Some(close)) = (line.find('['), line.rfind(']')) else {
-                return line.to_string();
-            };
-            if close < open {
-                return line.to_string();
-            }
-            let inner = &line[open + 1..close];
-            if inner.contains(['[', ']', '{', '}', '"', '\'']) {
-                return line.to_string();
-            }
-            let items: Vec<String> = inner
-                .split(',')
-                .map(|item| {
-                    let t = item.trim();
-                    if t.contains(':') && !t.contains(": ") {
-                        changed = true;
-                        format!("\"{t}\"")
-                    } else {
-                        t.to_string()
-                    }
-                })
-                .collect();
-            format!(
-                "{}[{}]{}",
-                &line[..open],
-                items.join(", "),
-                &line[close + 1..]
-            )
-        })
-        .collect();
-    changed.then(|| lines.join("\n"))
 }
 
 #[derive(Deserialize)]
@@ -306,27 +266,23 @@ struct Metadata {
     creation_timestamp: Option<serde_json::Value>,
 }
 
-fn parse_document(body: &str, first_line: usize, default_namespace: &str) -> DocOutcome {
-    let value: serde_json::Value = match serde_norway::from_str(body) {
-        Ok(v) => v,
-        Err(e) => match go_yaml_flow_compat(body).and_then(|b| serde_norway::from_str(&b).ok()) {
-            Some(v) => v,
-            None => {
-                return DocOutcome::Invalid(DocError::Yaml(file_lines(&e.to_string(), first_line)));
-            }
-        },
-    };
-    if value.is_null() {
-        return DocOutcome::Empty;
-    }
-    parse_value(value, default_namespace)
-}
-
 /// One object, already decoded (from YAML, or from the Kubernetes API as JSON): its kind is
 /// checked, its spec typed and validated. `default_namespace` applies when it names none.
+/// A Kubernetes object axon reads is kept unchecked (see [`parse_documents_checked`]).
 pub fn parse_value(value: serde_json::Value, default_namespace: &str) -> DocOutcome {
+    parse_checked(value, default_namespace, None)
+}
+
+fn parse_checked(
+    value: serde_json::Value,
+    default_namespace: &str,
+    check: Option<ObjectCheck>,
+) -> DocOutcome {
     if is_secret(&value) {
         return parse_secret(&value, default_namespace, now_seconds(), true);
+    }
+    if let Some(kind) = kubernetes::object_kind(&value) {
+        return kubernetes::parse_object(kind, value, default_namespace, check);
     }
     let envelope: Envelope = match serde_json::from_value(value) {
         Ok(e) => e,

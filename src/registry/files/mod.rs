@@ -1,5 +1,6 @@
-//! The FileRegistry: watches a directory of Istio YAML and reports its configs; a shell over
-//! the pure [`WatchState`] (in [`watch`]), which holds the fault rules.
+//! The FileRegistry: watches a directory of Istio YAML (and of Kubernetes Services,
+//! EndpointSlices, Pods and Namespaces, translated as the API server's) and reports its
+//! configs; a shell over the pure [`WatchState`] (in [`watch`]), which holds the fault rules.
 //!
 //! Owns a file-system watcher and the timers. File events (and a periodic rescan for what
 //! events miss) reload the touched files; an event on anything but a config file (a
@@ -42,11 +43,13 @@ pub struct FilesChanged {
     pub settle: bool,
 }
 
-/// The FileRegistry's windows and bounds (from the limits file).
-#[derive(Debug, Clone, Copy)]
+/// The FileRegistry's windows and bounds (from the limits file), and how it translates the
+/// Kubernetes objects of its files (as the Kubernetes registry does).
+#[derive(Debug, Clone)]
 pub struct FileSettings {
     pub rescan_interval: Duration,
     pub rules: WatchRules,
+    pub cluster: crate::registry::cluster::Settings,
 }
 
 pub struct FileRegistry {
@@ -91,7 +94,7 @@ impl FileRegistry {
         let dir = std::path::absolute(&dir).unwrap_or(dir);
         FileRegistry {
             dir,
-            state: WatchState::new(default_namespace, settings.rules),
+            state: WatchState::with_cluster(default_namespace, settings.rules, &settings.cluster),
             out,
             metrics,
             rescan_interval: settings.rescan_interval,
@@ -205,7 +208,7 @@ impl FileRegistry {
         }
         let committed = self.state.commit(Instant::now());
         for key in &committed.new_duplicates {
-            tracing::warn!(config = %key, "config defined more than once; the last file in path order wins");
+            tracing::warn!(config = %key, "config or object defined more than once; the last file in path order wins");
         }
         self.report_waiting();
         self.schedule_recheck(ctx);

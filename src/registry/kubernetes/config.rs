@@ -11,8 +11,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::namespaces::{NamespaceChange, NamespaceFilter};
-use super::store::{ObjKey, Store};
+use crate::registry::cluster::namespaces::{NamespaceChange, NamespaceFilter};
+use crate::registry::cluster::store::{ObjKey, Store};
 use axon_config::config::{Config, ConfigKind};
 use axon_config::config_set::ConfigSet;
 use axon_config::parse::{DocOutcome, parse_cluster_secret, parse_value};
@@ -208,6 +208,8 @@ impl IstioObjectIndex {
             DocOutcome::Unsupported { api_version, kind } => {
                 format!("{kind} ({api_version}) is not served")
             }
+            // The kinds watched here are Istio's and Secrets: never one of these.
+            DocOutcome::Kubernetes(object) => format!("{} is not Istio config", object.key),
         };
         let previous = self.kinds.get(&kind).and_then(|s| s.get(&key)).cloned();
         let rejected = Rejected {

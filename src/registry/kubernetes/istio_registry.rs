@@ -14,9 +14,9 @@ use kube::runtime::watcher::{self, Event};
 
 use super::namespace_config;
 use crate::actors::messages::GetConfigz;
+use crate::registry::cluster::namespaces::{NamespaceChange, NamespaceFilter};
 use crate::registry::kubernetes::Settings;
 use crate::registry::kubernetes::config::{IstioObjectIndex, Rejected};
-use crate::registry::kubernetes::namespaces::{NamespaceChange, NamespaceFilter};
 use crate::registry::kubernetes::watch::{self, WatchEvent, WatchKind, WatchTask};
 use crate::registry::outbox::Outbox;
 use axon_config::config::ConfigKind;

@@ -5,7 +5,7 @@
 //!                               │ WatchEvent<K> (Init / InitApply / InitDone / Apply / Delete),
 //!                               │ awaited: a watcher waits for its registry
 //!                               ▼
-//!  ServiceRegistry  (services.rs: Service, EndpointSlice, Pod, Namespace → ServiceEntries)
+//!  ServiceRegistry  (cluster::services: Service, EndpointSlice, Pod, Namespace → ServiceEntries)
 //!  IstioRegistry    (config.rs: networking.istio.io objects → Configs)
 //!                               │ ConfigUpdate { source: "kubernetes" | "kubernetes-istio" },
 //!                               ▼ through each one's Outbox
@@ -15,19 +15,16 @@
 //! Beside them, [`peers`] watches the peer Service's EndpointSlices (`--peer-service`) for the
 //! Fleet actor.
 //!
-//! The indexes ([`services::ServiceObjectIndex`], [`config::IstioObjectIndex`]) are pure:
-//! objects in, a [`ConfigSet`] out, tested without I/O.
+//! The indexes ([`ServiceObjectIndex`](crate::registry::cluster::services::ServiceObjectIndex),
+//! in [`crate::registry::cluster`], which the config directory feeds too;
+//! [`config::IstioObjectIndex`]) are pure: objects in, a [`ConfigSet`] out, tested without I/O.
 //! The actors ([`ServiceRegistry`], [`IstioRegistry`]) only forward watch events to them and
 //! send what changed through their [`Outbox`].
 
 pub mod config;
 mod istio_registry;
-pub mod namespaces;
 pub mod peers;
-pub mod protocol;
 mod service_registry;
-pub mod services;
-pub mod store;
 pub mod token_review;
 pub mod watch;
 
@@ -36,6 +33,7 @@ use std::time::Instant;
 
 use thiserror::Error;
 
+pub use crate::registry::cluster::Settings;
 use crate::registry::outbox::{Outbox, Published};
 use axon_config::config_set::ConfigSet;
 
@@ -75,8 +73,6 @@ fn namespace_config(settings: &Settings) -> kube::runtime::watcher::Config {
 /// What can go wrong between axon and the API server.
 #[derive(Debug, Error)]
 pub enum Error {
-    #[error("invalid namespace selector {selector:?}: {reason}")]
-    Selector { selector: String, reason: String },
     #[error("no Kubernetes configuration (in-cluster or kubeconfig): {0}")]
     Config(#[from] kube::config::InferConfigError),
     #[error("Kubernetes client: {0}")]
@@ -84,24 +80,6 @@ pub enum Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-/// How the Kubernetes registries translate and filter what they read.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    /// The cluster domain of Service hostnames (`NAME.NAMESPACE.svc.DOMAIN`).
-    pub cluster_domain: String,
-    /// Only namespaces whose labels match are read (istiod's discoverySelectors).
-    pub namespace_selector: Option<namespaces::NamespaceSelector>,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Settings {
-            cluster_domain: axon_config::host::DEFAULT_CLUSTER_DOMAIN.to_string(),
-            namespace_selector: None,
-        }
-    }
-}
 
 /// A Kubernetes client from the in-cluster config, or from `KUBECONFIG` /
 /// `~/.kube/config` outside a cluster.

@@ -1,5 +1,7 @@
-//! The Kubernetes wiring against the in-process fake API server, and the shipped manifests.
+//! The Kubernetes wiring against the in-process fake API server, a cluster described in a
+//! config directory, and the shipped manifests.
 
+mod directory;
 mod fake_api;
 mod manifests;
 mod peers;

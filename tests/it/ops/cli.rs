@@ -240,3 +240,71 @@ spec:
     let out = axon(&["validate", "--strict", file.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1), "--strict fails: {}", text(&out));
 }
+
+#[test]
+fn validate_reads_kubernetes_objects_and_lists_and_strict_accepts_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = "apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Namespace
+  metadata: {name: shop, labels: {mesh: 'on'}}
+- apiVersion: v1
+  kind: Service
+  metadata: {name: web, namespace: shop}
+  spec:
+    clusterIP: 10.96.0.20
+    ports: [{name: http, port: 80, targetPort: 8080}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: web-1, namespace: shop, labels: {kubernetes.io/service-name: web}}
+addressType: IPv4
+ports: [{name: http, port: 8080}]
+endpoints: [{addresses: [10.1.0.1], targetRef: {kind: Pod, name: web-1}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: web-1, namespace: shop, labels: {app: web}}
+spec: {serviceAccountName: web, containers: [{name: app, image: app}]}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: web, namespace: shop}
+";
+    std::fs::write(dir.path().join("cluster.yaml"), cluster).unwrap();
+    let routes = "apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: web, namespace: shop}
+spec:
+  hosts: [web.shop.svc.cluster.local]
+  http: [{route: [{destination: {host: web.shop.svc.cluster.local}}]}]
+";
+    std::fs::write(dir.path().join("routes.yaml"), routes).unwrap();
+    let out = axon(&["validate", "--strict", dir.path().to_str().unwrap()]);
+    let report = text(&out);
+    assert!(out.status.success(), "{report}");
+    assert!(
+        report.contains("1 configs, 4 Kubernetes objects, 0 errors"),
+        "{report}"
+    );
+    assert!(
+        report.contains("ServiceAccount (v1) is not served by axon, skipped"),
+        "{report}"
+    );
+
+    let bad = cluster.replace("port: 8080}]\nendpoints", "port: eighty}]\nendpoints");
+    std::fs::write(dir.path().join("cluster.yaml"), bad).unwrap();
+    let out = axon(&["validate", dir.path().to_str().unwrap()]);
+    let report = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{report}");
+    let path = dir.path().join("cluster.yaml");
+    assert!(
+        report.contains(&format!(
+            "{}: document 2 (line 18): EndpointSlice: ports[0].port: invalid type",
+            path.display()
+        )),
+        "{report}"
+    );
+}

@@ -4,7 +4,7 @@ use super::*;
 
 #[test]
 fn splits_and_positions_documents() {
-    let text = "# leading comment\n---\napiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: gw}\nspec:\n  selector: {istio: ingressgateway}\n  servers: [{port: {number: 80, name: http, protocol: HTTP}, hosts: ['*']}]\n---\napiVersion: v1\nkind: Service\nmetadata: {name: s}\n---\n";
+    let text = "# leading comment\n---\napiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: gw}\nspec:\n  selector: {istio: ingressgateway}\n  servers: [{port: {number: 80, name: http, protocol: HTTP}, hosts: ['*']}]\n---\napiVersion: v1\nkind: ServiceAccount\nmetadata: {name: s}\n---\n";
     let docs = parse_documents(text, "default");
     assert_eq!(docs.len(), 3, "{docs:?}");
     assert_eq!(docs[0].outcome, DocOutcome::Empty);

@@ -13,6 +13,11 @@
 //!   under a subdirectory that cannot be listed are not taken as gone;
 //! - the first update waits for a clean read (no read errors, the directory listed); an
 //!   empty directory is served once it has stayed empty for `file_settle`.
+//!
+//! The Kubernetes objects of the files (Services, EndpointSlices, Pods, Namespaces) go
+//! through the API server's translation ([`DirectoryObjects`], in `registry::cluster`); the
+//! ServiceEntries it makes are merged into the configs sent (a written config of the same
+//! key wins), so an EndpointSlice edit is an endpoints-only change, as from the API server.
 
 mod content;
 #[cfg(test)]
@@ -25,9 +30,11 @@ use std::time::{Duration, Instant};
 
 pub use content::{Content, FileRead, Stamp};
 
+use crate::registry::cluster::{self, objects::DirectoryObjects};
 use axon_config::config::ConfigKey;
-use axon_config::config_set::ConfigSet;
+use axon_config::config_set::{ConfigSet, compare};
 use axon_config::file_set::{FileReport, FileSet, is_config_file};
+use axon_config::kubernetes::ObjectKey;
 use axon_config::yaml_bounds::YamlBounds;
 
 /// The bounds and windows of a watched directory (from the limits file).
@@ -92,8 +99,8 @@ pub struct Update {
 /// The outcome of a reload's commit.
 #[derive(Debug, Default)]
 pub struct Committed {
-    /// Keys defined more than once that were not before.
-    pub new_duplicates: Vec<ConfigKey>,
+    /// Config keys and Kubernetes objects defined more than once that were not before.
+    pub new_duplicates: Vec<String>,
     pub update: Option<Update>,
 }
 
@@ -142,6 +149,13 @@ pub struct WatchState {
     /// Files and subdirectories that could not be read, with why (not a clean read).
     read_errors: BTreeMap<PathBuf, String>,
     duplicates: BTreeSet<ConfigKey>,
+    object_duplicates: BTreeSet<ObjectKey>,
+    /// The Kubernetes objects of the files, translated.
+    objects: DirectoryObjects,
+    /// What was last committed: the files' configs and the objects' ServiceEntries.
+    configs: Arc<ConfigSet>,
+    /// Whether `configs` holds ServiceEntries of Kubernetes objects.
+    has_entries: bool,
     sent_initial: bool,
     held: BTreeMap<PathBuf, Held>,
     /// Why the directory itself cannot be read now (missing, not listable).
@@ -152,13 +166,25 @@ pub struct WatchState {
 
 impl WatchState {
     pub fn new(default_namespace: &str, rules: WatchRules) -> Self {
+        Self::with_cluster(default_namespace, rules, &cluster::Settings::default())
+    }
+
+    /// A state whose Kubernetes objects are translated with `cluster` (the cluster domain and
+    /// the namespace selector of the API server's).
+    pub fn with_cluster(
+        default_namespace: &str,
+        rules: WatchRules,
+        cluster: &cluster::Settings,
+    ) -> Self {
         let bounds = YamlBounds {
             max_depth: rules.max_yaml_depth,
             max_expanded_bytes: rules.max_file_bytes,
         };
         WatchState {
             rules,
-            files: FileSet::new(default_namespace).with_bounds(bounds),
+            files: FileSet::new(default_namespace)
+                .with_bounds(bounds)
+                .with_object_check(cluster::objects::check),
             stamps: BTreeMap::new(),
             texts: BTreeMap::new(),
             reported_kinds: BTreeSet::new(),
@@ -166,6 +192,10 @@ impl WatchState {
             notes: BTreeMap::new(),
             read_errors: BTreeMap::new(),
             duplicates: BTreeSet::new(),
+            object_duplicates: BTreeSet::new(),
+            objects: DirectoryObjects::new(cluster),
+            configs: Arc::default(),
+            has_entries: false,
             sent_initial: false,
             held: BTreeMap::new(),
             dir_problem: None,
@@ -405,10 +435,36 @@ impl WatchState {
         let new_duplicates = commit
             .duplicates
             .difference(&self.duplicates)
-            .cloned()
+            .map(ToString::to_string)
+            .chain(
+                commit
+                    .object_duplicates
+                    .difference(&self.object_duplicates)
+                    .map(ToString::to_string),
+            )
             .collect();
         self.duplicates = commit.duplicates;
-        if commit.changed.is_empty() && self.sent_initial {
+        self.object_duplicates = commit.object_duplicates;
+        self.objects.apply(&commit.objects, self.files.objects());
+        let entries = self.objects.configs();
+        let had_entries = std::mem::replace(&mut self.has_entries, !entries.is_empty());
+        let (configs, changed, endpoints_only) = if entries.is_empty() && !had_entries {
+            (self.files.configs(), commit.changed, commit.endpoints_only)
+        } else {
+            // The objects' ServiceEntries under the files' configs: a written config of the
+            // same key wins.
+            let mut merged = (*entries).clone();
+            merged.extend(
+                self.files
+                    .configs()
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone())),
+            );
+            let (changed, endpoints_only) = compare(&self.configs, &merged);
+            (Arc::new(merged), changed, endpoints_only)
+        };
+        self.configs = configs.clone();
+        if changed.is_empty() && self.sent_initial {
             return Committed {
                 new_duplicates,
                 update: None,
@@ -419,9 +475,9 @@ impl WatchState {
         Committed {
             new_duplicates,
             update: Some(Update {
-                configs: self.files.configs(),
-                changed: commit.changed,
-                endpoints_only: commit.endpoints_only,
+                configs,
+                changed,
+                endpoints_only,
                 initial,
             }),
         }
@@ -429,12 +485,13 @@ impl WatchState {
 
     /// The configs held and the problems found (`/debug/configz`).
     pub fn configz(&self, source: &str, dir: &Path) -> serde_json::Value {
-        let configs: Vec<_> = self.files.configs().values().cloned().collect();
+        let configs: Vec<_> = self.configs.values().cloned().collect();
         serde_json::json!({
             "source": source,
             "dir": dir.display().to_string(),
             "dir_problem": self.dir_problem,
             "configs": configs,
+            "objects": self.objects.counts(),
             "errors": self.errors.values().flatten().cloned().chain(
                 self.read_errors
                     .iter()

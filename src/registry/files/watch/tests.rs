@@ -340,3 +340,44 @@ fn pending_paths_merge_and_a_rescan_keeps_them() {
         "a rescan, and the named files read whatever their stamps"
     );
 }
+
+#[test]
+fn kubernetes_objects_become_service_entries_and_a_slice_edit_is_endpoints_only() {
+    let svc = "apiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: ns}\nspec:\n  clusterIP: 10.96.0.1\n  ports: [{name: http, port: 80}]\n";
+    let slice = |ip: &str| {
+        format!(
+            "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: web-1\n  namespace: ns\n  labels: {{kubernetes.io/service-name: web}}\naddressType: IPv4\nports: [{{name: http, port: 8080}}]\nendpoints: [{{addresses: [{ip}]}}]\n"
+        )
+    };
+    let t0 = Instant::now();
+    let mut w = serving(t0);
+    w.apply(Path::new("/d/k.yaml"), read(svc, 1), t0);
+    w.apply(Path::new("/d/s.yaml"), read(&slice("10.0.0.1"), 1), t0);
+    let update = w.commit(t0).update.expect("the Service's entry");
+    let keys: Vec<String> = update.changed.iter().map(ToString::to_string).collect();
+    assert_eq!(keys, ["ServiceEntry/ns/svc:web"]);
+    assert_eq!(update.configs.len(), 2, "the VirtualService and the entry");
+    assert!(!update.endpoints_only);
+    let configz = w.configz("files", Path::new("/d"));
+    assert_eq!(configz["objects"]["services"], 1, "{configz}");
+    assert_eq!(configz["configs"].as_array().unwrap().len(), 2);
+    w.apply(Path::new("/d/s.yaml"), read(&slice("10.0.0.2"), 2), t0);
+    let update = w.commit(t0).update.expect("the slice edit");
+    assert!(update.endpoints_only, "an EndpointSlice edit is EDS only");
+    assert_eq!(update.changed.len(), 1);
+    // A broken edit of the slice keeps its last good version.
+    let broken = slice("10.0.0.3").replace("port: 8080", "port: many");
+    let Applied::Parsed { report, .. } = w.apply(Path::new("/d/s.yaml"), read(&broken, 3), t0)
+    else {
+        panic!("parsed")
+    };
+    assert!(report.kept_previous);
+    assert_eq!(report.errors[0].line, 8, "{}", report.errors[0]);
+    assert!(w.commit(t0).update.is_none());
+    // The objects gone (a file held first, then dropped), the entry goes too.
+    w.apply(Path::new("/d/k.yaml"), gone(), t0);
+    w.apply(Path::new("/d/k.yaml"), gone(), t0 + SETTLE);
+    let update = w.commit(t0 + SETTLE).update.expect("the entry removed");
+    assert_eq!(update.configs.len(), 1);
+    assert!(!update.endpoints_only);
+}

@@ -1,4 +1,5 @@
 //! Which namespaces are read: `--namespace-selector`, like istiod's discoverySelectors.
+//! Pure; the same filter for the API server's Namespaces and a config directory's.
 //!
 //! Owns [`NamespaceSelector`] (`key=value[,key=value]`) and [`NamespaceFilter`], the set of
 //! selected namespaces fed by the Namespace watch. Without a selector every namespace is
@@ -11,7 +12,15 @@ use std::str::FromStr;
 
 use k8s_openapi::api::core::v1::Namespace;
 
-use super::Error;
+use thiserror::Error;
+
+/// A `--namespace-selector` that does not parse.
+#[derive(Debug, Error)]
+#[error("invalid namespace selector {selector:?}: {reason}")]
+pub struct SelectorError {
+    pub selector: String,
+    pub reason: String,
+}
 
 /// Equality-based label selector on Namespaces.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,10 +46,10 @@ impl NamespaceSelector {
 }
 
 impl FromStr for NamespaceSelector {
-    type Err = Error;
+    type Err = SelectorError;
 
-    fn from_str(text: &str) -> Result<Self, Error> {
-        let invalid = |reason: &str| Error::Selector {
+    fn from_str(text: &str) -> Result<Self, SelectorError> {
+        let invalid = |reason: &str| SelectorError {
             selector: text.to_string(),
             reason: reason.to_string(),
         };
