@@ -1,8 +1,9 @@
 //! A Service port's protocol, as istiod reads it (`kube.ConvertProtocol`).
 //!
-//! `appProtocol` wins when it names a protocol Istio knows; otherwise the port name's prefix
-//! before the first `-` (or the whole name) does: `http`, `http-web`, `grpc-api`, `tcp-db`.
-//! A UDP port is UDP. Anything else is TCP (istiod would sniff; axon cannot).
+//! `appProtocol`, when set, is read; otherwise the port name: its prefix before the first
+//! `-` (or the whole of it) names the protocol: `http`, `http-web`, `grpc-api`, `tcp-db`.
+//! A UDP port is UDP. A port whose protocol neither names is sniffed (empty: istiod's
+//! `Unsupported`), but for the well-known TCP ports (SMTP, DNS, MySQL, MongoDB).
 
 /// Istio's name for a protocol string, case-insensitive; `None` if it is not one.
 fn istio_protocol(name: &str) -> Option<&'static str> {
@@ -22,25 +23,39 @@ fn istio_protocol(name: &str) -> Option<&'static str> {
     })
 }
 
-/// The protocol of a Service port from its `protocol` (TCP, UDP, SCTP), `appProtocol` and
-/// name.
-pub fn port_protocol(l4: Option<&str>, app_protocol: Option<&str>, name: Option<&str>) -> String {
+/// Ports that are TCP when nothing names their protocol (istiod's `wellKnownPorts`: SMTP,
+/// DNS, MySQL, MongoDB).
+const WELL_KNOWN_TCP_PORTS: [u32; 4] = [25, 53, 3306, 27017];
+
+/// The protocol of Service port `number` from its `protocol` (TCP, UDP, SCTP), `appProtocol`
+/// and name; empty when none is known: the port is sniffed (istiod's `Unsupported`).
+pub fn port_protocol(
+    number: u32,
+    l4: Option<&str>,
+    app_protocol: Option<&str>,
+    name: Option<&str>,
+) -> String {
     if l4.is_some_and(|p| p.eq_ignore_ascii_case("udp")) {
         return "UDP".to_string();
     }
-    let from_app = app_protocol.and_then(istio_protocol);
-    let from_name = || {
-        let name = name?;
-        // `grpc-web` is a protocol of its own, not `grpc` with a suffix.
-        istio_protocol(name)
-            .or_else(|| name.strip_prefix("grpc-web-").map(|_| "GRPC-WEB"))
-            .or_else(|| name.split_once('-').and_then(|(p, _)| istio_protocol(p)))
+    // `appProtocol`, when set, is read instead of the name.
+    let name = match app_protocol {
+        Some("kubernetes.io/h2c") => return "HTTP2".to_string(),
+        Some("kubernetes.io/ws") => return "HTTP".to_string(),
+        Some("kubernetes.io/wss") => return "HTTPS".to_string(),
+        Some(app) => app,
+        None => name.unwrap_or_default(),
     };
-    from_app
-        .or_else(from_name)
-        .filter(|p| *p != "UDP")
-        .unwrap_or("TCP")
-        .to_string()
+    // `grpc-web` is a protocol of its own, not `grpc` with a suffix.
+    if name.len() >= 8 && name[..8].eq_ignore_ascii_case("grpc-web") {
+        return "GRPC-WEB".to_string();
+    }
+    let prefix = name.split_once('-').map_or(name, |(p, _)| p);
+    match istio_protocol(prefix) {
+        Some(p) => p.to_string(),
+        None if WELL_KNOWN_TCP_PORTS.contains(&number) => "TCP".to_string(),
+        None => String::new(),
+    }
 }
 
 #[cfg(test)]
@@ -49,7 +64,7 @@ mod tests {
 
     #[test]
     fn app_protocol_then_name_prefix() {
-        let p = |l4, app, name| port_protocol(l4, app, name);
+        let p = |l4, app, name| port_protocol(8080, l4, app, name);
         assert_eq!(p(None, None, Some("http")), "HTTP");
         assert_eq!(p(None, None, Some("http-web")), "HTTP");
         assert_eq!(p(None, None, Some("HTTP2-x")), "HTTP2");
@@ -61,12 +76,18 @@ mod tests {
         assert_eq!(p(None, None, Some("redis-cache")), "REDIS");
         assert_eq!(p(None, None, Some("mysql")), "MYSQL");
         assert_eq!(p(None, None, Some("tls-passthrough")), "TLS");
-        assert_eq!(p(None, None, Some("web")), "TCP");
-        assert_eq!(p(None, None, None), "TCP");
         assert_eq!(p(None, Some("grpc"), Some("http")), "GRPC");
         assert_eq!(p(None, Some("kubernetes.io/h2c"), Some("web")), "HTTP2");
-        assert_eq!(p(None, Some("unknown"), Some("http")), "HTTP");
+        assert_eq!(p(None, Some("kubernetes.io/wss"), Some("web")), "HTTPS");
         assert_eq!(p(Some("UDP"), None, Some("dns")), "UDP");
-        assert_eq!(p(Some("TCP"), None, Some("udp-x")), "TCP");
+        assert_eq!(p(Some("TCP"), None, Some("udp-x")), "UDP");
+        // Nothing known: sniffed, as istiod's `Unsupported` (an unknown appProtocol too:
+        // the name is not read then).
+        assert_eq!(p(None, None, Some("web")), "");
+        assert_eq!(p(None, None, None), "");
+        assert_eq!(p(None, Some("unknown"), Some("http")), "");
+        // ...but for the well-known TCP ports.
+        assert_eq!(port_protocol(3306, None, None, Some("db")), "TCP");
+        assert_eq!(port_protocol(27017, None, None, None), "TCP");
     }
 }

@@ -224,6 +224,7 @@ impl ServiceObjectIndex {
                 Some(ServicePort {
                     number,
                     protocol: port_protocol(
+                        number,
                         p.protocol.as_deref(),
                         p.app_protocol.as_deref(),
                         p.name.as_deref(),
