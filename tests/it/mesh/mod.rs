@@ -7,10 +7,12 @@
 //! |---|---|
 //! | `capture.rs` | capture itself: outbound through `virtualOutbound` to the PassthroughCluster, inbound through `virtualInbound` |
 //! | `service_entry.rs` | a ServiceEntry with WorkloadEntries at pod IPs, and a VirtualService's header match |
+//! | `kubernetes.rs` | Services, EndpointSlices and Pods in the config directory: ClusterIPs on one port, a port without protocol sniffed |
 //! | `registry_only.rs` | `outboundTrafficPolicy: REGISTRY_ONLY` refuses what no service names |
 //! | `vip.rs` | listeners per service address: VIPs, sniffed ports, ServiceEntry IPs and CIDRs, headless services, a VirtualService edit |
 
 mod capture;
+mod kubernetes;
 mod registry_only;
 mod service_entry;
 mod vip;
