@@ -42,6 +42,10 @@ pub struct MeshConfig {
     /// `outboundTrafficPolicy` block traffic to unknown destinations (istiod's default
     /// `ALLOW_ANY` lets it out).
     pub outbound_registry_only: bool,
+    /// `inboundTrafficPolicy.mode: LOCALHOST`: a sidecar sends inbound traffic to its
+    /// application on 127.0.0.1; istiod's default PASSTHROUGH sends it to the original
+    /// destination (the pod's address), from 127.0.0.6.
+    pub inbound_localhost: bool,
     /// The mesh's trust domain: the SPIFFE identities of its workloads
     /// (`spiffe://TRUST_DOMAIN/ns/NS/sa/SA`).
     pub trust_domain: String,
@@ -71,6 +75,7 @@ impl Default for MeshConfig {
             connect_timeout_nanos: 10_000_000_000,
             plaintext_secrets: true,
             outbound_registry_only: false,
+            inbound_localhost: false,
             trust_domain: "cluster.local".to_string(),
             default_connection_pool: None,
             default_outlier_detection: None,
@@ -133,7 +138,7 @@ pub const FIELDS: [&str; 50] = [
 ];
 
 /// The fields axon applies.
-pub const APPLIED: [&str; 11] = [
+pub const APPLIED: [&str; 12] = [
     "rootNamespace",
     "defaultServiceExportTo",
     "defaultVirtualServiceExportTo",
@@ -144,6 +149,7 @@ pub const APPLIED: [&str; 11] = [
     "connectTimeout",
     "trustDomain",
     "outboundTrafficPolicy",
+    "inboundTrafficPolicy",
     "defaultTrafficPolicy",
 ];
 
@@ -188,6 +194,7 @@ struct Applied {
     connect_timeout: Option<String>,
     trust_domain: Option<String>,
     outbound_traffic_policy: Option<MeshOutboundPolicy>,
+    inbound_traffic_policy: Option<MeshOutboundPolicy>,
     default_traffic_policy: Option<serde_json::Value>,
 }
 
@@ -199,7 +206,8 @@ struct DefaultTrafficPolicy {
     outlier_detection: Option<OutlierDetection>,
 }
 
-/// `MeshConfig.OutboundTrafficPolicy` (only a mode; `egressProxy` is the Sidecar's).
+/// `MeshConfig.OutboundTrafficPolicy` (only a mode; `egressProxy` is the Sidecar's), and
+/// `MeshConfig.InboundTrafficPolicy` (a mode).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct MeshOutboundPolicy {
@@ -346,6 +354,20 @@ pub fn parse(text: &str) -> Result<MeshFile, MeshConfigError> {
             ));
         }
     }
+    match applied
+        .inbound_traffic_policy
+        .as_ref()
+        .and_then(|p| p.mode.as_deref())
+    {
+        None | Some("PASSTHROUGH") => {}
+        Some("LOCALHOST") => mesh.inbound_localhost = true,
+        Some(other) => {
+            return Err(invalid(
+                "inboundTrafficPolicy",
+                format!("mode {other:?} is not PASSTHROUGH or LOCALHOST"),
+            ));
+        }
+    }
     if let Some(v) = applied.default_traffic_policy.filter(|v| !v.is_null()) {
         let at = line("defaultTrafficPolicy");
         let (policy, notes) = default_traffic_policy(&v, at).map_err(|problem| {
@@ -407,6 +429,20 @@ fn default_traffic_policy(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn inbound_traffic_policy_modes() {
+        assert!(!parse("").unwrap().mesh.inbound_localhost);
+        let file = parse("inboundTrafficPolicy: {mode: LOCALHOST}\n").unwrap();
+        assert!(file.mesh.inbound_localhost && file.not_applied.is_empty());
+        assert!(
+            !parse("inboundTrafficPolicy: {mode: PASSTHROUGH}\n")
+                .unwrap()
+                .mesh
+                .inbound_localhost
+        );
+        assert!(parse("inboundTrafficPolicy: {mode: SOMETIMES}\n").is_err());
+    }
 
     #[test]
     fn reads_the_applied_fields_and_reports_the_rest() {

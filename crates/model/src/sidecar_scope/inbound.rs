@@ -44,7 +44,8 @@ pub(super) fn primary_services(ctx: &PushContext, proxy: &Proxy) -> BTreeMap<u32
 /// port, with the protocol of its primary service's port (istiod's
 /// `getFilterChainsByServicePort`: the first service target of a port wins). Their clusters
 /// send to the original destination (the mesh's default `inboundTrafficPolicy` PASSTHROUGH:
-/// the application sees the connection on the pod's address, from 127.0.0.6).
+/// the application sees the connection on the pod's address, from 127.0.0.6), or, under
+/// `LOCALHOST`, to 127.0.0.1 and the port.
 pub(super) fn inbound_ports(ctx: &PushContext, proxy: &Proxy) -> BTreeSet<InboundPort> {
     if proxy.proxy_type != ProxyType::Sidecar {
         return BTreeSet::new();
@@ -56,7 +57,10 @@ pub(super) fn inbound_ports(ctx: &PushContext, proxy: &Proxy) -> BTreeSet<Inboun
             Some(InboundPort {
                 port: ep_port,
                 protocol: service.port(service_port)?.protocol.clone(),
-                endpoint: None,
+                endpoint: ctx
+                    .mesh
+                    .inbound_localhost
+                    .then(|| ("127.0.0.1".to_string(), ep_port)),
                 bind: None,
                 service: Some((host, service_port)),
             })

@@ -108,3 +108,32 @@ spec:
     let t = &c.circuit_breakers.as_ref().unwrap().thresholds[0];
     assert_eq!(t.max_pending_requests.unwrap().value, 9);
 }
+
+#[test]
+fn inbound_traffic_policy_localhost_sends_to_loopback() {
+    use axon_model::push_request::{PushRequest, TriggerReason};
+    let mesh = axon_config::mesh::parse("inboundTrafficPolicy: {mode: LOCALHOST}\n")
+        .unwrap()
+        .mesh;
+    let req = PushRequest::full_push(TriggerReason::Config, std::time::Instant::now());
+    let ctx = axon_model::push_context::PushContext::build(
+        None,
+        &axon_model::fixtures::configs(OWN),
+        &req,
+        &std::sync::Arc::new(mesh),
+    );
+    let sidecar = proxy("sidecar", "10.0.0.5", "shop", &[("app", "app")]);
+    let scope = SidecarScope::compute(&ctx, &sidecar);
+    let c = generate(&ctx, &sidecar, &scope)
+        .iter()
+        .map(|r| Cluster::decode(r.value.as_ref()).unwrap())
+        .find(|c| c.name == "inbound|8080||")
+        .expect("the inbound cluster");
+    // Static to 127.0.0.1:8080, with no 127.0.0.6 source (loopback is not captured).
+    assert!(c.upstream_bind_config.is_none());
+    let endpoint = format!("{:?}", c.load_assignment);
+    assert!(
+        endpoint.contains("127.0.0.1") && endpoint.contains("8080"),
+        "{endpoint}"
+    );
+}
