@@ -22,16 +22,62 @@ pub const KUBERNETES_ISTIO: SourceId = "kubernetes-istio";
 
 /// The keys that differ between two config sets, and whether every difference touches
 /// endpoints only (then the change takes the EDS fast path). Every registry uses this.
+///
+/// The endpoints of a headless service (resolution NONE, no address: a listener per
+/// endpoint) are listeners too, so a change to them is a full push, as istiod pushes one for
+/// a `Passthrough` service's endpoints: its ServiceEntry's own, or a WorkloadEntry it
+/// selects (that ServiceEntry is then among the changed keys, so that the proxies that see
+/// it are pushed).
 pub fn compare(old: &ConfigSet, new: &ConfigSet) -> (BTreeSet<ConfigKey>, bool) {
-    let changed = diff(old, new);
-    let endpoints_only = !changed.is_empty()
-        && changed
-            .iter()
-            .all(|k| endpoints_only(old.get(k), new.get(k)));
+    let mut changed = diff(old, new);
+    let mut endpoints_only = !changed.is_empty();
+    let mut selecting = BTreeSet::new();
+    for key in &changed {
+        let (before, after) = (old.get(key), new.get(key));
+        endpoints_only &= endpoints_only_change(before, after);
+        for (set, config) in [(old, before), (new, after)] {
+            if let Some(config) = config {
+                let headless = headless_services_of(set, config);
+                endpoints_only &= headless.is_empty();
+                selecting.extend(headless);
+            }
+        }
+    }
+    // A proxy depends on the ServiceEntry, not on the WorkloadEntries it selects: name it.
+    changed.extend(selecting);
     (changed, endpoints_only)
 }
 
-fn endpoints_only(old: Option<&Arc<Config>>, new: Option<&Arc<Config>>) -> bool {
+/// The headless ServiceEntries (resolution NONE, no address) `config` is or belongs to: itself,
+/// or those selecting a WorkloadEntry in its namespace.
+fn headless_services_of(set: &ConfigSet, config: &Config) -> Vec<ConfigKey> {
+    use super::config::Spec;
+    use super::istio::{Resolution, ServiceEntry};
+    let headless = |se: &ServiceEntry| {
+        se.resolution == Resolution::None
+            && se.addresses.iter().all(|a| a.is_empty() || a == "0.0.0.0")
+    };
+    match &config.spec {
+        Spec::ServiceEntry(se) if headless(se) => vec![config.key.clone()],
+        Spec::WorkloadEntry(we) => set
+            .values()
+            .filter(|c| match &c.spec {
+                Spec::ServiceEntry(se) => {
+                    c.namespace() == config.namespace()
+                        && headless(se)
+                        && se.workload_selector.as_ref().is_some_and(|s| {
+                            s.labels.iter().all(|(k, v)| we.labels.get(k) == Some(v))
+                        })
+                }
+                _ => false,
+            })
+            .map(|c| c.key.clone())
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn endpoints_only_change(old: Option<&Arc<Config>>, new: Option<&Arc<Config>>) -> bool {
     use super::config::{ConfigKind, Spec};
     let kind = old.or(new).map(|c| c.kind());
     match (old.map(|c| &c.spec), new.map(|c| &c.spec)) {

@@ -373,6 +373,54 @@ mod tests {
     }
 
     #[test]
+    fn a_headless_services_endpoints_are_a_full_change() {
+        // Resolution NONE, no address: a listener per endpoint (istiod's full push for a
+        // Passthrough service's endpoints).
+        let se = "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: kafka}\nspec:\n  hosts: [kafka.example.com]\n  resolution: NONE\n  ports: [{number: 9092, name: tcp, protocol: TCP}]\n  workloadSelector: {labels: {app: kafka}}\n";
+        let we = |name: &str, app: &str, addr: &str| {
+            format!(
+                "apiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {{name: {name}}}\nspec: {{address: {addr}, labels: {{app: {app}}}}}\n"
+            )
+        };
+        let mut set = FileSet::new("default");
+        set.apply(Path::new("/d/se.yaml"), Some(se));
+        set.apply(
+            Path::new("/d/k0.yaml"),
+            Some(&we("k0", "kafka", "10.0.0.1")),
+        );
+        set.apply(
+            Path::new("/d/other.yaml"),
+            Some(&we("o", "other", "10.0.0.9")),
+        );
+        set.commit();
+        set.apply(
+            Path::new("/d/k0.yaml"),
+            Some(&we("k0", "kafka", "10.0.0.2")),
+        );
+        let commit = set.commit();
+        assert!(!commit.endpoints_only, "a selected WorkloadEntry moved");
+        // The ServiceEntry is named too: proxies depend on it, not on its WorkloadEntries.
+        let keys: Vec<String> = commit.changed.iter().map(|k| k.to_string()).collect();
+        assert_eq!(
+            keys,
+            ["ServiceEntry/default/kafka", "WorkloadEntry/default/k0"]
+        );
+        set.apply(
+            Path::new("/d/other.yaml"),
+            Some(&we("o", "other", "10.0.0.8")),
+        );
+        assert!(
+            set.commit().endpoints_only,
+            "a WorkloadEntry no headless service selects"
+        );
+        set.apply(Path::new("/d/k0.yaml"), None);
+        assert!(
+            !set.commit().endpoints_only,
+            "a selected WorkloadEntry removed"
+        );
+    }
+
+    #[test]
     fn kubernetes_objects_are_held_and_their_changes_reported() {
         let svc = |port: u32| {
             format!(

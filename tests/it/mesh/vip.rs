@@ -349,4 +349,22 @@ fn a_headless_service_reaches_each_endpoint() {
         .copied()
         .unwrap_or(0);
     assert!(through >= 2, "{}", client.describe());
+
+    // A new endpoint is a new listener (a full push, not the EDS fast path).
+    let k2 = mesh.pod(PodSpec::sidecar("kafka-2", "b", &[("app", "kafka")]));
+    let _app2 = k2.serve_tcp(9092, "kafka-2");
+    config.write(
+        "kafka.yaml",
+        &documents(&[entry(
+            "kafka",
+            "b",
+            &[],
+            9092,
+            "TCP",
+            "NONE",
+            &[(k0.ip(), "k0"), (k1.ip(), "k1"), (k2.ip(), "k2")],
+        )]),
+    );
+    client.wait_listener(&format!("{}_9092", k2.ip()));
+    wait_banner(&client, &k2.ip().to_string(), 9092, "kafka-2");
 }

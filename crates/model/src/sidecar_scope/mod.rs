@@ -292,12 +292,28 @@ fn scope_key(ctx: &PushContext, proxy: &Proxy) -> String {
         .as_ref()
         .map(|c| format!("{}~{}~{}", c.cert_chain, c.key, c.root_cert))
         .unwrap_or_default();
+    // A headless service's listeners (one per endpoint) leave out the proxy's own address
+    // (`lds::outbound`): a proxy that is such an endpoint sees its own set.
+    let own_address = ctx
+        .endpoints
+        .by_address
+        .get(&proxy.ip)
+        .into_iter()
+        .flatten()
+        .any(|(host, _, _)| {
+            ctx.service(host).is_some_and(|s| {
+                s.resolution == axon_config::istio::Resolution::None && s.addresses.is_empty()
+            })
+        })
+        .then_some(proxy.ip.as_str())
+        .unwrap_or("");
     format!(
-        "{:?}|{}|{}|{}|{:?}|{}|{}|{}|{}|{certs}|{}",
+        "{:?}|{}|{}|{}|{}|{own_address}|{:?}|{}|{}|{}|{}|{certs}|{}",
         proxy.proxy_type,
         proxy.namespace,
         selected,
         proxy.interception_none,
+        proxy.tproxy,
         proxy.idle_timeout,
         proxy.generator.as_deref().unwrap_or(""),
         inbound.join(","),

@@ -164,7 +164,8 @@ fn inbound_ports_come_from_endpoints_at_the_proxy_ip() {
         [InboundPort {
             port: 80,
             protocol: "HTTP".into(),
-            endpoint: Some(("127.0.0.1".into(), 80)),
+            // The original destination (the mesh's default inbound policy).
+            endpoint: None,
             bind: None,
             // Three services on the port, none with a creation time: the first host.
             service: Some(("ratings.b.svc.cluster.local".into(), 80)),
@@ -217,4 +218,50 @@ spec:
     let moved = SidecarScope::next(Some((&ctx1, &old)), &ctx3, &web);
     assert_eq!(moved.key, scope_key(&ctx3, &web));
     assert_ne!(moved.key, old.key);
+}
+
+#[test]
+fn tproxy_and_a_headless_endpoints_own_address_are_in_the_scope_key() {
+    let ctx = context(&mesh());
+    let node = |ip: &str, mode: &str| {
+        Proxy::from_node(crate::proxy::NodeInfo {
+            id: format!("sidecar~{ip}~pod-1.a~a.svc.cluster.local"),
+            interception_mode: Some(mode.to_string()),
+            ..Default::default()
+        })
+        .unwrap()
+    };
+    let (redirect, tproxy) = (node("10.9.0.1", "REDIRECT"), node("10.9.0.1", "TPROXY"));
+    assert_ne!(scope_key(&ctx, &redirect), scope_key(&ctx, &tproxy));
+    // Two proxies at addresses no headless service has share their scope.
+    assert_eq!(
+        scope_key(&ctx, &node("10.9.0.1", "REDIRECT")),
+        scope_key(&ctx, &node("10.9.0.2", "REDIRECT"))
+    );
+    let headless = context(
+        "apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: kafka, namespace: a}
+spec:
+  hosts: [kafka.a.svc.cluster.local]
+  resolution: NONE
+  ports: [{number: 9092, name: tcp, protocol: TCP}]
+  workloadSelector: {labels: {app: kafka}}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: k0, namespace: a}
+spec: {address: 10.9.0.1, labels: {app: kafka}}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: k1, namespace: a}
+spec: {address: 10.9.0.2, labels: {app: kafka}}
+",
+    );
+    assert_ne!(
+        scope_key(&headless, &node("10.9.0.1", "REDIRECT")),
+        scope_key(&headless, &node("10.9.0.2", "REDIRECT")),
+        "each endpoint leaves its own address out of the headless listeners"
+    );
 }

@@ -27,7 +27,7 @@ use std::collections::BTreeMap;
 
 use envoy_types::pb::envoy::config::core::v3::TrafficDirection;
 use envoy_types::pb::envoy::config::listener::v3::{
-    Filter, FilterChain, FilterChainMatch, Listener, ListenerFilter, listener_filter,
+    FilterChain, FilterChainMatch, Listener, ListenerFilter, listener_filter,
 };
 use envoy_types::pb::envoy::extensions::filters::listener::http_inspector::v3::HttpInspector;
 use envoy_types::pb::envoy::extensions::filters::listener::tls_inspector::v3::TlsInspector;
@@ -38,10 +38,10 @@ use envoy_types::pb::google::protobuf::{BoolValue, Duration};
 
 use super::super::cds::ads_config_source;
 use super::l4::L4Port;
-use super::sidecar_l4::{self, ChainOpts, WILDCARD};
+use super::sidecar_l4::{self, WILDCARD};
 use super::{
-    HcmKind, VIRTUAL_INBOUND_PORT, VIRTUAL_OUTBOUND_PORT, cidr_range, http_connection_manager,
-    socket_address, tcp_proxy,
+    HcmKind, VIRTUAL_INBOUND_PORT, VIRTUAL_OUTBOUND_PORT, http_connection_manager, socket_address,
+    tcp_proxy,
 };
 use crate::resource::{Resource, any};
 use axon_config::istio::Resolution;
@@ -49,6 +49,7 @@ use axon_model::proxy::Proxy;
 use axon_model::push_context::PushContext;
 use axon_model::service::{Service, is_sniffed_protocol};
 use axon_model::sidecar_scope::{EgressScope, SidecarScope};
+use chain::{Body, Chain};
 
 /// The ALPNs Envoy's HTTP inspector gives plaintext HTTP (istiod's `plaintextHTTPALPNs`).
 pub(super) const PLAINTEXT_HTTP_ALPNS: [&str; 2] = ["http/1.1", "h2c"];
@@ -76,113 +77,6 @@ pub(super) fn listener_protocol(protocol: &str) -> Option<ListenerProtocol> {
     } else {
         ListenerProtocol::Tcp
     })
-}
-
-/// What a chain does: a network filter stack, or an HTTP connection manager whose routes
-/// come over RDS under the given name.
-#[derive(Debug, Clone)]
-enum Body {
-    Tcp(Vec<Filter>),
-    Http(String),
-}
-
-/// One filter chain (istiod's `filterChainOpts`).
-#[derive(Debug, Clone)]
-struct Chain {
-    sni_hosts: Vec<String>,
-    cidrs: Vec<String>,
-    /// Matches the sniffed plaintext HTTP ALPNs over `raw_buffer`.
-    sniffed_http: bool,
-    body: Body,
-}
-
-impl Chain {
-    fn tcp(opts: ChainOpts, cidrs: &[String]) -> Chain {
-        Chain {
-            sni_hosts: opts.sni_hosts,
-            cidrs: cidrs.to_vec(),
-            sniffed_http: false,
-            body: Body::Tcp(opts.filters),
-        }
-    }
-
-    fn http(rds: String, sniffed: bool) -> Chain {
-        Chain {
-            sni_hosts: Vec::new(),
-            cidrs: Vec::new(),
-            sniffed_http: sniffed,
-            body: Body::Http(rds),
-        }
-    }
-
-    /// istiod's `isMatchAll`.
-    fn match_all(&self) -> bool {
-        (self.sni_hosts.is_empty() || self.sni_hosts.iter().any(|h| h == "*"))
-            && !self.sniffed_http
-            && self.cidrs.is_empty()
-    }
-
-    /// istiod's `conflictsWith`: the same match (SNI hosts in any order, `*` ignored; CIDRs
-    /// by their masked prefix); as Envoy also refuses two chains matching one server name,
-    /// chains sharing an SNI host (`sidecar_l4::ChainOpts::conflicts_with`).
-    fn conflicts_with(&self, other: &Chain) -> bool {
-        if self.sniffed_http != other.sniffed_http {
-            return false;
-        }
-        let cidrs = |c: &Chain| {
-            c.cidrs
-                .iter()
-                .filter_map(|c| cidr_range(c))
-                .filter(|(a, _)| a != "0.0.0.0")
-                .collect::<std::collections::BTreeSet<_>>()
-        };
-        if cidrs(self) != cidrs(other) {
-            return false;
-        }
-        let sni = |c: &Chain| ChainOpts {
-            sni_hosts: c.sni_hosts.clone(),
-            filters: Vec::new(),
-        };
-        sni(self).conflicts_with(&sni(other))
-    }
-
-    fn filter_chain_match(&self) -> FilterChainMatch {
-        let mut server_names: Vec<String> = if self.sni_hosts.iter().any(|h| h == "*") {
-            Vec::new()
-        } else {
-            self.sni_hosts.clone()
-        };
-        server_names.sort();
-        let mut cidrs = self.cidrs.clone();
-        cidrs.sort();
-        FilterChainMatch {
-            server_names,
-            prefix_ranges: cidrs
-                .iter()
-                .filter_map(|c| cidr_range(c))
-                .filter(|(a, _)| a != "0.0.0.0")
-                .map(
-                    |(address_prefix, len)| envoy_types::pb::envoy::config::core::v3::CidrRange {
-                        address_prefix,
-                        prefix_len: Some(envoy_types::pb::google::protobuf::UInt32Value {
-                            value: len,
-                        }),
-                    },
-                )
-                .collect(),
-            application_protocols: if self.sniffed_http {
-                PLAINTEXT_HTTP_ALPNS.iter().map(|s| s.to_string()).collect()
-            } else {
-                Vec::new()
-            },
-            transport_protocol: if self.sniffed_http {
-                RAW_BUFFER.to_string()
-            } else {
-                String::new()
-            },
-            ..Default::default()
-        }
-    }
 }
 
 /// How an incoming service port meets the entry already on its bind and port.
@@ -573,5 +467,6 @@ fn build(entry: Entry, fallthrough_cluster: &str, idle_timeout: Option<i128>) ->
     Resource::new(name, &listener)
 }
 
+mod chain;
 #[cfg(test)]
 mod tests;
