@@ -11,6 +11,8 @@
 //!   former has `original_src` (mark 1337); a REDIRECT sidecar's are not and has not.
 //! - Under REGISTRY_ONLY a TPROXY client still reaches the service but not a pod IP no
 //!   service names.
+//! - (Ignored: axon's bug) a REDIRECT and a TPROXY sidecar of one namespace get listeners
+//!   of their own mode.
 
 use std::net::{Ipv4Addr, SocketAddr};
 
@@ -66,8 +68,7 @@ fn a_tproxy_server_sees_its_clients_addresses() {
     let axon = Axon::start(config.path());
     let mesh = Mesh::new(axon.xds_addr());
     let host = mesh.service("echo", "b", VIP);
-    // REDIRECT and TPROXY sidecars in namespaces of their own (axon shares listeners by
-    // namespace, whatever the interception mode).
+    // REDIRECT and TPROXY sidecars in namespaces of their own: see the ignored test below.
     let redirect_client = mesh.pod(PodSpec::sidecar("client", "a", &[("app", "client")]));
     let tproxy_client = mesh.pod(PodSpec::sidecar("tclient", "c", &[("app", "tclient")]).tproxy());
     let server = mesh.pod(PodSpec::sidecar("echo", "b", &[("app", "echo")]).tproxy());
@@ -195,6 +196,31 @@ fn registry_only_refuses_an_unknown_ip_from_a_tproxy_client() {
             .0,
         200
     );
+}
+
+/// axon memoizes generated listeners per scope key (`SidecarScope::key`), which says
+/// `INTERCEPTION_MODE: NONE` but not `TPROXY`: a TPROXY sidecar of a namespace whose
+/// REDIRECT sidecar was served first gets that one's listeners (not transparent, no
+/// original_src; TPROXY-captured connections are then refused), and the other way round a
+/// REDIRECT sidecar gets transparent listeners, which Envoy without `CAP_NET_ADMIN` rejects
+/// (NACK: "Setting IPPROTO_IP/IP_TRANSPARENT option on socket failed"). The other tests here
+/// keep TPROXY and REDIRECT sidecars in different namespaces.
+#[test]
+#[ignore = "axon: the scope key (crates/model/src/sidecar_scope, scope_key) ignores Proxy::tproxy"]
+fn redirect_and_tproxy_sidecars_of_one_namespace_get_their_own_listeners() {
+    let config = ConfigDir::new();
+    let axon = Axon::start(config.path());
+    let mesh = Mesh::new(axon.xds_addr());
+    let redirect = mesh.pod(PodSpec::sidecar("redirect", "a", &[("app", "same")]));
+    redirect.wait_listener("virtualInbound");
+    let tproxy = mesh.pod(PodSpec::sidecar("tproxy", "a", &[("app", "same")]).tproxy());
+    let inbound = listener(&tproxy, "virtualInbound");
+    assert!(
+        transparent(&inbound),
+        "the TPROXY sidecar got the listeners of its namespace's REDIRECT sidecar:\n{inbound:#}"
+    );
+    assert_eq!(original_src_mark(&inbound), Some(1337), "{inbound:#}");
+    assert!(!transparent(&listener(&redirect, "virtualInbound")));
 }
 
 #[test]
