@@ -17,8 +17,10 @@
 //!
 //! [`Mesh::new`] makes the node namespace with the bridge (the pods' gateway); [`Mesh::pod`]
 //! a pod: its namespace, a veth pair into the bridge, its IP and default route, and with a
-//! sidecar ([`PodSpec::sidecar`]) the capture rules (`capture.rs`), an XDS proxy in the pod
-//! on 127.0.0.1:15010 relayed to axon, and Envoy as uid/gid 1337 with the bootstrap
+//! sidecar ([`PodSpec::sidecar`]) the capture rules (`capture.rs`; REDIRECT, or TPROXY with
+//! [`PodSpec::tproxy`], which also adds its routes and runs Envoy as uid 0, gid 1337 with
+//! only `CAP_NET_ADMIN`, for transparent sockets, as istio's injector does), an XDS proxy in
+//! the pod on 127.0.0.1:15010 relayed to axon, and Envoy as uid/gid 1337 with the bootstrap
 //! pilot-agent writes (admin on the pod's 127.0.0.1:15000, relayed to the test's loopback so
 //! that the [`Envoy`] helpers work). A [`Pod`] plays its application: a server
 //! ([`Pod::serve_http`], [`Pod::serve_tcp`]) or a client whose connections are made in the
@@ -37,7 +39,7 @@
 //! | file | owns |
 //! |---|---|
 //! | `netns.rs` | named network namespaces: add, enter, delete, stale sweep, preflight |
-//! | `capture.rs` | the `istio-iptables` nat rules of a pod |
+//! | `capture.rs` | the `istio-iptables` rules of a pod (REDIRECT, or TPROXY and its routes) |
 //! | `pod.rs` | [`Pod`]: a pod's sidecar, applications and clients |
 //! | `hosts.rs` | the pods and services a mesh knows: name resolution, `/etc/netns` files |
 //! | `relay.rs` | the TCP relay: the XDS proxy and the admin relay |
@@ -53,7 +55,8 @@ mod relay;
 #[allow(unused_imports)]
 pub use apps::TcpApp;
 pub use capture::{
-    INBOUND_CAPTURED, OUTBOUND_CAPTURED, PROXY_TO_SELF_CAPTURED, istio_iptables_rules,
+    INBOUND_CAPTURED, InterceptionMode, OUTBOUND_CAPTURED, PROXY_TO_SELF_CAPTURED, TPROXY_CAPTURED,
+    TPROXY_MARKED_RETURN, TPROXY_ROUTES, istio_iptables_rules, istio_iptables_rules_for,
 };
 pub use pod::Pod;
 
@@ -73,8 +76,8 @@ pub const ADMIN_PORT: u16 = 15000;
 /// The Istio release the sidecars say they are (`ISTIO_VERSION`).
 pub const ISTIO_VERSION: &str = "1.24.0";
 
-/// A pod to make: its name, namespace, labels and service account, and whether it runs a
-/// sidecar (capture rules and Envoy) or is a plain namespace.
+/// A pod to make: its name, namespace, labels and service account, whether it runs a
+/// sidecar (capture rules and Envoy) or is a plain namespace, and how its sidecar captures.
 #[derive(Debug, Clone)]
 pub struct PodSpec<'a> {
     pub name: &'a str,
@@ -82,6 +85,7 @@ pub struct PodSpec<'a> {
     pub labels: &'a [(&'a str, &'a str)],
     pub service_account: &'a str,
     pub sidecar: bool,
+    pub interception: InterceptionMode,
 }
 
 impl<'a> PodSpec<'a> {
@@ -93,6 +97,15 @@ impl<'a> PodSpec<'a> {
             labels,
             service_account: "default",
             sidecar: true,
+            interception: InterceptionMode::Redirect,
+        }
+    }
+
+    /// The same pod captured with TPROXY (`sidecar.istio.io/interceptionMode: TPROXY`).
+    pub fn tproxy(self) -> Self {
+        PodSpec {
+            interception: InterceptionMode::Tproxy,
+            ..self
         }
     }
 

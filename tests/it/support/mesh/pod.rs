@@ -1,6 +1,7 @@
 //! [`Pod`]: a pod of a mesh, as the test sees it: its address, its sidecar (started here as
-//! pilot-agent starts it: capture rules, the XDS proxy, Envoy as uid/gid 1337 with its
-//! bootstrap, the admin relay), its applications (servers made in the pod) and its
+//! pilot-agent starts it: capture rules (and a TPROXY pod's routes), the XDS proxy, Envoy with
+//! its bootstrap as uid/gid 1337 (under TPROXY as uid 0, gid 1337, with `CAP_NET_ADMIN` only),
+//! the admin relay), its applications (servers made in the pod) and its
 //! application's client side (connections made in the pod as root, so captured). Dropping it
 //! kills its sidecar and deletes its namespace.
 
@@ -11,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::apps::{self, TcpApp};
-use super::capture::{PROXY_UID, istio_iptables_rules};
+use super::capture::{InterceptionMode, TPROXY_ROUTES, istio_iptables_rules_for};
 use super::hosts::Registry;
 use super::netns::{self, Netns};
 use super::relay::Relay;
@@ -39,6 +40,7 @@ pub struct Pod {
     /// The XDS proxy and the admin relay.
     relays: Vec<Relay>,
     rules: Option<String>,
+    interception: InterceptionMode,
 }
 
 impl Pod {
@@ -58,6 +60,7 @@ impl Pod {
             envoy: None,
             relays: Vec::new(),
             rules: None,
+            interception: spec.interception,
         }
     }
 
@@ -89,15 +92,38 @@ impl Pod {
         self.rules.as_deref()
     }
 
+    /// How the pod's sidecar captures (REDIRECT for a pod without one).
+    pub fn interception(&self) -> InterceptionMode {
+        self.interception
+    }
+
     /// The pod's nat table with its packet counters (`iptables-save -c -t nat`).
     pub fn nat_table(&self) -> String {
+        self.table("nat")
+    }
+
+    /// The pod's mangle table with its packet counters (a TPROXY pod's inbound capture).
+    pub fn mangle_table(&self) -> String {
+        self.table("mangle")
+    }
+
+    /// `iptables-save -c -t TABLE` in the pod.
+    fn table(&self, table: &str) -> String {
         let out = self
             .command("iptables-save")
-            .args(["-c", "-t", "nat"])
+            .args(["-c", "-t", table])
             .output();
         match out {
             Ok(o) => String::from_utf8_lossy(&o.stdout).into_owned(),
-            Err(e) => format!("(iptables-save failed: {e})"),
+            Err(e) => format!("(iptables-save -t {table} failed: {e})"),
+        }
+    }
+
+    /// The tables the pod's capture uses, with their counters: nat, and mangle under TPROXY.
+    fn capture_tables(&self) -> String {
+        match self.interception {
+            InterceptionMode::Redirect => self.nat_table(),
+            InterceptionMode::Tproxy => format!("{}{}", self.mangle_table(), self.nat_table()),
         }
     }
 
@@ -114,23 +140,25 @@ impl Pod {
     /// e.g. `--uid-owner 1337 -j ISTIO_IN_REDIRECT`) has matched; 0 if no rule has it. A
     /// connection is one packet (nat sees its first).
     pub fn nat_packets(&self, rule: &str) -> u64 {
-        self.nat_table()
-            .lines()
-            .find(|l| l.contains(rule))
-            .and_then(|l| l.strip_prefix('['))
-            .and_then(|l| l.split(':').next())
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0)
+        packets(&self.nat_table(), rule)
     }
 
-    /// The sidecar's state and the pod's nat counters, for a failure message.
+    /// Like [`Pod::nat_packets`], in the mangle table (e.g.
+    /// [`TPROXY_CAPTURED`](super::TPROXY_CAPTURED)), where every packet of a connection
+    /// counts, not only its first.
+    pub fn mangle_packets(&self, rule: &str) -> u64 {
+        packets(&self.mangle_table(), rule)
+    }
+
+    /// The sidecar's state and the pod's capture counters, for a failure message.
     pub fn describe(&self) -> String {
         let envoy = self.envoy.as_ref().map(describe_envoy).unwrap_or_default();
         format!(
-            "pod {} ({}):\n{envoy}\n{}",
+            "pod {} ({}, {}):\n{envoy}\n{}",
             self.name,
             self.ip,
-            self.nat_table()
+            self.interception.as_str(),
+            self.capture_tables()
         )
     }
 
@@ -250,9 +278,14 @@ impl Pod {
     /// Installs the capture rules, then starts the XDS proxy, the admin relay and Envoy as
     /// pilot-agent would.
     pub(super) fn start_sidecar(&mut self, axon_xds: SocketAddr, spec: &PodSpec) {
-        let rules = istio_iptables_rules();
+        let rules = istio_iptables_rules_for(spec.interception);
         self.netns.iptables_restore(&rules);
         self.rules = Some(rules);
+        if spec.interception == InterceptionMode::Tproxy {
+            for route in TPROXY_ROUTES {
+                self.netns.ip(route);
+            }
+        }
         let in_pod = SocketAddr::from(([127, 0, 0, 1], XDS_PROXY_PORT));
         let xds_listener = self.listen(in_pod);
         self.relays.push(Relay::start(
@@ -280,7 +313,7 @@ impl Pod {
         let mut options = EnvoyOptions::sidecar(&self.node_id(), spec.labels, spec.namespace);
         let ip = self.ip.to_string();
         for (key, value) in [
-            ("INTERCEPTION_MODE", "REDIRECT"),
+            ("INTERCEPTION_MODE", spec.interception.as_str()),
             ("SERVICE_ACCOUNT", spec.service_account),
             ("INSTANCE_IPS", &ip),
             ("ISTIO_VERSION", ISTIO_VERSION),
@@ -292,21 +325,28 @@ impl Pod {
                 .extra_metadata
                 .push((key.to_string(), serde_json::json!(value)));
         }
+        let (uid, gid) = spec.interception.proxy_user();
         let mut wrapper = self.netns.exec_prefix();
         wrapper.extend(
             [
                 "setpriv",
-                &format!("--reuid={PROXY_UID}"),
-                &format!("--regid={PROXY_UID}"),
+                &format!("--reuid={uid}"),
+                &format!("--regid={gid}"),
                 "--clear-groups",
-                "--",
             ]
             .map(str::to_string),
         );
+        if spec.interception == InterceptionMode::Tproxy {
+            // As istio's injector runs a TPROXY proxy: root with every capability dropped
+            // but NET_ADMIN (transparent listeners, original_src's IP_TRANSPARENT sockets).
+            wrapper
+                .extend(["--inh-caps=-all", "--bounding-set=-all,+net_admin"].map(str::to_string));
+        }
+        wrapper.push("--".to_string());
         options.pod = Some(InPod {
             wrapper,
-            uid: PROXY_UID,
-            gid: PROXY_UID,
+            uid,
+            gid,
             admin_port: ADMIN_PORT,
             admin_relay,
         });
@@ -318,9 +358,9 @@ impl Drop for Pod {
     fn drop(&mut self) {
         if std::thread::panicking() {
             eprintln!(
-                "===== pod {} nat table =====\n{}",
+                "===== pod {} capture tables =====\n{}",
                 self.name,
-                self.nat_table()
+                self.capture_tables()
             );
         }
         drop(self.envoy.take());
@@ -328,4 +368,16 @@ impl Drop for Pod {
         self.registry.pods.lock().unwrap().remove(self.netns.name());
         netns::delete(self.netns.name());
     }
+}
+
+/// The packet counter of the first rule of `table` (an `iptables-save -c` text) containing
+/// `rule`; 0 if none has it.
+fn packets(table: &str, rule: &str) -> u64 {
+    table
+        .lines()
+        .find(|l| l.contains(rule))
+        .and_then(|l| l.strip_prefix('['))
+        .and_then(|l| l.split(':').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
 }
