@@ -66,6 +66,25 @@ fn wait_answer(
         .unwrap_or_default()
 }
 
+/// Which application answers `GET http://HOST:PORT/` from `client` with `headers`: the
+/// request is sent again while it gets no 200 (a connection refused or timed out on a busy
+/// machine), never when a 200 came from another application, so a misroute fails the test.
+fn answer(client: &Pod, host: &str, port: u16, headers: &[(&str, &str)]) -> String {
+    let mut last = (0, String::new());
+    let answered = wait_until(CONVERGE, || {
+        last = client.http_get(host, port, "/", headers);
+        last.0 == 200
+    });
+    assert!(
+        answered,
+        "{host}:{port} never answered 200; last: {last:?}\n{}",
+        client.describe()
+    );
+    answered_by(&last.1)
+        .map(|(name, _)| name)
+        .unwrap_or_else(|| panic!("not an echo answer: {last:?}"))
+}
+
 /// ServiceEntry `name` in `ns` (host `NAME.NS.svc.cluster.local`, address `vip`, port 80
 /// `http` to target 8080) selecting `app: NAME`, and a WorkloadEntry per `(pod IP, version)`.
 fn service_yaml(name: &str, ns: &str, vip: Ipv4Addr, endpoints: &[(Ipv4Addr, &str)]) -> String {

@@ -68,7 +68,7 @@ fn a_tproxy_server_sees_its_clients_addresses() {
     let axon = Axon::start(config.path());
     let mesh = Mesh::new(axon.xds_addr());
     let host = mesh.service("echo", "b", VIP);
-    // REDIRECT and TPROXY sidecars in namespaces of their own: see the ignored test below.
+    // REDIRECT and TPROXY sidecars in namespaces of their own (one namespace: the last test).
     let redirect_client = mesh.pod(PodSpec::sidecar("client", "a", &[("app", "client")]));
     let tproxy_client = mesh.pod(PodSpec::sidecar("tclient", "c", &[("app", "tclient")]).tproxy());
     let server = mesh.pod(PodSpec::sidecar("echo", "b", &[("app", "echo")]).tproxy());
@@ -206,7 +206,6 @@ fn registry_only_refuses_an_unknown_ip_from_a_tproxy_client() {
 /// (NACK: "Setting IPPROTO_IP/IP_TRANSPARENT option on socket failed"). The other tests here
 /// keep TPROXY and REDIRECT sidecars in different namespaces.
 #[test]
-#[ignore = "axon: the scope key (crates/model/src/sidecar_scope, scope_key) ignores Proxy::tproxy"]
 fn redirect_and_tproxy_sidecars_of_one_namespace_get_their_own_listeners() {
     let config = ConfigDir::new();
     let axon = Axon::start(config.path());
