@@ -140,17 +140,17 @@ pub const CAPTURED_LISTENER: &str = "0.0.0.0_9080";
 /// one passed through to it, as the original destination, is never accepted).
 pub const MESH_CONFIG: &str = "connectTimeout: 1s\n";
 
-/// A STATIC, MESH_INTERNAL ServiceEntry `name` in `ns` for `host` at address `vip`, one HTTP
+/// A STATIC, MESH_INTERNAL ServiceEntry `name` in `ns` for `host` at address `vip`, one
 /// `port`, one endpoint per `(pod IP, version label)` on that same port.
 pub fn service_entry_at(
     name: &str,
     ns: &str,
     host: &str,
     vip: Ipv4Addr,
-    port: u16,
+    port: Port,
     endpoints: &[(Ipv4Addr, Option<&str>)],
 ) -> String {
-    let mut yaml = service_entry_head(name, ns, host, http_port(port));
+    let mut yaml = service_entry_head(name, ns, host, port);
     yaml.push_str(&format!("  addresses: [{vip}]\n  endpoints:\n"));
     for (ip, version) in endpoints {
         yaml.push_str(&format!("  - address: {ip}\n"));
@@ -168,7 +168,7 @@ pub fn reviews_se_at(v1: Ipv4Addr, v2: Ipv4Addr) -> String {
         "a",
         REVIEWS,
         REVIEWS_VIP,
-        SERVICE_PORT,
+        http_port(SERVICE_PORT),
         &[(v1, Some("v1")), (v2, Some("v2"))],
     )
 }
@@ -259,7 +259,7 @@ impl Scenario {
                 "b",
                 RATINGS,
                 RATINGS_VIP,
-                SERVICE_PORT,
+                http_port(SERVICE_PORT),
                 &[(app_pods[2].ip(), None)],
             ),
         );
