@@ -71,10 +71,10 @@ spec:
     )
 }
 
-/// `echo` (TCP 9000, endpoints v1, v2, v3), its subsets, and a mesh `tcp` route on `tcp_a`
-/// only, 50/50 to v1 and v2.
-fn echo_yaml(ports: [u16; 3], tcp_a: u16) -> String {
-    let mut se = service_entry_yaml(
+/// `echo` (TCP 9000, endpoints v1, v2, v3), served on every TCP egress listener (its
+/// routes by port are checked under capture, `sidecar_l4.rs`).
+fn echo_yaml(ports: [u16; 3]) -> String {
+    service_entry_yaml(
         "echo",
         "a",
         ECHO,
@@ -88,31 +88,7 @@ fn echo_yaml(ports: [u16; 3], tcp_a: u16) -> String {
             (ports[1], Some("v2")),
             (ports[2], Some("v3")),
         ],
-    );
-    se.push_str(&format!(
-        r#"---
-apiVersion: networking.istio.io/v1
-kind: DestinationRule
-metadata: {{name: echo, namespace: a}}
-spec:
-  host: {ECHO}
-  subsets:
-  - {{name: v1, labels: {{version: v1}}}}
-  - {{name: v2, labels: {{version: v2}}}}
----
-apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata: {{name: echo, namespace: a}}
-spec:
-  hosts: [echo]
-  tcp:
-  - match: [{{port: {tcp_a}}}]
-    route:
-    - {{destination: {{host: echo, subset: v1}}, weight: 50}}
-    - {{destination: {{host: echo, subset: v2}}, weight: 50}}
-"#
-    ));
-    se
+    )
 }
 
 /// Waits until Envoy's listener `name` is active.
@@ -138,7 +114,7 @@ fn bound_listeners_without_capture() {
         "services.yaml",
         &documents(&[
             reviews_se_yaml(reviews.port(), reviews.port()),
-            echo_yaml(echoes, tcp_a),
+            echo_yaml(echoes),
         ]),
     );
     config.write(
