@@ -26,6 +26,7 @@ mod replicas;
 mod resilience;
 mod secrets;
 mod sidecar;
+mod sidecar_bound;
 mod sidecar_l4;
 mod sidecar_pruning;
 mod sidecar_routes;

@@ -1,99 +1,94 @@
 //! End-to-end: a sidecar's TCP listeners and its outbound traffic policy through a real
-//! sidecar Envoy (`INTERCEPTION_MODE: NONE`, namespace `a`, a Sidecar with bound egress
-//! listeners: two declared TCP, importing `echo`, and one HTTP, importing `./*`;
-//! `outboundTrafficPolicy: REGISTRY_ONLY`).
+//! sidecar Envoy under iptables capture (pod `productpage` in namespace `a` of the namespace
+//! mesh; the apps in pods of their own, reached at their pod IPs behind ServiceEntry
+//! addresses). The same Sidecar listeners bound without capture are `sidecar_bound.rs`.
 //!
-//! - A VirtualService `tcp` route matching the first TCP port splits connections between
-//!   `echo`'s v1 and v2 by weight (both seen, never v3); on the second TCP port the route does
-//!   not match, and connections go to the service's own cluster (v3 among them).
-//! - REGISTRY_ONLY: an HTTP request for an unknown host gets istiod's `block_all` 502; the
-//!   known `reviews` is still routed.
-//! - An `ingress` listener (HTTP, `captureMode: NONE`, bound on 127.0.0.1) reaches the app at
-//!   its `defaultEndpoint`; a second ingress port without one is not bound (it is a
-//!   `virtualInbound` chain, to the original destination). No update is rejected.
-//! - A TLS egress port: a VirtualService `tls` route by `sniHosts` takes `y.example.org` to
-//!   its upstream (which sees the client's SNI), and leaves `x.example.org` to the default
-//!   chain of the first service on the port (`tls_inspector` reads the SNI; Envoy does not
-//!   terminate).
+//! - A Sidecar declares two TCP egress ports for `echo` (9001, 9002; the service's own is
+//!   9000): a captured connection to echo's address on either reaches its listener
+//!   (`VIP_PORT`). A VirtualService `tcp` route matching the first port splits connections
+//!   between `echo`'s v1 and v2 by weight (both seen, never v3); on the second port the route
+//!   does not match, and connections go to the service's own cluster (v3 among them).
+//! - The Sidecar's `outboundTrafficPolicy: REGISTRY_ONLY`: an HTTP request for an unknown
+//!   host on the services' port gets istiod's `block_all` 502; the known `reviews` is still
+//!   routed.
 //! - The mesh's `outboundTrafficPolicy.mode: REGISTRY_ONLY` (`--mesh-config`) blocks unknown
 //!   hosts for a Sidecar that sets no policy; a Sidecar's `ALLOW_ANY` wins over it.
 
 use crate::support;
-use crate::support::pki;
+use crate::support::mesh::{Mesh, Pod, PodSpec};
 use crate::support::scenario;
 use crate::support::sidecar;
-use crate::support::tcp_echo;
-use crate::support::tls_upstream;
 
 use std::collections::BTreeSet;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::Ipv4Addr;
 
-use pki::Pki;
 use scenario::*;
-use sidecar::{CONVERGE, NODE_A, REVIEWS, SERVICE_PORT, reviews_se_yaml, sidecar_options};
+use sidecar::{
+    CAPTURED_LISTENER, CONVERGE, REVIEWS, REVIEWS_VIP, SERVICE_PORT, app_of, reviews_se_at,
+    service_entry_at,
+};
 use support::*;
-use tcp_echo::{tcp_call, tcp_echo};
-use tls_upstream::TlsEchoUpstream;
 
 const ECHO: &str = "echo.a.svc.cluster.local";
+const ECHO_VIP: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 30);
+/// echo's own port, where its apps listen.
+const ECHO_PORT: u16 = 9000;
+/// The Sidecar's two TCP egress ports for echo: the route matches the first.
+const TCP_A: u16 = 9001;
+const TCP_B: u16 = 9002;
 
-/// Sidecar `default` in `a`: TCP egress listeners on `tcp_a` and `tcp_b` for `echo`, an HTTP
-/// one on `http`:9080 (reviews' port) for the namespace, nothing unknown let out; an ingress
-/// listener on `ingress.0` to the app on `ingress.1`, and one on `ingress.2` captured (not
-/// bound).
-fn sidecar_yaml(tcp_a: u16, tcp_b: u16, http: Ipv4Addr, ingress: (u16, u16, u16)) -> String {
-    let (inbound, app, captured) = ingress;
+/// Sidecar `default` in `a`: TCP egress listeners on TCP_A and TCP_B for `echo`, an HTTP one
+/// on 9080 (reviews' port) for the namespace, and `policy` as its `outboundTrafficPolicy`
+/// (none when empty). No `bind`, no `captureMode`: iptables brings the traffic.
+fn sidecar_yaml(tcp: bool, policy: &str) -> String {
+    let policy = if policy.is_empty() {
+        String::new()
+    } else {
+        format!("  outboundTrafficPolicy: {{mode: {policy}}}\n")
+    };
+    let tcp = if tcp {
+        format!(
+            "  - port: {{number: {TCP_A}, protocol: TCP, name: tcp-a}}\n    hosts: [\"./{ECHO}\"]\n  - port: {{number: {TCP_B}, protocol: TCP, name: tcp-b}}\n    hosts: [\"./{ECHO}\"]\n"
+        )
+    } else {
+        String::new()
+    };
     format!(
         r#"apiVersion: networking.istio.io/v1
 kind: Sidecar
 metadata: {{name: default, namespace: a}}
 spec:
-  outboundTrafficPolicy: {{mode: REGISTRY_ONLY}}
-  ingress:
-  - port: {{number: {inbound}, protocol: HTTP, name: http-in}}
-    defaultEndpoint: 127.0.0.1:{app}
-    captureMode: NONE
-    bind: 127.0.0.1
-  - port: {{number: {captured}, protocol: TCP, name: tcp-in}}
-    captureMode: IPTABLES
-  egress:
-  - port: {{number: {tcp_a}, protocol: TCP, name: tcp-a}}
-    bind: 127.0.0.1
-    captureMode: NONE
-    hosts: ["./{ECHO}"]
-  - port: {{number: {tcp_b}, protocol: TCP, name: tcp-b}}
-    bind: 127.0.0.1
-    captureMode: NONE
-    hosts: ["./{ECHO}"]
-  - port: {{number: {SERVICE_PORT}, protocol: HTTP, name: http}}
-    bind: {http}
-    captureMode: NONE
+{policy}  egress:
+{tcp}  - port: {{number: {SERVICE_PORT}, protocol: HTTP, name: http}}
     hosts: ["./*"]
 "#
     )
 }
 
-/// `echo` (TCP 9000, endpoints v1, v2, v3), its subsets, and a mesh `tcp` route on `tcp_a`
-/// only, 50/50 to v1 and v2.
-fn echo_yaml(ports: [u16; 3], tcp_a: u16) -> String {
-    let mut se = service_entry_yaml(
+/// `echo` (TCP 9000 at ECHO_VIP, endpoints the pods `ips`, v1 v2 v3), its subsets, and a
+/// mesh `tcp` route on TCP_A only, 50/50 to v1 and v2.
+fn echo_yaml(ips: [Ipv4Addr; 3]) -> String {
+    let tcp = Port {
+        number: ECHO_PORT,
+        name: "tcp",
+        protocol: "TCP",
+    };
+    let se = service_entry_at(
         "echo",
         "a",
         ECHO,
-        Port {
-            number: 9000,
-            name: "tcp",
-            protocol: "TCP",
-        },
+        ECHO_VIP,
+        tcp,
         &[
-            (ports[0], Some("v1")),
-            (ports[1], Some("v2")),
-            (ports[2], Some("v3")),
+            (ips[0], Some("v1")),
+            (ips[1], Some("v2")),
+            (ips[2], Some("v3")),
         ],
     );
-    se.push_str(&format!(
-        r#"---
-apiVersion: networking.istio.io/v1
+    documents(&[
+        se,
+        format!(
+            r#"apiVersion: networking.istio.io/v1
 kind: DestinationRule
 metadata: {{name: echo, namespace: a}}
 spec:
@@ -108,23 +103,13 @@ metadata: {{name: echo, namespace: a}}
 spec:
   hosts: [echo]
   tcp:
-  - match: [{{port: {tcp_a}}}]
+  - match: [{{port: {TCP_A}}}]
     route:
     - {{destination: {{host: echo, subset: v1}}, weight: 50}}
     - {{destination: {{host: echo, subset: v2}}, weight: 50}}
 "#
-    ));
-    se
-}
-
-/// Waits until Envoy's listener `name` is active.
-fn wait_listener_active(envoy: &Envoy, name: &str) {
-    assert!(
-        wait_until(CONVERGE, || dynamic_listener(&envoy.config_dump(), name)
-            .is_some_and(|l| l.get("active_state").is_some())),
-        "no active listener {name}\n{}",
-        describe_envoy(envoy)
-    );
+        ),
+    ])
 }
 
 /// The virtual host names of route configuration `name` in Envoy's config dump.
@@ -148,76 +133,123 @@ fn virtual_hosts(envoy: &Envoy, name: &str) -> Vec<String> {
         .collect()
 }
 
-/// Who answered `n` connections to `port` (the echo names).
-fn answers(port: u16, n: usize) -> BTreeSet<String> {
+/// Who answered `n` captured connections from `client` to echo's address on `port` (the
+/// apps' names, from their banners).
+fn answers(client: &Pod, port: u16, n: usize) -> BTreeSet<String> {
     (0..n)
         .map(|_| {
-            let reply = tcp_call(port);
-            reply
-                .split_once(':')
-                .map_or(reply.clone(), |(name, _)| name.to_string())
+            let banner = client.tcp_banner(&ECHO_VIP.to_string(), port);
+            banner
+                .split_once(' ')
+                .map_or(banner.clone(), |(name, _)| name.to_string())
         })
         .collect()
 }
 
+/// `GET /` from `client` to reviews' address on its port with `Host: host`: the status and
+/// the app that answered.
+fn get(client: &Pod, host: &str) -> (u16, String) {
+    let (status, body) = client.http_get(
+        &REVIEWS_VIP.to_string(),
+        SERVICE_PORT,
+        "/",
+        &[("Host", host)],
+    );
+    (status, app_of(&body))
+}
+
+/// The plain pod `reviews-v1` in `a` with its app on 9080, and the ServiceEntry of reviews
+/// (both subsets on it) in the pods' host table.
+fn reviews(mesh: &Mesh) -> (Pod, EchoUpstream, String) {
+    mesh.service("reviews", "a", REVIEWS_VIP);
+    let pod = mesh.pod(PodSpec::plain(
+        "reviews-v1",
+        "a",
+        &[("app", "reviews"), ("version", "v1")],
+    ));
+    let app = pod.serve_http(SERVICE_PORT, "reviews-v1");
+    let se = reviews_se_at(pod.ip(), pod.ip());
+    (pod, app, se)
+}
+
 #[test]
 fn tcp_routes_and_registry_only_through_a_sidecar() {
-    let echoes = [tcp_echo("echo-1"), tcp_echo("echo-2"), tcp_echo("echo-3")];
-    let reviews = Upstream::start("reviews-v1");
-    let app = Upstream::start("the-app");
-    let (tcp_a, tcp_b) = (free_port(), free_port());
-    let http_addr = own_loopback(&[SERVICE_PORT]);
-    let ingress = (free_port(), app.port(), free_port());
     let config = ConfigDir::new();
+    let axon = Axon::start(config.path());
+    let mesh = Mesh::new(axon.xds_addr());
+    mesh.service("echo", "a", ECHO_VIP);
+    let echo_pods: Vec<Pod> = (1..=3)
+        .map(|n| {
+            let (name, version) = (format!("echo-{n}"), format!("v{n}"));
+            mesh.pod(PodSpec::plain(
+                &name,
+                "a",
+                &[("app", "echo"), ("version", &version)],
+            ))
+        })
+        .collect();
+    let _echo_apps: Vec<_> = echo_pods
+        .iter()
+        .map(|p| p.serve_tcp(ECHO_PORT, p.name()))
+        .collect();
+    let (_reviews_pod, _reviews_app, reviews_se) = reviews(&mesh);
     config.write(
         "services.yaml",
         &documents(&[
-            reviews_se_yaml(reviews.port(), reviews.port()),
-            echo_yaml(echoes, tcp_a),
+            reviews_se,
+            echo_yaml([echo_pods[0].ip(), echo_pods[1].ip(), echo_pods[2].ip()]),
         ]),
     );
-    config.write(
-        "sidecar.yaml",
-        &sidecar_yaml(tcp_a, tcp_b, http_addr, ingress),
-    );
-    let axon = Axon::start(config.path());
-    let envoy = Envoy::start(axon.xds_addr(), sidecar_options(NODE_A, "productpage", "a"));
-    wait_listener_active(&envoy, &format!("{http_addr}_{SERVICE_PORT}"));
+    config.write("sidecar.yaml", &sidecar_yaml(true, "REGISTRY_ONLY"));
+    let client = mesh.pod(PodSpec::sidecar(
+        "productpage",
+        "a",
+        &[("app", "productpage")],
+    ));
+    // The TCP egress ports listen on echo's address, the HTTP one on the wildcard.
+    for name in [
+        format!("{ECHO_VIP}_{TCP_A}"),
+        format!("{ECHO_VIP}_{TCP_B}"),
+        CAPTURED_LISTENER.to_string(),
+    ] {
+        client.wait_listener(&name);
+    }
+    let echo = ECHO_VIP.to_string();
     assert!(
-        wait_until(CONVERGE, || tcp_call(tcp_a).starts_with("echo-")
-            && tcp_call(tcp_b).starts_with("echo-")),
+        wait_until(CONVERGE, || client
+            .tcp_banner(&echo, TCP_A)
+            .starts_with("echo-")
+            && client.tcp_banner(&echo, TCP_B).starts_with("echo-")),
         "the TCP listeners never answered\n{}",
-        describe_envoy(&envoy)
+        client.describe()
     );
 
-    // The route on tcp_a: both weighted destinations, never v3.
-    let seen = answers(tcp_a, 40);
+    // The route on TCP_A: both weighted destinations, never v3.
+    let seen = answers(&client, TCP_A, 40);
     assert_eq!(
         seen,
         BTreeSet::from(["echo-1".to_string(), "echo-2".to_string()]),
         "{}",
-        describe_envoy(&envoy)
+        client.describe()
     );
-    // On tcp_b the route does not match: the service's own cluster, v3 among its endpoints.
+    // On TCP_B the route does not match: the service's own cluster, v3 among its endpoints.
     let mut seen_b = BTreeSet::new();
     assert!(
         wait_until(CONVERGE, || {
-            seen_b.extend(answers(tcp_b, 5));
+            seen_b.extend(answers(&client, TCP_B, 5));
             seen_b.contains("echo-3")
         }),
-        "tcp_b never reached v3: {seen_b:?}"
+        "TCP_B never reached v3: {seen_b:?}"
     );
 
     // REGISTRY_ONLY: the unknown host is blocked, the known one routed.
-    let egress = SocketAddr::from((http_addr, SERVICE_PORT));
-    wait_for_answer("reviews", CONVERGE, "reviews-v1", &envoy, || {
-        http_get(egress, "/", &[("Host", REVIEWS)])
+    wait_for_answer("reviews", CONVERGE, "reviews-v1", client.envoy(), || {
+        get(&client, REVIEWS)
     });
-    let (status, _) = http_get(egress, "/", &[("Host", "unknown.example.com")]);
-    assert_eq!(status, 502, "{}", describe_envoy(&envoy));
-
-    let dump = envoy.config_dump();
+    let (status, _) = get(&client, "unknown.example.com");
+    assert_eq!(status, 502, "{}", client.describe());
     // The 502 is istiod's `block_all`, not a failed passthrough.
+    let dump = client.envoy().config_dump();
     let routes = dump_section(&dump, "RoutesConfigDump").expect("a routes dump");
     let blocked = routes["dynamic_route_configs"]
         .as_array()
@@ -232,208 +264,54 @@ fn tcp_routes_and_registry_only_through_a_sidecar() {
         })
         .any(|vh| vh["name"] == "block_all" && vh["routes"][0]["direct_response"]["status"] == 502);
     assert!(blocked, "{routes}");
-    let names = dynamic_listener_names(&dump);
-    for port in [tcp_a, tcp_b, ingress.0] {
-        assert!(names.contains(&format!("127.0.0.1_{port}")), "{names:?}");
-    }
-    assert!(
-        names.contains(&format!("{http_addr}_{SERVICE_PORT}")),
-        "{names:?}"
-    );
-
-    // The ingress listener reaches the app at its defaultEndpoint; the captured one has no
-    // listener of its own.
-    wait_for_answer("the ingress listener", CONVERGE, "the-app", &envoy, || {
-        http_get(Envoy::local(ingress.0), "/", &[("Host", "anything")])
-    });
-    assert!(
-        !names
-            .iter()
-            .any(|n| n.ends_with(&format!("_{}", ingress.2))),
-        "{names:?}"
-    );
-    assert!(std::net::TcpStream::connect(("127.0.0.1", ingress.2)).is_err());
-    assert_no_rejected_updates(&envoy);
-}
-
-/// Sidecar `default` in `a`: an HTTP egress listener on `http`:9080 (reviews' port) for the
-/// namespace, and `policy` as its `outboundTrafficPolicy` (none when empty).
-fn http_sidecar_yaml(http: Ipv4Addr, policy: &str) -> String {
-    let policy = if policy.is_empty() {
-        String::new()
-    } else {
-        format!("  outboundTrafficPolicy: {{mode: {policy}}}\n")
-    };
-    format!(
-        r#"apiVersion: networking.istio.io/v1
-kind: Sidecar
-metadata: {{name: default, namespace: a}}
-spec:
-{policy}  egress:
-  - port: {{number: {SERVICE_PORT}, protocol: HTTP, name: http}}
-    bind: {http}
-    captureMode: NONE
-    hosts: ["./*"]
-"#
-    )
+    assert_no_rejected_updates(client.envoy());
 }
 
 #[test]
 fn the_mesh_outbound_policy_applies_unless_the_sidecar_sets_one() {
-    let reviews = Upstream::start("reviews-v1");
     let config = ConfigDir::new();
-    config.write(
-        "services.yaml",
-        &reviews_se_yaml(reviews.port(), reviews.port()),
-    );
-    let http = own_loopback(&[SERVICE_PORT]);
-    config.write("sidecar.yaml", &http_sidecar_yaml(http, ""));
-    let mesh = tempfile::NamedTempFile::new().expect("a mesh config file");
+    let mesh_config = tempfile::NamedTempFile::new().expect("a mesh config file");
     std::fs::write(
-        mesh.path(),
+        mesh_config.path(),
         "outboundTrafficPolicy: {mode: REGISTRY_ONLY}\n",
     )
     .unwrap();
     let axon = Axon::start_with_args(
         config.path(),
-        &["--mesh-config", mesh.path().to_str().unwrap()],
+        &["--mesh-config", mesh_config.path().to_str().unwrap()],
     );
-    let envoy = Envoy::start(axon.xds_addr(), sidecar_options(NODE_A, "productpage", "a"));
-    wait_listener_active(&envoy, &format!("{http}_{SERVICE_PORT}"));
-    let egress = SocketAddr::from((http, SERVICE_PORT));
-    wait_for_answer("reviews", CONVERGE, "reviews-v1", &envoy, || {
-        http_get(egress, "/", &[("Host", REVIEWS)])
+    let mesh = Mesh::new(axon.xds_addr());
+    let (_reviews_pod, _reviews_app, reviews_se) = reviews(&mesh);
+    config.write("services.yaml", &reviews_se);
+    config.write("sidecar.yaml", &sidecar_yaml(false, ""));
+    let client = mesh.pod(PodSpec::sidecar(
+        "productpage",
+        "a",
+        &[("app", "productpage")],
+    ));
+    client.wait_listener(CAPTURED_LISTENER);
+    let envoy = client.envoy();
+    wait_for_answer("reviews", CONVERGE, "reviews-v1", envoy, || {
+        get(&client, REVIEWS)
     });
-    let (status, _) = http_get(egress, "/", &[("Host", "unknown.example.com")]);
-    assert_eq!(status, 502, "{}", describe_envoy(&envoy));
+    let (status, _) = get(&client, "unknown.example.com");
+    assert_eq!(status, 502, "{}", client.describe());
     assert_eq!(
-        virtual_hosts(&envoy, &SERVICE_PORT.to_string())
+        virtual_hosts(envoy, &SERVICE_PORT.to_string())
             .last()
             .map(String::as_str),
         Some("block_all")
     );
 
     // The Sidecar's own ALLOW_ANY wins over the mesh's mode.
-    config.write("sidecar.yaml", &http_sidecar_yaml(http, "ALLOW_ANY"));
+    config.write("sidecar.yaml", &sidecar_yaml(false, "ALLOW_ANY"));
     assert!(
-        wait_until(CONVERGE, || virtual_hosts(
-            &envoy,
-            &SERVICE_PORT.to_string()
-        )
-        .last()
-        .is_some_and(|v| v == "allow_any")),
+        wait_until(CONVERGE, || virtual_hosts(envoy, &SERVICE_PORT.to_string())
+            .last()
+            .is_some_and(|v| v == "allow_any")),
         "{:?}",
-        virtual_hosts(&envoy, &SERVICE_PORT.to_string())
+        virtual_hosts(envoy, &SERVICE_PORT.to_string())
     );
-    assert_eq!(
-        http_get(egress, "/", &[("Host", REVIEWS)]),
-        (200, "reviews-v1".to_string())
-    );
-    assert_no_rejected_updates(&envoy);
-}
-
-/// `curl https://HOST:PORT/` to 127.0.0.1 with the test CA: whether it succeeded, and the body
-/// then the status.
-fn https(pki: &Pki, host: &str, port: u16) -> (bool, String) {
-    let out = std::process::Command::new("curl")
-        .args(["-sS", "--max-time", "5", "-w", " %{http_code}", "--cacert"])
-        .arg(pki.file("ca.crt"))
-        .arg("--resolve")
-        .arg(format!("{host}:{port}:127.0.0.1"))
-        .arg(format!("https://{host}:{port}/"))
-        .output()
-        .expect("curl must be installed");
-    let text =
-        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-    (out.status.success(), text)
-}
-
-#[test]
-fn tls_routes_by_sni_through_a_sidecar() {
-    let pki = Pki::new();
-    pki.issue("x", "DNS:x.example.org");
-    pki.issue("y", "DNS:y.example.org");
-    let x = TlsEchoUpstream::start("secure-x", &pki.path("x.crt"), &pki.path("x.key"), None);
-    let y = TlsEchoUpstream::start("secure-y", &pki.path("y.crt"), &pki.path("y.key"), None);
-    let tls_port = |name| Port {
-        number: 443,
-        name,
-        protocol: "TLS",
-    };
-    let config = ConfigDir::new();
-    config.write(
-        "services.yaml",
-        &documents(&[
-            service_entry_yaml(
-                "x",
-                "a",
-                "x.example.org",
-                tls_port("tls"),
-                &[(x.port(), None)],
-            ),
-            service_entry_yaml(
-                "y",
-                "a",
-                "y.example.org",
-                tls_port("tls"),
-                &[(y.port(), None)],
-            ),
-            r#"apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata: {name: y, namespace: a}
-spec:
-  hosts: [y.example.org]
-  tls:
-  - match: [{sniHosts: [y.example.org]}]
-    route: [{destination: {host: y.example.org, port: {number: 443}}}]
-"#
-            .to_string(),
-        ]),
-    );
-    let sidecar = |port: u16| {
-        format!(
-            "apiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {{name: default, namespace: a}}\nspec:\n  egress:\n  - port: {{number: {port}, protocol: TLS, name: tls}}\n    bind: 127.0.0.1\n    captureMode: NONE\n    hosts: [\"./*\"]\n"
-        )
-    };
-    let port = free_port();
-    config.write("sidecar.yaml", &sidecar(port));
-    let axon = Axon::start(config.path());
-    let (envoy, port) = start_envoy_listening(
-        &axon,
-        port,
-        |port| format!("127.0.0.1_{port}"),
-        |port| config.write("sidecar.yaml", &sidecar(port)),
-        || Envoy::start(axon.xds_addr(), sidecar_options(NODE_A, "productpage", "a")),
-        CONVERGE,
-    );
-    let mut last = (false, String::new());
-    assert!(
-        wait_until(CONVERGE, || {
-            last = https(&pki, "y.example.org", port);
-            last == (true, "secure-y 200".to_string())
-        }),
-        "{last:?}\n{}",
-        describe_envoy(&envoy)
-    );
-    assert_eq!(
-        https(&pki, "x.example.org", port),
-        (true, "secure-x 200".to_string())
-    );
-    assert!(
-        y.handshakes()
-            .iter()
-            .all(|h| h.sni.as_deref() == Some("y.example.org")),
-        "{:?}",
-        y.handshakes()
-    );
-    assert!(!x.handshakes().is_empty());
-    let dump = envoy.config_dump();
-    let listener = dynamic_listener(&dump, &format!("127.0.0.1_{port}")).expect("the listener");
-    assert!(
-        listener
-            .to_string()
-            .contains("envoy.filters.listener.tls_inspector"),
-        "{listener}"
-    );
-    assert_no_rejected_updates(&envoy);
+    assert_eq!(get(&client, REVIEWS), (200, "reviews-v1".to_string()));
+    assert_no_rejected_updates(envoy);
 }

@@ -1,8 +1,9 @@
-//! End-to-end: two real Envoys acting as Istio sidecars on one axon (the world of
-//! `support/sidecar.rs`): `a` (a Sidecar importing `./*`) and `b` (no Sidecar: `*/*`).
-//! Checked: a change in namespace `b` reaches the `b` proxy and sends the `a` proxy nothing;
-//! a change in `a` reaches both, once; `/debug/distribution` counts only the affected
-//! proxies. axon's side is read from its debug endpoints, not its log.
+//! End-to-end: two real Envoys acting as Istio sidecars under iptables capture, in pods of
+//! the namespace mesh, on one axon (the world of `support/sidecar.rs`): `a` (a Sidecar
+//! importing `./*`) and `b` (no Sidecar: `*/*`). Checked: a change in namespace `b` reaches
+//! the `b` proxy and sends the `a` proxy nothing; a change in `a` reaches both, once;
+//! `/debug/distribution` counts only the affected proxies. axon's side is read from its
+//! debug endpoints, not its log.
 
 use crate::support;
 use crate::support::ads_client;
@@ -21,14 +22,16 @@ use support::*;
 #[test]
 fn sidecar_pruning_between_two_proxies() {
     let s = Scenario::start(true);
-    let b = s.envoy_b.as_ref().unwrap();
+    let b = s.envoy_b();
+    let (node_a, node_b) = (s.node_a(), s.node_b());
+    let (node_a, node_b) = (node_a.as_str(), node_b.as_str());
     let b_route = SERVICE_PORT.to_string();
 
     let cluster_v1 = format!("outbound|{SERVICE_PORT}|v1|{REVIEWS}");
     s.wait_reviews_route(&[&cluster_v1]);
     s.wait_for_body(REVIEWS, &[], "reviews-v1");
-    // The `b` proxy (catch-all egress, no capture) gets the unbound outbound listener
-    // 0.0.0.0_9080 with route config `9080` holding both services.
+    // The `b` proxy (catch-all egress) gets the captured outbound listener 0.0.0.0_9080
+    // with route config `9080` holding both services.
     let mut last = String::new();
     let ok = wait_until(CONVERGE, || {
         let dump = b.config_dump();
@@ -45,7 +48,7 @@ fn sidecar_pruning_between_two_proxies() {
     );
     assert!(
         s.axon
-            .wait_synced(&[NODE_A, NODE_B], Duration::from_secs(10)),
+            .wait_synced(&[node_a, node_b], Duration::from_secs(10)),
         "axon did not report both proxies synced: {:?}",
         s.axon.connections()
     );
@@ -54,18 +57,19 @@ fn sidecar_pruning_between_two_proxies() {
         b_clusters.iter().any(|c| c.contains(RATINGS)),
         "the b proxy imports */* and must have a ratings cluster: {b_clusters:?}"
     );
-    let a_listeners = dynamic_listener_names(&s.envoy.config_dump());
+    let mut a_listeners = dynamic_listener_names(&s.envoy().config_dump());
+    a_listeners.sort();
     assert_eq!(
         a_listeners,
-        [format!("{}_{}", s.egress_addr, s.egress_port)],
-        "the a proxy's Sidecar declares one bound listener, so no 0.0.0.0_9080"
+        [CAPTURED_LISTENER, "virtualInbound", "virtualOutbound"],
+        "the a proxy's Sidecar declares one egress port: its listener and capture's own"
     );
 
     // A change in `b`: the b proxy's route shows it; the a proxy is sent nothing.
-    let a_before = XdsAttempts::read(&s.envoy);
+    let a_before = XdsAttempts::read(s.envoy());
     let b_before = XdsAttempts::read(b);
     let built = s.axon.built_version();
-    let (sent_a, sent_b) = (s.axon.sent_nonces(NODE_A), s.axon.sent_nonces(NODE_B));
+    let (sent_a, sent_b) = (s.axon.sent_nonces(node_a), s.axon.sent_nonces(node_b));
     s.config.write("ratings-vs.yaml", &ratings_vs_yaml(2));
     let ok = wait_until(Duration::from_secs(10), || {
         let dump = b.config_dump();
@@ -91,26 +95,26 @@ fn sidecar_pruning_between_two_proxies() {
     let ratings_version = status["version"].as_u64().expect("a version");
     assert!(
         s.axon
-            .wait_push_reached(NODE_A, ratings_version, Duration::from_secs(10)),
-        "the push of version {ratings_version} never reached {NODE_A}: {:?}",
-        s.axon.syncz_of(NODE_A)
+            .wait_push_reached(node_a, ratings_version, Duration::from_secs(10)),
+        "the push of version {ratings_version} never reached {node_a}: {:?}",
+        s.axon.syncz_of(node_a)
     );
-    let a_delta = XdsAttempts::read(&s.envoy).delta(&a_before);
+    let a_delta = XdsAttempts::read(s.envoy()).delta(&a_before);
     eprintln!("[e2e] a proxy, ratings change: {a_delta:?}");
     assert!(
         a_delta.is_zero(),
         "a change in namespace b (not imported by a's Sidecar) sent the a proxy responses: \
          {a_delta:?}\naxon's syncz of it: {:?}",
-        s.axon.syncz_of(NODE_A)
+        s.axon.syncz_of(node_a)
     );
     // axon's own account (every response carries a fresh nonce): nothing sent to a, RDS
     // sent to b.
     assert_eq!(
-        s.axon.sent_nonces(NODE_A),
+        s.axon.sent_nonces(node_a),
         sent_a,
         "axon sent the a proxy responses"
     );
-    let now_b = s.axon.sent_nonces(NODE_B);
+    let now_b = s.axon.sent_nonces(node_b);
     assert_ne!(
         now_b["rds"], sent_b["rds"],
         "axon sent the b proxy no rds: {now_b:?}"
@@ -122,7 +126,7 @@ fn sidecar_pruning_between_two_proxies() {
     s.config.write("reviews-vs.yaml", &reviews_vs_yaml("v2"));
     let took = s.time_to_switch("VirtualService reviews → v2", written, &[], "reviews-v2");
     assert!(took < FAST, "the route change took {took:?}");
-    let a_delta = XdsAttempts::read(&s.envoy).delta(&a_before);
+    let a_delta = XdsAttempts::read(s.envoy()).delta(&a_before);
     eprintln!("[e2e] a proxy, over both changes: {a_delta:?}");
     assert_eq!(
         (a_delta.cds, a_delta.lds, s_sum(&a_delta.rds)),
@@ -164,6 +168,6 @@ fn sidecar_pruning_between_two_proxies() {
     assert_eq!(reviews["affected"], 2, "{reviews}");
     assert_eq!(reviews["acked"], 2, "{reviews}");
 
-    assert_no_rejections(&s.envoy);
+    assert_no_rejections(s.envoy());
     assert_no_rejections(b);
 }

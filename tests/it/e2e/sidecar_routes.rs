@@ -9,6 +9,10 @@
 //!   `metadata.creationTimestamp` (`zz-older`, to v2), not the first by name (`aa-newer`, to
 //!   v1), whose own header rule is then not served either; swapping the timestamps swaps
 //!   the winner; the conflict is in `/debug/push_status`.
+//!
+//! Still without capture (bound listeners): its gRPC server and client (Python `grpcio`)
+//! run on the test's loopback, not yet in mesh pods. What it checks (protocol of the
+//! upstream cluster, which VirtualService wins) does not depend on capture.
 
 use crate::support;
 use crate::support::grpc_echo;

@@ -1,146 +1,120 @@
 //! End-to-end: a mesh VirtualService whose host is no service (`api.example.com`, routed to
-//! the `backend` service) through a real sidecar Envoy (`INTERCEPTION_MODE: NONE`, namespace
-//! `a`, a Sidecar importing `./*` with a bound egress listener on backend's port 8080, on a
-//! loopback address of the test's own). Port 80's route configuration (`80`) is read by a
-//! static listener of the Envoy on a free port, fetching it over ADS as the outbound listener
-//! of port 80 would: binding port 80 itself would need root.
+//! the `backend` service) through a real sidecar Envoy under iptables capture (pod
+//! `productpage` in namespace `a` of the namespace mesh, a Sidecar importing `./*` with an
+//! egress port for backend's 8080 and the catch-all egress). Another service, `web`, has
+//! HTTP port 80, so the sidecar has the captured listener `0.0.0.0_80` and its route
+//! configuration `80`, as in any cluster with a port-80 service.
 //!
 //! As istiod (`buildSidecarVirtualHostsForVirtualService`): such a host gets a virtual host
 //! only on the route configuration of port 80, its domain the host alone (the port ignored in
-//! host matching), so `Host: api.example.com` on port 80 reaches backend, and on the other
-//! port (8080, backend's) falls to `allow_any` (the original destination, none on a directly-called listener)
-//! and does not; an unknown host on port 80 does not either.
+//! host matching), so `Host: api.example.com` captured on port 80 reaches backend, and on
+//! the other port (8080, backend's) falls to `allow_any` (the PassthroughCluster, to the
+//! original destination: an address only a sidecar's route answers in the mesh) and does
+//! not; an unknown host on port 80 does not either.
 
 use crate::support;
+use crate::support::mesh::{Mesh, PodSpec};
 use crate::support::scenario;
 use crate::support::sidecar;
 
-use std::net::{Ipv4Addr, SocketAddr};
-use std::time::Duration;
+use std::net::Ipv4Addr;
 
 use scenario::*;
-use sidecar::{CONVERGE, NODE_A, sidecar_options};
+use sidecar::{CONVERGE, MESH_CONFIG, app_of, service_entry_at};
 use support::*;
 
 const BACKEND: &str = "backend.a.svc.cluster.local";
 const BACKEND_PORT: u16 = 8080;
+const BACKEND_VIP: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 40);
+const WEB: &str = "web.a.svc.cluster.local";
+const WEB_VIP: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 41);
 
-/// Sidecar `default` in `a`: a bound egress listener on `addr`:8080, and every other port
-/// through the catch-all egress.
-fn sidecar_yaml(addr: Ipv4Addr) -> String {
-    format!(
-        r#"apiVersion: networking.istio.io/v1
-kind: Sidecar
-metadata:
-  name: default
-  namespace: a
-spec:
-  egress:
-  - port: {{number: {BACKEND_PORT}, protocol: HTTP, name: http-backend}}
-    bind: {addr}
-    captureMode: NONE
-    hosts: ["./*"]
-  - hosts: ["./*"]
-"#
-    )
-}
-
-/// A listener on `addr`:`port` whose connection manager takes the route configuration `80`
-/// over ADS, as the sidecar's outbound listener of port 80 does.
-fn route_80_listener(addr: Ipv4Addr, port: u16) -> serde_json::Value {
-    serde_json::json!({
-        "name": "route-80",
-        "address": {"socket_address": {"address": addr.to_string(), "port_value": port}},
-        "filter_chains": [{"filters": [{
-            "name": "envoy.filters.network.http_connection_manager",
-            "typed_config": {
-                "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
-                "stat_prefix": "route_80",
-                "rds": {
-                    "route_config_name": "80",
-                    "config_source": {"ads": {}, "resource_api_version": "V3"}
-                },
-                "http_filters": [{
-                    "name": "envoy.filters.http.router",
-                    "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"}
-                }]
-            }
-        }]}]
-    })
-}
-
-/// A free port on `addr`.
-fn free_port_on(addr: Ipv4Addr) -> u16 {
-    std::net::TcpListener::bind(SocketAddr::from((addr, 0)))
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port on the loopback address")
-}
+/// Sidecar `default` in `a`: an egress port for 8080, and every other port through the
+/// catch-all egress. No `bind`: iptables brings the traffic.
+const SIDECAR: &str = "apiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {name: default, namespace: a}\nspec:\n  egress:\n  - port: {number: 8080, protocol: HTTP, name: http-backend}\n    hosts: [\"./*\"]\n  - hosts: [\"./*\"]\n";
 
 const API_VS: &str = "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: api, namespace: a}\nspec:\n  hosts: [api.example.com]\n  http:\n  - route: [{destination: {host: backend, port: {number: 8080}}}]\n";
 
 #[test]
 fn a_virtual_service_host_that_is_no_service_is_routed_on_port_80_only() {
-    let backend = Upstream::start("backend");
-    let addr = own_loopback(&[BACKEND_PORT]);
-    let port_80 = free_port_on(addr);
     let config = ConfigDir::new();
+    let mesh_config = tempfile::NamedTempFile::new().expect("a mesh config file");
+    std::fs::write(mesh_config.path(), MESH_CONFIG).unwrap();
+    let axon = Axon::start_with_args(
+        config.path(),
+        &["--mesh-config", mesh_config.path().to_str().unwrap()],
+    );
+    let mesh = Mesh::new(axon.xds_addr());
+    let backend_pod = mesh.pod(PodSpec::plain("backend", "a", &[("app", "backend")]));
+    let web_pod = mesh.pod(PodSpec::plain("web", "a", &[("app", "web")]));
+    let backend = backend_pod.serve_http(BACKEND_PORT, "backend");
+    let _web = web_pod.serve_http(80, "web");
     config.write(
         "services.yaml",
-        &service_entry_yaml(
-            "backend",
-            "a",
-            BACKEND,
-            http_port(BACKEND_PORT),
-            &[(backend.port(), None)],
-        ),
+        &documents(&[
+            service_entry_at(
+                "backend",
+                "a",
+                BACKEND,
+                BACKEND_VIP,
+                http_port(BACKEND_PORT),
+                &[(backend_pod.ip(), None)],
+            ),
+            service_entry_at(
+                "web",
+                "a",
+                WEB,
+                WEB_VIP,
+                http_port(80),
+                &[(web_pod.ip(), None)],
+            ),
+        ]),
     );
     config.write("routes.yaml", API_VS);
-    config.write("sidecar.yaml", &sidecar_yaml(addr));
-    let axon = Axon::start(config.path());
-    let mut options = sidecar_options(NODE_A, "productpage", "a");
-    options
-        .static_listeners
-        .push(route_80_listener(addr, port_80));
-    let envoy = Envoy::start(axon.xds_addr(), options);
-    let name = format!("{addr}_{BACKEND_PORT}");
-    assert!(
-        wait_until(CONVERGE, || dynamic_listener(&envoy.config_dump(), &name)
-            .is_some_and(|l| l.get("active_state").is_some())),
-        "no active listener {name}\n{}",
-        describe_envoy(&envoy)
-    );
-    let on_80 = SocketAddr::from((addr, port_80));
-    let on_other = SocketAddr::from((addr, BACKEND_PORT));
+    config.write("sidecar.yaml", SIDECAR);
+    let client = mesh.pod(PodSpec::sidecar(
+        "productpage",
+        "a",
+        &[("app", "productpage")],
+    ));
+    client.wait_listener("0.0.0.0_80");
+    client.wait_listener(&format!("0.0.0.0_{BACKEND_PORT}"));
+    let envoy = client.envoy();
+    // Captured requests to an address on a port, with a Host.
+    let get = |ip: Ipv4Addr, port: u16, host: &str| {
+        let r = client.http_request(&ip.to_string(), port, "/", &[("Host", host)]);
+        (r.status, app_of(&r.body))
+    };
 
     // Port 80: the host alone, and with a port (ignored in host matching), reach backend.
     wait_for_answer(
         "api.example.com on port 80",
         CONVERGE,
         "backend",
-        &envoy,
-        || http_get(on_80, "/", &[("Host", "api.example.com")]),
+        envoy,
+        || get(WEB_VIP, 80, "api.example.com"),
     );
     assert_eq!(
-        http_get(on_80, "/", &[("Host", "api.example.com:80")]),
+        get(WEB_VIP, 80, "api.example.com:80"),
         (200, "backend".to_string())
     );
     // The service itself, on its port.
     assert_eq!(
-        http_get(on_other, "/", &[("Host", BACKEND)]),
+        get(BACKEND_VIP, BACKEND_PORT, BACKEND),
         (200, "backend".to_string())
     );
 
-    // Not on the other port, and no unknown host on 80: `allow_any`, which has no original
-    // destination here, so nothing reaches backend.
+    // Not on the other port, and no unknown host on 80: `allow_any`, to the original
+    // destination (a service address, which nothing answers but a sidecar's route), so
+    // nothing reaches backend.
     let hits = backend.hits();
-    for (addr, host) in [
-        (on_other, "api.example.com"),
-        (on_80, "unknown.example.com"),
+    for (ip, port, host) in [
+        (BACKEND_VIP, BACKEND_PORT, "api.example.com"),
+        (WEB_VIP, 80, "unknown.example.com"),
     ] {
-        let r = http_request(addr, "GET", "/", &[("Host", host)], Duration::from_secs(5));
-        eprintln!("[e2e] {addr} Host {host} -> {} {:?}", r.status, r.body);
-        assert_ne!(r.status, 200, "{addr} Host {host}: {:?}", r.body);
+        let (status, body) = get(ip, port, host);
+        eprintln!("[e2e] {ip}:{port} Host {host} -> {status} {body:?}");
+        assert_ne!(status, 200, "{ip}:{port} Host {host}: {body:?}");
     }
     assert_eq!(backend.hits(), hits, "backend was reached");
 
@@ -170,5 +144,11 @@ fn a_virtual_service_host_that_is_no_service_is_routed_on_port_80_only() {
         config_80["ignore_port_in_host_matching"], true,
         "{config_80}"
     );
-    assert_no_rejected_updates(&envoy);
+    // The 8080 route configuration has no virtual host for it.
+    let config_8080 = route_config(&dump, &BACKEND_PORT.to_string()).unwrap_or_default();
+    assert!(
+        !config_8080.to_string().contains("api.example.com"),
+        "{config_8080}"
+    );
+    assert_no_rejected_updates(envoy);
 }

@@ -110,6 +110,33 @@ pub fn dynamic_listener(dump: &Value, name: &str) -> Option<Value> {
 /// The endpoint ports of `cluster`'s `ClusterLoadAssignment`, from a config_dump with EDS
 /// ([`Envoy::config_dump_with_eds`]).
 pub fn endpoint_ports(dump: &Value, cluster: &str) -> Vec<u64> {
+    lb_endpoints(dump, cluster)
+        .iter()
+        .filter_map(|lb| {
+            lb.pointer("/endpoint/address/socket_address/port_value")
+                .and_then(|p| p.as_u64())
+        })
+        .collect()
+}
+
+/// The endpoint addresses of `cluster`'s `ClusterLoadAssignment` (`IP:PORT`), from a
+/// config_dump with EDS ([`Envoy::config_dump_with_eds`]).
+pub fn endpoint_addresses(dump: &Value, cluster: &str) -> Vec<String> {
+    lb_endpoints(dump, cluster)
+        .iter()
+        .filter_map(|lb| {
+            let socket = lb.pointer("/endpoint/address/socket_address")?;
+            Some(format!(
+                "{}:{}",
+                socket.get("address")?.as_str()?,
+                socket.get("port_value")?.as_u64()?
+            ))
+        })
+        .collect()
+}
+
+/// The `lb_endpoints` of `cluster`'s `ClusterLoadAssignment`, every locality's.
+fn lb_endpoints(dump: &Value, cluster: &str) -> Vec<Value> {
     let mut out = Vec::new();
     let Some(sec) = dump_section(dump, "EndpointsConfigDump") else {
         return out;
@@ -128,14 +155,7 @@ pub fn endpoint_ports(dump: &Value, cluster: &str) -> Vec<u64> {
             let localities = cfg.get("endpoints").and_then(|e| e.as_array());
             for le in localities.into_iter().flatten() {
                 let lb_endpoints = le.get("lb_endpoints").and_then(|e| e.as_array());
-                for lb in lb_endpoints.into_iter().flatten() {
-                    if let Some(p) = lb
-                        .pointer("/endpoint/address/socket_address/port_value")
-                        .and_then(|p| p.as_u64())
-                    {
-                        out.push(p);
-                    }
-                }
+                out.extend(lb_endpoints.into_iter().flatten().cloned());
             }
         }
     }

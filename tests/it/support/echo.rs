@@ -72,6 +72,11 @@ impl EchoUpstream {
         &self.name
     }
 
+    /// How many requests it has received.
+    pub fn hits(&self) -> u64 {
+        self.seen.lock().unwrap().len() as u64
+    }
+
     /// Every request received so far.
     pub fn requests(&self) -> Vec<Recorded> {
         self.seen.lock().unwrap().clone()

@@ -29,7 +29,7 @@
 //! | module | owns |
 //! |---|---|
 //! | `scenario` | the common meshes and waits of the end-to-end tests |
-//! | `sidecar` | a sidecar Envoy's node and options |
+//! | `sidecar` | the sidecar tests' world under capture ([`sidecar::Scenario`]), a bound sidecar's node and options |
 //! | `ads_client`, `delta_client`, `raw_h2` | in-process ADS clients (tonic SotW, Delta, raw HTTP/2) |
 //! | `fake_kube` | the in-process fake Kubernetes API server |
 //! | `pki` | test certificates |

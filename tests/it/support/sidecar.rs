@@ -1,17 +1,26 @@
-//! The world of the real-Envoy sidecar tests (`e2e_sidecar.rs`, `e2e_sidecar_pruning.rs`):
-//! the ServiceEntry / DestinationRule / VirtualService / Sidecar files of namespaces `a`
-//! (reviews, with a Sidecar importing `./*` and a bound egress listener) and `b` (ratings),
-//! the Envoys acting as sidecars (`INTERCEPTION_MODE: NONE`), the upstreams, and Envoy's
-//! per-subscription `update_attempt` counters ([`XdsAttempts`]).
-//! Include with `#[path = "support/sidecar.rs"] mod sidecar;` beside `mod support;` and
-//! `#[path = "support/scenario.rs"] mod scenario;`.
+//! The world of the real-Envoy sidecar tests (`e2e/sidecar.rs`, `e2e/sidecar_pruning.rs`,
+//! `e2e/delegate.rs`): the ServiceEntry / DestinationRule / VirtualService / Sidecar files of
+//! namespaces `a` (reviews, with a Sidecar importing `./*` on its port) and `b` (ratings).
+//!
+//! [`Scenario`] runs it as istiod's sidecars run in a cluster: under iptables capture, in
+//! pods of a [`Mesh`] (`support/mesh`). The apps (reviews v1 and v2, ratings) serve in pods
+//! of their own, reached at their pod IPs; the services have addresses (VIPs) in the pods'
+//! host tables; the client is pod `productpage` in `a` (and, when asked for, pod `client`
+//! in `b`, which has no Sidecar resource, so it imports `*/*`), whose requests to a
+//! service's name are captured to 15001 and handed to `0.0.0.0_9080`.
+//!
+//! The helpers of the tests that run a sidecar without capture (`INTERCEPTION_MODE: NONE`,
+//! Sidecar listeners bound on loopback: [`sidecar_options`], [`sidecar_yaml`],
+//! [`reviews_se_yaml`]) and Envoy's per-subscription `update_attempt` counters
+//! ([`XdsAttempts`]) are here too.
 
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
+use crate::support::mesh::{Mesh, Pod, PodSpec};
 use crate::support::scenario::*;
 use crate::support::*;
 
@@ -115,84 +124,209 @@ pub fn sidecar_options(node_id: &str, app: &str, namespace: &str) -> EnvoyOption
 }
 
 // ---------------------------------------------------------------------------
-// Scenario
+// Scenario: the world under capture
 // ---------------------------------------------------------------------------
 
-/// One test's world. Field order = drop order: the Envoys die before axon, and all print
-/// their logs if the test panics.
+/// reviews' address (the pods resolve `reviews`, `reviews.a`, … to it). No kube-proxy in
+/// the mesh: only a sidecar makes a service address answer.
+pub const REVIEWS_VIP: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 9);
+/// ratings' address.
+pub const RATINGS_VIP: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 10);
+/// The captured outbound listener of the services' port (istiod's name: wildcard, port).
+pub const CAPTURED_LISTENER: &str = "0.0.0.0_9080";
+
+/// The mesh config of the scenario's axon: a connection that cannot be made fails in a
+/// second, not istiod's ten (a service address is answered only through a sidecar's route:
+/// one passed through to it, as the original destination, is never accepted).
+pub const MESH_CONFIG: &str = "connectTimeout: 1s\n";
+
+/// A STATIC, MESH_INTERNAL ServiceEntry `name` in `ns` for `host` at address `vip`, one
+/// `port`, one endpoint per `(pod IP, version label)` on that same port.
+pub fn service_entry_at(
+    name: &str,
+    ns: &str,
+    host: &str,
+    vip: Ipv4Addr,
+    port: Port,
+    endpoints: &[(Ipv4Addr, Option<&str>)],
+) -> String {
+    let mut yaml = service_entry_head(name, ns, host, port);
+    yaml.push_str(&format!("  addresses: [{vip}]\n  endpoints:\n"));
+    for (ip, version) in endpoints {
+        yaml.push_str(&format!("  - address: {ip}\n"));
+        if let Some(version) = version {
+            yaml.push_str(&format!("    labels: {{version: {version}}}\n"));
+        }
+    }
+    yaml
+}
+
+/// ServiceEntry `reviews` in `a` at [`REVIEWS_VIP`]: the pods `v1` and `v2`, labelled so.
+pub fn reviews_se_at(v1: Ipv4Addr, v2: Ipv4Addr) -> String {
+    service_entry_at(
+        "reviews",
+        "a",
+        REVIEWS,
+        REVIEWS_VIP,
+        http_port(SERVICE_PORT),
+        &[(v1, Some("v1")), (v2, Some("v2"))],
+    )
+}
+
+/// Sidecar `default` in `a` as a captured proxy has it: an egress listener on the services'
+/// port (not bound: iptables brings the traffic) importing only namespace `a`.
+pub fn captured_sidecar_yaml() -> String {
+    format!(
+        r#"apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata: {{name: default, namespace: a}}
+spec:
+  egress:
+  - port: {{number: {SERVICE_PORT}, protocol: HTTP, name: egress-http}}
+    hosts: ["./*"]
+"#
+    )
+}
+
+/// The name of the app that answered an [`EchoUpstream`] body, else the body itself.
+pub fn app_of(body: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v["upstream"].as_str().map(str::to_string))
+        .unwrap_or_else(|| body.to_string())
+}
+
+/// One test's world under capture. Field order = drop order: the apps stop, then their
+/// pods and the sidecars' go, then the mesh, then axon; all print their state if the test
+/// panics.
 pub struct Scenario {
-    pub envoy: Envoy,
-    /// The namespace-`b` sidecar, when the test asked for one.
-    pub envoy_b: Option<Envoy>,
+    pub v1: EchoUpstream,
+    pub v2: EchoUpstream,
+    pub ratings: EchoUpstream,
+    /// The apps' pods, without sidecars: `reviews-v1`, `reviews-v2` (in `a`), `ratings` (in
+    /// `b`).
+    pub app_pods: Vec<Pod>,
+    /// The proxy under test: pod `productpage` in `a`.
+    pub client: Pod,
+    /// Pod `client` in `b`, when the test asked for it.
+    pub client_b: Option<Pod>,
+    pub mesh: Mesh,
     pub axon: Axon,
     pub config: ConfigDir,
-    /// The egress listener's address (its port is [`SERVICE_PORT`]).
-    pub egress_addr: std::net::Ipv4Addr,
-    pub egress_port: u16,
-    pub v1: Upstream,
-    pub v2: Upstream,
-    pub ratings: Upstream,
+    _mesh_config: tempfile::NamedTempFile,
 }
 
 impl Scenario {
+    /// The world, with the `b` proxy if `with_b_proxy`, once the `a` proxy has its
+    /// captured listener of the services' port.
     pub fn start(with_b_proxy: bool) -> Scenario {
-        let v1 = Upstream::start("reviews-v1");
-        let v2 = Upstream::start("reviews-v2");
-        let ratings = Upstream::start("ratings");
-        let egress_addr = own_loopback(&[SERVICE_PORT]);
-        let egress_port = SERVICE_PORT;
         let config = ConfigDir::new();
-        config.write("reviews-se.yaml", &reviews_se_yaml(v1.port(), v2.port()));
+        let mesh_config = tempfile::NamedTempFile::new().expect("a mesh config file");
+        std::fs::write(mesh_config.path(), MESH_CONFIG).expect("write the mesh config");
+        let axon = Axon::start_with_args(
+            config.path(),
+            &["--mesh-config", &mesh_config.path().to_string_lossy()],
+        );
+        let mesh = Mesh::new(axon.xds_addr());
+        assert_eq!(mesh.service("reviews", "a", REVIEWS_VIP), REVIEWS);
+        assert_eq!(mesh.service("ratings", "b", RATINGS_VIP), RATINGS);
+        let app_pod = |name: &str, ns: &str, labels: &[(&str, &str)]| {
+            mesh.pod(PodSpec::plain(name, ns, labels))
+        };
+        let app_pods = vec![
+            app_pod("reviews-v1", "a", &[("app", "reviews"), ("version", "v1")]),
+            app_pod("reviews-v2", "a", &[("app", "reviews"), ("version", "v2")]),
+            app_pod("ratings", "b", &[("app", "ratings")]),
+        ];
+        let serve = |i: usize| {
+            let pod: &Pod = &app_pods[i];
+            pod.serve_http(SERVICE_PORT, pod.name())
+        };
+        let (v1, v2, ratings) = (serve(0), serve(1), serve(2));
+        config.write(
+            "reviews-se.yaml",
+            &reviews_se_at(app_pods[0].ip(), app_pods[1].ip()),
+        );
         config.write(
             "reviews-dr.yaml",
             &destination_rule_yaml("reviews", "a", "reviews"),
         );
         config.write("reviews-vs.yaml", &reviews_vs_yaml("v1"));
-        config.write("ratings-se.yaml", &ratings_se_yaml(ratings.port()));
-        config.write("ratings-vs.yaml", &ratings_vs_yaml(1));
-        config.write("sidecar-a.yaml", &sidecar_yaml(egress_addr));
-        let axon = Axon::start(config.path());
-        let envoy = Envoy::start(axon.xds_addr(), sidecar_options(NODE_A, "productpage", "a"));
-        let listener = format!("{egress_addr}_{egress_port}");
-        assert!(
-            wait_until(CONVERGE, || dynamic_listener(
-                &envoy.config_dump(),
-                &listener
-            )
-            .is_some_and(|l| l.get("active_state").is_some())),
-            "no active listener {listener}\n{}",
-            describe_envoy(&envoy)
+        config.write(
+            "ratings-se.yaml",
+            &service_entry_at(
+                "ratings",
+                "b",
+                RATINGS,
+                RATINGS_VIP,
+                http_port(SERVICE_PORT),
+                &[(app_pods[2].ip(), None)],
+            ),
         );
-        let envoy_b = with_b_proxy
-            .then(|| Envoy::start(axon.xds_addr(), sidecar_options(NODE_B, "client", "b")));
+        config.write("ratings-vs.yaml", &ratings_vs_yaml(1));
+        config.write("sidecar-a.yaml", &captured_sidecar_yaml());
+        let client = mesh.pod(PodSpec::sidecar(
+            "productpage",
+            "a",
+            &[("app", "productpage")],
+        ));
+        let client_b =
+            with_b_proxy.then(|| mesh.pod(PodSpec::sidecar("client", "b", &[("app", "client")])));
+        client.wait_listener(CAPTURED_LISTENER);
         Scenario {
-            envoy,
-            envoy_b,
-            axon,
-            config,
-            egress_addr,
-            egress_port,
             v1,
             v2,
             ratings,
+            app_pods,
+            client,
+            client_b,
+            mesh,
+            axon,
+            config,
+            _mesh_config: mesh_config,
         }
     }
 
-    pub fn egress(&self) -> SocketAddr {
-        SocketAddr::from((self.egress_addr, self.egress_port))
+    /// The `a` proxy's Envoy.
+    pub fn envoy(&self) -> &Envoy {
+        self.client.envoy()
     }
 
-    /// `GET path` through the egress listener with `Host: host` and `headers`.
+    /// The `b` proxy's Envoy (panics when the test did not ask for it).
+    pub fn envoy_b(&self) -> &Envoy {
+        self.client_b.as_ref().expect("the b proxy").envoy()
+    }
+
+    /// The `a` proxy's node id.
+    pub fn node_a(&self) -> String {
+        self.client.node_id()
+    }
+
+    /// The `b` proxy's node id.
+    pub fn node_b(&self) -> String {
+        self.client_b.as_ref().expect("the b proxy").node_id()
+    }
+
+    /// `GET path` from the `a` pod's app with `Host: host` and `headers`, to the address
+    /// `host` (less any `:port`) resolves to on the services' port: captured. The status and
+    /// the name of the app that answered (the body, when no app did).
     pub fn get(&self, host: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
+        let r = self.request(host, path, headers);
+        (r.status, app_of(&r.body))
+    }
+
+    /// Like [`Scenario::get`], the whole response.
+    pub fn request(&self, host: &str, path: &str, headers: &[(&str, &str)]) -> HttpResponse {
+        let name = host.split(':').next().unwrap_or(host);
         let mut all: Vec<(&str, &str)> = vec![("Host", host)];
         all.extend_from_slice(headers);
-        http_get(self.egress(), path, &all)
+        self.client.http_request(name, SERVICE_PORT, path, &all)
     }
 
-    /// Waits until a request answers `(200, want)`; panics with Envoy's state otherwise.
+    /// Waits until a request answers `(200, want)`; panics with the pod's state otherwise.
     pub fn wait_for_body(&self, host: &str, headers: &[(&str, &str)], want: &str) {
-        let what = format!("GET / Host {host} {headers:?} on {}", self.egress());
-        wait_for_answer(&what, CONVERGE, want, &self.envoy, || {
+        let what = format!("GET / Host {host} {headers:?} from pod productpage");
+        wait_for_answer(&what, CONVERGE, want, self.envoy(), || {
             self.get(host, "/", headers)
         });
     }
@@ -205,7 +339,7 @@ impl Scenario {
                 got,
                 (200, want.to_string()),
                 "request {i} with Host {host:?} {headers:?} must reach {want}\n{}",
-                describe_envoy(&self.envoy)
+                self.client.describe()
             );
         }
     }
@@ -227,7 +361,7 @@ impl Scenario {
             Err(last) => panic!(
                 "{what}: requests {headers:?} did not settle on {want} within 15 s of the write; \
                  last answer {last:?}\n{}",
-                describe_envoy(&self.envoy)
+                self.client.describe()
             ),
         }
     }
@@ -247,19 +381,18 @@ impl Scenario {
     }
 
     /// Waits until the `a` proxy's Envoy has the reviews route in force (its own admin API):
-    /// the egress listener active, its route configuration with
-    /// the virtual host of reviews routing to `clusters`, those clusters warm with endpoints,
-    /// nothing warming, nothing rejected. Only then is a request worth sending.
+    /// the captured listener of the port active, its route configuration with the virtual
+    /// host of reviews routing to `clusters`, those clusters warm with endpoints, nothing
+    /// warming, nothing rejected. Only then is a request worth sending.
     pub fn wait_reviews_route(&self, clusters: &[&str]) {
-        let listener = format!("{}_{}", self.egress_addr, self.egress_port);
-        let route_config = self.egress_port.to_string();
+        let route_config = SERVICE_PORT.to_string();
         let want = RouteInForce {
-            listener: &listener,
+            listener: CAPTURED_LISTENER,
             route_config: &route_config,
             domain: REVIEWS,
             clusters,
         };
-        wait_for_route(&self.envoy, &want, CONVERGE);
+        wait_for_route(self.envoy(), &want, CONVERGE);
     }
 }
 

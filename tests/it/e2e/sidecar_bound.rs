@@ -1,0 +1,292 @@
+//! End-to-end: a sidecar Envoy without capture (`INTERCEPTION_MODE: NONE`, namespace `a`),
+//! the mode whose listeners are bound to ports: the application (or a client) calls them
+//! directly. These tests run without the namespace mesh because what they check exists only
+//! so: listeners a Sidecar binds (`captureMode: NONE`, `bind`), which a captured sidecar has
+//! not. Routing under capture is `sidecar.rs`, `sidecar_l4.rs` and the `mesh` tests.
+//!
+//! - Bound listeners: TCP egress listeners on 127.0.0.1 (their own ports), an HTTP one on
+//!   a loopback address of the test's own, an `ingress` listener (HTTP, `captureMode:
+//!   NONE`, bound on 127.0.0.1) reaching the app at its `defaultEndpoint`; a second ingress
+//!   port without one is not bound (it is a `virtualInbound` chain, to the original
+//!   destination); no `virtualOutbound` / `virtualInbound` at all under NONE. The bound HTTP
+//!   listener routes the known `reviews` and blocks an unknown host (REGISTRY_ONLY, istiod's
+//!   `block_all` 502). No update is rejected.
+//! - A TLS egress port (bound on 127.0.0.1): a VirtualService `tls` route by `sniHosts`
+//!   takes `y.example.org` to its upstream (which sees the client's SNI), and leaves
+//!   `x.example.org` to the default chain of the first service on the port (`tls_inspector`
+//!   reads the SNI; Envoy does not terminate). Not yet moved under capture: its TLS
+//!   upstreams and `curl` run on the test's loopback.
+
+use crate::support;
+use crate::support::pki;
+use crate::support::scenario;
+use crate::support::sidecar;
+use crate::support::tcp_echo;
+use crate::support::tls_upstream;
+
+use std::net::{Ipv4Addr, SocketAddr};
+
+use pki::Pki;
+use scenario::*;
+use sidecar::{CONVERGE, NODE_A, REVIEWS, SERVICE_PORT, reviews_se_yaml, sidecar_options};
+use support::*;
+use tcp_echo::{tcp_call, tcp_echo};
+use tls_upstream::TlsEchoUpstream;
+
+const ECHO: &str = "echo.a.svc.cluster.local";
+
+/// Sidecar `default` in `a`: TCP egress listeners on `tcp_a` and `tcp_b` for `echo`, an HTTP
+/// one on `http`:9080 (reviews' port) for the namespace, nothing unknown let out; an ingress
+/// listener on `ingress.0` to the app on `ingress.1`, and one on `ingress.2` captured (not
+/// bound).
+fn sidecar_yaml(tcp_a: u16, tcp_b: u16, http: Ipv4Addr, ingress: (u16, u16, u16)) -> String {
+    let (inbound, app, captured) = ingress;
+    format!(
+        r#"apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata: {{name: default, namespace: a}}
+spec:
+  outboundTrafficPolicy: {{mode: REGISTRY_ONLY}}
+  ingress:
+  - port: {{number: {inbound}, protocol: HTTP, name: http-in}}
+    defaultEndpoint: 127.0.0.1:{app}
+    captureMode: NONE
+    bind: 127.0.0.1
+  - port: {{number: {captured}, protocol: TCP, name: tcp-in}}
+    captureMode: IPTABLES
+  egress:
+  - port: {{number: {tcp_a}, protocol: TCP, name: tcp-a}}
+    bind: 127.0.0.1
+    captureMode: NONE
+    hosts: ["./{ECHO}"]
+  - port: {{number: {tcp_b}, protocol: TCP, name: tcp-b}}
+    bind: 127.0.0.1
+    captureMode: NONE
+    hosts: ["./{ECHO}"]
+  - port: {{number: {SERVICE_PORT}, protocol: HTTP, name: http}}
+    bind: {http}
+    captureMode: NONE
+    hosts: ["./*"]
+"#
+    )
+}
+
+/// `echo` (TCP 9000, endpoints v1, v2, v3), served on every TCP egress listener (its
+/// routes by port are checked under capture, `sidecar_l4.rs`).
+fn echo_yaml(ports: [u16; 3]) -> String {
+    service_entry_yaml(
+        "echo",
+        "a",
+        ECHO,
+        Port {
+            number: 9000,
+            name: "tcp",
+            protocol: "TCP",
+        },
+        &[
+            (ports[0], Some("v1")),
+            (ports[1], Some("v2")),
+            (ports[2], Some("v3")),
+        ],
+    )
+}
+
+/// Waits until Envoy's listener `name` is active.
+fn wait_listener_active(envoy: &Envoy, name: &str) {
+    assert!(
+        wait_until(CONVERGE, || dynamic_listener(&envoy.config_dump(), name)
+            .is_some_and(|l| l.get("active_state").is_some())),
+        "no active listener {name}\n{}",
+        describe_envoy(envoy)
+    );
+}
+
+#[test]
+fn bound_listeners_without_capture() {
+    let echoes = [tcp_echo("echo-1"), tcp_echo("echo-2"), tcp_echo("echo-3")];
+    let reviews = Upstream::start("reviews-v1");
+    let app = Upstream::start("the-app");
+    let (tcp_a, tcp_b) = (free_port(), free_port());
+    let http_addr = own_loopback(&[SERVICE_PORT]);
+    let ingress = (free_port(), app.port(), free_port());
+    let config = ConfigDir::new();
+    config.write(
+        "services.yaml",
+        &documents(&[
+            reviews_se_yaml(reviews.port(), reviews.port()),
+            echo_yaml(echoes),
+        ]),
+    );
+    config.write(
+        "sidecar.yaml",
+        &sidecar_yaml(tcp_a, tcp_b, http_addr, ingress),
+    );
+    let axon = Axon::start(config.path());
+    let envoy = Envoy::start(axon.xds_addr(), sidecar_options(NODE_A, "productpage", "a"));
+    wait_listener_active(&envoy, &format!("{http_addr}_{SERVICE_PORT}"));
+    assert!(
+        wait_until(CONVERGE, || tcp_call(tcp_a).starts_with("echo-")
+            && tcp_call(tcp_b).starts_with("echo-")),
+        "the TCP listeners never answered\n{}",
+        describe_envoy(&envoy)
+    );
+
+    // REGISTRY_ONLY: the unknown host is blocked, the known one routed.
+    let egress = SocketAddr::from((http_addr, SERVICE_PORT));
+    wait_for_answer("reviews", CONVERGE, "reviews-v1", &envoy, || {
+        http_get(egress, "/", &[("Host", REVIEWS)])
+    });
+    let (status, _) = http_get(egress, "/", &[("Host", "unknown.example.com")]);
+    assert_eq!(status, 502, "{}", describe_envoy(&envoy));
+
+    let dump = envoy.config_dump();
+    // The 502 is istiod's `block_all`, not a failed passthrough.
+    let routes = dump_section(&dump, "RoutesConfigDump").expect("a routes dump");
+    let blocked = routes["dynamic_route_configs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["route_config"]["name"] == SERVICE_PORT.to_string().as_str())
+        .flat_map(|r| {
+            r["route_config"]["virtual_hosts"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .any(|vh| vh["name"] == "block_all" && vh["routes"][0]["direct_response"]["status"] == 502);
+    assert!(blocked, "{routes}");
+    let names = dynamic_listener_names(&dump);
+    for port in [tcp_a, tcp_b, ingress.0] {
+        assert!(names.contains(&format!("127.0.0.1_{port}")), "{names:?}");
+    }
+    assert!(
+        names.contains(&format!("{http_addr}_{SERVICE_PORT}")),
+        "{names:?}"
+    );
+    for virtual_listener in ["virtualOutbound", "virtualInbound"] {
+        assert!(
+            !names.iter().any(|l| l == virtual_listener),
+            "INTERCEPTION_MODE NONE must not get {virtual_listener}: {names:?}"
+        );
+    }
+
+    // The ingress listener reaches the app at its defaultEndpoint; the captured one has no
+    // listener of its own.
+    wait_for_answer("the ingress listener", CONVERGE, "the-app", &envoy, || {
+        http_get(Envoy::local(ingress.0), "/", &[("Host", "anything")])
+    });
+    assert!(
+        !names
+            .iter()
+            .any(|n| n.ends_with(&format!("_{}", ingress.2))),
+        "{names:?}"
+    );
+    assert!(std::net::TcpStream::connect(("127.0.0.1", ingress.2)).is_err());
+    assert_no_rejected_updates(&envoy);
+}
+
+/// `curl https://HOST:PORT/` to 127.0.0.1 with the test CA: whether it succeeded, and the body
+/// then the status.
+fn https(pki: &Pki, host: &str, port: u16) -> (bool, String) {
+    let out = std::process::Command::new("curl")
+        .args(["-sS", "--max-time", "5", "-w", " %{http_code}", "--cacert"])
+        .arg(pki.file("ca.crt"))
+        .arg("--resolve")
+        .arg(format!("{host}:{port}:127.0.0.1"))
+        .arg(format!("https://{host}:{port}/"))
+        .output()
+        .expect("curl must be installed");
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+#[test]
+fn tls_routes_by_sni_through_a_sidecar() {
+    let pki = Pki::new();
+    pki.issue("x", "DNS:x.example.org");
+    pki.issue("y", "DNS:y.example.org");
+    let x = TlsEchoUpstream::start("secure-x", &pki.path("x.crt"), &pki.path("x.key"), None);
+    let y = TlsEchoUpstream::start("secure-y", &pki.path("y.crt"), &pki.path("y.key"), None);
+    let tls_port = |name| Port {
+        number: 443,
+        name,
+        protocol: "TLS",
+    };
+    let config = ConfigDir::new();
+    config.write(
+        "services.yaml",
+        &documents(&[
+            service_entry_yaml(
+                "x",
+                "a",
+                "x.example.org",
+                tls_port("tls"),
+                &[(x.port(), None)],
+            ),
+            service_entry_yaml(
+                "y",
+                "a",
+                "y.example.org",
+                tls_port("tls"),
+                &[(y.port(), None)],
+            ),
+            r#"apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: y, namespace: a}
+spec:
+  hosts: [y.example.org]
+  tls:
+  - match: [{sniHosts: [y.example.org]}]
+    route: [{destination: {host: y.example.org, port: {number: 443}}}]
+"#
+            .to_string(),
+        ]),
+    );
+    let sidecar = |port: u16| {
+        format!(
+            "apiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {{name: default, namespace: a}}\nspec:\n  egress:\n  - port: {{number: {port}, protocol: TLS, name: tls}}\n    bind: 127.0.0.1\n    captureMode: NONE\n    hosts: [\"./*\"]\n"
+        )
+    };
+    let port = free_port();
+    config.write("sidecar.yaml", &sidecar(port));
+    let axon = Axon::start(config.path());
+    let (envoy, port) = start_envoy_listening(
+        &axon,
+        port,
+        |port| format!("127.0.0.1_{port}"),
+        |port| config.write("sidecar.yaml", &sidecar(port)),
+        || Envoy::start(axon.xds_addr(), sidecar_options(NODE_A, "productpage", "a")),
+        CONVERGE,
+    );
+    let mut last = (false, String::new());
+    assert!(
+        wait_until(CONVERGE, || {
+            last = https(&pki, "y.example.org", port);
+            last == (true, "secure-y 200".to_string())
+        }),
+        "{last:?}\n{}",
+        describe_envoy(&envoy)
+    );
+    assert_eq!(
+        https(&pki, "x.example.org", port),
+        (true, "secure-x 200".to_string())
+    );
+    assert!(
+        y.handshakes()
+            .iter()
+            .all(|h| h.sni.as_deref() == Some("y.example.org")),
+        "{:?}",
+        y.handshakes()
+    );
+    assert!(!x.handshakes().is_empty());
+    let dump = envoy.config_dump();
+    let listener = dynamic_listener(&dump, &format!("127.0.0.1_{port}")).expect("the listener");
+    assert!(
+        listener
+            .to_string()
+            .contains("envoy.filters.listener.tls_inspector"),
+        "{listener}"
+    );
+    assert_no_rejected_updates(&envoy);
+}
