@@ -294,7 +294,7 @@ fn scope_key(ctx: &PushContext, proxy: &Proxy) -> String {
         .unwrap_or_default();
     // A headless service's listeners (one per endpoint) leave out the proxy's own address
     // (`lds::outbound`): a proxy that is such an endpoint sees its own set.
-    let own_address = ctx
+    let is_headless_endpoint = ctx
         .endpoints
         .by_address
         .get(&proxy.ip)
@@ -304,9 +304,12 @@ fn scope_key(ctx: &PushContext, proxy: &Proxy) -> String {
             ctx.service(host).is_some_and(|s| {
                 s.resolution == axon_config::istio::Resolution::None && s.addresses.is_empty()
             })
-        })
-        .then_some(proxy.ip.as_str())
-        .unwrap_or("");
+        });
+    let own_address = if is_headless_endpoint {
+        proxy.ip.as_str()
+    } else {
+        ""
+    };
     format!(
         "{:?}|{}|{}|{}|{}|{own_address}|{:?}|{}|{}|{}|{}|{certs}|{}",
         proxy.proxy_type,

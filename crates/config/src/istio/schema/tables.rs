@@ -1887,11 +1887,12 @@ pub static SERVICE_ENTRY: Message = Message {
             kind: Kind::Scalar,
             applied: Applied::Yes,
         },
-        // A list.
+        // A list. Applied: `service::services_of` (a sidecar's listener per address,
+        // `lds::outbound`; the virtual hosts' domains, `rds::sidecar`).
         Field {
             name: "addresses",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // A list. Applied: `service::services_of`, `service::endpoints_of`.
         Field {
