@@ -206,6 +206,9 @@ impl Handler<Flush> for SnapshotBuilder {
             .as_ref()
             .is_none_or(|old| !Arc::ptr_eq(&old.services, &ctx.services))
         {
+            self.metrics
+                .outbound_listener_conflicts
+                .set(ctx.services.listener_conflicts.len() as i64);
             for conflict in &ctx.services.listener_conflicts {
                 tracing::warn!(conflict = %conflict, "outbound listener conflict");
             }

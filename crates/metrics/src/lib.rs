@@ -92,6 +92,10 @@ pub struct Metrics {
     /// `pilot_vservice_dup_domain`: hosts several mesh VirtualServices name (a sidecar
     /// serves one of them).
     pub vservice_dup_domain: IntGauge,
+    /// `pilot_conflict_outbound_listener_tcp_over_current_tcp`: listener addresses and ports
+    /// that several services' TCP ports share with nothing to tell them apart (the first
+    /// service in host order gets the traffic).
+    pub outbound_listener_conflicts: IntGauge,
     /// `pilot_push_triggers{type}`: pushes by reason.
     pub push_triggers: IntCounterVec,
     /// `pilot_inbound_updates{type}`: registry changes received (`config`, `eds`).
@@ -355,6 +359,10 @@ impl Metrics {
             vservice_dup_domain: gauge(
                 "pilot_vservice_dup_domain",
                 "Virtual services with dup domains.",
+            ),
+            outbound_listener_conflicts: gauge(
+                "pilot_conflict_outbound_listener_tcp_over_current_tcp",
+                "Number of conflicting tcp listeners with current tcp listener.",
             ),
             push_triggers: counter(
                 "pilot_push_triggers",

@@ -2,8 +2,9 @@
 //! services on one port told apart by their VIPs; a port with no protocol, sniffed (HTTP
 //! routed by a VirtualService's header match, raw TCP still passing); a ServiceEntry's
 //! `addresses` (an IP and a CIDR) for TCP services outside the mesh under REGISTRY_ONLY; a
-//! headless service's endpoints each reached by IP; and a VirtualService edit moving
-//! captured traffic.
+//! headless service's endpoints each reached by IP (a new one a new listener); a
+//! VirtualService edit moving captured traffic; and TCP services without addresses on one
+//! port, istiod's reported conflict.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{Ipv4Addr, SocketAddr};
@@ -366,4 +367,54 @@ fn a_headless_service_reaches_each_endpoint() {
     );
     client.wait_listener(&format!("{}_9092", k2.ip()));
     wait_banner(&client, &k2.ip().to_string(), 9092, "kafka-2");
+}
+
+#[test]
+fn tcp_services_without_addresses_on_one_port_are_a_reported_conflict() {
+    let config = ConfigDir::new();
+    let axon = Axon::start(config.path());
+    let mesh = Mesh::new(axon.xds_addr());
+    let client = mesh.pod(PodSpec::sidecar("client", "a", &[("app", "client")]));
+    let r1 = mesh.pod(PodSpec::sidecar("redis-a", "db", &[("app", "redis-a")]));
+    let r2 = mesh.pod(PodSpec::sidecar("redis-b", "db", &[("app", "redis-b")]));
+    let _apps = (r1.serve_tcp(6379, "redis-a"), r2.serve_tcp(6379, "redis-b"));
+    config.write(
+        "redis.yaml",
+        &documents(&[
+            entry(
+                "redis-a",
+                "db",
+                &[],
+                6379,
+                "TCP",
+                "STATIC",
+                &[(r1.ip(), "v1")],
+            ),
+            entry(
+                "redis-b",
+                "db",
+                &[],
+                6379,
+                "TCP",
+                "STATIC",
+                &[(r2.ip(), "v1")],
+            ),
+        ]),
+    );
+    client.wait_listener("0.0.0.0_6379");
+    // As istiod: one wildcard listener, the first service in host order takes the port, even
+    // for a connection to the other's pod; axon says so in its log and metrics.
+    wait_banner(&client, &r2.ip().to_string(), 6379, "redis-a");
+    assert!(
+        axon.wait_for_log("outbound listener conflict", CONVERGE),
+        "{}",
+        axon.logs()
+    );
+    let metrics = crate::support::http_get(axon.monitoring_addr(), "/metrics", &[]).1;
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l == "pilot_conflict_outbound_listener_tcp_over_current_tcp 1"),
+        "{metrics}"
+    );
 }
