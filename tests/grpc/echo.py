@@ -4,10 +4,11 @@
 No protoc is needed: the method is a generic unary handler with identity (bytes)
 serialization.
 
-  echo.py server PORT [PREFIX]
-      Serves `/echo.Echo/Say` on 127.0.0.1:PORT, answering PREFIX + request
-      bytes (PREFIX defaults to "echo:"), after N seconds for a request
-      `sleep:N`. Prints "listening PORT" once ready.
+  echo.py server PORT [PREFIX] [--bind ADDRESS]
+      Serves `/echo.Echo/Say` on ADDRESS:PORT (ADDRESS defaults to 127.0.0.1;
+      0.0.0.0 in a mesh pod), answering PREFIX + request bytes (PREFIX
+      defaults to "echo:"), after N seconds for a request `sleep:N`. Prints
+      "listening PORT" once ready.
 
   echo.py client TARGET [MESSAGE] [--deadline SECONDS] [--header K=V ...] [--authority A]
       Reads GRPC_XDS_BOOTSTRAP (done by grpc itself for xds:/// targets),
@@ -27,7 +28,7 @@ import grpc
 METHOD = "/echo.Echo/Say"
 
 
-def serve(port, prefix):
+def serve(port, prefix, address):
     prefix_bytes = prefix.encode()
 
     def say(request, context):
@@ -46,9 +47,9 @@ def serve(port, prefix):
     )
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
     server.add_generic_rpc_handlers((handler,))
-    bound = server.add_insecure_port("127.0.0.1:%d" % port)
+    bound = server.add_insecure_port("%s:%d" % (address, port))
     if bound != port:
-        print("could not bind 127.0.0.1:%d (got %d)" % (port, bound), flush=True)
+        print("could not bind %s:%d (got %d)" % (address, port, bound), flush=True)
         sys.exit(2)
     server.start()
     print("listening %d" % port, flush=True)
@@ -109,8 +110,14 @@ def client(target, message, deadline_s, headers, authority=None):
 def main(argv):
     if len(argv) >= 2 and argv[1] == "server":
         port = int(argv[2])
-        prefix = argv[3] if len(argv) > 3 else "echo:"
-        serve(port, prefix)
+        rest = argv[3:]
+        address = "127.0.0.1"
+        if "--bind" in rest:
+            i = rest.index("--bind")
+            address = rest[i + 1]
+            del rest[i : i + 2]
+        prefix = rest[0] if rest else "echo:"
+        serve(port, prefix, address)
     elif len(argv) >= 2 and argv[1] == "client":
         target = argv[2]
         rest = argv[3:]

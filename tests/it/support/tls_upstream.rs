@@ -1,19 +1,20 @@
-//! Upstream TLS for tests: [`TlsEchoUpstream`], an HTTPS/1.1 server on 127.0.0.1 (rustls)
-//! that records each handshake it completes (the SNI the client sent, whether it showed a certificate) and
+//! Upstream TLS for tests: [`TlsEchoUpstream`], an HTTPS/1.1 server (rustls) on 127.0.0.1,
+//! or on a listener of the caller's (a mesh pod's, `Pod::serve_tls`), that records each
+//! handshake it completes (the SNI the client sent, whether it showed a certificate) and
 //! answers 200 with its name. With a client CA it requires a client certificate signed by
-//! it. Include with `#[path = "support/tls_upstream.rs"]`, beside `support/pki.rs` (its
-//! certificates).
+//! it. Its certificates come from `support/pki.rs`. It stops serving on drop.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::thread;
 use std::time::Duration;
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
+
+use crate::support::accept::{Acceptor, poke_at};
 
 /// One completed handshake.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,11 +26,28 @@ pub struct Handshake {
 pub struct TlsEchoUpstream {
     port: u16,
     seen: Arc<Mutex<Vec<Handshake>>>,
+    _acceptor: Acceptor,
 }
 
 impl TlsEchoUpstream {
-    /// Serves `cert`/`key`; with `client_ca`, only clients with a certificate it signed.
+    /// Serves `cert`/`key` on a free port of 127.0.0.1; with `client_ca`, only clients with
+    /// a certificate it signed.
     pub fn start(name: &str, cert: &Path, key: &Path, client_ca: Option<&Path>) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let poke = poke_at(listener.local_addr().unwrap());
+        Self::serve(listener, name, cert, key, client_ca, poke)
+    }
+
+    /// Like [`TlsEchoUpstream::start`], on `listener`; `poke` connects to it to end the
+    /// accept loop on drop.
+    pub fn serve(
+        listener: TcpListener,
+        name: &str,
+        cert: &Path,
+        key: &Path,
+        client_ca: Option<&Path>,
+        poke: impl Fn() + Send + Sync + 'static,
+    ) -> Self {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
             .unwrap()
@@ -56,18 +74,17 @@ impl TlsEchoUpstream {
         .with_single_cert(certs, key)
         .unwrap();
         let config = Arc::new(config);
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let seen: Arc<Mutex<Vec<Handshake>>> = Arc::default();
-        let (seen2, name) = (seen.clone(), name.to_string());
-        thread::spawn(move || {
-            for conn in listener.incoming() {
-                let Ok(conn) = conn else { continue };
-                let (config, seen, name) = (config.clone(), seen2.clone(), name.clone());
-                thread::spawn(move || serve(conn, config, &seen, &name));
-            }
+        let (seen2, name2) = (seen.clone(), name.to_string());
+        let acceptor = Acceptor::spawn(&format!("tls-{name}"), listener, poke, move |conn| {
+            serve(conn, config.clone(), &seen2, &name2)
         });
-        TlsEchoUpstream { port, seen }
+        TlsEchoUpstream {
+            port,
+            seen,
+            _acceptor: acceptor,
+        }
     }
 
     pub fn port(&self) -> u16 {

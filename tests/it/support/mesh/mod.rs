@@ -23,11 +23,11 @@
 //! the pod on 127.0.0.1:15010 relayed to axon, and Envoy as uid/gid 1337 with the bootstrap
 //! pilot-agent writes (admin on the pod's 127.0.0.1:15000, relayed to the test's loopback so
 //! that the [`Envoy`] helpers work). A [`Pod`] plays its application: a server
-//! ([`Pod::serve_http`], [`Pod::serve_tcp`]) or a client whose connections are made in the
-//! pod as root, so they are captured ([`Pod::connect`], [`Pod::http_get`],
-//! [`Pod::tcp_banner`]). Names resolve through the mesh's host table ([`Mesh::service`]),
-//! also written to `/etc/netns/NS/hosts` for programs started with `ip netns exec`
-//! ([`Pod::command`]); a pod has no DNS server.
+//! ([`Pod::serve_http`], [`Pod::serve_tls`], [`Pod::serve_tcp`]) or a client whose
+//! connections are made in the pod as root, so they are captured ([`Pod::connect`],
+//! [`Pod::http_get`], [`Pod::tcp_banner`]). Names resolve through the mesh's host table
+//! ([`Mesh::service`]), also written to `/etc/netns/NS/hosts` for programs started with
+//! `ip netns exec` ([`Pod::command`], e.g. `curl`, a gRPC client); a pod has no DNS server.
 //!
 //! Every Mesh has its own node namespace, so meshes of concurrent tests never meet (their
 //! addresses may repeat). Nothing is added to the machine's own interfaces and no traffic

@@ -1,12 +1,13 @@
 //! [`Pod`]: a pod of a mesh, as the test sees it: its address, its sidecar (started here as
 //! pilot-agent starts it: capture rules (and a TPROXY pod's routes), the XDS proxy, Envoy with
 //! its bootstrap as uid/gid 1337 (under TPROXY as uid 0, gid 1337, with `CAP_NET_ADMIN` only),
-//! the admin relay), its applications (servers made in the pod) and its
+//! the admin relay), its applications (HTTP, HTTPS and TCP servers made in the pod) and its
 //! application's client side (connections made in the pod as root, so captured). Dropping it
 //! kills its sidecar and deletes its namespace.
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,6 +20,7 @@ use super::relay::Relay;
 use super::{ADMIN_PORT, ISTIO_VERSION, PodSpec, XDS_PROXY_PORT};
 use crate::support::accept::poke_at;
 use crate::support::scenario::describe_envoy;
+use crate::support::tls_upstream::TlsEchoUpstream;
 use crate::support::{
     EchoUpstream, Envoy, EnvoyOptions, HttpResponse, InPod, dynamic_listener, http_request_on,
     wait_until,
@@ -188,6 +190,13 @@ impl Pod {
     pub fn serve_tcp(&self, port: u16, name: &str) -> TcpApp {
         let listener = self.listen(SocketAddr::from(([0, 0, 0, 0], port)));
         TcpApp::serve(listener, name, self.poker(port))
+    }
+
+    /// The pod's HTTPS application `name` on 0.0.0.0:`port`, serving `cert`/`key`: answers
+    /// with its name and records each handshake (the SNI it got).
+    pub fn serve_tls(&self, port: u16, name: &str, cert: &Path, key: &Path) -> TlsEchoUpstream {
+        let listener = self.listen(SocketAddr::from(([0, 0, 0, 0], port)));
+        TlsEchoUpstream::serve(listener, name, cert, key, None, self.poker(port))
     }
 
     /// Connects to the pod's loopback `port` from inside the pod (ends an accept loop).
