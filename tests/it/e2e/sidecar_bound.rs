@@ -2,7 +2,8 @@
 //! the mode whose listeners are bound to ports: the application (or a client) calls them
 //! directly. These tests run without the namespace mesh because what they check exists only
 //! so: listeners a Sidecar binds (`captureMode: NONE`, `bind`), which a captured sidecar has
-//! not. Routing under capture is `sidecar.rs`, `sidecar_l4.rs` and the `mesh` tests.
+//! not. Routing under capture is `sidecar.rs`, `sidecar_l4.rs` (TCP, TLS by SNI),
+//! `sidecar_routes.rs` (gRPC, competing VirtualServices) and the `mesh` tests.
 //!
 //! - Bound listeners: TCP egress listeners on 127.0.0.1 (their own ports), an HTTP one on
 //!   a loopback address of the test's own, an `ingress` listener (HTTP, `captureMode:
@@ -11,27 +12,18 @@
 //!   destination); no `virtualOutbound` / `virtualInbound` at all under NONE. The bound HTTP
 //!   listener routes the known `reviews` and blocks an unknown host (REGISTRY_ONLY, istiod's
 //!   `block_all` 502). No update is rejected.
-//! - A TLS egress port (bound on 127.0.0.1): a VirtualService `tls` route by `sniHosts`
-//!   takes `y.example.org` to its upstream (which sees the client's SNI), and leaves
-//!   `x.example.org` to the default chain of the first service on the port (`tls_inspector`
-//!   reads the SNI; Envoy does not terminate). Not yet moved under capture: its TLS
-//!   upstreams and `curl` run on the test's loopback.
 
 use crate::support;
-use crate::support::pki;
 use crate::support::scenario;
 use crate::support::sidecar;
 use crate::support::tcp_echo;
-use crate::support::tls_upstream;
 
 use std::net::{Ipv4Addr, SocketAddr};
 
-use pki::Pki;
 use scenario::*;
 use sidecar::{CONVERGE, NODE_A, REVIEWS, SERVICE_PORT, reviews_se_yaml, sidecar_options};
 use support::*;
 use tcp_echo::{tcp_call, tcp_echo};
-use tls_upstream::TlsEchoUpstream;
 
 const ECHO: &str = "echo.a.svc.cluster.local";
 
@@ -182,111 +174,5 @@ fn bound_listeners_without_capture() {
         "{names:?}"
     );
     assert!(std::net::TcpStream::connect(("127.0.0.1", ingress.2)).is_err());
-    assert_no_rejected_updates(&envoy);
-}
-
-/// `curl https://HOST:PORT/` to 127.0.0.1 with the test CA: whether it succeeded, and the body
-/// then the status.
-fn https(pki: &Pki, host: &str, port: u16) -> (bool, String) {
-    let out = std::process::Command::new("curl")
-        .args(["-sS", "--max-time", "5", "-w", " %{http_code}", "--cacert"])
-        .arg(pki.file("ca.crt"))
-        .arg("--resolve")
-        .arg(format!("{host}:{port}:127.0.0.1"))
-        .arg(format!("https://{host}:{port}/"))
-        .output()
-        .expect("curl must be installed");
-    let text =
-        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-    (out.status.success(), text)
-}
-
-#[test]
-fn tls_routes_by_sni_through_a_sidecar() {
-    let pki = Pki::new();
-    pki.issue("x", "DNS:x.example.org");
-    pki.issue("y", "DNS:y.example.org");
-    let x = TlsEchoUpstream::start("secure-x", &pki.path("x.crt"), &pki.path("x.key"), None);
-    let y = TlsEchoUpstream::start("secure-y", &pki.path("y.crt"), &pki.path("y.key"), None);
-    let tls_port = |name| Port {
-        number: 443,
-        name,
-        protocol: "TLS",
-    };
-    let config = ConfigDir::new();
-    config.write(
-        "services.yaml",
-        &documents(&[
-            service_entry_yaml(
-                "x",
-                "a",
-                "x.example.org",
-                tls_port("tls"),
-                &[(x.port(), None)],
-            ),
-            service_entry_yaml(
-                "y",
-                "a",
-                "y.example.org",
-                tls_port("tls"),
-                &[(y.port(), None)],
-            ),
-            r#"apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata: {name: y, namespace: a}
-spec:
-  hosts: [y.example.org]
-  tls:
-  - match: [{sniHosts: [y.example.org]}]
-    route: [{destination: {host: y.example.org, port: {number: 443}}}]
-"#
-            .to_string(),
-        ]),
-    );
-    let sidecar = |port: u16| {
-        format!(
-            "apiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {{name: default, namespace: a}}\nspec:\n  egress:\n  - port: {{number: {port}, protocol: TLS, name: tls}}\n    bind: 127.0.0.1\n    captureMode: NONE\n    hosts: [\"./*\"]\n"
-        )
-    };
-    let port = free_port();
-    config.write("sidecar.yaml", &sidecar(port));
-    let axon = Axon::start(config.path());
-    let (envoy, port) = start_envoy_listening(
-        &axon,
-        port,
-        |port| format!("127.0.0.1_{port}"),
-        |port| config.write("sidecar.yaml", &sidecar(port)),
-        || Envoy::start(axon.xds_addr(), sidecar_options(NODE_A, "productpage", "a")),
-        CONVERGE,
-    );
-    let mut last = (false, String::new());
-    assert!(
-        wait_until(CONVERGE, || {
-            last = https(&pki, "y.example.org", port);
-            last == (true, "secure-y 200".to_string())
-        }),
-        "{last:?}\n{}",
-        describe_envoy(&envoy)
-    );
-    assert_eq!(
-        https(&pki, "x.example.org", port),
-        (true, "secure-x 200".to_string())
-    );
-    assert!(
-        y.handshakes()
-            .iter()
-            .all(|h| h.sni.as_deref() == Some("y.example.org")),
-        "{:?}",
-        y.handshakes()
-    );
-    assert!(!x.handshakes().is_empty());
-    let dump = envoy.config_dump();
-    let listener = dynamic_listener(&dump, &format!("127.0.0.1_{port}")).expect("the listener");
-    assert!(
-        listener
-            .to_string()
-            .contains("envoy.filters.listener.tls_inspector"),
-        "{listener}"
-    );
     assert_no_rejected_updates(&envoy);
 }

@@ -1,7 +1,8 @@
-//! End-to-end: a sidecar's TCP listeners and its outbound traffic policy through a real
-//! sidecar Envoy under iptables capture (pod `productpage` in namespace `a` of the namespace
-//! mesh; the apps in pods of their own, reached at their pod IPs behind ServiceEntry
-//! addresses). The same Sidecar listeners bound without capture are `sidecar_bound.rs`.
+//! End-to-end: a sidecar's TCP and TLS listeners and its outbound traffic policy through a
+//! real sidecar Envoy under iptables capture (pod `productpage` in namespace `a` of the
+//! namespace mesh; the apps in pods of their own, reached at their pod IPs behind
+//! ServiceEntry addresses, or by SNI). Sidecar listeners bound without capture are
+//! `sidecar_bound.rs`.
 //!
 //! - A Sidecar declares two TCP egress ports for `echo` (9001, 9002; the service's own is
 //!   9000): a captured connection to echo's address on either reaches its listener
@@ -13,9 +14,16 @@
 //!   routed.
 //! - The mesh's `outboundTrafficPolicy.mode: REGISTRY_ONLY` (`--mesh-config`) blocks unknown
 //!   hosts for a Sidecar that sets no policy; a Sidecar's `ALLOW_ANY` wins over it.
+//! - TLS services without addresses (`x.example.org`, `y.example.org` v1 and v2, port 443)
+//!   share the wildcard listener `0.0.0.0_443`, whose `tls_inspector` reads the SNI of a
+//!   captured connection (`curl` in the client pod): a VirtualService `tls` route by
+//!   `sniHosts` takes every `y.example.org` connection to y's v2 (whose app sees the
+//!   client's SNI: Envoy does not terminate), never v1; `x.example.org` is left to x's own
+//!   chain.
 
 use crate::support;
 use crate::support::mesh::{Mesh, Pod, PodSpec};
+use crate::support::pki::Pki;
 use crate::support::scenario;
 use crate::support::sidecar;
 
@@ -314,4 +322,158 @@ fn the_mesh_outbound_policy_applies_unless_the_sidecar_sets_one() {
     );
     assert_eq!(get(&client, REVIEWS), (200, "reviews-v1".to_string()));
     assert_no_rejected_updates(envoy);
+}
+
+/// Where the application's DNS would send `x.example.org` and `y.example.org`: no pod, no
+/// service, no route out of the pods' network. Only the sidecar's chains by SNI answer.
+const SOMEWHERE: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 44);
+
+/// A TLS ServiceEntry `name` in `a` for `host` on port 443, without addresses (so served on
+/// the wildcard listener, by SNI), an endpoint per `(pod IP, version)`.
+fn tls_entry(name: &str, host: &str, endpoints: &[(Ipv4Addr, &str)]) -> String {
+    let port = Port {
+        number: 443,
+        name: "tls",
+        protocol: "TLS",
+    };
+    let mut yaml = service_entry_head(name, "a", host, port);
+    yaml.push_str("  endpoints:\n");
+    for (ip, version) in endpoints {
+        yaml.push_str(&format!(
+            "  - address: {ip}\n    labels: {{version: {version}}}\n"
+        ));
+    }
+    yaml
+}
+
+/// `curl https://HOST/` from `client`'s application (captured), to [`SOMEWHERE`], with the
+/// test CA; sent again while curl gets no answer (a connection reset or refused before the
+/// route is in force), never after one. The answer: the app's name and the status.
+fn https(client: &Pod, pki: &Pki, host: &str) -> String {
+    let mut last = String::new();
+    let answered = wait_until(CONVERGE, || {
+        let out = client
+            .command("curl")
+            .args(["-sS", "--max-time", "5", "-w", " %{http_code}", "--cacert"])
+            .arg(pki.path("ca.crt"))
+            .arg("--resolve")
+            .arg(format!("{host}:443:{SOMEWHERE}"))
+            .arg(format!("https://{host}/"))
+            .output()
+            .expect("curl must be installed");
+        last = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        out.status.success()
+    });
+    assert!(
+        answered,
+        "https://{host}/ never answered: {last}\n{}",
+        client.describe()
+    );
+    last
+}
+
+#[test]
+fn tls_routes_by_sni_through_a_sidecar() {
+    let pki = Pki::new();
+    pki.issue("x", "DNS:x.example.org");
+    pki.issue("y", "DNS:y.example.org");
+    let config = ConfigDir::new();
+    let axon = Axon::start(config.path());
+    let mesh = Mesh::new(axon.xds_addr());
+    let pod = |name: &str, app: &str, version: &str| {
+        mesh.pod(PodSpec::plain(
+            name,
+            "a",
+            &[("app", app), ("version", version)],
+        ))
+    };
+    let pods = [
+        pod("secure-x", "x", "v1"),
+        pod("secure-y-v1", "y", "v1"),
+        pod("secure-y-v2", "y", "v2"),
+    ];
+    let serve = |pod: &Pod, cert: &str| {
+        let (crt, key) = (
+            pki.path(&format!("{cert}.crt")),
+            pki.path(&format!("{cert}.key")),
+        );
+        pod.serve_tls(443, pod.name(), &crt, &key)
+    };
+    let (x, y1, y2) = (
+        serve(&pods[0], "x"),
+        serve(&pods[1], "y"),
+        serve(&pods[2], "y"),
+    );
+    config.write(
+        "services.yaml",
+        &documents(&[
+            tls_entry("x", "x.example.org", &[(pods[0].ip(), "v1")]),
+            tls_entry(
+                "y",
+                "y.example.org",
+                &[(pods[1].ip(), "v1"), (pods[2].ip(), "v2")],
+            ),
+            destination_rule_yaml("y", "a", "y.example.org"),
+            r#"apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: y, namespace: a}
+spec:
+  hosts: [y.example.org]
+  tls:
+  - match: [{sniHosts: [y.example.org]}]
+    route: [{destination: {host: y.example.org, subset: v2, port: {number: 443}}}]
+"#
+            .to_string(),
+        ]),
+    );
+    let client = mesh.pod(PodSpec::sidecar(
+        "productpage",
+        "a",
+        &[("app", "productpage")],
+    ));
+    client.wait_listener("0.0.0.0_443");
+
+    // The rule catches y.example.org: always v2, never v1 (which the service's own chain
+    // would reach too). Envoy does not terminate: v2 sees the client's SNI.
+    for _ in 0..10 {
+        assert_eq!(
+            https(&client, &pki, "y.example.org"),
+            "secure-y-v2 200",
+            "{}",
+            client.describe()
+        );
+    }
+    assert!(y1.handshakes().is_empty(), "{:?}", y1.handshakes());
+    assert!(
+        y2.handshakes()
+            .iter()
+            .all(|h| h.sni.as_deref() == Some("y.example.org")),
+        "{:?}",
+        y2.handshakes()
+    );
+    // It leaves x.example.org to x's own chain.
+    assert_eq!(
+        https(&client, &pki, "x.example.org"),
+        "secure-x 200",
+        "{}",
+        client.describe()
+    );
+    assert!(
+        x.handshakes()
+            .iter()
+            .all(|h| h.sni.as_deref() == Some("x.example.org"))
+            && !x.handshakes().is_empty(),
+        "{:?}",
+        x.handshakes()
+    );
+    let dump = client.envoy().config_dump();
+    let listener = dynamic_listener(&dump, "0.0.0.0_443").expect("the listener");
+    assert!(
+        listener
+            .to_string()
+            .contains("envoy.filters.listener.tls_inspector"),
+        "{listener}"
+    );
+    assert_no_rejected_updates(client.envoy());
 }
