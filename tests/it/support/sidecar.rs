@@ -1,5 +1,5 @@
 //! The world of the real-Envoy sidecar tests (`e2e/sidecar.rs`, `e2e/sidecar_pruning.rs`,
-//! `e2e/delegate.rs`): the ServiceEntry / DestinationRule / VirtualService / Sidecar files of
+//! `e2e/sidecar_routes.rs`, `e2e/delegate.rs`): the ServiceEntry / DestinationRule / VirtualService / Sidecar files of
 //! namespaces `a` (reviews, with a Sidecar importing `./*` on its port) and `b` (ratings).
 //!
 //! [`Scenario`] runs it as istiod's sidecars run in a cluster: under iptables capture, in
@@ -10,8 +10,8 @@
 //! service's name are captured to 15001 and handed to `0.0.0.0_9080`.
 //!
 //! The helpers of the tests that run a sidecar without capture (`INTERCEPTION_MODE: NONE`,
-//! Sidecar listeners bound on loopback: [`sidecar_options`], [`sidecar_yaml`],
-//! [`reviews_se_yaml`]) and Envoy's per-subscription `update_attempt` counters
+//! Sidecar listeners bound on loopback, `e2e/sidecar_bound.rs`: [`NODE_A`],
+//! [`sidecar_options`], [`reviews_se_yaml`]) and Envoy's per-subscription `update_attempt` counters
 //! ([`XdsAttempts`]) are here too.
 
 #![allow(dead_code)]
@@ -24,10 +24,8 @@ use crate::support::mesh::{Mesh, Pod, PodSpec};
 use crate::support::scenario::*;
 use crate::support::*;
 
-/// The proxy under test: workload `app-1` in namespace `a`.
+/// The bound (uncaptured) proxy of `e2e/sidecar_bound.rs`: workload `app-1` in namespace `a`.
 pub const NODE_A: &str = "sidecar~127.0.0.2~app-1.a~a.svc.cluster.local";
-/// A second proxy, in namespace `b`, which has no Sidecar resource (so it imports `*/*`).
-pub const NODE_B: &str = "sidecar~127.0.0.3~app-2.b~b.svc.cluster.local";
 pub const REVIEWS: &str = "reviews.a.svc.cluster.local";
 pub const RATINGS: &str = "ratings.b.svc.cluster.local";
 pub const SERVICE_PORT: u16 = 9080;
@@ -89,30 +87,6 @@ pub fn ratings_vs_yaml(revision: u32) -> String {
             http_rule(&prefix_match(&format!("/rev-{revision}")), &to_ratings()),
             http_rule("", &to_ratings()),
         ],
-    )
-}
-
-/// Sidecar `default` in `a`: one bound egress listener on `bind`:SERVICE_PORT (istiod serves
-/// on a declared listener only the services with its port) importing only namespace `a`.
-pub fn sidecar_yaml(bind: std::net::Ipv4Addr) -> String {
-    let egress_port = SERVICE_PORT;
-    format!(
-        r#"apiVersion: networking.istio.io/v1
-kind: Sidecar
-metadata:
-  name: default
-  namespace: a
-spec:
-  egress:
-  - port:
-      number: {egress_port}
-      protocol: HTTP
-      name: egress-http
-    bind: {bind}
-    captureMode: NONE
-    hosts:
-    - "./*"
-"#
     )
 }
 
