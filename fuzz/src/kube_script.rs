@@ -22,8 +22,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axon::registry::kubernetes::config::IstioObjectIndex;
-use axon::registry::kubernetes::namespaces::{NamespaceFilter, NamespaceSelector};
-use axon::registry::kubernetes::services::{ServiceKind, ServiceObjectIndex};
+use axon::registry::cluster::namespaces::{NamespaceFilter, NamespaceSelector};
+use axon::registry::cluster::services::{ServiceKind, ServiceObjectIndex};
 use axon_config::config::ConfigKind;
 use axon_config::config_set::{self, merge_sources};
 use axon_model::push_context::PushContext;

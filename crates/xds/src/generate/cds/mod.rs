@@ -81,6 +81,7 @@ pub fn generate(ctx: &PushContext, proxy: &Proxy, scope: &SidecarScope) -> Vec<R
             out.push(inbound_cluster(
                 &name,
                 inbound.endpoint.as_ref(),
+                &inbound.protocol,
                 mesh_connect_timeout(ctx),
                 &policy,
             ));
@@ -359,6 +360,7 @@ fn black_hole(connect_timeout: Duration) -> Resource {
 fn inbound_cluster(
     name: &str,
     endpoint: Option<&(String, u32)>,
+    protocol: &str,
     connect_timeout: Duration,
     policy: &InboundPolicy,
 ) -> Resource {
@@ -399,8 +401,38 @@ fn inbound_cluster(
         policy.connection_pool.as_ref(),
         policy.retry_budget.as_ref(),
     );
+    // istiod's `setUpstreamProtocol` for the port: HTTP/2 to an HTTP/2 or gRPC application,
+    // the client's protocol to a sniffed one.
+    if is_http2(protocol) {
+        let options = http.get_or_insert_with(Default::default);
+        if options.upstream_protocol_options.is_none() {
+            options.upstream_protocol_options = http2_options().upstream_protocol_options;
+        }
+    } else if axon_model::service::is_sniffed_protocol(protocol) {
+        pool::use_downstream_protocol(&mut http);
+    }
     insert_http_options(&mut cluster, http);
     Resource::new(name, &cluster)
+}
+
+/// istiod's `passthroughHttpProtocolOptions`, set on both passthrough clusters when they are
+/// made (the pool's HTTP options never reach them): the client's protocol upstream, HTTP/1.1
+/// or HTTP/2, and a 5-minute idle timeout.
+fn set_passthrough_http_options(cluster: &mut Cluster) {
+    let mut http = Some(HttpProtocolOptions {
+        common_http_protocol_options: Some(
+            envoy_types::pb::envoy::config::core::v3::HttpProtocolOptions {
+                idle_timeout: Some(Duration {
+                    seconds: 300,
+                    nanos: 0,
+                }),
+                ..Default::default()
+            },
+        ),
+        ..Default::default()
+    });
+    pool::use_downstream_protocol(&mut http);
+    insert_http_options(cluster, http);
 }
 
 /// The longest duration Envoy takes, in seconds (istiod's `maxSecondsValue`: `i64::MAX`
@@ -436,6 +468,7 @@ fn inbound_passthrough(
         ..Default::default()
     };
     pool::apply(&mut cluster, &mut None, pool, None);
+    set_passthrough_http_options(&mut cluster);
     Resource::new(INBOUND_PASSTHROUGH, &cluster)
 }
 
@@ -455,8 +488,9 @@ fn insert_http_options(cluster: &mut Cluster, http: Option<HttpProtocolOptions>)
 }
 
 /// istiod's `buildDefaultPassthroughCluster`: the mesh's `defaultTrafficPolicy`
-/// connection pool (else the empty one: the largest circuit breakers). Its upstream HTTP
-/// options are not kept: istiod applies the pool to a wrapper it never builds.
+/// connection pool (else the empty one: the largest circuit breakers). The pool's upstream
+/// HTTP options are not kept (istiod applies the pool to a wrapper it never builds); the
+/// cluster's own are istiod's `passthroughHttpProtocolOptions`.
 fn passthrough(connect_timeout: Duration, pool: Option<&ConnectionPoolSettings>) -> Resource {
     let mut cluster = Cluster {
         name: PASSTHROUGH.to_string(),
@@ -468,5 +502,6 @@ fn passthrough(connect_timeout: Duration, pool: Option<&ConnectionPoolSettings>)
         ..Default::default()
     };
     pool::apply(&mut cluster, &mut None, pool, None);
+    set_passthrough_http_options(&mut cluster);
     Resource::new(PASSTHROUGH, &cluster)
 }

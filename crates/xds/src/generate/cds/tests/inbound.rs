@@ -137,3 +137,55 @@ fn inbound_traffic_policy_localhost_sends_to_loopback() {
         "{endpoint}"
     );
 }
+
+#[test]
+fn inbound_and_passthrough_clusters_speak_the_applications_protocol() {
+    let ctx = context(
+        "
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: app, namespace: shop}
+spec:
+  hosts: [app.shop.svc.cluster.local]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  ports: [{number: 9090, name: grpc-api, protocol: GRPC}, {number: 8080, name: web}]
+  endpoints: [{address: 10.0.0.5}]
+",
+    );
+    let sidecar = proxy("sidecar", "10.0.0.5", "shop", &[("app", "app")]);
+    let scope = SidecarScope::compute(&ctx, &sidecar);
+    let clusters: std::collections::BTreeMap<String, Cluster> = generate(&ctx, &sidecar, &scope)
+        .iter()
+        .map(|r| Cluster::decode(r.value.as_ref()).unwrap())
+        .map(|c| (c.name.clone(), c))
+        .collect();
+    assert!(matches!(
+        http_options(&clusters["inbound|9090||"]).upstream_protocol_options,
+        Some(UpstreamProtocolOptions::ExplicitHttpConfig(
+            ExplicitHttpConfig {
+                protocol_config: Some(ProtocolConfig::Http2ProtocolOptions(_))
+            }
+        ))
+    ));
+    assert!(matches!(
+        http_options(&clusters["inbound|8080||"]).upstream_protocol_options,
+        Some(UpstreamProtocolOptions::UseDownstreamProtocolConfig(_))
+    ));
+    for name in ["PassthroughCluster", "InboundPassthroughCluster"] {
+        let http = http_options(&clusters[name]);
+        assert!(
+            matches!(
+                http.upstream_protocol_options,
+                Some(UpstreamProtocolOptions::UseDownstreamProtocolConfig(_))
+            ),
+            "{name}"
+        );
+        let idle = http
+            .common_http_protocol_options
+            .unwrap()
+            .idle_timeout
+            .unwrap();
+        assert_eq!(idle.seconds, 300, "{name}");
+    }
+}

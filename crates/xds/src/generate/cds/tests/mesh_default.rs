@@ -58,10 +58,16 @@ fn clusters_without_a_rules_pool_take_the_meshs() {
         .idle_timeout
         .unwrap();
     assert_eq!(idle.seconds, 9);
-    // The PassthroughCluster: the pool's circuit breakers, not its HTTP options (istiod's).
+    // The PassthroughCluster: the pool's circuit breakers, not its HTTP options (istiod's:
+    // its own, a 5-minute idle timeout).
     let pass = &cs[PASSTHROUGH];
     assert_eq!(max_connections(pass), 3);
-    assert!(pass.typed_extension_protocol_options.is_empty());
+    let idle = http_options(pass)
+        .common_http_protocol_options
+        .unwrap()
+        .idle_timeout
+        .unwrap();
+    assert_eq!(idle.seconds, 300);
     assert!(pass.outlier_detection.is_none());
 }
 
