@@ -2,7 +2,8 @@
 //! EndpointSlices, Pods), through real sidecars under capture: two Postgres-like Services on
 //! port 5432, each reached by its ClusterIP (and by name) at its own pod, never the other's;
 //! and a Service whose port names no protocol (`web`), sniffed, so that a VirtualService's
-//! `http` header match routes it.
+//! `http` header match routes it; and a headless Service (`clusterIP: None`), each pod reached
+//! through its own listener.
 
 use std::net::Ipv4Addr;
 
@@ -216,4 +217,44 @@ spec:
             .iter()
             .all(|r| r.headers.get("end-user").map(String::as_str) == Some("jason"))
     );
+}
+
+#[test]
+fn a_headless_kubernetes_service_reaches_each_pod() {
+    let config = ConfigDir::new();
+    let axon = Axon::start(config.path());
+    let mesh = Mesh::new(axon.xds_addr());
+    let client = mesh.pod(PodSpec::sidecar("client", "a", &[("app", "client")]));
+    let z0 = mesh.pod(PodSpec::sidecar("zk-0", "b", &[("app", "zk")]));
+    let z1 = mesh.pod(PodSpec::sidecar("zk-1", "b", &[("app", "zk")]));
+    let _apps = (z0.serve_tcp(2181, "zk-0"), z1.serve_tcp(2181, "zk-1"));
+    let yaml = cluster(
+        "zk",
+        "b",
+        Ipv4Addr::UNSPECIFIED,
+        "tcp-client",
+        2181,
+        2181,
+        &[(&z0, "v1"), (&z1, "v1")],
+    )
+    .replace(
+        "  clusterIP: 0.0.0.0\n  clusterIPs: [0.0.0.0]\n",
+        "  clusterIP: None\n",
+    );
+    config.write("zk.yaml", &yaml);
+    client.wait_listener(&format!("{}_2181", z0.ip()));
+    client.wait_listener(&format!("{}_2181", z1.ip()));
+    super::vip::banner(&client, &z0.ip().to_string(), 2181);
+    for _ in 0..10 {
+        assert!(super::vip::banner(&client, &z0.ip().to_string(), 2181).starts_with("zk-0 "));
+        assert!(super::vip::banner(&client, &z1.ip().to_string(), 2181).starts_with("zk-1 "));
+    }
+    // Through the service's cluster, not the passthrough.
+    let through = client
+        .envoy()
+        .stats()
+        .get("cluster.outbound|2181||zk.b.svc.cluster.local.upstream_cx_total")
+        .copied()
+        .unwrap_or(0);
+    assert!(through >= 20, "{}", client.describe());
 }

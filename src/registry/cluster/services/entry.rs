@@ -10,7 +10,9 @@ impl ServiceObjectIndex {
         let host = kubernetes_hostname(&key.name, &key.namespace, &self.cluster_domain);
         let (resolution, endpoints) = match &svc.shape {
             Shape::ClusterIp => (Resolution::Static, self.endpoints(key, svc)),
-            Shape::Headless => (Resolution::None, Vec::new()),
+            // A headless Service's endpoints are its pods: a sidecar listens per pod for its TCP
+            // and sniffed ports (`lds::outbound`); its cluster is the original destination.
+            Shape::Headless => (Resolution::None, self.endpoints(key, svc)),
             Shape::ExternalName(name) => (
                 Resolution::Dns,
                 vec![WorkloadEntry {

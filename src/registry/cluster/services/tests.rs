@@ -339,7 +339,9 @@ fn headless_external_name_and_publish_not_ready() {
 
     let pg = entry(&configs, "db", "pg");
     assert_eq!(pg.resolution, Resolution::None);
-    assert!(pg.endpoints.is_empty() && pg.addresses.is_empty());
+    // A headless Service's endpoints are its pods (a sidecar's listener per pod).
+    assert!(pg.addresses.is_empty());
+    assert_eq!(addresses(pg), ["10.2.0.1"]);
     assert_eq!(pg.ports[0].protocol, "TCP");
     let ext = entry(&configs, "db", "ext");
     assert_eq!(ext.resolution, Resolution::Dns);

@@ -24,7 +24,7 @@ use envoy_types::pb::envoy::config::cluster::v3::{
     Cluster,
     cluster::{
         ClusterDiscoveryType, CommonLbConfig, DiscoveryType, DnsLookupFamily, EdsClusterConfig,
-        LbPolicy,
+        LbConfig, LbPolicy, OriginalDstLbConfig,
     },
 };
 use envoy_types::pb::envoy::config::core::v3::{
@@ -37,7 +37,7 @@ use envoy_types::pb::envoy::extensions::upstreams::http::v3::HttpProtocolOptions
 use envoy_types::pb::envoy::extensions::upstreams::http::v3::http_protocol_options::{
     ExplicitHttpConfig, UpstreamProtocolOptions, explicit_http_config::ProtocolConfig,
 };
-use envoy_types::pb::google::protobuf::{Duration, Value, value::Kind};
+use envoy_types::pb::google::protobuf::{Duration, UInt32Value, Value, value::Kind};
 
 use super::eds;
 use crate::resource::Resource;
@@ -175,8 +175,21 @@ fn to_cluster(
             cluster.load_assignment = Some(assignment);
             discovery
         }
-        Resolution::None if ctx.endpoints(&service.hostname, port).is_empty() => {
+        // istiod's `convertResolution`: a passthrough service is the original destination
+        // on a sidecar (a headless Kubernetes Service's numeric target port overriding the
+        // port dialed, `PassthroughTargetPorts`); a gateway cannot use one, so EDS.
+        Resolution::None if proxy.proxy_type == ProxyType::Sidecar => {
             cluster.lb_policy = LbPolicy::ClusterProvided as i32;
+            let target = service
+                .port(port)
+                .and_then(|p| p.target_port)
+                .filter(|t| service.from_kubernetes && *t != port);
+            if let Some(target) = target {
+                cluster.lb_config = Some(LbConfig::OriginalDstLbConfig(OriginalDstLbConfig {
+                    upstream_port_override: Some(UInt32Value { value: target }),
+                    ..Default::default()
+                }));
+            }
             DiscoveryType::OriginalDst
         }
         Resolution::None | Resolution::Static => DiscoveryType::Eds,
