@@ -53,9 +53,17 @@ pub fn compare(old: &ConfigSet, new: &ConfigSet) -> (BTreeSet<ConfigKey>, bool) 
 fn headless_services_of(set: &ConfigSet, config: &Config) -> Vec<ConfigKey> {
     use super::config::Spec;
     use super::istio::{Resolution, ServiceEntry};
+    // Only its TCP-like ports are listeners per endpoint: HTTP ones route on the wildcard
+    // (istiod pushes in full only when a port is not HTTP).
     let headless = |se: &ServiceEntry| {
         se.resolution == Resolution::None
             && se.addresses.iter().all(|a| a.is_empty() || a == "0.0.0.0")
+            && se.ports.iter().any(|p| {
+                !matches!(
+                    p.protocol.to_ascii_uppercase().as_str(),
+                    "HTTP" | "HTTP2" | "GRPC" | "GRPC-WEB" | "HTTP_PROXY"
+                )
+            })
     };
     match &config.spec {
         Spec::ServiceEntry(se) if headless(se) => vec![config.key.clone()],

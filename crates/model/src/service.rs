@@ -54,6 +54,9 @@ pub struct Service {
     /// one's virtual hosts also take `*.HOST` domains, and one without endpoints still gets
     /// per-endpoint listeners (none) rather than a wildcard one.
     pub from_kubernetes: bool,
+    /// The ServiceEntry selects WorkloadEntries (`workloadSelector`): without any yet, a
+    /// headless one has no endpoints to listen for, and no wildcard listener either.
+    pub selects_workloads: bool,
 }
 
 impl Service {
@@ -188,6 +191,7 @@ pub fn services_of(config: &Config, default_export_to: &[String]) -> Vec<Service
                 .collect(),
             from_kubernetes: config.labels.get(SOURCE_LABEL).map(String::as_str)
                 == Some(KUBERNETES_SOURCE),
+            selects_workloads: se.workload_selector.is_some(),
         })
         .collect()
 }

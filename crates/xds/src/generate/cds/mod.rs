@@ -88,7 +88,9 @@ pub fn generate(ctx: &PushContext, proxy: &Proxy, scope: &SidecarScope) -> Vec<R
         }
     }
     for service in &scope.services {
-        if service.hostname.starts_with('*') {
+        // A wildcard host has a cluster only as a passthrough service (istiod's
+        // ORIGINAL_DST for `*.example.com` with resolution NONE).
+        if service.hostname.starts_with('*') && service.resolution != Resolution::None {
             continue;
         }
         let chosen = ctx.destination_rule_for_workload(

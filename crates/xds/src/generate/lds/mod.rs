@@ -74,7 +74,11 @@ fn sidecar_listeners(ctx: &PushContext, proxy: &Proxy, scope: &SidecarScope) -> 
         }
     }
     if !proxy.interception_none {
-        out.push(virtual_outbound(&fallthrough, proxy.tproxy));
+        out.push(virtual_outbound(
+            &fallthrough,
+            proxy.tproxy,
+            proxy.idle_timeout,
+        ));
         out.push(inbound::virtual_inbound(scope, proxy));
     }
     out
@@ -98,7 +102,7 @@ fn fallthrough_cluster(scope: &SidecarScope) -> String {
 /// istiod's `buildVirtualOutboundListener`: where iptables sends outbound traffic, handed
 /// to the listener of its original destination; a connection to 15001 itself is refused
 /// (`virtualOutbound-blackhole`), anything no listener claims falls through.
-fn virtual_outbound(fallthrough: &str, tproxy: bool) -> Resource {
+fn virtual_outbound(fallthrough: &str, tproxy: bool, idle_timeout: Option<i128>) -> Resource {
     let listener = Listener {
         name: "virtualOutbound".to_string(),
         address: Some(socket_address("0.0.0.0", VIRTUAL_OUTBOUND_PORT)),
@@ -119,7 +123,7 @@ fn virtual_outbound(fallthrough: &str, tproxy: bool) -> Resource {
             },
             FilterChain {
                 name: "virtualOutbound-catchall-tcp".to_string(),
-                filters: vec![tcp_proxy(fallthrough, fallthrough)],
+                filters: vec![fallthrough_proxy(fallthrough, idle_timeout)],
                 ..Default::default()
             },
         ],
@@ -230,6 +234,24 @@ pub fn socket_address(ip: &str, port: u32) -> Address {
             port_specifier: Some(PortSpecifier::PortValue(port)),
             ..Default::default()
         })),
+    }
+}
+
+/// istiod's `buildOutboundCatchAllNetworkFiltersOnly`: a `tcp_proxy` to `cluster` with the
+/// node's `IDLE_TIMEOUT`, if any.
+fn fallthrough_proxy(cluster: &str, idle_timeout: Option<i128>) -> Filter {
+    let proxy = TcpProxy {
+        stat_prefix: cluster.to_string(),
+        cluster_specifier: Some(TcpCluster::Cluster(cluster.to_string())),
+        idle_timeout: idle_timeout.map(|nanos| Duration {
+            seconds: i64::try_from(nanos / 1_000_000_000).unwrap_or(i64::MAX),
+            nanos: i32::try_from(nanos % 1_000_000_000).unwrap_or(0),
+        }),
+        ..Default::default()
+    };
+    Filter {
+        name: "envoy.filters.network.tcp_proxy".to_string(),
+        config_type: Some(filter::ConfigType::TypedConfig(any(&proxy))),
     }
 }
 

@@ -40,8 +40,8 @@ use super::super::cds::ads_config_source;
 use super::l4::L4Port;
 use super::sidecar_l4::{self, WILDCARD};
 use super::{
-    HcmKind, VIRTUAL_INBOUND_PORT, VIRTUAL_OUTBOUND_PORT, http_connection_manager, socket_address,
-    tcp_proxy,
+    HcmKind, VIRTUAL_INBOUND_PORT, VIRTUAL_OUTBOUND_PORT, fallthrough_proxy,
+    http_connection_manager, socket_address,
 };
 use crate::resource::{Resource, any};
 use axon_config::istio::Resolution;
@@ -53,6 +53,8 @@ use chain::{Body, Chain};
 
 /// The ALPNs Envoy's HTTP inspector gives plaintext HTTP (istiod's `plaintextHTTPALPNs`).
 pub(super) const PLAINTEXT_HTTP_ALPNS: [&str; 2] = ["http/1.1", "h2c"];
+/// The proxy's own ports (capture, health, telemetry): no wildcard listener takes them.
+const RESERVED_PORTS: [u32; 4] = [VIRTUAL_OUTBOUND_PORT, VIRTUAL_INBOUND_PORT, 15021, 15090];
 /// The transport protocol of plaintext traffic (Envoy's `raw_buffer`).
 pub(super) const RAW_BUFFER: &str = "raw_buffer";
 
@@ -181,9 +183,6 @@ pub(super) fn listeners(
         }
         for service in &egress.services {
             for port in &service.ports {
-                if [VIRTUAL_OUTBOUND_PORT, VIRTUAL_INBOUND_PORT].contains(&port.number) {
-                    continue;
-                }
                 let placement = Placement {
                     service,
                     number: port.number,
@@ -221,7 +220,9 @@ impl Listeners<'_> {
             return;
         }
         let endpoints = self.ctx.endpoints(&service.hostname, placement.number);
-        if !service.from_kubernetes && endpoints.is_empty() {
+        // istiod: only a plain ServiceEntry (no registry, no selector) with no endpoints
+        // falls back to the wildcard listener.
+        if !service.from_kubernetes && !service.selects_workloads && endpoints.is_empty() {
             self.place(egress, placement);
             return;
         }
@@ -254,7 +255,19 @@ impl Listeners<'_> {
             (ListenerProtocol::Http, None) => vec![None],
             // istiod makes one service per ServiceEntry address: each gets its listener.
             (_, None) if service.addresses.is_empty() => vec![None],
-            (_, None) => service.addresses.iter().map(Some).collect(),
+            (_, None) => {
+                let own: Vec<Option<&String>> = service
+                    .addresses
+                    .iter()
+                    .filter(|a| same_family(a, &self.proxy.ip))
+                    .map(Some)
+                    .collect();
+                if own.is_empty() {
+                    service.addresses.iter().map(Some).collect()
+                } else {
+                    own
+                }
+            }
         };
         for address in addresses {
             let (bind, cidrs) = match address {
@@ -278,6 +291,11 @@ impl Listeners<'_> {
         cidrs: Vec<String>,
     ) {
         let service = placement.service;
+        // istiod's `conflictWithReservedListener`: the proxy's own ports are never a
+        // wildcard listener's.
+        if bind == WILDCARD && RESERVED_PORTS.contains(&placement.number) {
+            return;
+        }
         let key = (bind.clone(), placement.number);
         let current = self.entries.get(&key);
         if current.is_some_and(|c| c.locked) {
@@ -286,9 +304,6 @@ impl Listeners<'_> {
         let current_protocol = current.and_then(|c| c.listener_protocol());
         let wildcard = bind == WILDCARD;
         let tcp_chains = |me: &Self| -> Vec<Chain> {
-            if service.hostname.starts_with('*') && !sidecar_l4::is_tls(placement.protocol) {
-                return Vec::new();
-            }
             let listen = L4Port {
                 number: placement.number,
                 protocol: placement.protocol,
@@ -390,6 +405,16 @@ impl Listeners<'_> {
     }
 }
 
+/// Whether `address` (an IP or CIDR) is of the family of the proxy's `ip` (istiod listens on
+/// a dual-stack service's addresses of the proxy's family only); any, if either is no IP.
+fn same_family(address: &str, ip: &str) -> bool {
+    let ip_of = |a: &str| a.split('/').next()?.parse::<std::net::IpAddr>().ok();
+    match (ip_of(address), ip_of(ip)) {
+        (Some(a), Some(b)) => a.is_ipv4() == b.is_ipv4(),
+        _ => true,
+    }
+}
+
 /// istiod's `buildListenerFromEntry`, falling through to `fallthrough_cluster`.
 fn build(entry: Entry, fallthrough_cluster: &str, idle_timeout: Option<i128>) -> Resource {
     let name = format!("{}_{}", entry.bind, entry.port);
@@ -459,7 +484,7 @@ fn build(entry: Entry, fallthrough_cluster: &str, idle_timeout: Option<i128>) ->
             listener.default_filter_chain = Some(FilterChain {
                 name: "PassthroughFilterChain".to_string(),
                 filter_chain_match: Some(FilterChainMatch::default()),
-                filters: vec![tcp_proxy(fallthrough_cluster, fallthrough_cluster)],
+                filters: vec![fallthrough_proxy(fallthrough_cluster, idle_timeout)],
                 ..Default::default()
             })
         }

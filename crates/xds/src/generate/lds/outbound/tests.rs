@@ -435,3 +435,87 @@ fn a_sniffed_service_on_its_vip_has_a_route_configuration_of_its_own() {
     assert!(port[1].1.contains(&"10.96.0.3".to_string()), "{port:?}");
     assert!(port[1].1.contains(&"app".to_string()), "{port:?}");
 }
+
+#[test]
+fn wildcard_hosts_reserved_ports_selectors_and_address_families() {
+    let yaml = se(
+        "rds",
+        "\"*.rds.example.com\"",
+        "  location: MESH_EXTERNAL\n  resolution: NONE\n  ports: [{number: 5432, name: tcp, protocol: TCP}]",
+    ) + &se(
+        "metrics",
+        "metrics.a.svc.cluster.local",
+        "  resolution: STATIC\n  ports: [{number: 15090, name: http, protocol: HTTP}]\n  endpoints: [{address: 10.0.0.1}]",
+    ) + &se(
+        "later",
+        "later.a.svc.cluster.local",
+        "  resolution: NONE\n  ports: [{number: 7000, name: tcp, protocol: TCP}]\n  workloadSelector: {labels: {app: none-yet}}",
+    ) + &se(
+        "dual",
+        "dual.a.svc.cluster.local",
+        "  addresses: [10.96.0.7, \"fd00::7\"]\n  resolution: STATIC\n  ports: [{number: 8000, name: tcp, protocol: TCP}]\n  endpoints: [{address: 10.0.0.2}]",
+    );
+    let ls = listeners(&yaml, "10.1.0.1");
+    // A wildcard passthrough host: its chain, to its original-destination cluster.
+    assert_eq!(
+        chains(named(&ls, "0.0.0.0_5432")),
+        [" => tcp:outbound|5432||*.rds.example.com"]
+    );
+    let ctx = context(&yaml);
+    let p = proxy("sidecar", "10.1.0.1", "a", &[]);
+    let scope = SidecarScope::of(&ctx, &p);
+    let clusters: Vec<String> = crate::generate::cds::generate(&ctx, &p, &scope)
+        .iter()
+        .map(|r| r.name.to_string())
+        .collect();
+    assert!(
+        clusters.contains(&"outbound|5432||*.rds.example.com".to_string()),
+        "{clusters:?}"
+    );
+    // The proxy's own ports are no wildcard listener's.
+    assert!(!names(&ls).contains(&"0.0.0.0_15090"));
+    // A headless entry whose selector picks no workload yet: no listener at all.
+    assert!(
+        !names(&ls).iter().any(|n| n.ends_with("_7000")),
+        "{:?}",
+        names(&ls)
+    );
+    // A dual-stack service: the proxy's family only.
+    assert!(names(&ls).contains(&"10.96.0.7_8000"));
+    assert!(
+        !names(&ls).iter().any(|n| n.starts_with("fd00")),
+        "{:?}",
+        names(&ls)
+    );
+}
+
+#[test]
+fn the_fall_through_keeps_the_nodes_idle_timeout() {
+    use axon_model::proxy::{NodeInfo, Proxy};
+    let ctx = context(&se(
+        "web",
+        "web.a.svc.cluster.local",
+        "  resolution: STATIC\n  ports: [{number: 80, name: http, protocol: HTTP}]\n  endpoints: [{address: 10.0.0.1}]",
+    ));
+    let p = Proxy::from_node(NodeInfo {
+        id: "sidecar~10.1.0.1~pod-1.a~a.svc.cluster.local".to_string(),
+        idle_timeout: Some("7s".to_string()),
+        ..Default::default()
+    })
+    .unwrap();
+    let scope = SidecarScope::of(&ctx, &p);
+    let ls: Vec<Listener> = super::super::generate(&ctx, &p, &scope)
+        .iter()
+        .map(|r| Listener::decode(r.value.as_ref()).unwrap())
+        .collect();
+    let idle = |chain: &FilterChain| {
+        TcpProxy::decode(typed(chain.filters.last().unwrap()))
+            .unwrap()
+            .idle_timeout
+            .map(|d| d.seconds)
+    };
+    let l = named(&ls, "0.0.0.0_80");
+    assert_eq!(idle(l.default_filter_chain.as_ref().unwrap()), Some(7));
+    let outbound = named(&ls, "virtualOutbound");
+    assert_eq!(idle(&outbound.filter_chains[1]), Some(7));
+}
