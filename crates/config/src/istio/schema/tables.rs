@@ -450,9 +450,11 @@ pub(super) static L4_MATCH_ATTRIBUTES: Message = Message {
     fields: &[
         // A list.
         Field {
+            // Applied: a sidecar's chain for the subnets (`lds::sidecar_l4`); gateways ignore
+            // it, as istiod's (`convertTLSMatchToL4Match`).
             name: "destinationSubnets",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // Applied: `lds::l4::single_match`, `lds::sidecar_l4::sidecar_match`.
         Field {
@@ -500,9 +502,11 @@ pub(super) static TLS_MATCH_ATTRIBUTES: Message = Message {
         },
         // A list.
         Field {
+            // Applied: a sidecar's chain for the subnets (`lds::sidecar_l4`); gateways ignore
+            // it, as istiod's (`convertTLSMatchToL4Match`).
             name: "destinationSubnets",
             kind: Kind::Scalar,
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // Applied: `lds::l4::single_match`, `lds::sidecar_l4::sidecar_match`.
         Field {

@@ -25,10 +25,12 @@ use axon_model::sidecar_scope::EgressScope;
 /// istiod's wildcard bind.
 pub(super) const WILDCARD: &str = "0.0.0.0";
 
-/// One filter chain of a TCP listener: the SNI hosts it matches (none: all) and its filters.
+/// One filter chain of a TCP listener: the SNI hosts it matches (none: all), the
+/// destination subnets a route's match gives it (none: the listener's own), and its filters.
 #[derive(Debug, Clone)]
 pub(super) struct ChainOpts {
     pub sni_hosts: Vec<String>,
+    pub destination_subnets: Vec<String>,
     pub filters: Vec<Filter>,
 }
 
@@ -95,12 +97,19 @@ pub(super) fn service_chains(
                     if !sidecar_match(&m.to_l4(), port.number, proxy, config.namespace()) {
                         continue;
                     }
-                    // istiod's `hashRuntimeTLSMatchPredicates`: one chain per SNI set.
-                    if !handled.insert(m.sni_hosts.join(",")) {
+                    // istiod's `hashRuntimeTLSMatchPredicates`: one chain per SNI set and
+                    // destination subnets.
+                    let hash = format!(
+                        "{}|{}",
+                        m.sni_hosts.join(","),
+                        m.destination_subnets.join(",")
+                    );
+                    if !handled.insert(hash) {
                         continue;
                     }
                     out.push(ChainOpts {
                         sni_hosts: m.sni_hosts.clone(),
+                        destination_subnets: m.destination_subnets.clone(),
                         filters: route_filters(ctx, proxy, config, &tls.route, port),
                     });
                 }
@@ -116,28 +125,46 @@ pub(super) fn service_chains(
         };
         out.push(ChainOpts {
             sni_hosts,
+            destination_subnets: Vec::new(),
             filters: default_filters(ctx, proxy, service, port),
         });
         return out;
     }
+    // istiod's `buildSidecarOutboundTCPFilterChainOpts`: the first route whose match (or no
+    // match) takes any destination ends the search; a route whose matching blocks all name
+    // `destinationSubnets` is a chain for those subnets, and the search goes on.
     for (config, vs) in &configs {
         for tcp in vs.tcp_routes().into_iter().filter(|t| !t.route.is_empty()) {
-            if tcp.matches.is_empty()
-                || tcp
-                    .matches
-                    .iter()
-                    .any(|m| sidecar_match(m, port.number, proxy, config.namespace()))
-            {
+            let filters = || route_filters(ctx, proxy, config, &tcp.route, port);
+            let matching: Vec<&L4MatchAttributes> = tcp
+                .matches
+                .iter()
+                .filter(|m| sidecar_match(m, port.number, proxy, config.namespace()))
+                .collect();
+            if tcp.matches.is_empty() || matching.iter().any(|m| m.destination_subnets.is_empty()) {
                 out.push(ChainOpts {
                     sni_hosts: Vec::new(),
-                    filters: route_filters(ctx, proxy, config, &tcp.route, port),
+                    destination_subnets: Vec::new(),
+                    filters: filters(),
                 });
                 return out;
+            }
+            let subnets: Vec<String> = matching
+                .iter()
+                .flat_map(|m| m.destination_subnets.iter().cloned())
+                .collect();
+            if !subnets.is_empty() {
+                out.push(ChainOpts {
+                    sni_hosts: Vec::new(),
+                    destination_subnets: subnets,
+                    filters: filters(),
+                });
             }
         }
     }
     out.push(ChainOpts {
         sni_hosts: Vec::new(),
+        destination_subnets: Vec::new(),
         filters: default_filters(ctx, proxy, service, port),
     });
     out

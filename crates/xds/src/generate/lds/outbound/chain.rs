@@ -30,10 +30,15 @@ pub(super) struct Chain {
 }
 
 impl Chain {
+    /// A TCP or TLS chain: its route's destination subnets, else the listener's CIDRs.
     pub(super) fn tcp(opts: ChainOpts, cidrs: &[String]) -> Chain {
         Chain {
             sni_hosts: opts.sni_hosts,
-            cidrs: cidrs.to_vec(),
+            cidrs: if opts.destination_subnets.is_empty() {
+                cidrs.to_vec()
+            } else {
+                opts.destination_subnets
+            },
             sniffed_http: false,
             body: Body::Tcp(opts.filters),
         }
@@ -74,6 +79,7 @@ impl Chain {
         }
         let sni = |c: &Chain| ChainOpts {
             sni_hosts: c.sni_hosts.clone(),
+            destination_subnets: Vec::new(),
             filters: Vec::new(),
         };
         sni(self).conflicts_with(&sni(other))

@@ -519,3 +519,34 @@ fn the_fall_through_keeps_the_nodes_idle_timeout() {
     let outbound = named(&ls, "virtualOutbound");
     assert_eq!(idle(&outbound.filter_chains[1]), Some(7));
 }
+
+#[test]
+fn a_tcp_routes_destination_subnets_are_a_chain_of_their_own() {
+    let yaml = se(
+        "db",
+        "db.a.svc.cluster.local",
+        "  resolution: STATIC\n  ports: [{number: 5432, name: tcp, protocol: TCP}]\n  endpoints: [{address: 10.0.0.1}]",
+    ) + &se(
+        "replica",
+        "replica.a.svc.cluster.local",
+        "  resolution: STATIC\n  ports: [{number: 5432, name: tcp, protocol: TCP}]\n  endpoints: [{address: 10.0.0.2}]",
+    ) + "apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: db, namespace: a}
+spec:
+  hosts: [db.a.svc.cluster.local]
+  tcp:
+  - match: [{destinationSubnets: [10.1.0.0/16]}]
+    route: [{destination: {host: replica.a.svc.cluster.local}}]
+  - route: [{destination: {host: db.a.svc.cluster.local}}]
+";
+    // As istiod: the subnets' chain, then the route without a match as the default; the
+    // first route no longer takes every destination.
+    assert_eq!(
+        chains(named(&listeners(&yaml, "10.1.0.1"), "0.0.0.0_5432")),
+        [
+            "cidr=10.1.0.0/16 => tcp:outbound|5432||replica.a.svc.cluster.local",
+            "default() => tcp:outbound|5432||db.a.svc.cluster.local"
+        ]
+    );
+}

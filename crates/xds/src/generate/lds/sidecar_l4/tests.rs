@@ -255,6 +255,7 @@ fn chains_sharing_an_sni_host_conflict() {
     use super::ChainOpts;
     let chain = |hosts: &[&str]| ChainOpts {
         sni_hosts: hosts.iter().map(|h| h.to_string()).collect(),
+        destination_subnets: Vec::new(),
         filters: Vec::new(),
     };
     assert!(chain(&["a.example.org"]).conflicts_with(&chain(&["b.example.org", "a.example.org"])));
