@@ -108,14 +108,22 @@ pub fn is_sniffed_protocol(protocol: &str) -> bool {
     )
 }
 
-/// The outbound listener conflicts among `services` (in host order), as istiod reports its
-/// TCP-over-TCP ones: TCP or sniffed ports of several services on one address and port (a
-/// VIP, a CIDR, or the wildcard for services without addresses), which a sidecar cannot
-/// tell apart: the first service in host order gets the traffic. Headless services (per
+/// The outbound listener conflicts among `services`, as istiod reports its TCP-over-TCP
+/// ones: TCP or sniffed ports of several services on one address and port (a VIP, a CIDR,
+/// or the wildcard for services without addresses), which a sidecar cannot tell apart: the
+/// oldest service (then by host) gets the traffic. Headless services (per
 /// endpoint listeners) and TLS ports (told apart by SNI) never conflict so.
 pub fn listener_conflicts<'a>(services: impl Iterator<Item = &'a Service>) -> Vec<String> {
     let mut by_key: std::collections::BTreeMap<(String, u32), Vec<&str>> = Default::default();
-    for service in services.filter(|s| !s.hostname.starts_with('*')) {
+    // istiod's order: the oldest first, then by host and namespace.
+    let mut services: Vec<&Service> = services.collect();
+    services.sort_by(|a, b| {
+        (a.created, &a.hostname, &a.namespace).cmp(&(b.created, &b.hostname, &b.namespace))
+    });
+    for service in services
+        .into_iter()
+        .filter(|s| !s.hostname.starts_with('*'))
+    {
         if service.addresses.is_empty() && service.resolution == Resolution::None {
             continue;
         }

@@ -19,7 +19,7 @@
 //! Conflicts on one bind and port are resolved as istiod does: HTTP meeting TCP (either way)
 //! or auto meeting TCP merges the chains and the listener becomes sniffed; auto meeting
 //! HTTP replaces it; TCP meeting TCP or auto merges the chains, a chain matching like one
-//! already there dropped (the first service in host order wins) and reported; MONGO and
+//! already there dropped (the oldest service wins, then by host) and reported; MONGO and
 //! MYSQL never share a port with another protocol. A port an egress listener with a port
 //! declares is locked: the catch-all listener adds nothing to it. UDP gets no listener.
 
@@ -163,7 +163,7 @@ pub(super) fn listeners(
             .clone()
             .or_else(|| bound.then(|| "127.0.0.1".to_string()));
         if let Some(port) = egress.port {
-            for service in &egress.services {
+            for service in by_creation(&egress.services) {
                 out.place(
                     egress,
                     Placement {
@@ -181,7 +181,7 @@ pub(super) fn listeners(
         for entry in out.entries.values_mut() {
             entry.locked = true;
         }
-        for service in &egress.services {
+        for service in by_creation(&egress.services) {
             for port in &service.ports {
                 let placement = Placement {
                     service,
@@ -403,6 +403,16 @@ impl Listeners<'_> {
         tcp.push(Chain::http(rds, true));
         tcp
     }
+}
+
+/// Services in istiod's order for listener conflicts (`SortServicesByCreationTime`): the
+/// oldest first (none with a timestamp before any), then by host and namespace.
+fn by_creation(services: &[std::sync::Arc<Service>]) -> Vec<&Service> {
+    let mut out: Vec<&Service> = services.iter().map(|s| s.as_ref()).collect();
+    out.sort_by(|a, b| {
+        (a.created, &a.hostname, &a.namespace).cmp(&(b.created, &b.hostname, &b.namespace))
+    });
+    out
 }
 
 /// Whether `address` (an IP or CIDR) is of the family of the proxy's `ip` (istiod listens on

@@ -550,3 +550,24 @@ spec:
         ]
     );
 }
+
+#[test]
+fn the_oldest_service_wins_a_shared_listener() {
+    let entry = |name: &str, created: &str, ip: &str| {
+        format!(
+            "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: {name}, namespace: a, creationTimestamp: \"{created}\"}}\nspec:\n  hosts: [{name}.a.svc.cluster.local]\n  resolution: STATIC\n  ports: [{{number: 6379, name: tcp, protocol: TCP}}]\n  endpoints: [{{address: {ip}}}]\n---\n"
+        )
+    };
+    // `a-new` sorts first by host, but `z-old` is older: istiod's creation order.
+    let yaml = entry("a-new", "2026-02-01T00:00:00Z", "10.0.0.1")
+        + &entry("z-old", "2025-01-01T00:00:00Z", "10.0.0.2");
+    assert_eq!(
+        chains(named(&listeners(&yaml, "10.1.0.1"), "0.0.0.0_6379")),
+        [" => tcp:outbound|6379||z-old.a.svc.cluster.local"]
+    );
+    let conflicts = &context(&yaml).services.listener_conflicts;
+    assert!(
+        conflicts[0].contains(": z-old.a.svc.cluster.local gets"),
+        "{conflicts:?}"
+    );
+}
