@@ -21,9 +21,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use axon::registry::kubernetes::config::IstioObjectIndex;
 use axon::registry::cluster::namespaces::{NamespaceFilter, NamespaceSelector};
 use axon::registry::cluster::services::{ServiceKind, ServiceObjectIndex};
+use axon::registry::kubernetes::config::IstioObjectIndex;
 use axon_config::config::ConfigKind;
 use axon_config::config_set::{self, merge_sources};
 use axon_model::push_context::PushContext;
