@@ -65,8 +65,10 @@ spec:
 
 /// `echo` (TCP 9000, endpoints v1, v2, v3), served on every TCP egress listener (its
 /// routes by port are checked under capture, `sidecar_l4.rs`).
-fn echo_yaml(ports: [u16; 3]) -> String {
-    service_entry_yaml(
+fn echo_yaml(ports: [u16; 3], tcp_a: u16, tcp_b: u16) -> String {
+    // The egress listeners' ports are echo's too (istiod's egress listener takes only the
+    // services that have its port), each endpoint serving them on its one port.
+    let yaml = service_entry_yaml(
         "echo",
         "a",
         ECHO,
@@ -80,6 +82,20 @@ fn echo_yaml(ports: [u16; 3]) -> String {
             (ports[1], Some("v2")),
             (ports[2], Some("v3")),
         ],
+    );
+    let mut out = String::new();
+    for line in yaml.lines() {
+        out.push_str(line);
+        out.push('\n');
+        if let Some(target) = line.strip_prefix("      tcp: ") {
+            out.push_str(&format!("      tcp-a: {target}\n      tcp-b: {target}\n"));
+        }
+    }
+    out.replace(
+        "  location: MESH_INTERNAL\n",
+        &format!(
+            "  - number: {tcp_a}\n    name: tcp-a\n    protocol: TCP\n  - number: {tcp_b}\n    name: tcp-b\n    protocol: TCP\n  location: MESH_INTERNAL\n"
+        ),
     )
 }
 
@@ -106,7 +122,7 @@ fn bound_listeners_without_capture() {
         "services.yaml",
         &documents(&[
             reviews_se_yaml(reviews.port(), reviews.port()),
-            echo_yaml(echoes),
+            echo_yaml(echoes, tcp_a, tcp_b),
         ]),
     );
     config.write(

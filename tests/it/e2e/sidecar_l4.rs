@@ -4,8 +4,9 @@
 //! ServiceEntry addresses, or by SNI). Sidecar listeners bound without capture are
 //! `sidecar_bound.rs`.
 //!
-//! - A Sidecar declares two TCP egress ports for `echo` (9001, 9002; the service's own is
-//!   9000): a captured connection to echo's address on either reaches its listener
+//! - A Sidecar declares two TCP egress ports for `echo` (9001, 9002, two of the service's
+//!   ports, both to its apps' 9000: istiod's egress listener takes only the services that
+//!   have its port): a captured connection to echo's address on either reaches its listener
 //!   (`VIP_PORT`). A VirtualService `tcp` route matching the first port splits connections
 //!   between `echo`'s v1 and v2 by weight (both seen, never v3); on the second port the route
 //!   does not match, and connections go to the service's own cluster (v3 among them).
@@ -73,7 +74,8 @@ spec:
     )
 }
 
-/// `echo` (TCP 9000 at ECHO_VIP, endpoints the pods `ips`, v1 v2 v3), its subsets, and a
+/// `echo` (TCP 9000, 9001 and 9002 to 9000, at ECHO_VIP, endpoints the pods `ips`, v1 v2
+/// v3), its subsets, and a
 /// mesh `tcp` route on TCP_A only, 50/50 to v1 and v2.
 fn echo_yaml(ips: [Ipv4Addr; 3]) -> String {
     let tcp = Port {
@@ -81,6 +83,7 @@ fn echo_yaml(ips: [Ipv4Addr; 3]) -> String {
         name: "tcp",
         protocol: "TCP",
     };
+    // The Sidecar's egress ports are echo's too (to the apps' port).
     let se = service_entry_at(
         "echo",
         "a",
@@ -92,6 +95,12 @@ fn echo_yaml(ips: [Ipv4Addr; 3]) -> String {
             (ips[1], Some("v2")),
             (ips[2], Some("v3")),
         ],
+    )
+    .replace(
+        "  location: MESH_INTERNAL\n",
+        &format!(
+            "  - {{number: {TCP_A}, name: tcp-a, protocol: TCP, targetPort: {ECHO_PORT}}}\n  - {{number: {TCP_B}, name: tcp-b, protocol: TCP, targetPort: {ECHO_PORT}}}\n  location: MESH_INTERNAL\n"
+        ),
     );
     documents(&[
         se,

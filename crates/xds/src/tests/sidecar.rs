@@ -37,11 +37,27 @@ fn sidecar_listeners_follow_the_sidecar_resource() {
             .map(|l| l.name)
             .collect()
     };
-    // In shop, the Sidecar declares one egress listener: bound, on localhost.
+    // In shop, the Sidecar declares one egress listener, on a port no service has: as
+    // istiod (`serviceMatchingListenerPort`), it takes no service, so there is no listener.
     assert_eq!(
         listener_names(&sidecar_proxy("10.9.0.1", "shop", true)),
-        ["127.0.0.1_15123"]
+        Vec::<String>::new()
     );
+    // Declared on the services' port: bound, on localhost.
+    let on_9080 = context(&format!(
+        "{MESH}---{}",
+        SIDECAR_MESH.replace("15123", "9080")
+    ));
+    let names_9080: Vec<String> = decode::<Listener>(&generate_for(
+        ResourceType::Listener,
+        &on_9080,
+        &sidecar_proxy("10.9.0.1", "shop", true),
+        &names(&[]),
+    ))
+    .into_iter()
+    .map(|l| l.name)
+    .collect();
+    assert_eq!(names_9080, ["127.0.0.1_9080"]);
     // Elsewhere, no Sidecar: a listener per HTTP service port, and the capture listeners.
     assert_eq!(
         listener_names(&sidecar_proxy("10.9.0.1", "web", false)),

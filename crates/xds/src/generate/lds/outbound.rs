@@ -163,7 +163,13 @@ pub(super) fn listeners(
             .clone()
             .or_else(|| bound.then(|| "127.0.0.1".to_string()));
         if let Some(port) = egress.port {
-            for service in by_creation(&egress.services) {
+            // istiod's `serviceMatchingListenerPort`: a listener with a port takes the
+            // services that have that port (an HTTP proxy port takes them all).
+            let http_proxy = egress.protocol.eq_ignore_ascii_case("HTTP_PROXY");
+            for service in by_creation(&egress.services)
+                .into_iter()
+                .filter(|s| http_proxy || s.port(port).is_some())
+            {
                 out.place(
                     egress,
                     Placement {

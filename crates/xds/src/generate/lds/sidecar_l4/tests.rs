@@ -230,24 +230,38 @@ fn registry_only_falls_through_to_the_black_hole_and_egress_proxy_replaces_passt
 
 #[test]
 fn an_egress_listener_declared_tcp_is_a_bound_tcp_listener() {
-    let sidecar = r#"
+    let sidecar = |port: u32| {
+        format!(
+            "
 apiVersion: networking.istio.io/v1
 kind: Sidecar
-metadata: {name: default, namespace: a}
+metadata: {{name: default, namespace: a}}
 spec:
   egress:
-  - port: {number: 15432, protocol: TCP, name: db}
+  - port: {{number: {port}, protocol: TCP, name: db}}
     captureMode: NONE
     hosts: [./db.a.svc.cluster.local]
-"#;
-    let ls = listeners(&format!("{SERVICES}---{TCP_ROUTE}---{sidecar}"), &[]);
-    let l = named(&ls, "127.0.0.1_15432");
+"
+        )
+    };
+    let ls = listeners(
+        &format!("{SERVICES}---{TCP_ROUTE}---{}", sidecar(5432)),
+        &[],
+    );
+    let l = named(&ls, "127.0.0.1_5432");
     assert_eq!(l.bind_to_port, None);
-    // The routes match port 5432, not the listener's 15432: the service's own cluster.
+    // The routes match port 5432: the 80/20 split.
     assert_eq!(
         cluster(&tcp_proxy_of(&l.filter_chains[0].filters)),
-        "outbound|5432||db.a.svc.cluster.local"
+        "outbound|5432|v1|db.a.svc.cluster.local=80,outbound|5432|v2|db.a.svc.cluster.local=20"
     );
+    // A port the service does not have: istiod's egress listener takes no service there
+    // (`serviceMatchingListenerPort`), so there is no listener.
+    let ls = listeners(
+        &format!("{SERVICES}---{TCP_ROUTE}---{}", sidecar(15432)),
+        &[],
+    );
+    assert!(ls.iter().all(|l| !l.name.ends_with("_15432")));
 }
 
 #[test]
