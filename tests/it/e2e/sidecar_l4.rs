@@ -287,15 +287,9 @@ fn tcp_routes_and_registry_only_through_a_sidecar() {
 #[test]
 fn the_mesh_outbound_policy_applies_unless_the_sidecar_sets_one() {
     let config = ConfigDir::new();
-    let mesh_config = tempfile::NamedTempFile::new().expect("a mesh config file");
-    std::fs::write(
-        mesh_config.path(),
-        "outboundTrafficPolicy: {mode: REGISTRY_ONLY}\n",
-    )
-    .unwrap();
-    let axon = Axon::start_with_args(
+    let axon = Axon::start_with_mesh_config(
         config.path(),
-        &["--mesh-config", mesh_config.path().to_str().unwrap()],
+        "outboundTrafficPolicy: {mode: REGISTRY_ONLY}\n",
     );
     let mesh = Mesh::new(axon.xds_addr());
     let (_reviews_pod, _reviews_app, reviews_se) = reviews(&mesh);

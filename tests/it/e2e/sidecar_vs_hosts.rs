@@ -38,12 +38,7 @@ const API_VS: &str = "apiVersion: networking.istio.io/v1\nkind: VirtualService\n
 #[test]
 fn a_virtual_service_host_that_is_no_service_is_routed_on_port_80_only() {
     let config = ConfigDir::new();
-    let mesh_config = tempfile::NamedTempFile::new().expect("a mesh config file");
-    std::fs::write(mesh_config.path(), MESH_CONFIG).unwrap();
-    let axon = Axon::start_with_args(
-        config.path(),
-        &["--mesh-config", mesh_config.path().to_str().unwrap()],
-    );
+    let axon = Axon::start_with_mesh_config(config.path(), MESH_CONFIG);
     let mesh = Mesh::new(axon.xds_addr());
     let backend_pod = mesh.pod(PodSpec::plain("backend", "a", &[("app", "backend")]));
     let web_pod = mesh.pod(PodSpec::plain("web", "a", &[("app", "web")]));

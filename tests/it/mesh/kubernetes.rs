@@ -9,7 +9,7 @@ use std::net::Ipv4Addr;
 
 use super::{APP_PORT, CONVERGE, answer, wait_answer};
 use crate::support::mesh::{Mesh, Pod, PodSpec};
-use crate::support::scenario::documents;
+use crate::support::scenario::{destination_rule_yaml, documents, header_to_v2_yaml};
 use crate::support::{Axon, ConfigDir, wait_until};
 
 /// A Service `name` in `ns` at `cluster_ip` with one port (`port_name`, `port` to
@@ -177,25 +177,10 @@ fn a_kubernetes_port_without_protocol_is_sniffed_and_routed_by_a_virtual_service
     );
     config.write(
         "routes.yaml",
-        &format!(
-            r#"apiVersion: networking.istio.io/v1
-kind: DestinationRule
-metadata: {{name: web, namespace: b}}
-spec:
-  host: {web}
-  subsets: [{{name: v1, labels: {{version: v1}}}}, {{name: v2, labels: {{version: v2}}}}]
----
-apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata: {{name: web, namespace: b}}
-spec:
-  hosts: [{web}]
-  http:
-  - match: [{{headers: {{end-user: {{exact: jason}}}}}}]
-    route: [{{destination: {{host: {web}, subset: v2}}}}]
-  - route: [{{destination: {{host: {web}, subset: v1}}}}]
-"#
-        ),
+        &documents(&[
+            destination_rule_yaml("web", "b", &web),
+            header_to_v2_yaml("web", "b", &web, 80, ("end-user", "jason"), "v1"),
+        ]),
     );
     // The sniffed port listens on the ClusterIP (a TCP-like port would too).
     client.wait_listener(&format!("{ip}_80"));

@@ -13,15 +13,9 @@ use crate::support::{Axon, ConfigDir};
 #[test]
 fn registry_only_refuses_an_ip_outside_every_service() {
     let config = ConfigDir::new();
-    let mesh_config = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(
-        mesh_config.path(),
-        "outboundTrafficPolicy: {mode: REGISTRY_ONLY}\n",
-    )
-    .unwrap();
-    let axon = Axon::start_with_args(
+    let axon = Axon::start_with_mesh_config(
         config.path(),
-        &["--mesh-config", mesh_config.path().to_str().unwrap()],
+        "outboundTrafficPolicy: {mode: REGISTRY_ONLY}\n",
     );
     let mesh = Mesh::new(axon.xds_addr());
     let vip = Ipv4Addr::new(10, 96, 0, 20);

@@ -154,15 +154,9 @@ fn a_tproxy_server_sees_its_clients_addresses() {
 #[test]
 fn registry_only_refuses_an_unknown_ip_from_a_tproxy_client() {
     let config = ConfigDir::new();
-    let mesh_config = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(
-        mesh_config.path(),
-        "outboundTrafficPolicy: {mode: REGISTRY_ONLY}\n",
-    )
-    .unwrap();
-    let axon = Axon::start_with_args(
+    let axon = Axon::start_with_mesh_config(
         config.path(),
-        &["--mesh-config", mesh_config.path().to_str().unwrap()],
+        "outboundTrafficPolicy: {mode: REGISTRY_ONLY}\n",
     );
     let mesh = Mesh::new(axon.xds_addr());
     let host = mesh.service("known", "b", VIP);

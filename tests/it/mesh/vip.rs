@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use super::{APP_PORT, CONVERGE, answer, wait_answer};
 use crate::support::mesh::{Mesh, Pod, PodSpec};
-use crate::support::scenario::documents;
+use crate::support::scenario::{destination_rule_yaml, documents, header_to_v2_yaml};
 use crate::support::{Axon, ConfigDir, wait_until};
 
 /// A ServiceEntry `name` in `ns` with `addresses`, port `port` (`protocol`, none if empty)
@@ -185,25 +185,10 @@ fn a_port_without_protocol_is_sniffed_http_routed_and_raw_tcp_passes() {
         raw.serve_tcp(APP_PORT, "raw"),
     );
     let route = |default: &str| {
-        format!(
-            r#"apiVersion: networking.istio.io/v1
-kind: DestinationRule
-metadata: {{name: web, namespace: b}}
-spec:
-  host: {web}
-  subsets: [{{name: v1, labels: {{version: v1}}}}, {{name: v2, labels: {{version: v2}}}}]
----
-apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata: {{name: web, namespace: b}}
-spec:
-  hosts: [{web}]
-  http:
-  - match: [{{headers: {{end-user: {{exact: jason}}}}}}]
-    route: [{{destination: {{host: {web}, subset: v2}}}}]
-  - route: [{{destination: {{host: {web}, subset: {default}}}}}]
-"#
-        )
+        documents(&[
+            destination_rule_yaml("web", "b", &web),
+            header_to_v2_yaml("web", "b", &web, APP_PORT, ("end-user", "jason"), default),
+        ])
     };
     let services = || {
         vec![
@@ -277,15 +262,9 @@ spec:
 #[test]
 fn service_entry_addresses_apply_to_tcp_services_outside_the_mesh() {
     let config = ConfigDir::new();
-    let mesh_config = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(
-        mesh_config.path(),
-        "outboundTrafficPolicy: {mode: REGISTRY_ONLY}\n",
-    )
-    .unwrap();
-    let axon = Axon::start_with_args(
+    let axon = Axon::start_with_mesh_config(
         config.path(),
-        &["--mesh-config", mesh_config.path().to_str().unwrap()],
+        "outboundTrafficPolicy: {mode: REGISTRY_ONLY}\n",
     );
     let mesh = Mesh::new(axon.xds_addr());
     let client = mesh.pod(PodSpec::sidecar("client", "a", &[("app", "client")]));

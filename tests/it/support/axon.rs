@@ -28,6 +28,8 @@ pub struct Axon {
     log_path: PathBuf,
     dir: Option<tempfile::TempDir>,
     readers: Vec<JoinHandle<()>>,
+    /// The `--mesh-config` file [`Axon::start_with_mesh_config`] wrote, kept while axon runs.
+    mesh_config: Option<tempfile::NamedTempFile>,
 }
 
 impl Axon {
@@ -43,6 +45,17 @@ impl Axon {
             Ok(axon) => axon,
             Err(failure) => failure.panic(),
         }
+    }
+
+    /// Like [`Axon::start`], with `mesh_yaml` as its `--mesh-config` (a file kept while axon
+    /// runs).
+    pub fn start_with_mesh_config(config_dir: &Path, mesh_yaml: &str) -> Axon {
+        let file = tempfile::NamedTempFile::new().expect("a mesh config file");
+        std::fs::write(file.path(), mesh_yaml).expect("write the mesh config");
+        let path = file.path().to_string_lossy().into_owned();
+        let mut axon = Self::start_with_args(config_dir, &["--mesh-config", &path]);
+        axon.mesh_config = Some(file);
+        axon
     }
 
     /// Starts `axon serve` with `--config-dir` only when `config_dir` is given, extra
@@ -227,6 +240,7 @@ impl Axon {
         };
         match addrs {
             Ok(listening) => Ok(Axon {
+                mesh_config: None,
                 child,
                 xds_addr: listening
                     .xds_addr

@@ -187,7 +187,6 @@ pub struct Scenario {
     pub mesh: Mesh,
     pub axon: Axon,
     pub config: ConfigDir,
-    _mesh_config: tempfile::NamedTempFile,
 }
 
 impl Scenario {
@@ -195,12 +194,7 @@ impl Scenario {
     /// captured listener of the services' port.
     pub fn start(with_b_proxy: bool) -> Scenario {
         let config = ConfigDir::new();
-        let mesh_config = tempfile::NamedTempFile::new().expect("a mesh config file");
-        std::fs::write(mesh_config.path(), MESH_CONFIG).expect("write the mesh config");
-        let axon = Axon::start_with_args(
-            config.path(),
-            &["--mesh-config", &mesh_config.path().to_string_lossy()],
-        );
+        let axon = Axon::start_with_mesh_config(config.path(), MESH_CONFIG);
         let mesh = Mesh::new(axon.xds_addr());
         assert_eq!(mesh.service("reviews", "a", REVIEWS_VIP), REVIEWS);
         assert_eq!(mesh.service("ratings", "b", RATINGS_VIP), RATINGS);
@@ -257,7 +251,6 @@ impl Scenario {
             mesh,
             axon,
             config,
-            _mesh_config: mesh_config,
         }
     }
 
