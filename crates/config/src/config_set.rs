@@ -59,10 +59,7 @@ fn headless_services_of(set: &ConfigSet, config: &Config) -> Vec<ConfigKey> {
         se.resolution == Resolution::None
             && se.addresses.iter().all(|a| a.is_empty() || a == "0.0.0.0")
             && se.ports.iter().any(|p| {
-                !matches!(
-                    p.protocol.to_ascii_uppercase().as_str(),
-                    "HTTP" | "HTTP2" | "GRPC" | "GRPC-WEB" | "HTTP_PROXY"
-                )
+                super::validate::protocol(&p.protocol) != Some(super::validate::Protocol::Http)
             })
     };
     match &config.spec {

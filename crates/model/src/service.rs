@@ -63,6 +63,12 @@ impl Service {
     pub fn port(&self, number: u32) -> Option<&Port> {
         self.ports.iter().find(|p| p.number == number)
     }
+
+    /// Headless (istiod's `Passthrough` without an address): resolution NONE and no address,
+    /// so a sidecar listens per endpoint for its TCP and sniffed ports.
+    pub fn is_headless(&self) -> bool {
+        self.resolution == Resolution::None && self.addresses.is_empty()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -82,30 +88,13 @@ pub struct Endpoint {
 
 /// Protocols served through an HTTP connection manager (the others get a cluster only).
 pub fn is_http_protocol(protocol: &str) -> bool {
-    matches!(
-        protocol.to_ascii_uppercase().as_str(),
-        "HTTP" | "HTTP2" | "GRPC" | "GRPC-WEB" | "HTTP_PROXY"
-    )
+    axon_config::validate::protocol(protocol) == Some(axon_config::validate::Protocol::Http)
 }
 
 /// Whether a port's protocol is none Istio knows (none given, or an unknown name): istiod's
 /// `protocol.Unsupported`, whose traffic a sidecar sniffs (`ListenerProtocolAuto`).
 pub fn is_sniffed_protocol(protocol: &str) -> bool {
-    !matches!(
-        protocol.to_ascii_uppercase().as_str(),
-        "HTTP"
-            | "HTTP2"
-            | "GRPC"
-            | "GRPC-WEB"
-            | "HTTP_PROXY"
-            | "HTTPS"
-            | "TLS"
-            | "TCP"
-            | "MONGO"
-            | "REDIS"
-            | "MYSQL"
-            | "UDP"
-    )
+    axon_config::validate::protocol(protocol).is_none()
 }
 
 /// The outbound listener conflicts among `services`, as istiod reports its TCP-over-TCP
@@ -124,7 +113,7 @@ pub fn listener_conflicts<'a>(services: impl Iterator<Item = &'a Service>) -> Ve
         .into_iter()
         .filter(|s| !s.hostname.starts_with('*'))
     {
-        if service.addresses.is_empty() && service.resolution == Resolution::None {
+        if service.is_headless() {
             continue;
         }
         let addresses: Vec<&str> = if service.addresses.is_empty() {

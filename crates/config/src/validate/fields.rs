@@ -61,8 +61,9 @@ where
     Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
 }
 
+/// What kind of protocol an Istio port protocol name is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Protocol {
+pub enum Protocol {
     /// HTTP, HTTP2, HTTP_PROXY, GRPC, GRPC-Web.
     Http,
     /// HTTPS, TLS.
@@ -72,7 +73,9 @@ pub(super) enum Protocol {
 }
 
 /// Istio's protocol names, matched case-insensitively (`tcp` is `TCP`). `None` if unknown.
-pub(super) fn protocol(name: &str) -> Option<Protocol> {
+/// The kind of an Istio port protocol name (case-insensitive); `None` for a name Istio does
+/// not know (none given included: istiod's `Unsupported`, a sniffed port).
+pub fn protocol(name: &str) -> Option<Protocol> {
     match name.to_ascii_lowercase().as_str() {
         "http" | "http2" | "http_proxy" | "grpc" | "grpc-web" => Some(Protocol::Http),
         "https" | "tls" => Some(Protocol::Tls),

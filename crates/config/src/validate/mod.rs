@@ -44,7 +44,7 @@ mod traffic_policy;
 mod virtual_service;
 mod workload;
 
-pub use fields::parse_duration;
+pub use fields::{Protocol, parse_duration, protocol};
 
 /// istiod's checks of a `localityLbSetting` (also the mesh config's): the reasons it fails.
 pub fn locality_lb_setting(value: &serde_json::Value) -> Vec<String> {

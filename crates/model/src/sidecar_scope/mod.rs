@@ -300,11 +300,7 @@ fn scope_key(ctx: &PushContext, proxy: &Proxy) -> String {
         .get(&proxy.ip)
         .into_iter()
         .flatten()
-        .any(|(host, _, _)| {
-            ctx.service(host).is_some_and(|s| {
-                s.resolution == axon_config::istio::Resolution::None && s.addresses.is_empty()
-            })
-        });
+        .any(|(host, _, _)| ctx.service(host).is_some_and(|s| s.is_headless()));
     let own_address = if is_headless_endpoint {
         proxy.ip.as_str()
     } else {

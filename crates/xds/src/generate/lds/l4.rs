@@ -195,7 +195,8 @@ fn use_source_ip(rule: &DestinationRule, subset: &str) -> bool {
         .unwrap_or(top)
 }
 
-fn duration(nanos: i128) -> Duration {
+/// Nanoseconds as a protobuf Duration.
+pub(super) fn duration(nanos: i128) -> Duration {
     Duration {
         seconds: i64::try_from(nanos / 1_000_000_000).unwrap_or(i64::MAX),
         nanos: i32::try_from(nanos % 1_000_000_000).unwrap_or(0),

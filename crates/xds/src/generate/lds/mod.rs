@@ -243,10 +243,7 @@ fn fallthrough_proxy(cluster: &str, idle_timeout: Option<i128>) -> Filter {
     let proxy = TcpProxy {
         stat_prefix: cluster.to_string(),
         cluster_specifier: Some(TcpCluster::Cluster(cluster.to_string())),
-        idle_timeout: idle_timeout.map(|nanos| Duration {
-            seconds: i64::try_from(nanos / 1_000_000_000).unwrap_or(i64::MAX),
-            nanos: i32::try_from(nanos % 1_000_000_000).unwrap_or(0),
-        }),
+        idle_timeout: idle_timeout.map(l4::duration),
         ..Default::default()
     };
     Filter {
@@ -283,10 +280,7 @@ fn http_connection_manager(
 fn hcm_filter(mut hcm: HttpConnectionManager, idle_timeout: Option<i128>) -> Filter {
     if let Some(nanos) = idle_timeout {
         hcm.common_http_protocol_options = Some(HttpProtocolOptions {
-            idle_timeout: Some(Duration {
-                seconds: i64::try_from(nanos / 1_000_000_000).unwrap_or(i64::MAX),
-                nanos: i32::try_from(nanos % 1_000_000_000).unwrap_or(0),
-            }),
+            idle_timeout: Some(l4::duration(nanos)),
             ..Default::default()
         });
     }

@@ -44,7 +44,6 @@ use super::{
     http_connection_manager, socket_address,
 };
 use crate::resource::{Resource, any};
-use axon_config::istio::Resolution;
 use axon_model::proxy::Proxy;
 use axon_model::push_context::PushContext;
 use axon_model::service::{Service, is_sniffed_protocol};
@@ -217,11 +216,7 @@ impl Listeners<'_> {
             listener_protocol(placement.protocol),
             Some(ListenerProtocol::Tcp | ListenerProtocol::Auto)
         );
-        if placement.bind.is_some()
-            || service.resolution != Resolution::None
-            || !service.addresses.is_empty()
-            || !tcp_like
-        {
+        if placement.bind.is_some() || !service.is_headless() || !tcp_like {
             self.place(egress, placement);
             return;
         }
