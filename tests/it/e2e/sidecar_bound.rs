@@ -149,20 +149,11 @@ fn bound_listeners_without_capture() {
 
     let dump = envoy.config_dump();
     // The 502 is istiod's `block_all`, not a failed passthrough.
-    let routes = dump_section(&dump, "RoutesConfigDump").expect("a routes dump");
-    let blocked = routes["dynamic_route_configs"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|r| r["route_config"]["name"] == SERVICE_PORT.to_string().as_str())
-        .flat_map(|r| {
-            r["route_config"]["virtual_hosts"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-        })
-        .any(|vh| vh["name"] == "block_all" && vh["routes"][0]["direct_response"]["status"] == 502);
-    assert!(blocked, "{routes}");
+    assert!(
+        blocks_all(&dump, &SERVICE_PORT.to_string()),
+        "{}",
+        route_config(&dump, &SERVICE_PORT.to_string()).unwrap_or_default()
+    );
     let names = dynamic_listener_names(&dump);
     for port in [tcp_a, tcp_b, ingress.0] {
         assert!(names.contains(&format!("127.0.0.1_{port}")), "{names:?}");

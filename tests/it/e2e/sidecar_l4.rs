@@ -131,21 +131,8 @@ spec:
 
 /// The virtual host names of route configuration `name` in Envoy's config dump.
 fn virtual_hosts(envoy: &Envoy, name: &str) -> Vec<String> {
-    let dump = envoy.config_dump();
-    let Some(routes) = dump_section(&dump, "RoutesConfigDump") else {
-        return Vec::new();
-    };
-    routes["dynamic_route_configs"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|r| r["route_config"]["name"].as_str() == Some(name))
-        .flat_map(|r| {
-            r["route_config"]["virtual_hosts"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-        })
+    route_virtual_hosts(&envoy.config_dump(), name)
+        .iter()
         .filter_map(|vh| vh["name"].as_str().map(str::to_string))
         .collect()
 }
@@ -267,20 +254,11 @@ fn tcp_routes_and_registry_only_through_a_sidecar() {
     assert_eq!(status, 502, "{}", client.describe());
     // The 502 is istiod's `block_all`, not a failed passthrough.
     let dump = client.envoy().config_dump();
-    let routes = dump_section(&dump, "RoutesConfigDump").expect("a routes dump");
-    let blocked = routes["dynamic_route_configs"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|r| r["route_config"]["name"] == SERVICE_PORT.to_string().as_str())
-        .flat_map(|r| {
-            r["route_config"]["virtual_hosts"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-        })
-        .any(|vh| vh["name"] == "block_all" && vh["routes"][0]["direct_response"]["status"] == 502);
-    assert!(blocked, "{routes}");
+    assert!(
+        blocks_all(&dump, &SERVICE_PORT.to_string()),
+        "{}",
+        route_config(&dump, &SERVICE_PORT.to_string()).unwrap_or_default()
+    );
     assert_no_rejected_updates(client.envoy());
 }
 

@@ -78,6 +78,21 @@ pub fn route_config(dump: &Value, name: &str) -> Option<Value> {
     route_config_entry(dump, name).and_then(|r| r.get("route_config").cloned())
 }
 
+/// The virtual hosts of route configuration `name` (none when it is absent).
+pub fn route_virtual_hosts(dump: &Value, name: &str) -> Vec<Value> {
+    route_config(dump, name)
+        .and_then(|rc| rc.get("virtual_hosts").and_then(|v| v.as_array()).cloned())
+        .unwrap_or_default()
+}
+
+/// Whether route configuration `name` has istiod's REGISTRY_ONLY `block_all` virtual host,
+/// answering 502.
+pub fn blocks_all(dump: &Value, name: &str) -> bool {
+    route_virtual_hosts(dump, name)
+        .iter()
+        .any(|vh| vh["name"] == "block_all" && vh["routes"][0]["direct_response"]["status"] == 502)
+}
+
 /// The `dynamic_route_configs` entry of `name` (`version_info`, `route_config`).
 fn route_config_entry<'a>(dump: &'a Value, name: &str) -> Option<&'a Value> {
     dump_section(dump, "RoutesConfigDump")?
