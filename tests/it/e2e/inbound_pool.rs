@@ -23,7 +23,6 @@ use crate::support::scenario;
 use crate::support::sidecar;
 
 use std::net::Ipv4Addr;
-use std::thread;
 
 use scenario::*;
 use sidecar::CONVERGE;
@@ -74,38 +73,8 @@ fn get(client: &Pod, ip: Ipv4Addr, port: u16, headers: &[(&str, &str)]) -> HttpR
 /// A slow request to `ip`:`port`, held until the app has it, then three more at once: their
 /// statuses.
 fn burst(client: &Pod, ip: Ipv4Addr, port: u16, echo: &EchoUpstream, round: &str) -> Vec<u16> {
-    let key = format!("slow-{port}-{round}");
-    thread::scope(|scope| {
-        let slow = scope.spawn(|| {
-            get(
-                client,
-                ip,
-                port,
-                &[("x-delay-ms", "3000"), ("x-request-key", &key)],
-            )
-        });
-        assert!(wait_until(CONVERGE, || !echo
-            .requests_with_key(&key)
-            .is_empty()));
-        let others: Vec<_> = (0..3)
-            .map(|i| {
-                let key = format!("q{i}-{port}-{round}");
-                scope.spawn(move || {
-                    get(
-                        client,
-                        ip,
-                        port,
-                        &[("x-delay-ms", "500"), ("x-request-key", &key)],
-                    )
-                })
-            })
-            .collect();
-        let mut statuses: Vec<u16> = others
-            .into_iter()
-            .map(|t| t.join().unwrap().status)
-            .collect();
-        statuses.push(slow.join().unwrap().status);
-        statuses
+    pool_burst(echo, &format!("{port}-{round}"), |headers| {
+        get(client, ip, port, headers).status
     })
 }
 

@@ -9,7 +9,6 @@
 use crate::support;
 use crate::support::scenario;
 
-use std::thread;
 use std::time::Duration;
 
 use scenario::*;
@@ -46,38 +45,7 @@ fn get(port: u16, host: &str, headers: &[(&str, &str)]) -> HttpResponse {
 /// A slow request for `host`, held until the echo has it, then three more at once: their
 /// statuses.
 fn burst(port: u16, host: &'static str, echo: &EchoUpstream) -> Vec<u16> {
-    let key = format!("slow-{host}");
-    let slow = {
-        let key = key.clone();
-        thread::spawn(move || {
-            get(
-                port,
-                host,
-                &[("x-delay-ms", "3000"), ("x-request-key", &key)],
-            )
-        })
-    };
-    assert!(wait_until(CONVERGE, || !echo
-        .requests_with_key(&key)
-        .is_empty()));
-    let others: Vec<_> = (0..3)
-        .map(|i| {
-            let key = format!("q{i}-{host}");
-            thread::spawn(move || {
-                get(
-                    port,
-                    host,
-                    &[("x-delay-ms", "500"), ("x-request-key", &key)],
-                )
-            })
-        })
-        .collect();
-    let mut statuses: Vec<u16> = others
-        .into_iter()
-        .map(|t| t.join().unwrap().status)
-        .collect();
-    statuses.push(slow.join().unwrap().status);
-    statuses
+    pool_burst(echo, host, |headers| get(port, host, headers).status)
 }
 
 #[test]

@@ -200,3 +200,32 @@ fn serve(mut conn: TcpStream, name: &str, seen: &Mutex<Vec<Recorded>>) {
         }
     }
 }
+
+/// A slow request (3 s) held until `echo` has it, then three more (0.5 s) at once: their
+/// statuses, the slow one's last. How a test fills a connection pool of one and overflows
+/// its pending queue; `send` sends one request with the given headers and returns its
+/// status, `tag` makes the request keys unique.
+pub fn pool_burst(
+    echo: &EchoUpstream,
+    tag: &str,
+    send: impl Fn(&[(&str, &str)]) -> u16 + Sync,
+) -> Vec<u16> {
+    let key = format!("slow-{tag}");
+    std::thread::scope(|scope| {
+        let slow = scope.spawn(|| send(&[("x-delay-ms", "3000"), ("x-request-key", &key)]));
+        assert!(crate::support::wait_until(
+            std::time::Duration::from_secs(30),
+            || !echo.requests_with_key(&key).is_empty()
+        ));
+        let others: Vec<_> = (0..3)
+            .map(|i| {
+                let key = format!("q{i}-{tag}");
+                let send = &send;
+                scope.spawn(move || send(&[("x-delay-ms", "500"), ("x-request-key", &key)]))
+            })
+            .collect();
+        let mut statuses: Vec<u16> = others.into_iter().map(|t| t.join().unwrap()).collect();
+        statuses.push(slow.join().unwrap());
+        statuses
+    })
+}
