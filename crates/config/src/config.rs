@@ -8,8 +8,8 @@ use std::fmt;
 use serde::Serialize;
 
 use super::istio::{
-    DestinationRule, Gateway, Labels, ServiceEntry, Sidecar, VirtualService, WorkloadEntry,
-    WorkloadGroup,
+    DestinationRule, Gateway, Labels, PeerAuthentication, ServiceEntry, Sidecar, VirtualService,
+    WorkloadEntry, WorkloadGroup,
 };
 use crate::secret::TlsSecret;
 
@@ -17,6 +17,10 @@ use crate::secret::TlsSecret;
 pub const ISTIO_NETWORKING_GROUP: &str = "networking.istio.io";
 /// Versions of that group that share one schema.
 pub const ISTIO_NETWORKING_VERSIONS: [&str; 3] = ["v1", "v1beta1", "v1alpha3"];
+/// The API group of Istio's security kinds.
+pub const ISTIO_SECURITY_GROUP: &str = "security.istio.io";
+/// Versions of that group that share one schema.
+pub const ISTIO_SECURITY_VERSIONS: [&str; 2] = ["v1", "v1beta1"];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub enum ConfigKind {
@@ -27,6 +31,8 @@ pub enum ConfigKind {
     DestinationRule,
     Gateway,
     Sidecar,
+    /// `security.istio.io`: not of the networking group, so not in [`ConfigKind::ALL`].
+    PeerAuthentication,
     /// A Kubernetes `v1` Secret holding TLS material (`axon_model::secrets`); not of the
     /// networking group, so not in [`ConfigKind::ALL`].
     Secret,
@@ -53,6 +59,7 @@ impl ConfigKind {
             ConfigKind::DestinationRule => "DestinationRule",
             ConfigKind::Gateway => "Gateway",
             ConfigKind::Sidecar => "Sidecar",
+            ConfigKind::PeerAuthentication => "PeerAuthentication",
             ConfigKind::Secret => "Secret",
         }
     }
@@ -103,6 +110,7 @@ pub enum Spec {
     DestinationRule(DestinationRule),
     Gateway(Gateway),
     Sidecar(Sidecar),
+    PeerAuthentication(PeerAuthentication),
     Secret(TlsSecret),
 }
 
@@ -116,6 +124,7 @@ impl Spec {
             Spec::DestinationRule(_) => ConfigKind::DestinationRule,
             Spec::Gateway(_) => ConfigKind::Gateway,
             Spec::Sidecar(_) => ConfigKind::Sidecar,
+            Spec::PeerAuthentication(_) => ConfigKind::PeerAuthentication,
             Spec::Secret(_) => ConfigKind::Secret,
         }
     }

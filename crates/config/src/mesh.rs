@@ -56,6 +56,22 @@ pub struct MeshConfig {
     /// `defaultTrafficPolicy.outlierDetection`: the outlier detection of the outbound
     /// clusters whose policy sets none.
     pub default_outlier_detection: Option<OutlierDetection>,
+    /// `enableAutoMtls` (istiod's default: on): sidecars call the endpoints whose workload
+    /// runs istio's agent with mutual TLS where no DestinationRule sets `tls`.
+    pub enable_auto_mtls: bool,
+    /// `trustDomainAliases`: other trust domains whose identities a sidecar accepts.
+    pub trust_domain_aliases: Vec<String>,
+    /// `meshMTLS`: the TLS of sidecars' inbound mutual TLS.
+    pub mesh_mtls: MeshMtls,
+}
+
+/// `meshMTLS` (`MeshConfig.TLSConfig`), as istiod reads it for inbound mutual TLS.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MeshMtls {
+    /// `minProtocolVersion: TLSV1_3` (else TLS 1.2, istiod's default).
+    pub min_tls13: bool,
+    /// `cipherSuites`; none: istiod's `SupportedCiphers`.
+    pub cipher_suites: Option<Vec<String>>,
 }
 
 impl Default for MeshConfig {
@@ -79,6 +95,9 @@ impl Default for MeshConfig {
             trust_domain: "cluster.local".to_string(),
             default_connection_pool: None,
             default_outlier_detection: None,
+            enable_auto_mtls: true,
+            trust_domain_aliases: Vec::new(),
+            mesh_mtls: MeshMtls::default(),
         }
     }
 }
@@ -138,7 +157,7 @@ pub const FIELDS: [&str; 50] = [
 ];
 
 /// The fields axon applies.
-pub const APPLIED: [&str; 12] = [
+pub const APPLIED: [&str; 15] = [
     "rootNamespace",
     "defaultServiceExportTo",
     "defaultVirtualServiceExportTo",
@@ -151,6 +170,9 @@ pub const APPLIED: [&str; 12] = [
     "outboundTrafficPolicy",
     "inboundTrafficPolicy",
     "defaultTrafficPolicy",
+    "enableAutoMtls",
+    "trustDomainAliases",
+    "meshMTLS",
 ];
 
 #[derive(Debug, Clone, PartialEq, Error)]
@@ -196,6 +218,19 @@ struct Applied {
     outbound_traffic_policy: Option<MeshOutboundPolicy>,
     inbound_traffic_policy: Option<MeshOutboundPolicy>,
     default_traffic_policy: Option<serde_json::Value>,
+    enable_auto_mtls: Option<bool>,
+    trust_domain_aliases: Option<Vec<String>>,
+    #[serde(rename = "meshMTLS")]
+    mesh_mtls: Option<MeshTlsDoc>,
+}
+
+/// `MeshConfig.TLSConfig`.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct MeshTlsDoc {
+    min_protocol_version: Option<String>,
+    ecdh_curves: Option<Vec<String>>,
+    cipher_suites: Option<Vec<String>>,
 }
 
 /// `MeshConfig.DefaultTrafficPolicy`, typed once checked.
@@ -385,6 +420,29 @@ pub fn parse(text: &str) -> Result<MeshFile, MeshConfigError> {
         mesh.default_outlier_detection = policy.outlier_detection;
         not_applied.extend(notes);
     }
+    if let Some(on) = applied.enable_auto_mtls {
+        mesh.enable_auto_mtls = on;
+    }
+    mesh.trust_domain_aliases = applied.trust_domain_aliases.unwrap_or_default();
+    if let Some(tls) = applied.mesh_mtls {
+        if tls.ecdh_curves.is_some() {
+            return Err(invalid(
+                "meshMTLS",
+                "mesh TLS does not support ECDH curves configuration".to_string(),
+            ));
+        }
+        match tls.min_protocol_version.as_deref() {
+            None | Some("TLS_AUTO" | "TLSV1_2") => {}
+            Some("TLSV1_3") => mesh.mesh_mtls.min_tls13 = true,
+            Some(other) => {
+                return Err(invalid(
+                    "meshMTLS",
+                    format!("minProtocolVersion {other:?} is not TLS_AUTO, TLSV1_2 or TLSV1_3"),
+                ));
+            }
+        }
+        mesh.mesh_mtls.cipher_suites = tls.cipher_suites;
+    }
     Ok(MeshFile {
         mesh,
         trust_domain: applied.trust_domain.filter(|t| !t.is_empty()),
@@ -427,112 +485,4 @@ fn default_traffic_policy(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn inbound_traffic_policy_modes() {
-        assert!(!parse("").unwrap().mesh.inbound_localhost);
-        let file = parse("inboundTrafficPolicy: {mode: LOCALHOST}\n").unwrap();
-        assert!(file.mesh.inbound_localhost && file.not_applied.is_empty());
-        assert!(
-            !parse("inboundTrafficPolicy: {mode: PASSTHROUGH}\n")
-                .unwrap()
-                .mesh
-                .inbound_localhost
-        );
-        assert!(parse("inboundTrafficPolicy: {mode: SOMETIMES}\n").is_err());
-    }
-
-    #[test]
-    fn reads_the_applied_fields_and_reports_the_rest() {
-        let file = parse(
-            "rootNamespace: mesh-root\ndefaultServiceExportTo: [\".\"]\nh2UpgradePolicy: UPGRADE\nconnectTimeout: 2s\nlocalityLbSetting: {enabled: false}\naccessLogFile: /dev/stdout\ntrustDomain: example.org\n",
-        )
-        .unwrap();
-        assert_eq!(file.mesh.root_namespace, "mesh-root");
-        assert_eq!(file.mesh.default_service_export_to, ["."]);
-        assert_eq!(file.mesh.default_virtual_service_export_to, ["*"]);
-        assert!(file.mesh.h2_upgrade);
-        assert_eq!(file.mesh.connect_timeout_nanos, 2_000_000_000);
-        assert_eq!(
-            file.mesh.locality_lb_setting.map(|l| l.enabled),
-            Some(Some(false))
-        );
-        assert_eq!(file.trust_domain.as_deref(), Some("example.org"));
-        assert_eq!(
-            file.not_applied,
-            ["line 6: accessLogFile: accepted but not applied by axon"]
-        );
-        assert_eq!(parse("").unwrap().mesh, MeshConfig::default());
-        let file = parse("outboundTrafficPolicy: {mode: REGISTRY_ONLY}\n").unwrap();
-        assert!(file.mesh.outbound_registry_only && file.not_applied.is_empty());
-        assert!(
-            !parse("outboundTrafficPolicy: {mode: ALLOW_ANY}\n")
-                .unwrap()
-                .mesh
-                .outbound_registry_only
-        );
-        let file = parse("outboundTrafficPolicy: {mode: ALLOW_ANY_DYNAMIC_DNS}\n").unwrap();
-        assert_eq!(file.not_applied.len(), 1);
-        assert!(parse("outboundTrafficPolicy: {mode: NEVER}\n").is_err());
-    }
-
-    #[test]
-    fn reads_the_default_traffic_policy_and_reports_what_it_does_not_apply() {
-        let file = parse(
-            "defaultTrafficPolicy:\n  connectionPool: {tcp: {maxConnections: 7}, http: {http2ProtocolOptions: {}}}\n  outlierDetection: {consecutive5xxErrors: 3}\n",
-        )
-        .unwrap();
-        let pool = file.mesh.default_connection_pool.unwrap();
-        assert_eq!(pool.tcp.and_then(|t| t.max_connections), Some(7));
-        let outlier = file.mesh.default_outlier_detection.unwrap();
-        assert_eq!(outlier.consecutive_5xx_errors, Some(3));
-        assert_eq!(
-            file.not_applied,
-            [
-                "line 1: defaultTrafficPolicy.connectionPool.http.http2ProtocolOptions: accepted but not applied by axon"
-            ]
-        );
-        let err = parse("defaultTrafficPolicy: {loadBalancer: {simple: RANDOM}}\n").unwrap_err();
-        assert!(
-            err.to_string().contains("unknown field `loadBalancer`"),
-            "{err}"
-        );
-        let err = parse("defaultTrafficPolicy: {outlierDetection: {maxEjectionPercent: 101}}\n")
-            .unwrap_err();
-        assert!(
-            err.to_string().starts_with("line 1: defaultTrafficPolicy"),
-            "{err}"
-        );
-        assert_eq!(
-            parse("defaultTrafficPolicy: {}\n").unwrap().mesh,
-            MeshConfig::default()
-        );
-    }
-
-    #[test]
-    fn rejects_unknown_fields_and_bad_values_with_their_line() {
-        let err = parse("rootNamespace: a\nrootNamspace: b\n").unwrap_err();
-        assert!(
-            err.to_string()
-                .starts_with("line 2: unknown field \"rootNamspace\"")
-                && err.to_string().contains("did you mean \"rootNamespace\""),
-            "{err}"
-        );
-        let err = parse("h2UpgradePolicy: SOMETIMES\n").unwrap_err();
-        assert!(
-            err.to_string().starts_with("line 1: h2UpgradePolicy"),
-            "{err}"
-        );
-        let err = parse("connectTimeout: banana\n").unwrap_err();
-        assert!(err.to_string().contains("connectTimeout"), "{err}");
-        let err =
-            parse("localityLbSetting:\n  distribute: [{from: r1, to: {r1: 50}}]\n").unwrap_err();
-        assert!(
-            err.to_string().contains("total locality weight 50"),
-            "{err}"
-        );
-        assert!(parse("- a\n").is_err());
-    }
-}
+mod tests;

@@ -10,7 +10,8 @@ use serde::Deserialize;
 use thiserror::Error;
 
 use super::config::{
-    Config, ConfigKey, ConfigKind, ISTIO_NETWORKING_GROUP, ISTIO_NETWORKING_VERSIONS, Spec,
+    Config, ConfigKey, ConfigKind, ISTIO_NETWORKING_GROUP, ISTIO_NETWORKING_VERSIONS,
+    ISTIO_SECURITY_GROUP, ISTIO_SECURITY_VERSIONS, Spec,
 };
 use super::istio::{Labels, schema};
 use super::kubernetes::{KubeObject, ObjectCheck, ObjectKind};
@@ -37,6 +38,8 @@ pub enum DocError {
     NotAnObject,
     #[error("{kind}: apiVersion {api_version} is not served (want {group}/v1, v1beta1 or v1alpha3)", group = ISTIO_NETWORKING_GROUP)]
     ApiVersion { kind: String, api_version: String },
+    #[error("{kind}: apiVersion {api_version} is not served (want {group}/v1 or v1beta1)", group = ISTIO_SECURITY_GROUP)]
+    SecurityApiVersion { kind: String, api_version: String },
     #[error("kind {kind} is not a kind of {group}{hint}", group = ISTIO_NETWORKING_GROUP)]
     UnknownKind { kind: String, hint: String },
     #[error("metadata.name: Required value")]
@@ -292,6 +295,20 @@ fn parse_checked(
         return DocOutcome::Invalid(DocError::NotAnObject);
     };
     let (group, version) = api_version.split_once('/').unwrap_or(("", &api_version));
+    if group == ISTIO_SECURITY_GROUP && kind == ConfigKind::PeerAuthentication.as_str() {
+        if !ISTIO_SECURITY_VERSIONS.contains(&version) {
+            return DocOutcome::Invalid(DocError::SecurityApiVersion { kind, api_version });
+        }
+        return match build_config(
+            ConfigKind::PeerAuthentication,
+            envelope.metadata,
+            envelope.spec,
+            default_namespace,
+        ) {
+            Ok(config) => DocOutcome::Config(Box::new(config)),
+            Err(e) => DocOutcome::Invalid(e),
+        };
+    }
     if group != ISTIO_NETWORKING_GROUP {
         return DocOutcome::Unsupported { api_version, kind };
     }
@@ -411,6 +428,7 @@ fn schema_of(kind: ConfigKind) -> &'static schema::Message {
         ConfigKind::DestinationRule => &schema::DESTINATION_RULE,
         ConfigKind::Gateway => &schema::GATEWAY,
         ConfigKind::Sidecar => &schema::SIDECAR,
+        ConfigKind::PeerAuthentication => &schema::PEER_AUTHENTICATION,
         // Secrets are decoded by `parse_secret`, never walked against a schema.
         ConfigKind::Secret => &NO_FIELDS,
     }
@@ -431,6 +449,7 @@ fn typed_spec(kind: ConfigKind, spec: serde_json::Value) -> Result<Spec, DocErro
         ConfigKind::DestinationRule => Spec::DestinationRule(de(spec)?),
         ConfigKind::Gateway => Spec::Gateway(de(spec)?),
         ConfigKind::Sidecar => Spec::Sidecar(de(spec)?),
+        ConfigKind::PeerAuthentication => Spec::PeerAuthentication(de(spec)?),
         ConfigKind::Secret => return Err(DocError::NotAnObject),
     })
 }

@@ -14,6 +14,7 @@ pub mod gateway;
 pub mod identity;
 pub mod locality;
 pub mod memo;
+pub mod peer_authn;
 pub mod proxy;
 pub mod push_context;
 pub mod push_request;

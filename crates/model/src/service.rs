@@ -86,6 +86,24 @@ pub struct Endpoint {
     pub service_account: String,
 }
 
+/// The label of a workload run beside istio's agent (`security.istio.io/tlsMode: istio`,
+/// set by istio's injector on Pods and WorkloadEntries): its endpoints are called with
+/// mutual TLS where auto mTLS is on.
+pub const TLS_MODE_LABEL: &str = "security.istio.io/tlsMode";
+/// istiod's `DisabledTLSModeLabel`: an endpoint without the label.
+pub const TLS_MODE_DISABLED: &str = "disabled";
+/// istiod's `IstioMutualTLSModeLabel`.
+pub const TLS_MODE_ISTIO: &str = "istio";
+
+impl Endpoint {
+    /// istiod's endpoint `TLSMode`: its `security.istio.io/tlsMode` label, else `disabled`.
+    pub fn tls_mode(&self) -> &str {
+        self.labels
+            .get(TLS_MODE_LABEL)
+            .map_or(TLS_MODE_DISABLED, String::as_str)
+    }
+}
+
 /// Protocols served through an HTTP connection manager (the others get a cluster only).
 pub fn is_http_protocol(protocol: &str) -> bool {
     axon_config::validate::protocol(protocol) == Some(axon_config::validate::Protocol::Http)

@@ -22,7 +22,7 @@ use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 
-use axon_config::config::{ConfigKind, ISTIO_NETWORKING_GROUP};
+use axon_config::config::{ConfigKind, ISTIO_NETWORKING_GROUP, ISTIO_SECURITY_GROUP};
 use axon_metrics::{IntCounter, Metrics};
 
 /// A watched kind.
@@ -147,42 +147,45 @@ pub const ISTIO_KINDS: [ConfigKind; 6] = [
     ConfigKind::Sidecar,
 ];
 
+/// The security.istio.io kinds read from Kubernetes.
+pub const ISTIO_SECURITY_KINDS: [ConfigKind; 1] = [ConfigKind::PeerAuthentication];
+
 /// For each Istio kind the API server serves, the resource at its best served version
-/// (v1, then v1beta1, then v1alpha3). Empty when the group is not served (no Istio CRDs).
+/// (v1, then v1beta1, then v1alpha3), of networking.istio.io and security.istio.io. Empty
+/// when neither group is served (no Istio CRDs).
 pub async fn istio_resources(client: &Client) -> super::Result<Vec<(ConfigKind, ApiResource)>> {
     let groups = client.list_api_groups().await?;
-    let Some(group) = groups
-        .groups
-        .iter()
-        .find(|g| g.name == ISTIO_NETWORKING_GROUP)
-    else {
-        return Ok(Vec::new());
-    };
-    let served: Vec<&str> = group.versions.iter().map(|v| v.version.as_str()).collect();
     let mut found: Vec<(ConfigKind, ApiResource)> = Vec::new();
-    for version in ISTIO_VERSIONS.into_iter().filter(|v| served.contains(v)) {
-        let api_version = format!("{ISTIO_NETWORKING_GROUP}/{version}");
-        let list = client.list_api_group_resources(&api_version).await?;
-        for resource in list.resources.iter().filter(|r| !r.name.contains('/')) {
-            let Some(kind) = ISTIO_KINDS
-                .into_iter()
-                .find(|k| k.as_str() == resource.kind)
-            else {
-                continue;
-            };
-            if found.iter().any(|(k, _)| *k == kind) {
-                continue;
+    for (group_name, kinds) in [
+        (ISTIO_NETWORKING_GROUP, &ISTIO_KINDS[..]),
+        (ISTIO_SECURITY_GROUP, &ISTIO_SECURITY_KINDS[..]),
+    ] {
+        let Some(group) = groups.groups.iter().find(|g| g.name == group_name) else {
+            continue;
+        };
+        let served: Vec<&str> = group.versions.iter().map(|v| v.version.as_str()).collect();
+        for version in ISTIO_VERSIONS.into_iter().filter(|v| served.contains(v)) {
+            let api_version = format!("{group_name}/{version}");
+            let list = client.list_api_group_resources(&api_version).await?;
+            for resource in list.resources.iter().filter(|r| !r.name.contains('/')) {
+                let Some(kind) = kinds.iter().copied().find(|k| k.as_str() == resource.kind)
+                else {
+                    continue;
+                };
+                if found.iter().any(|(k, _)| *k == kind) {
+                    continue;
+                }
+                found.push((
+                    kind,
+                    ApiResource {
+                        group: group_name.to_string(),
+                        version: version.to_string(),
+                        api_version: api_version.clone(),
+                        kind: resource.kind.clone(),
+                        plural: resource.name.clone(),
+                    },
+                ));
             }
-            found.push((
-                kind,
-                ApiResource {
-                    group: ISTIO_NETWORKING_GROUP.to_string(),
-                    version: version.to_string(),
-                    api_version: api_version.clone(),
-                    kind: resource.kind.clone(),
-                    plural: resource.name.clone(),
-                },
-            ));
         }
     }
     found.sort_by_key(|(k, _)| *k);

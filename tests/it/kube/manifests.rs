@@ -146,6 +146,7 @@ fn rbac_grants_get_list_watch_on_exactly_what_axon_reads_and_token_reviews() {
         ("networking.istio.io", "serviceentries"),
         ("networking.istio.io", "workloadentries"),
         ("networking.istio.io", "sidecars"),
+        ("security.istio.io", "peerauthentications"),
     ]
     .into_iter()
     .map(|(g, r)| ((g.to_string(), r.to_string()), read.clone()))

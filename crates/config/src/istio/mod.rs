@@ -1,11 +1,12 @@
-//! Istio networking API types, as serde structs.
+//! Istio API types, as serde structs.
 //!
 //! Owns the shapes of the `networking.istio.io` kinds that axon reads (`v1`, `v1beta1` and
-//! `v1alpha3` share one schema). Fields that Istio has and axon does not use are accepted and
+//! `v1alpha3` share one schema), and of `security.istio.io`'s PeerAuthentication. Fields that Istio has and axon does not use are accepted and
 //! ignored by serde; what is here is what the generators and the validator read.
 
 mod destination_rule;
 mod gateway;
+mod peer_authentication;
 pub mod schema;
 mod service_entry;
 mod sidecar;
@@ -15,6 +16,7 @@ mod workload_entry;
 
 pub use destination_rule::{DestinationRule, MatchLabels, Subset};
 pub use gateway::{Gateway, GatewayPort, Server, ServerTlsMode, ServerTlsSettings, TlsCertificate};
+pub use peer_authentication::{MtlsMode, PeerAuthentication, PeerMtls};
 pub use service_entry::{Location, Resolution, ServiceEntry, ServicePort, WorkloadSelector};
 pub use sidecar::{CaptureMode, IstioEgressListener, Sidecar, SidecarPort};
 pub use traffic_policy::{PolicyDoc, TrafficPolicy};

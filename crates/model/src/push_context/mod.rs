@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::address_index::AddressIndex;
+use super::peer_authn::PeerAuthnIndex;
 use super::push_request::PushRequest;
 use super::secrets::SecretIndex;
 use super::service::{Endpoint, Service, endpoints_of, labels_match, services_of};
@@ -100,6 +101,8 @@ pub struct PushContext {
     pub sidecars: Arc<SidecarIndex>,
     /// TLS Secrets by namespace and name (`super::secrets`).
     pub secrets: Arc<SecretIndex>,
+    /// PeerAuthentications, composed as istiod does (`super::peer_authn`).
+    pub peer_authn: Arc<PeerAuthnIndex>,
     pub mesh: Arc<MeshConfig>,
     /// Answers computed from this context, shared by the proxies that ask the same question.
     pub memo: super::memo::Memo,
@@ -209,6 +212,11 @@ impl PushContext {
         } else {
             prev.secrets.clone()
         };
+        let peer_authn = if kinds.contains(&ConfigKind::PeerAuthentication) {
+            Arc::new(PeerAuthnIndex::build(configs, &mesh.root_namespace))
+        } else {
+            prev.peer_authn.clone()
+        };
         let endpoint_changes =
             (!request.full).then(|| Arc::new(endpoint_differences(&prev.endpoints, &endpoints)));
         PushContext {
@@ -221,6 +229,7 @@ impl PushContext {
             gateways,
             sidecars,
             secrets,
+            peer_authn,
             mesh: mesh.clone(),
             memo: Default::default(),
         }
@@ -240,6 +249,7 @@ impl PushContext {
             gateways: Arc::new(index_gateways(configs)),
             sidecars: Arc::new(index_sidecars(configs)),
             secrets: Arc::new(SecretIndex::build(configs)),
+            peer_authn: Arc::new(PeerAuthnIndex::build(configs, &mesh.root_namespace)),
             mesh: mesh.clone(),
             memo: Default::default(),
             endpoint_changes: None,

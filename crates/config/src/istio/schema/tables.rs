@@ -2406,3 +2406,38 @@ pub(super) static TYPE_WORKLOAD_SELECTOR: Message = Message {
         applied: Applied::Yes,
     }],
 };
+
+// ---- security/v1/peer_authentication.proto ----
+
+pub static PEER_AUTHENTICATION: Message = Message {
+    name: "PeerAuthentication",
+    fields: &[
+        // Applied: `model::peer_authn` (which workloads), `lds::inbound` (their chains).
+        Field {
+            name: "selector",
+            kind: Kind::Message(&TYPE_WORKLOAD_SELECTOR),
+            applied: Applied::Yes,
+        },
+        // Applied: `model::peer_authn::compose`, `cds` auto mTLS (a namespace's mode).
+        Field {
+            name: "mtls",
+            kind: Kind::Message(&PEER_AUTHENTICATION_MUTUAL_TLS),
+            applied: Applied::Yes,
+        },
+        // A map by workload port. Applied: `model::peer_authn::compose`, `lds::inbound`.
+        Field {
+            name: "portLevelMtls",
+            kind: Kind::MapOf(&PEER_AUTHENTICATION_MUTUAL_TLS),
+            applied: Applied::Yes,
+        },
+    ],
+};
+
+pub(super) static PEER_AUTHENTICATION_MUTUAL_TLS: Message = Message {
+    name: "PeerAuthentication.MutualTLS",
+    fields: &[Field {
+        name: "mode",
+        kind: Kind::Scalar,
+        applied: Applied::Yes,
+    }],
+};

@@ -5,11 +5,13 @@
 //! pass through to the original destination, as istiod does. Each outbound cluster gets the
 //! DestinationRule policy merged for its port and subset (`model::traffic_policy`), applied as
 //! istiod's `applyTrafficPolicy` does: the connection pool (`pool`), outlier detection
-//! (`outlier`), the load balancer (`lb`), upstream TLS (`tls`) and the PROXY protocol
+//! (`outlier`), the load balancer (`lb`), upstream TLS (`tls`; where the rule sets none, auto
+//! mTLS, `auto_mtls`) and the PROXY protocol
 //! (`proxy_protocol`). A MESH_EXTERNAL service (`Service::mesh_external`, the ServiceEntry's
 //! `location`) is what istiod makes of it: its TLS never takes the proxy's metadata client
 //! certificates, and its own cluster carries the `istio` metadata `external: true`.
 
+mod auto_mtls;
 mod grpc;
 mod lb;
 mod locality;
@@ -18,7 +20,7 @@ mod pool;
 mod proxy_protocol;
 #[cfg(test)]
 mod tests;
-mod tls;
+pub(crate) mod tls;
 
 use envoy_types::pb::envoy::config::cluster::v3::{
     Cluster,
@@ -41,7 +43,7 @@ use envoy_types::pb::google::protobuf::{Duration, UInt32Value, Value, value::Kin
 
 use super::eds;
 use crate::resource::Resource;
-use axon_config::istio::traffic_policy::ConnectionPoolSettings;
+use axon_config::istio::traffic_policy::{ClientTls, ConnectionPoolSettings, TlsMode};
 use axon_config::istio::{DestinationRule, Resolution};
 use axon_model::locality::LbSetting;
 use axon_model::proxy::{Proxy, ProxyType};
@@ -238,9 +240,15 @@ fn to_cluster(
             }
         ))
     );
-    let istio_mutual = policy
-        .tls
-        .is_some_and(|t| t.mode == axon_config::istio::traffic_policy::TlsMode::IstioMutual);
+    // Auto mTLS where the rule sets no `tls` (istiod's `buildUpstreamTLSSettings`).
+    let passthrough = discovery_type(&cluster) == Some(DiscoveryType::OriginalDst);
+    let auto = policy.tls.is_none() && auto_mtls::applies(ctx, service, port, passthrough);
+    let auto_tls = ClientTls {
+        mode: TlsMode::IstioMutual,
+        ..ClientTls::default()
+    };
+    let tls = if auto { Some(&auto_tls) } else { policy.tls };
+    let istio_mutual = tls.is_some_and(|t| t.mode == TlsMode::IstioMutual);
     // What ISTIO_MUTUAL reads: istiod's SNI and the destination's service accounts.
     let (sni, service_accounts) = if istio_mutual {
         (
@@ -253,7 +261,7 @@ fn to_cluster(
     tls::apply(
         &mut cluster,
         &mut http,
-        policy.tls,
+        tls,
         http2,
         &service.subject_alt_names,
         proxy.proxy_type == ProxyType::Sidecar
@@ -266,6 +274,9 @@ fn to_cluster(
             mesh_external: service.mesh_external,
         },
     );
+    if auto {
+        auto_mtls::match_endpoints(&mut cluster, passthrough);
+    }
     proxy_protocol::apply(&mut cluster, policy.proxy_protocol);
     // istiod's `applyDestinationRule`: the service's own cluster (not a subset's) of a
     // MESH_EXTERNAL service is marked for the metadata exchange to skip.

@@ -514,6 +514,7 @@ spec:
     assert!(upstream.auto_sni && upstream.auto_san_validation);
 }
 
+mod auto_mtls;
 mod credential;
 mod inbound;
 mod istio_mutual;

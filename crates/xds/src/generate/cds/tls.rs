@@ -72,9 +72,9 @@ pub(super) fn is_translated(tls: &ClientTls) -> bool {
 /// The agent's SDS cluster, in istio's bootstrap.
 const SDS_GRPC: &str = "sds-grpc";
 /// istio-agent's secret of the workload certificate.
-const WORKLOAD_CERT: &str = "default";
+pub(crate) const WORKLOAD_CERT: &str = "default";
 /// istio-agent's secret of the mesh's roots.
-const WORKLOAD_ROOTS: &str = "ROOTCA";
+pub(crate) const WORKLOAD_ROOTS: &str = "ROOTCA";
 
 /// What `ISTIO_MUTUAL` (and the metadata certificates) need to know of the proxy and the
 /// destination.
@@ -215,7 +215,7 @@ fn istio_mutual_context(tls: &ClientTls, http2: bool, mesh: Mesh<'_>) -> Upstrea
 
 /// A secret of the agent beside Envoy (`sds-grpc`), waited for without a timeout, as
 /// istiod's `default` and `ROOTCA`.
-fn agent_secret(name: &str) -> SdsSecretConfig {
+pub(crate) fn agent_secret(name: &str) -> SdsSecretConfig {
     SdsSecretConfig {
         name: name.to_string(),
         sds_config: Some(ConfigSource {

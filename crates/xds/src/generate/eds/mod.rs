@@ -1,25 +1,27 @@
 //! EDS: a `ClusterLoadAssignment` per subscribed cluster, from the endpoint index, filtered
 //! by the DestinationRule subset's labels and grouped by locality; where the proxy's
 //! DestinationRule (or the mesh default) asks for locality load balancing, the localities are
-//! ordered or weighed for that proxy (`eds/locality.rs`).
+//! ordered or weighed for that proxy (`eds/locality.rs`). An endpoint whose workload runs
+//! istio's agent (label `security.istio.io/tlsMode`) carries it in its metadata, for auto mTLS.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use envoy_types::pb::envoy::config::core::v3::{
-    Address, Locality as EnvoyLocality, Pipe, SocketAddress, address, socket_address::PortSpecifier,
+    Address, Locality as EnvoyLocality, Metadata, Pipe, SocketAddress, address,
+    socket_address::PortSpecifier,
 };
 use envoy_types::pb::envoy::config::endpoint::v3::{
     ClusterLoadAssignment, Endpoint as EnvoyEndpoint, LbEndpoint, LocalityLbEndpoints,
     lb_endpoint::HostIdentifier,
 };
-use envoy_types::pb::google::protobuf::UInt32Value;
+use envoy_types::pb::google::protobuf::{Struct, UInt32Value, Value, value::Kind};
 
 use crate::resource::Resource;
 use axon_config::istio::DestinationRule;
 use axon_model::locality::{LbSetting, Locality};
 use axon_model::proxy::Proxy;
 use axon_model::push_context::PushContext;
-use axon_model::service::{Endpoint, labels_match, parse_outbound_cluster_name};
+use axon_model::service::{Endpoint, TLS_MODE_DISABLED, labels_match, parse_outbound_cluster_name};
 use axon_model::traffic_policy::cluster_policy_in;
 
 mod locality;
@@ -241,9 +243,31 @@ fn to_lb_endpoint(ep: &Endpoint) -> LbEndpoint {
             ..Default::default()
         })),
         load_balancing_weight: Some(UInt32Value { value: ep.weight }),
+        metadata: tls_mode_metadata(ep.tls_mode()),
         ..Default::default()
     }
 }
+
+/// istiod's `AppendLbEndpointMetadata`: an endpoint whose workload runs istio's agent says
+/// so in `envoy.transport_socket_match` (`tlsMode`), which auto mTLS clusters match.
+fn tls_mode_metadata(mode: &str) -> Option<Metadata> {
+    if mode.is_empty() || mode == TLS_MODE_DISABLED {
+        return None;
+    }
+    let fields = std::collections::HashMap::from([(
+        "tlsMode".to_string(),
+        Value {
+            kind: Some(Kind::StringValue(mode.to_string())),
+        },
+    )]);
+    Some(Metadata {
+        filter_metadata: [(TRANSPORT_SOCKET_MATCH.to_string(), Struct { fields })].into(),
+        ..Default::default()
+    })
+}
+
+/// The filter metadata key Envoy matches `transport_socket_matches` against.
+pub(crate) const TRANSPORT_SOCKET_MATCH: &str = "envoy.transport_socket_match";
 
 /// A single endpoint on `127.0.0.1:port`: a proxy's own workload.
 pub fn local_load_assignment(cluster_name: &str, port: u32) -> ClusterLoadAssignment {

@@ -1,26 +1,29 @@
 //! A sidecar's inbound listeners, as istiod's `buildInboundListeners` builds them
-//! (`listener_inbound.go`) for a mesh without mutual TLS (plaintext chains only; mTLS is a
-//! later issue).
+//! (`listener_inbound.go`), with the mutual TLS its PeerAuthentications ask for
+//! (`inbound_mtls.rs`).
 //!
 //! `virtualInbound` on 15006, where iptables sends inbound traffic: the original
 //! destination is recovered by the `original_dst` listener filter (and, under TPROXY, the
 //! original source kept by `original_src`, mark 1337). Its chains, in istiod's order:
 //! - `virtualInbound-blackhole`: a connection to 15006 itself goes nowhere (it would loop);
 //! - the passthrough chains for ports no service names: `virtualInbound-catchall-http`
-//!   (sniffed HTTP, routed as `InboundPassthroughCluster`) and `virtualInbound` (the rest),
-//!   both to `InboundPassthroughCluster`, which connects from 127.0.0.6 so that iptables
-//!   lets the connection reach the application instead of capturing it again;
+//!   (HTTP, routed as `InboundPassthroughCluster`) and `virtualInbound` (the rest), both to
+//!   `InboundPassthroughCluster`, which connects from 127.0.0.6 so that iptables lets the
+//!   connection reach the application instead of capturing it again; in the workload's
+//!   mode, and again, matched by port, for each port its `portLevelMtls` names that no
+//!   service does;
 //! - per workload port (the target ports of the services whose endpoints are this proxy),
-//!   named `0.0.0.0_PORT`, matched by destination port over `raw_buffer`: an HTTP port one
-//!   HTTP chain, a TCP port one TCP chain, a sniffed port both (the HTTP one matching the
-//!   plaintext HTTP ALPNs), each to `inbound|PORT||`.
+//!   named `0.0.0.0_PORT`, matched by destination port: the chains of its protocol and
+//!   mode (`inbound_mtls::match_options`), each to `inbound|PORT||`.
 //!
-//! The HTTP inspector runs only where a chain needs it: it is disabled for the ports whose
-//! chains match no ALPN (istiod's `buildHTTPInspector`).
+//! Inbound HTTP connection managers append the client certificate's subject, URI and DNS
+//! SANs to `x-forwarded-client-cert` (istiod's `APPEND_FORWARD`). The TLS inspector and the
+//! HTTP inspector run only on the ports whose chains need them (istiod's
+//! `populateListenerFilters`).
 
 use std::collections::BTreeMap;
 
-use envoy_types::pb::envoy::config::core::v3::TrafficDirection;
+use envoy_types::pb::envoy::config::core::v3::{TrafficDirection, TransportSocket, transport_socket};
 use envoy_types::pb::envoy::config::listener::v3::{
     FilterChain, FilterChainMatch, Listener, ListenerFilter, ListenerFilterChainMatchPredicate,
     listener_filter, listener_filter_chain_match_predicate::{MatchSet, Rule},
@@ -28,102 +31,185 @@ use envoy_types::pb::envoy::config::listener::v3::{
 use envoy_types::pb::envoy::extensions::filters::listener::http_inspector::v3::HttpInspector;
 use envoy_types::pb::envoy::extensions::filters::listener::original_dst::v3::OriginalDst;
 use envoy_types::pb::envoy::extensions::filters::listener::original_src::v3::OriginalSrc;
-use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::http_connection_manager::RouteSpecifier;
+use envoy_types::pb::envoy::extensions::filters::listener::tls_inspector::v3::TlsInspector;
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::http_connection_manager::{
+    ForwardClientCertDetails, RouteSpecifier, SetCurrentClientCertDetails,
+};
 use envoy_types::pb::envoy::r#type::v3::Int32Range;
 use envoy_types::pb::google::protobuf::{BoolValue, Duration, UInt32Value};
 
-use super::outbound::{ListenerProtocol, PLAINTEXT_HTTP_ALPNS, RAW_BUFFER, listener_protocol};
+use super::inbound_mtls::{Carries, MatchOption, PortMtls, TLS, inbound_tls, match_options};
+use super::outbound::{PLAINTEXT_HTTP_ALPNS, RAW_BUFFER, listener_protocol};
 use super::{
-    HcmKind, VIRTUAL_INBOUND_PORT, http_connection_manager, inbound_route, socket_address,
-    tcp_proxy,
+    HcmKind, VIRTUAL_INBOUND_PORT, hcm_config, hcm_filter, inbound_route, socket_address, tcp_proxy,
 };
 use crate::generate::cds::{BLACK_HOLE, INBOUND_PASSTHROUGH, inbound_cluster_name};
 use crate::resource::{Resource, any};
+use axon_config::mesh::MeshConfig;
+use axon_model::peer_authn::MtlsMode;
 use axon_model::proxy::Proxy;
 use axon_model::sidecar_scope::{InboundPort, SidecarScope};
 
 /// The mark `original_src` sets under TPROXY (istio-iptables routes it back to Envoy).
 const TPROXY_MARK: u32 = 1337;
+/// Envoy's name of the TLS transport socket.
+const TLS_SOCKET: &str = "envoy.transport_sockets.tls";
 
-/// What a chain carries: an HTTP connection manager or a `tcp_proxy`, to `cluster`.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Http,
-    Tcp,
+/// What the chains of one proxy share: its idle timeout, the mesh's TLS settings, and
+/// whether it runs beside istio's agent.
+#[derive(Clone, Copy)]
+pub(super) struct Inbound<'a> {
+    pub idle_timeout: Option<i128>,
+    pub mesh: &'a MeshConfig,
+    pub istio_agent: bool,
 }
 
-/// One inbound chain: its name, the port it matches (none: any), whether it matches the
-/// sniffed HTTP ALPNs, what it carries and where to.
-struct Spec<'a> {
+impl<'a> Inbound<'a> {
+    pub(super) fn of(proxy: &Proxy, mesh: &'a MeshConfig) -> Inbound<'a> {
+        Inbound {
+            idle_timeout: proxy.idle_timeout,
+            mesh,
+            istio_agent: proxy.istio_agent,
+        }
+    }
+}
+
+/// One inbound chain's target: its name, the port it matches (none: any), where it goes.
+struct Target<'a> {
     name: &'a str,
     port: Option<u32>,
-    sniffed_http: bool,
-    kind: Kind,
     cluster: &'a str,
     /// The HTTP route configuration's name and its virtual host's port.
     route: (&'a str, u32),
     protocol: &'a str,
 }
 
-fn chain(spec: Spec, idle_timeout: Option<i128>) -> FilterChain {
-    let filter = match spec.kind {
-        Kind::Http => http_connection_manager(
-            &format!("inbound_{}", spec.name),
-            RouteSpecifier::RouteConfig(inbound_route(
-                spec.route.0,
-                spec.cluster,
-                spec.route.1,
-                spec.protocol,
-            )),
-            HcmKind::Sidecar,
-            idle_timeout,
-        ),
-        Kind::Tcp => tcp_proxy(spec.cluster, spec.cluster),
+/// istiod's `inboundChainForOpts` for one match option.
+fn chain(target: &Target, option: &MatchOption, inbound: Inbound) -> FilterChain {
+    let filter = match option.carries {
+        Carries::Http => {
+            let mut hcm = hcm_config(
+                &format!("inbound_{}", target.name),
+                RouteSpecifier::RouteConfig(inbound_route(
+                    target.route.0,
+                    target.cluster,
+                    target.route.1,
+                    target.protocol,
+                )),
+                HcmKind::Sidecar,
+            );
+            hcm.forward_client_cert_details = ForwardClientCertDetails::AppendForward as i32;
+            hcm.set_current_client_cert_details = Some(SetCurrentClientCertDetails {
+                subject: Some(BoolValue { value: true }),
+                uri: true,
+                dns: true,
+                ..Default::default()
+            });
+            hcm_filter(hcm, inbound.idle_timeout)
+        }
+        Carries::Tcp => tcp_proxy(target.cluster, target.cluster),
+    };
+    let name = match (target.cluster, option.carries) {
+        // istiod's fixed names of the passthrough chains.
+        (INBOUND_PASSTHROUGH, Carries::Http) => "virtualInbound-catchall-http",
+        _ => target.name,
     };
     FilterChain {
-        name: spec.name.to_string(),
+        name: name.to_string(),
         filter_chain_match: Some(FilterChainMatch {
-            destination_port: spec.port.map(|value| UInt32Value { value }),
-            application_protocols: if spec.sniffed_http {
-                PLAINTEXT_HTTP_ALPNS.iter().map(|s| s.to_string()).collect()
+            destination_port: target.port.map(|value| UInt32Value { value }),
+            application_protocols: option.alpns.iter().map(|s| s.to_string()).collect(),
+            transport_protocol: if option.tls_transport {
+                TLS
             } else {
-                Vec::new()
-            },
-            transport_protocol: RAW_BUFFER.to_string(),
+                RAW_BUFFER
+            }
+            .to_string(),
             ..Default::default()
         }),
         filters: vec![filter],
+        transport_socket: option.terminates.then(|| TransportSocket {
+            name: TLS_SOCKET.to_string(),
+            config_type: Some(transport_socket::ConfigType::TypedConfig(any(
+                &inbound_tls(option.carries, inbound.mesh),
+            ))),
+        }),
         ..Default::default()
     }
 }
 
-/// The chains of one workload port (istiod's `inboundChainForOpts` with the plaintext
-/// match options of its protocol).
-pub(super) fn port_chains(inbound: &InboundPort, idle_timeout: Option<i128>) -> Vec<FilterChain> {
-    let cluster = inbound_cluster_name(inbound.port);
-    let name = format!("0.0.0.0_{}", inbound.port);
-    let spec = |kind, sniffed_http| Spec {
-        name: &name,
-        port: Some(inbound.port),
-        sniffed_http,
-        kind,
-        cluster: &cluster,
-        route: (&cluster, inbound.port),
-        protocol: &inbound.protocol,
-    };
-    match listener_protocol(&inbound.protocol) {
-        Some(ListenerProtocol::Http) => vec![chain(spec(Kind::Http, false), idle_timeout)],
-        Some(ListenerProtocol::Auto) => vec![
-            chain(spec(Kind::Http, true), idle_timeout),
-            chain(spec(Kind::Tcp, false), idle_timeout),
-        ],
-        Some(ListenerProtocol::Tcp) | None => vec![chain(spec(Kind::Tcp, false), idle_timeout)],
+/// The chains of `target` of `protocol` in `mode`; a port refused (STRICT without the
+/// agent) gets one chain to the `BlackHoleCluster`.
+fn chains_for(
+    target: &Target,
+    protocol: &str,
+    mode: MtlsMode,
+    inbound: Inbound,
+) -> Vec<FilterChain> {
+    match PortMtls::for_proxy(mode, inbound.istio_agent) {
+        PortMtls::Refuse => vec![FilterChain {
+            name: target.name.to_string(),
+            filter_chain_match: Some(FilterChainMatch {
+                destination_port: target.port.map(|value| UInt32Value { value }),
+                ..Default::default()
+            }),
+            filters: vec![tcp_proxy(BLACK_HOLE, BLACK_HOLE)],
+            ..Default::default()
+        }],
+        PortMtls::Mode(mode) => match_options(listener_protocol(protocol), mode)
+            .iter()
+            .map(|option| chain(target, option, inbound))
+            .collect(),
     }
 }
 
+/// The chains of one workload port in `mode`.
+pub(super) fn port_chains(
+    inbound_port: &InboundPort,
+    mode: MtlsMode,
+    inbound: Inbound,
+) -> Vec<FilterChain> {
+    let cluster = inbound_cluster_name(inbound_port.port);
+    let name = format!("0.0.0.0_{}", inbound_port.port);
+    let target = Target {
+        name: &name,
+        port: Some(inbound_port.port),
+        cluster: &cluster,
+        route: (&cluster, inbound_port.port),
+        protocol: &inbound_port.protocol,
+    };
+    chains_for(&target, &inbound_port.protocol, mode, inbound)
+}
+
+/// istiod's `buildInboundPassthroughChains`: the workload's mode for any port, then each
+/// port its `portLevelMtls` names that no workload port does.
+fn passthrough_chains(scope: &SidecarScope, inbound: Inbound) -> Vec<FilterChain> {
+    let declared = |port: &u32| scope.inbound.iter().any(|i| i.port == *port);
+    let ports = std::iter::once((None, scope.mtls.mode)).chain(
+        scope
+            .mtls
+            .per_port
+            .iter()
+            .filter(|(port, _)| !declared(port))
+            .map(|(port, mode)| (Some(*port), *mode)),
+    );
+    let mut chains = Vec::new();
+    for (port, mode) in ports {
+        let target = Target {
+            name: "virtualInbound",
+            port,
+            cluster: INBOUND_PASSTHROUGH,
+            route: (INBOUND_PASSTHROUGH, 0),
+            protocol: "",
+        };
+        chains.extend(chains_for(&target, "", mode, inbound));
+    }
+    chains
+}
+
 /// istiod's `inboundVirtualListener`.
-pub(super) fn virtual_inbound(scope: &SidecarScope, proxy: &Proxy) -> Resource {
-    let idle_timeout = proxy.idle_timeout;
+pub(super) fn virtual_inbound(scope: &SidecarScope, proxy: &Proxy, mesh: &MeshConfig) -> Resource {
+    let inbound = Inbound::of(proxy, mesh);
     let mut chains = vec![FilterChain {
         name: "virtualInbound-blackhole".to_string(),
         filter_chain_match: Some(FilterChainMatch {
@@ -135,25 +221,9 @@ pub(super) fn virtual_inbound(scope: &SidecarScope, proxy: &Proxy) -> Resource {
         filters: vec![tcp_proxy(BLACK_HOLE, BLACK_HOLE)],
         ..Default::default()
     }];
-    let passthrough = |name, kind, sniffed_http| Spec {
-        name,
-        port: None,
-        sniffed_http,
-        kind,
-        cluster: INBOUND_PASSTHROUGH,
-        route: (INBOUND_PASSTHROUGH, 0),
-        protocol: "",
-    };
-    chains.push(chain(
-        passthrough("virtualInbound-catchall-http", Kind::Http, true),
-        idle_timeout,
-    ));
-    chains.push(chain(
-        passthrough("virtualInbound", Kind::Tcp, false),
-        idle_timeout,
-    ));
-    for inbound in scope.inbound.iter().filter(|i| i.bind.is_none()) {
-        chains.extend(port_chains(inbound, idle_timeout));
+    chains.extend(passthrough_chains(scope, inbound));
+    for port in scope.inbound.iter().filter(|i| i.bind.is_none()) {
+        chains.extend(port_chains(port, scope.mtls.for_port(port.port), inbound));
     }
     let mut listener_filters = vec![ListenerFilter {
         name: "envoy.filters.listener.original_dst".to_string(),
@@ -174,7 +244,7 @@ pub(super) fn virtual_inbound(scope: &SidecarScope, proxy: &Proxy) -> Resource {
             ..Default::default()
         });
     }
-    listener_filters.push(http_inspector(&chains));
+    listener_filters.extend(inspectors(&chains));
     let listener = Listener {
         name: "virtualInbound".to_string(),
         address: Some(socket_address("0.0.0.0", VIRTUAL_INBOUND_PORT)),
@@ -193,49 +263,93 @@ pub(super) fn virtual_inbound(scope: &SidecarScope, proxy: &Proxy) -> Resource {
     Resource::new("virtualInbound", &listener)
 }
 
-/// istiod's `buildHTTPInspector`: the HTTP inspector, disabled for the destination ports
-/// whose chains need no ALPN (the passthrough chains, port 0, always do).
-fn http_inspector(chains: &[FilterChain]) -> ListenerFilter {
-    let mut needs: BTreeMap<u32, bool> = BTreeMap::new();
+/// Which inspectors each destination port's chains need (port 0: the chains for any port).
+#[derive(Default, Clone, Copy)]
+struct Needs {
+    tls: bool,
+    http: bool,
+}
+
+/// istiod's `populateListenerFilters` inspectors: the TLS inspector, then the HTTP
+/// inspector, each only where some chain needs it.
+pub(super) fn inspectors(chains: &[FilterChain]) -> Vec<ListenerFilter> {
+    let mut needs: BTreeMap<u32, Needs> = BTreeMap::new();
     for chain in chains {
         let m = chain.filter_chain_match.clone().unwrap_or_default();
         let port = m.destination_port.map_or(0, |p| p.value);
-        let http = m
+        let entry = needs.entry(port).or_default();
+        entry.tls |= m.transport_protocol == TLS;
+        entry.http |= m
             .application_protocols
             .iter()
             .any(|p| PLAINTEXT_HTTP_ALPNS.contains(&p.as_str()));
-        *needs.entry(port).or_default() |= http;
     }
-    let disabled: Vec<Rule> = needs
-        .into_iter()
-        .filter(|(_, http)| !http)
-        .map(|(port, _)| {
+    let mut out = Vec::new();
+    if needs.values().any(|n| n.tls) {
+        let default = needs.get(&0).is_some_and(|n| n.tls);
+        // Enabled for every port but those that need none, or only for those that do.
+        let ports: Vec<u32> = needs
+            .iter()
+            .filter(|(port, n)| **port != 0 && n.tls != default)
+            .map(|(port, _)| *port)
+            .collect();
+        let disabled = ports_predicate(&ports).map(|p| {
+            if default {
+                p
+            } else {
+                ListenerFilterChainMatchPredicate {
+                    rule: Some(Rule::NotMatch(Box::new(p))),
+                }
+            }
+        });
+        out.push(ListenerFilter {
+            name: "envoy.filters.listener.tls_inspector".to_string(),
+            config_type: Some(listener_filter::ConfigType::TypedConfig(any(
+                &TlsInspector::default(),
+            ))),
+            filter_disabled: disabled,
+        });
+    }
+    if needs.values().any(|n| n.http) {
+        let ports: Vec<u32> = needs
+            .iter()
+            .filter(|(_, n)| !n.http)
+            .map(|(port, _)| *port)
+            .collect();
+        out.push(ListenerFilter {
+            name: "envoy.filters.listener.http_inspector".to_string(),
+            config_type: Some(listener_filter::ConfigType::TypedConfig(any(
+                &HttpInspector::default(),
+            ))),
+            filter_disabled: ports_predicate(&ports),
+        });
+    }
+    out
+}
+
+/// istiod's `listenerPredicateExcludePorts`: matches the given destination ports.
+fn ports_predicate(ports: &[u32]) -> Option<ListenerFilterChainMatchPredicate> {
+    let mut rules: Vec<Rule> = ports
+        .iter()
+        .map(|port| {
             Rule::DestinationPortRange(Int32Range {
-                start: port as i32,
-                end: port as i32 + 1,
+                start: *port as i32,
+                end: *port as i32 + 1,
             })
         })
         .collect();
-    let filter_disabled = match disabled.len() {
+    match rules.len() {
         0 => None,
-        1 => disabled
-            .into_iter()
-            .next()
+        1 => rules
+            .pop()
             .map(|rule| ListenerFilterChainMatchPredicate { rule: Some(rule) }),
         _ => Some(ListenerFilterChainMatchPredicate {
             rule: Some(Rule::OrMatch(MatchSet {
-                rules: disabled
+                rules: rules
                     .into_iter()
                     .map(|rule| ListenerFilterChainMatchPredicate { rule: Some(rule) })
                     .collect(),
             })),
         }),
-    };
-    ListenerFilter {
-        name: "envoy.filters.listener.http_inspector".to_string(),
-        config_type: Some(listener_filter::ConfigType::TypedConfig(any(
-            &HttpInspector::default(),
-        ))),
-        filter_disabled,
     }
 }

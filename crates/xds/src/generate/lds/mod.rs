@@ -42,6 +42,7 @@ use envoy_types::pb::google::protobuf::{Any, BoolValue, Duration, UInt32Value};
 mod gateway;
 mod gateway_l4;
 mod inbound;
+mod inbound_mtls;
 mod l4;
 mod outbound;
 mod server_tls;
@@ -70,7 +71,12 @@ fn sidecar_listeners(ctx: &PushContext, proxy: &Proxy, scope: &SidecarScope) -> 
     let mut out = outbound::listeners(ctx, proxy, scope, &fallthrough);
     for inbound in &scope.inbound {
         if let Some(bind) = &inbound.bind {
-            out.push(inbound_listener(bind, inbound, proxy.idle_timeout));
+            let mode = scope.mtls.for_port(inbound.port);
+            out.push(inbound_listener(
+                bind,
+                inbound,
+                inbound::port_chains(inbound, mode, inbound::Inbound::of(proxy, &ctx.mesh)),
+            ));
         }
     }
     if !proxy.interception_none {
@@ -79,7 +85,7 @@ fn sidecar_listeners(ctx: &PushContext, proxy: &Proxy, scope: &SidecarScope) -> 
             proxy.tproxy,
             proxy.idle_timeout,
         ));
-        out.push(inbound::virtual_inbound(scope, proxy));
+        out.push(inbound::virtual_inbound(scope, proxy, &ctx.mesh));
     }
     out
 }
@@ -133,15 +139,16 @@ fn virtual_outbound(fallthrough: &str, tproxy: bool, idle_timeout: Option<i128>)
 }
 
 /// A bound inbound listener of a Sidecar ingress listener (istiod's
-/// `inboundCustomListener`): `BIND_PORT`, its one chain.
-fn inbound_listener(bind: &str, inbound: &InboundPort, idle_timeout: Option<i128>) -> Resource {
+/// `inboundCustomListener`): `BIND_PORT`, its chains and the inspectors they need.
+fn inbound_listener(bind: &str, inbound: &InboundPort, chains: Vec<FilterChain>) -> Resource {
     let name = format!("{bind}_{}", inbound.port);
     let listener = Listener {
         name: name.clone(),
         address: Some(socket_address(bind, inbound.port)),
         traffic_direction: TrafficDirection::Inbound as i32,
         continue_on_listener_filters_timeout: true,
-        filter_chains: inbound::port_chains(inbound, idle_timeout),
+        listener_filters: inbound::inspectors(&chains),
+        filter_chains: chains,
         ..Default::default()
     };
     Resource::new(name, &listener)
