@@ -7,15 +7,21 @@
 //!   loads `default` (the chain and key) and `ROOTCA`, and presents the agent's leaf.
 //! - A short-lived certificate is renewed at half its lifetime, with the current
 //!   certificate as the credential, and the new one is pushed to Envoy.
+//! - The SDS stream as Envoy speaks it (a scripted client): the first answer once the
+//!   certificate is there, an ACK not answered, a NACK recorded, a renewal pushed.
 //! - In the namespace mesh, a sidecar of a mesh with a CA runs an agent for its pod's
 //!   service account, and its Envoy loads the pod's certificate.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
+use envoy_types::pb::google::rpc::Status as RpcStatus;
+use tokio_stream::wrappers::ReceiverStream;
+
 use crate::support::agent::{
-    Agent, AgentOptions, CaAuth, Identity, StubCa, active_secrets, held_certs, presents,
-    sds_listener,
+    Agent, AgentOptions, CaAuth, Identity, SECRET_TYPE, StubCa, active_secrets, held_certs,
+    presents, sds_client, sds_listener, secrets,
 };
 use crate::support::mesh::{Mesh, MeshCa, PodSpec, TRUST_DOMAIN};
 use crate::support::{Axon, ConfigDir, Envoy, EnvoyOptions, free_port, wait_until};
@@ -29,7 +35,7 @@ fn web() -> Identity {
 
 /// An Envoy beside the test whose only consumer of secrets is the agent's listener (its ADS
 /// points at a closed port: no control plane is needed to load secrets).
-fn envoy_of(agent: &Agent) -> Envoy {
+fn envoy_of(agent: &Agent) -> (Envoy, u16) {
     let mut options = EnvoyOptions::sidecar(
         "sidecar~127.0.0.1~web-1.shop~shop.svc.cluster.local",
         &[("app", "web")],
@@ -37,11 +43,12 @@ fn envoy_of(agent: &Agent) -> Envoy {
     );
     options.initial_fetch_timeout = Some("1s".into());
     options.static_clusters.push(agent.sds_cluster());
+    let port = free_port();
     options
         .static_listeners
-        .push(sds_listener("agent_secrets", "127.0.0.1", free_port()));
+        .push(sds_listener("agent_secrets", "127.0.0.1", port));
     let nowhere = SocketAddr::from(([127, 0, 0, 1], free_port()));
-    Envoy::start(nowhere, options)
+    (Envoy::start(nowhere, options), port)
 }
 
 /// Waits until `envoy` has `default` and `ROOTCA` active and presents the agent's current
@@ -138,7 +145,7 @@ fn agent_serves_default_and_rootca_to_envoy_over_sds() {
         ca.access(CaAuth::Token("web-token".into())),
         AgentOptions::default(),
     );
-    let envoy = envoy_of(&agent);
+    let (envoy, port) = envoy_of(&agent);
 
     let serial = wait_presents_current(&envoy, &agent, None);
     let certs = held_certs(&envoy);
@@ -150,6 +157,21 @@ fn agent_serves_default_and_rootca_to_envoy_over_sds() {
     let status = agent.status();
     assert!(status.nacks.is_empty(), "{status:#?}");
     assert!(status.acks >= 2, "{status:#?}");
+
+    // Envoy serves mutual TLS with them: the agent's leaf and key, its chain verifying to
+    // the CA's root, and a client certificate of the mesh accepted through ROOTCA.
+    // (The listener accepts once Envoy's workers start, after its ADS's initial fetch.)
+    let client = ca.bootstrap_auth("shop", "client");
+    let mut presented = String::new();
+    let verified = wait_until(ISSUE, || {
+        presented = handshake(port, &ca.root_pem(), &client);
+        presented.contains("Verify return code: 0 (ok)")
+    });
+    assert!(verified, "{presented}");
+    assert!(
+        presented.contains(agent.leaf_pem().unwrap().trim()),
+        "{presented}"
+    );
 }
 
 #[test]
@@ -161,7 +183,7 @@ fn a_short_lived_certificate_is_renewed_and_pushed_to_envoy() {
         ..AgentOptions::default()
     };
     let agent = Agent::start(web(), ca.access(CaAuth::Token("web-token".into())), options);
-    let envoy = envoy_of(&agent);
+    let (envoy, _) = envoy_of(&agent);
     let first = wait_presents_current(&envoy, &agent, None);
     let first_version = active_secrets(&envoy)["default"].clone();
 
@@ -183,6 +205,73 @@ fn a_short_lived_certificate_is_renewed_and_pushed_to_envoy() {
     let status = agent.status();
     assert!(status.nacks.is_empty(), "{status:#?}");
     assert_eq!(status.errors, 0, "{status:#?}");
+}
+
+#[test]
+fn sds_stream_answers_once_records_a_nack_and_pushes_renewals() {
+    let ca = StubCa::start(TRUST_DOMAIN);
+    ca.add_token("web-token", "shop", "web");
+    let options = AgentOptions {
+        validity: Duration::from_secs(4),
+        ..AgentOptions::default()
+    };
+    let agent = Agent::start(web(), ca.access(CaAuth::Token("web-token".into())), options);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let names = ["default", "ROOTCA"];
+    let (first, second) = runtime.block_on(async {
+        let mut client = sds_client(agent.socket_path()).await;
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        let request = |version: &str, nonce: &str, error: Option<&str>| DiscoveryRequest {
+            version_info: version.to_string(),
+            resource_names: names.iter().map(|n| n.to_string()).collect(),
+            type_url: SECRET_TYPE.to_string(),
+            response_nonce: nonce.to_string(),
+            error_detail: error.map(|m| RpcStatus {
+                code: 3,
+                message: m.to_string(),
+                details: vec![],
+            }),
+            ..Default::default()
+        };
+        tx.send(request("", "", None)).await.unwrap();
+        let mut responses = client
+            .stream_secrets(ReceiverStream::new(rx))
+            .await
+            .expect("StreamSecrets")
+            .into_inner();
+        let mut next = async || {
+            tokio::time::timeout(ISSUE, responses.message())
+                .await
+                .expect("a response in time")
+                .expect("the stream")
+                .expect("a message")
+        };
+        let first = next().await;
+        tx.send(request("", &first.nonce, Some("scripted rejection")))
+            .await
+            .unwrap();
+        tx.send(request(&first.version_info, &first.nonce, None))
+            .await
+            .unwrap();
+        // The next response is the renewal's, not an answer to the NACK or the ACK.
+        let second = next().await;
+        (first, second)
+    });
+    assert_eq!(first.type_url, SECRET_TYPE);
+    let secrets_1 = secrets(&first);
+    let names_1: Vec<&str> = secrets_1.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names_1, names);
+    assert_ne!(second.version_info, first.version_info);
+    assert_ne!(second.nonce, first.nonce);
+    assert_ne!(secrets(&second)[0], secrets_1[0], "a new certificate");
+    assert_eq!(secrets(&second)[1], secrets_1[1], "the same root");
+    let status = agent.status();
+    assert_eq!(status.nacks.len(), 1, "{status:#?}");
+    assert!(
+        status.nacks[0].contains("scripted rejection"),
+        "{status:#?}"
+    );
+    assert!(status.acks >= 1, "{status:#?}");
 }
 
 #[test]
@@ -210,4 +299,43 @@ fn mesh_sidecar_loads_its_pods_certificate_from_its_agent() {
         pod.describe()
     );
     assert_eq!(ca.issued().len(), 1);
+}
+
+/// `openssl s_client -showcerts` to 127.0.0.1:`port`, verifying with `root_pem` and showing
+/// `client`'s certificate: what it printed.
+fn handshake(port: u16, root_pem: &str, client: &CaAuth) -> String {
+    let CaAuth::Certificate { cert_pem, key_pem } = client else {
+        panic!("a client certificate");
+    };
+    let dir = ConfigDir::new();
+    for (name, pem) in [
+        ("root.pem", root_pem),
+        ("client.pem", cert_pem),
+        ("client.key", key_pem),
+    ] {
+        dir.write(name, pem);
+    }
+    let out = std::process::Command::new("openssl")
+        .args([
+            "s_client",
+            "-connect",
+            &format!("127.0.0.1:{port}"),
+            "-showcerts",
+        ])
+        .arg("-CAfile")
+        .arg(dir.file("root.pem"))
+        .arg("-cert")
+        .arg(dir.file("client.pem"))
+        .arg("-cert_chain")
+        .arg(dir.file("client.pem"))
+        .arg("-key")
+        .arg(dir.file("client.key"))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("openssl s_client");
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
 }

@@ -23,6 +23,7 @@
 //! | `sds.rs` | the SDS server: SotW `StreamSecrets`, pushes on renewal, ACK/NACK |
 //! | `envoy_view.rs` | what an Envoy holds: its active secrets, the certificates of `/certs` |
 //! | `bootstrap.rs` | the Envoy bootstrap pieces: cluster `sds-grpc`, a listener that loads the secrets |
+//! | `sds_client.rs` | a scripted SDS client on the socket, for the protocol tests |
 //! | `stub_ca.rs` | [`StubCa`]: a small CA for the tests until axon is one |
 
 mod bootstrap;
@@ -30,6 +31,7 @@ mod ca_client;
 mod envoy_view;
 mod rotation;
 mod sds;
+mod sds_client;
 mod stub_ca;
 
 #[allow(unused_imports)]
@@ -40,6 +42,10 @@ pub use ca_client::{CaAccess, CaAuth, ISTIOD_SERVER_NAME};
 pub use envoy_view::{HeldCert, active_secrets, held_certs, presents};
 #[allow(unused_imports)]
 pub use rotation::{leaf_serial, normalize_serial};
+#[allow(unused_imports)]
+pub use sds::SECRET_TYPE;
+#[allow(unused_imports)]
+pub use sds_client::{sds_client, secrets};
 #[allow(unused_imports)]
 pub use stub_ca::{Issuance, StubCa};
 
