@@ -9,8 +9,9 @@
 //!   certificate as the credential, and the new one is pushed to Envoy.
 //! - The SDS stream as Envoy speaks it (a scripted client): the first answer once the
 //!   certificate is there, an ACK not answered, a NACK recorded, a renewal pushed.
-//! - In the namespace mesh, a sidecar of a mesh with a CA runs an agent for its pod's
-//!   service account, and its Envoy loads the pod's certificate.
+//! - In the namespace mesh, a sidecar of a mesh with a CA (REDIRECT, and TPROXY with Envoy
+//!   as root) runs an agent for its pod's service account, and its Envoy loads the pod's
+//!   certificate; the agent's socket goes with the pod.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -275,7 +276,7 @@ fn sds_stream_answers_once_records_a_nack_and_pushes_renewals() {
 }
 
 #[test]
-fn mesh_sidecar_loads_its_pods_certificate_from_its_agent() {
+fn mesh_sidecars_load_their_pods_certificates_from_their_agents() {
     let config = ConfigDir::new();
     let axon = Axon::start(config.path());
     let ca = StubCa::start(TRUST_DOMAIN);
@@ -286,19 +287,27 @@ fn mesh_sidecar_loads_its_pods_certificate_from_its_agent() {
         service_account: "web-sa",
         ..PodSpec::sidecar("web", "shop", &[("app", "web")])
     };
-    let pod = mesh.pod(spec);
-    pod.wait_listener("virtualOutbound");
-
-    let serial = wait_presents_current(pod.envoy(), pod.agent(), None);
-    let certs = held_certs(pod.envoy());
-    let leaf = certs.iter().find(|c| !c.ca && c.serial == serial).unwrap();
-    assert_eq!(
-        leaf.uris,
-        ["spiffe://cluster.local/ns/shop/sa/web-sa"],
-        "{}",
-        pod.describe()
-    );
-    assert_eq!(ca.issued().len(), 1);
+    // A REDIRECT pod (Envoy as 1337) and a TPROXY pod (Envoy as root without
+    // CAP_DAC_OVERRIDE) both reach their agent's socket.
+    let web = mesh.pod(spec);
+    let batch = mesh.pod(PodSpec::sidecar("batch", "jobs", &[("app", "batch")]).tproxy());
+    for (pod, uri) in [
+        (&web, "spiffe://cluster.local/ns/shop/sa/web-sa"),
+        (&batch, "spiffe://cluster.local/ns/jobs/sa/default"),
+    ] {
+        pod.wait_listener("virtualOutbound");
+        let serial = wait_presents_current(pod.envoy(), pod.agent(), None);
+        let certs = held_certs(pod.envoy());
+        let leaf = certs.iter().find(|c| !c.ca && c.serial == serial).unwrap();
+        assert_eq!(leaf.uris, [uri], "{}", pod.describe());
+        assert_eq!(pod.agent().identity().spiffe_uri(), uri);
+    }
+    let issued: Vec<String> = ca.issued().into_iter().map(|i| i.spiffe_uri).collect();
+    assert_eq!(issued.len(), 2, "{issued:?}");
+    // Dropping a pod stops its agent and removes its socket.
+    let socket = batch.agent().socket_path().to_path_buf();
+    drop(batch);
+    assert!(!socket.exists(), "{} left behind", socket.display());
 }
 
 /// `openssl s_client -showcerts` to 127.0.0.1:`port`, verifying with `root_pem` and showing
