@@ -24,7 +24,7 @@ use crate::support::agent::{
     Agent, AgentOptions, CaAuth, Identity, SECRET_TYPE, StubCa, active_secrets, held_certs,
     presents, sds_client, sds_listener, secrets,
 };
-use crate::support::mesh::{Mesh, MeshCa, PodSpec, TRUST_DOMAIN};
+use crate::support::mesh::{Mesh, PodSpec, TRUST_DOMAIN};
 use crate::support::{Axon, ConfigDir, Envoy, EnvoyOptions, free_port, wait_until};
 
 /// How long a certificate may take to be issued and loaded.
@@ -280,9 +280,7 @@ fn mesh_sidecars_load_their_pods_certificates_from_their_agents() {
     let config = ConfigDir::new();
     let axon = Axon::start(config.path());
     let ca = StubCa::start(TRUST_DOMAIN);
-    let mesh_ca = MeshCa::new(ca.access(CaAuth::Token(String::new())))
-        .with_credentials(ca.token_credentials());
-    let mesh = Mesh::with_ca(axon.xds_addr(), mesh_ca);
+    let mesh = Mesh::with_ca(axon.xds_addr(), ca.mesh_ca());
     let spec = PodSpec {
         service_account: "web-sa",
         ..PodSpec::sidecar("web", "shop", &[("app", "web")])

@@ -51,11 +51,12 @@ pub use stub_ca::{Issuance, StubCa};
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use tokio::sync::watch;
 
 use crate::support::process::new_temp_dir;
+use crate::support::wait_until;
 
 /// The Unix socket's file name in the agent's directory (pilot-agent's is `socket` under
 /// `./var/run/secrets/workload-spiffe-uds/`).
@@ -253,16 +254,7 @@ impl Agent {
 
     /// Waits until the CA has issued `n` certificates to this agent; false on timeout.
     pub fn wait_issued(&self, n: u64, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if self.status().issued >= n {
-                return true;
-            }
-            if Instant::now() >= deadline {
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_until(timeout, || self.status().issued >= n)
     }
 }
 

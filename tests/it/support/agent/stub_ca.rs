@@ -31,6 +31,7 @@ use super::ca_client::{
     CREATE_CERTIFICATE, CaAccess, CaAuth, ISTIOD_SERVER_NAME, IstioCertificateRequest,
     IstioCertificateResponse,
 };
+use crate::support::mesh::MeshCa;
 
 /// One certificate the stub issued: to whom, proven how.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,6 +124,13 @@ impl StubCa {
             tokens.insert(token.clone(), identity.clone());
             CaAuth::Token(token)
         }
+    }
+
+    /// The mesh's CA for [`Mesh::with_ca`](crate::support::mesh::Mesh::with_ca): this CA,
+    /// every pod proving its service account with its token ([`StubCa::token_credentials`]).
+    pub fn mesh_ca(&self) -> MeshCa {
+        let unused = CaAuth::Token(String::new()); // each pod's comes from the credentials
+        MeshCa::new(self.access(unused)).with_credentials(self.token_credentials())
     }
 
     /// A bootstrap client certificate for `namespace`/`service_account`, issued directly
