@@ -13,8 +13,9 @@
 //! ```
 //!
 //! The agent runs in the test process (the host's network namespace: the CA is on the
-//! test's loopback); its socket directory is on the shared filesystem and open to uid/gid
-//! 1337, so a pod's Envoy reaches it. It stops, and its directory is removed, on drop.
+//! test's loopback); its socket directory is on the shared filesystem and open to the
+//! proxy's user (1337, or root without `CAP_DAC_OVERRIDE` under TPROXY), so a pod's Envoy
+//! reaches it. It stops, and its directory is removed, on drop.
 //!
 //! | file | owns |
 //! |---|---|
