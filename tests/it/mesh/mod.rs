@@ -7,12 +7,14 @@
 //! |---|---|
 //! | `capture.rs` | capture itself: outbound through `virtualOutbound` to the PassthroughCluster, inbound through `virtualInbound` |
 //! | `service_entry.rs` | a ServiceEntry with WorkloadEntries at pod IPs, and a VirtualService's header match |
+//! | `identity.rs` | the test agent: certificates from the (stub) CA, served to Envoy over SDS, renewed; a mesh sidecar with its agent |
 //! | `kubernetes.rs` | Services, EndpointSlices and Pods in the config directory: ClusterIPs on one port, a port without protocol sniffed |
 //! | `registry_only.rs` | `outboundTrafficPolicy: REGISTRY_ONLY` refuses what no service names |
 //! | `tproxy.rs` | TPROXY capture: the app sees the client's address; transparent listeners and `original_src`; REGISTRY_ONLY from a TPROXY client |
 //! | `vip.rs` | listeners per service address: VIPs, sniffed ports, ServiceEntry IPs and CIDRs, headless services, a VirtualService edit |
 
 mod capture;
+mod identity;
 mod kubernetes;
 mod registry_only;
 mod service_entry;

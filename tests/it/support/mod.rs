@@ -35,11 +35,13 @@
 //! | `pki` | test certificates |
 //! | `grpc_echo`, `tcp_echo`, `tls_upstream` | upstreams of those protocols |
 //! | `mesh` | pods made of network namespaces: sidecar Envoys under real iptables capture |
+//! | `agent` | pilot-agent for the tests: CSR to the CA, renewal, SDS on a Unix socket; a stub CA |
 
 #![allow(dead_code)]
 
 pub mod accept;
 pub mod ads_client;
+pub mod agent;
 mod axon;
 mod axon_debug;
 mod config_dir;

@@ -44,10 +44,12 @@
 //! | `hosts.rs` | the pods and services a mesh knows: name resolution, `/etc/netns` files |
 //! | `relay.rs` | the TCP relay: the XDS proxy and the admin relay |
 //! | `apps.rs` | the pods' TCP application |
+//! | `identity.rs` | [`MeshCa`]: with [`Mesh::with_ca`], an agent (SDS, certificates) beside every sidecar |
 
 mod apps;
 mod capture;
 mod hosts;
+mod identity;
 mod netns;
 mod pod;
 mod relay;
@@ -58,6 +60,8 @@ pub use capture::{
     INBOUND_CAPTURED, InterceptionMode, OUTBOUND_CAPTURED, PROXY_TO_SELF_CAPTURED, TPROXY_CAPTURED,
     TPROXY_MARKED_RETURN, TPROXY_ROUTES, istio_iptables_rules, istio_iptables_rules_for,
 };
+#[allow(unused_imports)]
+pub use identity::{MeshCa, SECRETS_LISTENER, SECRETS_LISTENER_PORT, TRUST_DOMAIN};
 pub use pod::Pod;
 
 use std::net::{Ipv4Addr, SocketAddr};
@@ -124,6 +128,8 @@ pub struct Mesh {
     prefix: String,
     registry: Arc<Registry>,
     xds: SocketAddr,
+    /// With a CA, every sidecar runs an agent.
+    ca: Option<MeshCa>,
     node: Netns,
     next_pod: AtomicU32,
 }
@@ -142,6 +148,7 @@ impl Mesh {
             prefix,
             registry: Arc::default(),
             xds: axon_xds,
+            ca: None,
             node,
             next_pod: AtomicU32::new(1),
         };
@@ -150,6 +157,15 @@ impl Mesh {
         mesh.node.ip(&["link", "add", "br0", "type", "bridge"]);
         mesh.node.ip(&["addr", "add", &gateway, "dev", "br0"]);
         mesh.node.ip(&["link", "set", "br0", "up"]);
+        mesh
+    }
+
+    /// A mesh like [`Mesh::new`]'s whose sidecars each run an agent ([`crate::support::agent`])
+    /// for their namespace and service account, getting certificates from `ca` and serving
+    /// them to their Envoy over SDS ([`Pod::agent`]).
+    pub fn with_ca(axon_xds: SocketAddr, ca: MeshCa) -> Mesh {
+        let mut mesh = Mesh::new(axon_xds);
+        mesh.ca = Some(ca);
         mesh
     }
 
@@ -184,7 +200,7 @@ impl Mesh {
         );
         self.registry.write_etc_files();
         if spec.sidecar {
-            pod.start_sidecar(self.xds, &spec);
+            pod.start_sidecar(self.xds, &spec, self.ca.as_ref());
         }
         pod
     }

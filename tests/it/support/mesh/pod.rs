@@ -1,7 +1,8 @@
 //! [`Pod`]: a pod of a mesh, as the test sees it: its address, its sidecar (started here as
 //! pilot-agent starts it: capture rules (and a TPROXY pod's routes), the XDS proxy, Envoy with
 //! its bootstrap as uid/gid 1337 (under TPROXY as uid 0, gid 1337, with `CAP_NET_ADMIN` only),
-//! the admin relay), its applications (HTTP, HTTPS and TCP servers made in the pod) and its
+//! the admin relay, and, in a mesh with a CA, the agent serving it certificates over SDS), its
+//! applications (HTTP, HTTPS and TCP servers made in the pod) and its
 //! application's client side (connections made in the pod as root, so captured). Dropping it
 //! kills its sidecar and deletes its namespace.
 
@@ -15,10 +16,12 @@ use std::time::Duration;
 use super::apps::{self, TcpApp};
 use super::capture::{InterceptionMode, TPROXY_ROUTES, istio_iptables_rules_for};
 use super::hosts::Registry;
+use super::identity::MeshCa;
 use super::netns::{self, Netns};
 use super::relay::Relay;
 use super::{ADMIN_PORT, ISTIO_VERSION, PodSpec, XDS_PROXY_PORT};
 use crate::support::accept::poke_at;
+use crate::support::agent::Agent;
 use crate::support::scenario::describe_envoy;
 use crate::support::tls_upstream::TlsEchoUpstream;
 use crate::support::{
@@ -39,6 +42,8 @@ pub struct Pod {
     netns: Arc<Netns>,
     registry: Arc<Registry>,
     envoy: Option<Envoy>,
+    /// The sidecar's agent, in a mesh with a CA.
+    agent: Option<Agent>,
     /// The XDS proxy and the admin relay.
     relays: Vec<Relay>,
     rules: Option<String>,
@@ -60,6 +65,7 @@ impl Pod {
             netns,
             registry,
             envoy: None,
+            agent: None,
             relays: Vec::new(),
             rules: None,
             interception: spec.interception,
@@ -79,6 +85,13 @@ impl Pod {
         self.envoy
             .as_ref()
             .unwrap_or_else(|| panic!("pod {} has no sidecar", self.name))
+    }
+
+    /// The sidecar's agent (panics for a pod without one: no sidecar, or a mesh without a CA).
+    pub fn agent(&self) -> &Agent {
+        self.agent
+            .as_ref()
+            .unwrap_or_else(|| panic!("pod {} has no agent", self.name))
     }
 
     /// The sidecar's node id, `sidecar~IP~NAME.NAMESPACE~NAMESPACE.svc.cluster.local`.
@@ -284,9 +297,14 @@ impl Pod {
         );
     }
 
-    /// Installs the capture rules, then starts the XDS proxy, the admin relay and Envoy as
-    /// pilot-agent would.
-    pub(super) fn start_sidecar(&mut self, axon_xds: SocketAddr, spec: &PodSpec) {
+    /// Installs the capture rules, then starts the XDS proxy, the admin relay, the agent
+    /// (with `ca`) and Envoy as pilot-agent would.
+    pub(super) fn start_sidecar(
+        &mut self,
+        axon_xds: SocketAddr,
+        spec: &PodSpec,
+        ca: Option<&MeshCa>,
+    ) {
         let rules = istio_iptables_rules_for(spec.interception);
         self.netns.iptables_restore(&rules);
         self.rules = Some(rules);
@@ -334,6 +352,10 @@ impl Pod {
                 .extra_metadata
                 .push((key.to_string(), serde_json::json!(value)));
         }
+        if let Some(ca) = ca {
+            let agent = ca.start_agent(spec.namespace, spec.service_account, &mut options);
+            self.agent = Some(agent);
+        }
         let (uid, gid) = spec.interception.proxy_user();
         let mut wrapper = self.netns.exec_prefix();
         wrapper.extend(
@@ -373,6 +395,7 @@ impl Drop for Pod {
             );
         }
         drop(self.envoy.take());
+        drop(self.agent.take());
         self.relays.clear();
         self.registry.pods.lock().unwrap().remove(self.netns.name());
         netns::delete(self.netns.name());
