@@ -168,8 +168,7 @@ pub async fn istio_resources(client: &Client) -> super::Result<Vec<(ConfigKind, 
             let api_version = format!("{group_name}/{version}");
             let list = client.list_api_group_resources(&api_version).await?;
             for resource in list.resources.iter().filter(|r| !r.name.contains('/')) {
-                let Some(kind) = kinds.iter().copied().find(|k| k.as_str() == resource.kind)
-                else {
+                let Some(kind) = kinds.iter().copied().find(|k| k.as_str() == resource.kind) else {
                     continue;
                 };
                 if found.iter().any(|(k, _)| *k == kind) {

@@ -56,7 +56,7 @@ fn outbound_capture_passes_through_to_a_plain_pod() {
         "{}",
         client.describe()
     );
-    // A server-first TCP app through the same passthrough: its banner names the client pod.
+    // A TCP app through the same passthrough: its banner names the client pod.
     let captured = client.nat_packets(OUTBOUND_CAPTURED);
     let banner = client.tcp_banner(&target, TCP_PORT);
     assert!(

@@ -8,6 +8,7 @@
 //! | `capture.rs` | capture itself: outbound through `virtualOutbound` to the PassthroughCluster, inbound through `virtualInbound` |
 //! | `service_entry.rs` | a ServiceEntry with WorkloadEntries at pod IPs, and a VirtualService's header match |
 //! | `identity.rs` | the test agent: certificates from the (stub) CA, served to Envoy over SDS, renewed; a mesh sidecar with its agent |
+//! | `mtls.rs` | PeerAuthentication and auto mTLS between sidecars: XFCC, STRICT, port-level and workload policies, a rule's DISABLE, renewal under load |
 //! | `kubernetes.rs` | Services, EndpointSlices and Pods in the config directory: ClusterIPs on one port, a port without protocol sniffed |
 //! | `registry_only.rs` | `outboundTrafficPolicy: REGISTRY_ONLY` refuses what no service names |
 //! | `tproxy.rs` | TPROXY capture: the app sees the client's address; transparent listeners and `original_src`; REGISTRY_ONLY from a TPROXY client |
@@ -16,6 +17,7 @@
 mod capture;
 mod identity;
 mod kubernetes;
+mod mtls;
 mod registry_only;
 mod service_entry;
 mod tproxy;

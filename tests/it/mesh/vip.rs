@@ -144,13 +144,17 @@ pub(super) fn banner(client: &Pod, host: &str, port: u16) -> String {
     last
 }
 
-/// Sends `line` first, then reads the banner and the echo of a TCP app at `addr`.
+/// Sends the app's hello and `line` first, then reads the banner and the echo of a TCP app
+/// at `addr`.
 fn client_first(client: &Pod, addr: SocketAddr, line: &str) -> (String, String) {
     let Ok(mut conn) = client.connect(addr) else {
         return Default::default();
     };
     let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
-    if conn.write_all(format!("{line}\n").as_bytes()).is_err() {
+    if conn
+        .write_all(format!("hello\n{line}\n").as_bytes())
+        .is_err()
+    {
         return Default::default();
     }
     let mut reader = BufReader::new(conn);

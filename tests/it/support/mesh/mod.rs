@@ -68,6 +68,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use crate::support::agent::StubCa;
 use hosts::Registry;
 use netns::Netns;
 
@@ -128,16 +129,29 @@ pub struct Mesh {
     prefix: String,
     registry: Arc<Registry>,
     xds: SocketAddr,
-    /// With a CA, every sidecar runs an agent.
+    /// Every sidecar runs an agent that gets its certificates from this CA.
     ca: Option<MeshCa>,
+    /// The stub CA of a mesh made by [`Mesh::new`], kept for the mesh's life.
+    _stub: Option<StubCa>,
     node: Netns,
     next_pod: AtomicU32,
 }
 
 impl Mesh {
     /// A mesh whose sidecars talk to axon's xDS server at `axon_xds` (on the test's
-    /// loopback). Panics, saying what is missing, if this process cannot build one.
+    /// loopback), each beside an agent whose certificates come from a stub CA of the mesh's
+    /// own (for tests of something else than axon's CA: [`Mesh::with_ca`] names the CA).
+    /// Panics, saying what is missing, if this process cannot build one.
     pub fn new(axon_xds: SocketAddr) -> Mesh {
+        let stub = StubCa::start(identity::TRUST_DOMAIN);
+        let mut mesh = Mesh::without_ca(axon_xds);
+        mesh.ca = Some(stub.mesh_ca());
+        mesh._stub = Some(stub);
+        mesh
+    }
+
+    /// A mesh without a CA: its sidecars run no agent (their Envoys have no `sds-grpc`).
+    fn without_ca(axon_xds: SocketAddr) -> Mesh {
         static MESHES: AtomicU32 = AtomicU32::new(0);
         netns::preflight();
         netns::sweep_stale();
@@ -149,6 +163,7 @@ impl Mesh {
             registry: Arc::default(),
             xds: axon_xds,
             ca: None,
+            _stub: None,
             node,
             next_pod: AtomicU32::new(1),
         };
@@ -164,7 +179,7 @@ impl Mesh {
     /// for their namespace and service account, getting certificates from `ca` and serving
     /// them to their Envoy over SDS ([`Pod::agent`]).
     pub fn with_ca(axon_xds: SocketAddr, ca: MeshCa) -> Mesh {
-        let mut mesh = Mesh::new(axon_xds);
+        let mut mesh = Mesh::without_ca(axon_xds);
         mesh.ca = Some(ca);
         mesh
     }
