@@ -94,7 +94,12 @@ where
             final_flush_done: false,
             encoder: Encoder {
                 hpack: hpack::Encoder::default(),
-                buf: Cursor::new(BytesMut::with_capacity(DEFAULT_BUFFER_CAPACITY)),
+                // axon: at least twice the chain threshold, so that `has_capacity` (the
+                // threshold and a frame header free) holds on an empty buffer without
+                // vectored IO too (1,033 bytes, more than 1 KiB).
+                buf: Cursor::new(BytesMut::with_capacity(
+                    DEFAULT_BUFFER_CAPACITY.max(2 * chain_threshold),
+                )),
                 next: None,
                 last_data_frame: None,
                 max_frame_size: frame::DEFAULT_MAX_FRAME_SIZE,

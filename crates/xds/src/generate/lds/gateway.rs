@@ -115,7 +115,7 @@ fn port_chains(
                 let grpc_web = false;
                 out.push(Chain {
                     sni_hosts: server.sni_hosts.clone(),
-                    tls: Some(downstream_context(tls, false)),
+                    tls: Some(downstream_context(tls, false, proxy.istio_agent)),
                     filters: vec![hcm(&stat_prefix, &server.route_name, grpc_web, proxy)],
                 });
             }
@@ -124,7 +124,7 @@ fn port_chains(
                 if !filters.is_empty() {
                     out.push(Chain {
                         sni_hosts: server.sni_hosts.clone(),
-                        tls: Some(downstream_context(tls, true)),
+                        tls: Some(downstream_context(tls, true, proxy.istio_agent)),
                         filters,
                     });
                 }

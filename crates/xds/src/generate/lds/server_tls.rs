@@ -8,7 +8,8 @@
 //!   `verifyCertificateSpki` and `verifyCertificateHash` checked for the mutual modes;
 //! - file paths: `file-cert:CERT~KEY` (each of `tlsCertificates`, else `serverCertificate`
 //!   and `privateKey`), the client CA `file-root:CA`, with `subjectAltNames` and `caCrl`;
-//! - ISTIO_MUTUAL: the workload certificate `default` and roots `ROOTCA`.
+//! - ISTIO_MUTUAL: the workload certificate `default` and roots `ROOTCA` (from istio's agent
+//!   over `sds-grpc` for a proxy beside it).
 //!
 //! Then, for SIMPLE and the mutual modes, `minProtocolVersion`, `maxProtocolVersion` and
 //! `cipherSuites` (those istiod knows, once each) as TLS parameters.
@@ -25,6 +26,7 @@ use envoy_types::pb::envoy::r#type::matcher::v3::{StringMatcher, string_matcher:
 use envoy_types::pb::google::protobuf::BoolValue;
 
 use crate::generate::cds::ads_config_source;
+use crate::generate::cds::tls::{WORKLOAD_CERT, WORKLOAD_ROOTS, agent_secret};
 use crate::generate::sds;
 use axon_config::istio::{ServerTlsMode, ServerTlsSettings};
 
@@ -36,9 +38,6 @@ const ALPN_DOWNSTREAM_MX: [&str; 3] = ["istio-peer-exchange", "h2", "http/1.1"];
 const KUBERNETES: &str = "kubernetes://";
 /// istiod's suffix of a credential's CA.
 pub(super) const CA_SUFFIX: &str = "-cacert";
-/// istiod's SDS names of the workload certificate and roots.
-const WORKLOAD_CERT: &str = "default";
-const WORKLOAD_ROOTS: &str = "ROOTCA";
 
 /// istiod's `ValidCipherSuites` (`bssl ciphers -openssl-name ALL`, without PSK).
 const CIPHER_SUITES: [&str; 15] = [
@@ -59,11 +58,22 @@ const CIPHER_SUITES: [&str; 15] = [
     "DES-CBC3-SHA",
 ];
 
-/// The TLS context of a terminating server; `tcp_server`: a TCP/TLS server (not HTTPS).
+/// The TLS context of a terminating server; `tcp_server`: a TCP/TLS server (not HTTPS);
+/// `istio_agent`: the proxy runs beside istio's agent, which serves the workload
+/// certificate `default` and roots `ROOTCA` over `sds-grpc` (istiod's
+/// `ConstructSdsSecretConfig`); to any other proxy axon names them over ADS.
 pub(super) fn downstream_context(
     tls: &ServerTlsSettings,
     tcp_server: bool,
+    istio_agent: bool,
 ) -> DownstreamTlsContext {
+    let workload = |name: &str| {
+        if istio_agent {
+            agent_secret(name)
+        } else {
+            secret(name.to_string())
+        }
+    };
     let alpn: &[&str] = if tcp_server && tls.mode == ServerTlsMode::IstioMutual {
         &ALPN_DOWNSTREAM_MX
     } else {
@@ -76,11 +86,8 @@ pub(super) fn downstream_context(
     let require = matches!(tls.mode, ServerTlsMode::Mutual | ServerTlsMode::IstioMutual);
     let validate_client = require || tls.mode == ServerTlsMode::OptionalMutual;
     if tls.mode == ServerTlsMode::IstioMutual {
-        common.tls_certificate_sds_secret_configs = vec![secret(WORKLOAD_CERT.to_string())];
-        common.validation_context_type = Some(combined(
-            file_checks(tls),
-            secret(WORKLOAD_ROOTS.to_string()),
-        ));
+        common.tls_certificate_sds_secret_configs = vec![workload(WORKLOAD_CERT)];
+        common.validation_context_type = Some(combined(file_checks(tls), workload(WORKLOAD_ROOTS)));
     } else if !tls.credential_names.is_empty() || !tls.credential_name.is_empty() {
         credential_certificates(tls, &mut common);
     } else {

@@ -25,7 +25,11 @@ fn names(ctx: &DownstreamTlsContext) -> (Vec<String>, Option<String>) {
 
 #[test]
 fn simple_with_a_credential_is_its_kubernetes_secret_without_client_checks() {
-    let ctx = downstream_context(&settings("{mode: SIMPLE, credentialName: web}"), false);
+    let ctx = downstream_context(
+        &settings("{mode: SIMPLE, credentialName: web}"),
+        false,
+        false,
+    );
     assert_eq!(names(&ctx), (vec!["kubernetes://web".to_string()], None));
     assert_eq!(
         ctx.require_client_certificate,
@@ -44,6 +48,7 @@ fn mutual_checks_the_client_against_the_credentials_ca() {
         &settings(
             "{mode: MUTUAL, credentialName: web, subjectAltNames: [spiffe://a], verifyCertificateSpki: [abc], verifyCertificateHash: ['01:02']}",
         ),
+        false,
         false,
     );
     assert_eq!(
@@ -75,6 +80,7 @@ fn optional_mutual_with_files_checks_a_certificate_it_is_given() {
             "{mode: OPTIONAL_MUTUAL, serverCertificate: /c.pem, privateKey: /k.pem, caCertificates: /ca.pem, minProtocolVersion: TLSV1_2, maxProtocolVersion: TLSV1_3, cipherSuites: [ECDHE-RSA-AES128-GCM-SHA256, NOT-A-SUITE, ECDHE-RSA-AES128-GCM-SHA256]}",
         ),
         false,
+        false,
     );
     assert_eq!(
         names(&ctx),
@@ -101,15 +107,20 @@ fn optional_mutual_with_files_checks_a_certificate_it_is_given() {
 
 #[test]
 fn istio_mutual_is_the_workload_certificate() {
-    let ctx = downstream_context(&settings("{mode: ISTIO_MUTUAL}"), true);
+    let ctx = downstream_context(&settings("{mode: ISTIO_MUTUAL}"), true, false);
     assert_eq!(
         names(&ctx),
         (vec!["default".to_string()], Some("ROOTCA".to_string()))
     );
     assert_eq!(
-        ctx.common_tls_context.unwrap().alpn_protocols[0],
+        ctx.common_tls_context.clone().unwrap().alpn_protocols[0],
         "istio-peer-exchange"
     );
+    assert!(!format!("{ctx:?}").contains("sds-grpc"));
+    // Beside istio's agent, the agent serves them (`sds-grpc`), as istiod's.
+    let agent = downstream_context(&settings("{mode: ISTIO_MUTUAL}"), true, true);
+    assert_eq!(names(&agent), names(&ctx));
+    assert!(format!("{agent:?}").contains("sds-grpc"));
 }
 
 #[test]
@@ -120,6 +131,7 @@ fn credential_names_as_istiod_resolves_them() {
     assert_eq!(credential_resource("sds://ext"), "kubernetes://ext");
     let several = downstream_context(
         &settings("{mode: MUTUAL, credentialNames: [rsa, ecdsa]}"),
+        false,
         false,
     );
     assert_eq!(
