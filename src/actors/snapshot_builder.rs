@@ -213,6 +213,21 @@ impl Handler<Flush> for SnapshotBuilder {
                 tracing::warn!(conflict = %conflict, "outbound listener conflict");
             }
         }
+        // Namespace- or mesh-wide PeerAuthentications an older one of their namespace
+        // overrides (istiod keeps the oldest), logged once per rebuilt index.
+        if self
+            .current
+            .as_ref()
+            .is_none_or(|old| !Arc::ptr_eq(&old.peer_authn, &ctx.peer_authn))
+        {
+            for ignored in &ctx.peer_authn.ignored {
+                tracing::warn!(
+                    policy = %ignored,
+                    "PeerAuthentication not applied: its namespace already has an older one \
+                     without a selector (the oldest wins, as in istiod)"
+                );
+            }
+        }
         // What the VirtualService merge dropped, logged once per rebuilt index.
         let vs_rebuilt = self
             .current
