@@ -47,7 +47,7 @@ impl Server {
 }
 
 /// `ServerTLSSettings`: how a gateway server terminates (or passes through) TLS.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ServerTlsSettings {
     #[serde(default, deserialize_with = "nullable")]
@@ -88,7 +88,7 @@ pub struct ServerTlsSettings {
 }
 
 /// `ServerTLSSettings.TLSCertificate`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TlsCertificate {
     #[serde(default, deserialize_with = "nullable")]
@@ -100,7 +100,7 @@ pub struct TlsCertificate {
 }
 
 /// `ServerTLSSettings.TLSmode`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ServerTlsMode {
     #[default]

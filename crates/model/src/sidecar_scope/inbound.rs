@@ -63,6 +63,7 @@ pub(super) fn inbound_ports(ctx: &PushContext, proxy: &Proxy) -> BTreeSet<Inboun
                     .then(|| ("127.0.0.1".to_string(), ep_port)),
                 bind: None,
                 service: Some((host, service_port)),
+                tls: None,
             })
         })
         .collect()

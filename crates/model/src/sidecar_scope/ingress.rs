@@ -6,8 +6,9 @@
 //! (else the proxy's IP if it is a global unicast one, else `0.0.0.0`), else a filter chain
 //! of `virtualInbound`; its cluster `inbound|PORT||` sends to `defaultEndpoint`
 //! (`127.0.0.1:P` there, `0.0.0.0:P` the proxy's IP, none: the original destination). A
-//! second listener on a port an earlier one took is skipped, as istiod. A `unix://`
-//! endpoint and `tls` are not applied (`model::applied` says so).
+//! second listener on a port an earlier one took is skipped, as istiod. Its `tls` is kept
+//! for the chains (used where the port's PeerAuthentication mode is DISABLE, as istiod's
+//! `buildInboundListeners`). A `unix://` endpoint is not applied (`model::applied` says so).
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -16,7 +17,7 @@ use serde::Deserialize;
 
 use super::InboundPort;
 use crate::proxy::Proxy;
-use axon_config::istio::{CaptureMode, SidecarPort};
+use axon_config::istio::{CaptureMode, ServerTlsSettings, SidecarPort};
 
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
@@ -29,6 +30,8 @@ struct Ingress {
     capture_mode: CaptureMode,
     #[serde(default)]
     default_endpoint: String,
+    #[serde(default)]
+    tls: Option<ServerTlsSettings>,
 }
 
 /// The inbound ports of the ingress listeners `values` (as validated at load) for `proxy`;
@@ -74,6 +77,7 @@ pub(super) fn inbound_ports(
             service: primary
                 .get(&port.number)
                 .map(|(host, _)| (host.clone(), port.number)),
+            tls: ingress.tls,
         });
     }
     out.sort();
@@ -143,6 +147,7 @@ mod tests {
                     endpoint: Some(("127.0.0.1".into(), 8080)),
                     bind: Some("127.0.0.1".into()),
                     service: None,
+                    tls: None,
                 },
                 InboundPort {
                     port: 9090,
@@ -150,6 +155,7 @@ mod tests {
                     endpoint: Some(("10.0.0.7".into(), 7070)),
                     bind: None,
                     service: None,
+                    tls: None,
                 },
                 InboundPort {
                     port: 9092,
@@ -157,6 +163,7 @@ mod tests {
                     endpoint: None,
                     bind: None,
                     service: None,
+                    tls: None,
                 },
             ]
         );

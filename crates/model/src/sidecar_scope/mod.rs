@@ -133,6 +133,9 @@ pub struct InboundPort {
     /// port's first service target and its service port; for an ingress listener, the
     /// listener's port); none: no service targets the port.
     pub service: Option<(String, u32)>,
+    /// A Sidecar ingress listener's `tls`: the TLS its chains terminate where the port's
+    /// PeerAuthentication mode is DISABLE.
+    pub tls: Option<axon_config::istio::ServerTlsSettings>,
 }
 
 #[derive(Debug, Clone, Default)]

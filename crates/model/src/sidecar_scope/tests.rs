@@ -169,6 +169,7 @@ fn inbound_ports_come_from_endpoints_at_the_proxy_ip() {
             bind: None,
             // Three services on the port, none with a creation time: the first host.
             service: Some(("ratings.b.svc.cluster.local".into(), 80)),
+            tls: None,
         }]
     );
 }

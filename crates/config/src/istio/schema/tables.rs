@@ -2287,10 +2287,11 @@ pub(super) static ISTIO_INGRESS_LISTENER: Message = Message {
             kind: Kind::Scalar,
             applied: Applied::Yes,
         },
+        // Applied where the port's PeerAuthentication mode is DISABLE, as istiod: `lds::inbound`.
         Field {
             name: "tls",
             kind: Kind::Message(&SERVER_TLS_SETTINGS),
-            applied: Applied::No,
+            applied: Applied::Yes,
         },
         // Applied: `traffic_policy::inbound` (`cds::inbound_cluster`).
         Field {

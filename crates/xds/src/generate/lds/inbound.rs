@@ -39,7 +39,8 @@ use envoy_types::pb::envoy::r#type::v3::Int32Range;
 use envoy_types::pb::google::protobuf::{BoolValue, Duration, UInt32Value};
 
 use super::inbound_mtls::{Carries, MatchOption, PortMtls, TLS, inbound_tls, match_options};
-use super::outbound::{PLAINTEXT_HTTP_ALPNS, RAW_BUFFER, listener_protocol};
+use super::outbound::{ListenerProtocol, PLAINTEXT_HTTP_ALPNS, RAW_BUFFER, listener_protocol};
+use super::server_tls::downstream_context;
 use super::{
     HcmKind, VIRTUAL_INBOUND_PORT, hcm_config, hcm_filter, inbound_route, socket_address, tcp_proxy,
 };
@@ -163,7 +164,9 @@ fn chains_for(
     }
 }
 
-/// The chains of one workload port in `mode`.
+/// The chains of one workload port in `mode`. A Sidecar ingress listener's own `tls`, where
+/// the mode is DISABLE, is terminated instead (istiod's `buildInboundListeners`): one chain
+/// of TLS, carrying the protocol inside it (HTTPS: HTTP, TLS: TCP).
 pub(super) fn port_chains(
     inbound_port: &InboundPort,
     mode: MtlsMode,
@@ -178,7 +181,39 @@ pub(super) fn port_chains(
         route: (&cluster, inbound_port.port),
         protocol: &inbound_port.protocol,
     };
+    let served = PortMtls::for_proxy(mode, inbound.istio_agent);
+    if let (Some(tls), PortMtls::Mode(MtlsMode::Disable)) = (&inbound_port.tls, served) {
+        let carries = match listener_protocol(after_tls_termination(&inbound_port.protocol)) {
+            Some(ListenerProtocol::Http) => Carries::Http,
+            _ => Carries::Tcp,
+        };
+        let option = MatchOption {
+            alpns: &[],
+            tls_transport: true,
+            carries,
+            terminates: false,
+        };
+        let mut chain = chain(&target, &option, inbound);
+        chain.transport_socket = Some(TransportSocket {
+            name: TLS_SOCKET.to_string(),
+            config_type: Some(transport_socket::ConfigType::TypedConfig(any(
+                &downstream_context(tls, false, inbound.istio_agent),
+            ))),
+        });
+        return vec![chain];
+    }
     chains_for(&target, &inbound_port.protocol, mode, inbound)
+}
+
+/// istiod's `AfterTLSTermination`: the protocol inside a terminated TLS.
+fn after_tls_termination(protocol: &str) -> &str {
+    if protocol.eq_ignore_ascii_case("HTTPS") {
+        "HTTP"
+    } else if protocol.eq_ignore_ascii_case("TLS") {
+        "TCP"
+    } else {
+        protocol
+    }
 }
 
 /// istiod's `buildInboundPassthroughChains`: the workload's mode for any port, then each

@@ -282,3 +282,65 @@ fn without_the_agent_strict_refuses_and_the_rest_is_plaintext() {
     let permissive = virtual_inbound("", false);
     assert!(chains(&permissive).iter().all(|c| !c.contains(" tls ")));
 }
+
+#[test]
+fn a_sidecar_ingress_tls_is_terminated_where_the_port_is_disable() {
+    // istio.io's "ingress sidecar TLS termination": STRICT for the workload, DISABLE on
+    // 9080, whose ingress listener terminates the application's own TLS.
+    let sidecar = "---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {name: s, namespace: foo}\nspec:\n  workloadSelector: {labels: {app: a}}\n  ingress:\n  - port: {number: 9080, protocol: HTTPS, name: external}\n    defaultEndpoint: 0.0.0.0:80\n    tls: {mode: MUTUAL, privateKey: /etc/k.pem, serverCertificate: /etc/c.pem, caCertificates: /etc/ca.pem}\n  - port: {number: 9081, protocol: HTTP, name: internal}\n    defaultEndpoint: 0.0.0.0:80\n";
+    let strict = "{selector: {matchLabels: {app: a}}, mtls: {mode: STRICT}, portLevelMtls: {9080: {mode: DISABLE}}}";
+    let l = virtual_inbound(&format!("{sidecar}{}", pa("foo", "w", strict)), true);
+    assert_eq!(of_port(&l, 9080), ["0.0.0.0_9080 9080 tls [] mtls"]);
+    assert_eq!(of_port(&l, 9081), ["0.0.0.0_9081 9081 tls [] mtls"]);
+    let tls_of = |port: u32| {
+        let chain = l
+            .filter_chains
+            .iter()
+            .find(|c| {
+                c.filter_chain_match
+                    .as_ref()
+                    .unwrap()
+                    .destination_port
+                    .map(|p| p.value)
+                    == Some(port)
+            })
+            .unwrap();
+        socket_text(chain)
+    };
+    // 9080: the application's certificate files (over SDS, by istio-agent's names), the HTTP
+    // inside it; 9081: the mesh's mTLS.
+    let external = tls_of(9080);
+    assert!(
+        external.contains("file-cert:/etc/c.pem~/etc/k.pem"),
+        "{external}"
+    );
+    assert!(!tls_of(9081).contains("file-cert"));
+    let hcm = &l
+        .filter_chains
+        .iter()
+        .find(|c| c.name == "0.0.0.0_9080")
+        .unwrap()
+        .filters[0]
+        .name;
+    assert_eq!(hcm, "envoy.filters.network.http_connection_manager");
+    // Without the DISABLE the port keeps the mesh's mTLS; the tls is not used.
+    let l = virtual_inbound(
+        &format!("{sidecar}{}", pa("foo", "ns", "{mtls: {mode: STRICT}}")),
+        true,
+    );
+    let chain = l
+        .filter_chains
+        .iter()
+        .find(|c| c.name == "0.0.0.0_9080")
+        .unwrap();
+    assert!(!socket_text(chain).contains("file-cert"));
+}
+
+/// A chain's transport socket's configuration bytes, as text (for the names in it).
+fn socket_text(chain: &FilterChain) -> String {
+    use envoy_types::pb::envoy::config::core::v3::transport_socket::ConfigType;
+    match chain.transport_socket.clone().and_then(|t| t.config_type) {
+        Some(ConfigType::TypedConfig(a)) => String::from_utf8_lossy(&a.value).into_owned(),
+        None => String::new(),
+    }
+}
