@@ -42,7 +42,7 @@ use crate::registry::outbox::Outbox;
 use axon_config::config_set::{FILES, SourceId};
 use axon_metrics::Metrics;
 use axon_transport::server::{ConnSettings, Drain};
-use axon_transport::tls::{TlsFiles, TlsReloader};
+use axon_transport::tls::{TlsReloader, TlsSettings};
 use axon_transport::{AdsLimits, AdsService};
 
 pub use listeners::Listeners;
@@ -63,8 +63,10 @@ pub struct Settings {
     pub namespace_selector: Option<NamespaceSelector>,
     /// The plaintext xDS address; `None` is `--xds-addr off`.
     pub xds_addr: Option<SocketAddr>,
-    /// The TLS xDS address and its certificate files.
-    pub xds_tls: Option<(SocketAddr, TlsFiles)>,
+    /// The TLS xDS address and where its certificates come from.
+    pub xds_tls: Option<(SocketAddr, TlsSettings)>,
+    /// The CA's directory (`--ca-dir`): the CA runs on the TLS port.
+    pub ca_dir: Option<PathBuf>,
     pub token_auth: Option<TokenAuthMode>,
     pub token_audience: Vec<String>,
     pub monitoring_addr: SocketAddr,
@@ -264,6 +266,9 @@ async fn wire(
     );
     let drain = Drain::default();
     let mut ads = ads.with_trust_domain(&trust_domain);
+    if let Some(ca) = &listeners.ca {
+        ads = ads.with_ca(ca.clone(), limits.max_csr_bytes);
+    }
     if let Some(client) = token_client {
         ads = ads.with_token_auth(token_auth::kubernetes(
             client,

@@ -12,10 +12,14 @@
 //! responses are framed by [`axon_xds::wire`]: a small head per stream and the resources
 //! encoded once per view, shared by reference. Mapping to `tonic::Status` happens here and
 //! nowhere else.
+//!
+//! On the TLS port the same service answers istiod's CA call, `CreateCertificate`
+//! (`ca_service.rs`), over the CA the wiring gives it (`with_ca`).
 
 pub mod admission;
 mod ages;
 mod buffers;
+mod ca_service;
 mod pending;
 mod requests;
 pub mod server;
@@ -35,6 +39,7 @@ use tonic::Status;
 use tonic::body::Body;
 
 pub use admission::{StreamSlot, TokenBucket};
+pub use ca_service::{CA_PATH, IstioCertificateRequest, IstioCertificateResponse};
 pub use sink::{ResponseSink, SinkError};
 
 use axon_metrics::Metrics;
@@ -127,6 +132,8 @@ struct Inner {
     trust_domain: String,
     /// Checks bearer tokens on the TLS port (`--token-auth`); without it only certificates.
     token_auth: Option<Arc<token_auth::TokenAuth>>,
+    /// The CA served on the TLS port (`--ca-dir`).
+    ca: Option<ca_service::CaServing>,
     /// Identities already logged as denied (bounded), so that each is logged once.
     denied_logged: std::sync::Mutex<std::collections::HashSet<String>>,
     next_id: AtomicU64,
@@ -151,6 +158,7 @@ impl AdsService {
                 starter,
                 trust_domain: "cluster.local".to_string(),
                 token_auth: None,
+                ca: None,
                 denied_logged: Default::default(),
                 next_id: AtomicU64::new(1),
                 next_connection: AtomicU64::new(1),
@@ -243,6 +251,35 @@ impl AdsService {
     }
 }
 
+impl AdsService {
+    /// Serves istiod's CA call on the TLS port from `store`; requests of at most
+    /// `max_request_bytes`. Call before the service is cloned.
+    pub fn with_ca(mut self, store: Arc<axon_ca::CaStore>, max_request_bytes: usize) -> AdsService {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.ca = Some(ca_service::CaServing::new(store, max_request_bytes));
+        }
+        self
+    }
+}
+
+/// The bearer token of a request's `authorization` header.
+fn bearer(request: &http::Request<Body>) -> Option<String> {
+    request
+        .headers()
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(axon_model::token_review::bearer_token)
+        .map(str::to_string)
+}
+
+/// Why a caller on the TLS port proved no identity.
+enum Proof {
+    /// No certificate identity and no token that proves one (UNAUTHENTICATED).
+    Unauthenticated(String),
+    /// The token could not be reviewed (UNAVAILABLE: retry).
+    Unavailable(String),
+}
+
 impl tower_service::Service<http::Request<Body>> for AdsService {
     type Response = http::Response<Body>;
     type Error = Infallible;
@@ -276,17 +313,13 @@ impl Inner {
         let delta = match request.uri().path() {
             SOTW_PATH => false,
             DELTA_PATH => true,
+            ca_service::CA_PATH => return self.create_certificate(request).await,
             other => {
                 return Status::unimplemented(format!("axon does not serve {other}")).into_http();
             }
         };
         let away = request.extensions().get::<server::GoingAway>().cloned();
-        let token = request
-            .headers()
-            .get(http::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(axon_model::token_review::bearer_token)
-            .map(str::to_string);
+        let token = bearer(&request);
         let authn = request
             .extensions()
             .get::<server::Authn>()
@@ -426,26 +459,43 @@ impl Inner {
     }
 
     /// Who the client proved to be: its certificate's SPIFFE identity, else its bearer
-    /// token's (with `--token-auth`).
+    /// token's (with `--token-auth`); counted and logged as an ADS stream's refusal.
     async fn authenticate(
         &self,
         authn: server::Authn,
         proxy: &str,
     ) -> Result<axon_model::identity::Identity, CloseReason> {
+        match self.prove(authn).await {
+            Ok(identity) => Ok(identity),
+            Err(Proof::Unauthenticated(why)) => {
+                self.count_failure("unauthenticated");
+                if self.first_time(format!("unauthenticated {proxy}")) {
+                    tracing::warn!(
+                        proxy = %axon_config::log_safe::Escaped(proxy),
+                        reason = %why,
+                        "xDS: unauthenticated (logged once per proxy)"
+                    );
+                }
+                Err(CloseReason::Unauthenticated(why))
+            }
+            Err(Proof::Unavailable(why)) => {
+                self.count_failure("unavailable");
+                tracing::warn!(
+                    proxy = %axon_config::log_safe::Escaped(proxy),
+                    error = %why,
+                    "xDS: a bearer token could not be reviewed; the stream is refused with UNAVAILABLE"
+                );
+                Err(CloseReason::Unavailable(why))
+            }
+        }
+    }
+
+    /// The identity a caller on the TLS port proved: its certificate's, else its bearer
+    /// token's (with `--token-auth`). Neither counts nor logs (the ADS and CA callers do).
+    async fn prove(&self, authn: server::Authn) -> Result<axon_model::identity::Identity, Proof> {
         if let Some(identity) = authn.identity {
             return Ok(identity);
         }
-        let unauthenticated = |why: String| {
-            self.count_failure("unauthenticated");
-            if self.first_time(format!("unauthenticated {proxy}")) {
-                tracing::warn!(
-                    proxy = %axon_config::log_safe::Escaped(proxy),
-                    reason = %why,
-                    "xDS: unauthenticated (logged once per proxy)"
-                );
-            }
-            CloseReason::Unauthenticated(why)
-        };
         let (Some(token), Some(auth)) = (authn.token.as_deref(), &self.token_auth) else {
             let how = if self.token_auth.is_some() {
                 "a client certificate with a SPIFFE identity \
@@ -456,21 +506,17 @@ impl Inner {
                  (spiffe://TRUST_DOMAIN/ns/NAMESPACE/sa/SERVICE_ACCOUNT); this axon checks no \
                  bearer tokens (--token-auth)"
             };
-            return Err(unauthenticated(format!("the xDS TLS port needs {how}")));
+            return Err(Proof::Unauthenticated(format!(
+                "the xDS TLS port needs {how}"
+            )));
         };
         match auth.authenticate(token).await {
             Ok(identity) => Ok(identity),
-            Err(token_auth::TokenAuthError::Rejected(why)) => Err(unauthenticated(format!(
+            Err(token_auth::TokenAuthError::Rejected(why)) => Err(Proof::Unauthenticated(format!(
                 "the bearer token proves no identity: {why}"
             ))),
             Err(e @ token_auth::TokenAuthError::Unavailable(_)) => {
-                self.count_failure("unavailable");
-                tracing::warn!(
-                    proxy = %axon_config::log_safe::Escaped(proxy),
-                    error = %e,
-                    "xDS: a bearer token could not be reviewed; the stream is refused with UNAVAILABLE"
-                );
-                Err(CloseReason::Unavailable(e.to_string()))
+                Err(Proof::Unavailable(e.to_string()))
             }
         }
     }
