@@ -108,3 +108,54 @@ fn a_plug_in_chain_is_returned_whole_and_a_rotated_one_is_picked_up() {
     write_chain(work.path(), "web2", &chain);
     openssl_verify(work.path(), "web2", &second).expect("the rotated chain verifies");
 }
+
+#[test]
+fn the_served_certificate_is_renewed_at_half_its_life() {
+    let pki = Pki::new();
+    let work = tempfile::tempdir().unwrap();
+    let ca_dir = work.path().join("ca");
+    let limits = work.path().join("limits.toml");
+    std::fs::write(&limits, "workload_cert_ttl = \"4s\"\n").unwrap();
+    let config = ConfigDir::new();
+    let axon = Axon::start_with_args(
+        config.path(),
+        &[
+            "--xds-tls-addr",
+            "127.0.0.1:0",
+            "--ca-dir",
+            ca_dir.to_str().unwrap(),
+            "--xds-dns-names",
+            "localhost",
+            "--client-ca",
+            pki.path("ca.crt").to_str().unwrap(),
+            "--limits",
+            limits.to_str().unwrap(),
+        ],
+    );
+    let addr = axon.xds_tls_addr().unwrap();
+    let leaf = |pems: String| {
+        pems.split_inclusive("-----END CERTIFICATE-----\n")
+            .next()
+            .map(str::to_string)
+    };
+    let first = leaf(served_certificate(addr, "localhost")).expect("a served certificate");
+    assert!(
+        wait_until(Duration::from_secs(15), || leaf(served_certificate(
+            addr,
+            "localhost"
+        ))
+        .is_some_and(|now| now != first)),
+        "the serving certificate was not renewed"
+    );
+    assert!(axon.wait_for_log("past half its life; renewed", Duration::from_secs(5)));
+    // The renewed one still chains to the CA's root.
+    let root = ca_dir.join("root-cert.pem");
+    let csr = Csr::new(
+        work.path(),
+        "web",
+        "URI:spiffe://cluster.local/ns/vm/sa/web",
+    );
+    bootstrap(&pki, &root)
+        .create_certificate(addr, &csr.pem, 0)
+        .expect("a call over the renewed certificate");
+}
