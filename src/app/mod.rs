@@ -361,6 +361,13 @@ async fn wire(
         )
         .into_future(),
     );
+    if let (Some(client), Some(ca)) = (&kube_client, &listeners.ca) {
+        publish_root(
+            client.clone(),
+            settings.namespace_selector.clone(),
+            ca.clone(),
+        );
+    }
     let mut kubernetes = Vec::new();
     if let Some(client) = kube_client {
         let kube_settings = crate::registry::kubernetes::Settings {
@@ -522,6 +529,34 @@ pub async fn shutdown_signal() {
     }
     #[cfg(not(unix))]
     let _ = tokio::signal::ctrl_c().await;
+}
+
+/// In Kubernetes, the CA's root in every namespace's `istio-ca-root-cert`
+/// (`registry::kubernetes::root_cert`): the root is read from the CA once a second (which
+/// also picks up changed files) and handed over when it changes.
+fn publish_root(
+    client: kube::Client,
+    selector: Option<NamespaceSelector>,
+    ca: std::sync::Arc<axon_ca::CaStore>,
+) {
+    let (tx, rx) = tokio::sync::watch::channel(ca.current().root_pem().to_string());
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        while !tx.is_closed() {
+            tick.tick().await;
+            let pem = ca.current().root_pem().to_string();
+            tx.send_if_modified(|held| {
+                let changed = *held != pem;
+                if changed {
+                    *held = pem;
+                }
+                changed
+            });
+        }
+    });
+    tokio::spawn(crate::registry::kubernetes::root_cert::publish(
+        client, selector, rx,
+    ));
 }
 
 /// Serves ADS on every connection arbiter: each accepts from the shared listener and runs

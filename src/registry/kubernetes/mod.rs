@@ -13,7 +13,8 @@
 //! ```
 //!
 //! Beside them, [`peers`] watches the peer Service's EndpointSlices (`--peer-service`) for the
-//! Fleet actor.
+//! Fleet actor, and [`root_cert`] keeps the CA's root in the `istio-ca-root-cert` ConfigMap
+//! of every namespace (`--ca-dir`).
 //!
 //! The indexes ([`ServiceObjectIndex`](crate::registry::cluster::services::ServiceObjectIndex),
 //! in [`crate::registry::cluster`], which the config directory feeds too;
@@ -24,6 +25,7 @@
 pub mod config;
 mod istio_registry;
 pub mod peers;
+pub mod root_cert;
 mod service_registry;
 pub mod token_review;
 pub mod watch;

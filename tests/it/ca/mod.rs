@@ -5,7 +5,10 @@
 //!   istiod returns it, `validity_duration`), the refusals, renewal with an issued
 //!   certificate, and the TLS port's own certificate issued by the CA.
 //! - `roots.rs`: the signing root as istiod keeps it: a self-signed root kept across a
-//!   restart, a plug-in chain returned whole, a rotated plug-in picked up without a restart.
+//!   restart, a plug-in chain returned whole, a rotated plug-in picked up without a restart,
+//!   the CA-issued serving certificate renewed.
+//! - `kubernetes.rs`: the root published in every namespace's `istio-ca-root-cert`.
 
+mod kubernetes;
 mod roots;
 mod service;
