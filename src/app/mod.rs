@@ -37,7 +37,9 @@ use crate::limits::Limits;
 use crate::registry::cluster::namespaces::NamespaceSelector;
 use crate::registry::files::watch::WatchRules;
 use crate::registry::files::{FileRegistry, FileSettings};
-use crate::registry::kubernetes::{ISTIO_SOURCE, IstioRegistry, SERVICES_SOURCE, ServiceRegistry};
+use crate::registry::kubernetes::{
+    ISTIO_SOURCE, IstioRegistry, SERVICES_SOURCE, ServiceRegistry, ca_secret,
+};
 use crate::registry::outbox::Outbox;
 use axon_config::config_set::{FILES, SourceId};
 use axon_metrics::Metrics;
@@ -132,7 +134,6 @@ pub async fn start(mut settings: Settings) -> anyhow::Result<Handles> {
     let fd_limit = fd_limit::raise();
     let limits = &mut settings.limits;
     limits.max_connections = fd_limit::max_connections(limits.max_connections, fd_limit);
-    let listeners = Listeners::bind(&settings).await?;
     // The flag a Kubernetes client's failure is reported under.
     let flag = if settings.kubernetes {
         "--kubernetes"
@@ -143,6 +144,24 @@ pub async fn start(mut settings: Settings) -> anyhow::Result<Handles> {
         true => Some(kubernetes_client(flag).await?),
         false => None,
     };
+    // In Kubernetes the CA's material is kept in istiod's Secrets, mirrored into --ca-dir
+    // before the CA opens it.
+    let ca_secret = match (&client, &settings.ca_dir) {
+        (Some(client), Some(dir)) if settings.kubernetes => {
+            let namespace = client.default_namespace().to_string();
+            let restored = ca_secret::restore(client, &namespace, dir)
+                .await
+                .with_context(|| format!("--ca-dir {}", dir.display()))?;
+            Some((client.clone(), namespace, dir.clone(), restored))
+        }
+        _ => None,
+    };
+    let listeners = Listeners::bind(&settings).await?;
+    if let Some((client, namespace, dir, ca_secret::Restored::Nothing)) = &ca_secret {
+        ca_secret::keep(client, namespace, dir)
+            .await
+            .with_context(|| format!("--ca-dir {}", dir.display()))?;
+    }
     let kube_client = client.clone().filter(|_| settings.kubernetes);
     let token_client = client.filter(|_| settings.token_auth.is_some());
     wire(settings, listeners, kube_client, token_client).await

@@ -93,6 +93,31 @@ impl CaStore {
         })
     }
 
+    /// Writes signing material into `dir` (made if missing) under istiod's names, each file
+    /// whole, the key readable by its owner only, `ca-cert.pem` last (its presence says the
+    /// directory holds a CA); `cert-chain.pem` only when `chain` is not empty. For a root
+    /// kept elsewhere (a Kubernetes Secret) that [`CaStore::open`] is then to use.
+    pub fn write_files(
+        dir: &Path,
+        ca_cert: &str,
+        ca_key: &str,
+        chain: &str,
+        root: &str,
+    ) -> Result<(), StoreError> {
+        std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+        write_file(&dir.join(CA_KEY_FILE), ca_key, true)?;
+        if !chain.is_empty() {
+            write_file(&dir.join(CERT_CHAIN_FILE), chain, false)?;
+        }
+        write_file(&dir.join(ROOT_CERT_FILE), root, false)?;
+        write_file(&dir.join(CA_CERT_FILE), ca_cert, false)
+    }
+
+    /// Whether `dir` holds a CA (`ca-cert.pem` and `ca-key.pem`).
+    pub fn holds_ca(dir: &Path) -> bool {
+        dir.join(CA_CERT_FILE).exists() && dir.join(CA_KEY_FILE).exists()
+    }
+
     /// The directory.
     pub fn dir(&self) -> &Path {
         &self.dir

@@ -1,8 +1,9 @@
-//! In Kubernetes, the CA's root in every namespace axon reads: the ConfigMap
-//! `istio-ca-root-cert` (data `root-cert.pem`), as istiod's namespace controller writes it,
-//! in the fake API server: created in each selected namespace (none in a namespace the
-//! selector leaves out), in a namespace made later, and replaced when the plug-in root is
-//! rotated.
+//! In Kubernetes, against the fake API server: the CA's root in every namespace axon reads,
+//! the ConfigMap `istio-ca-root-cert` (data `root-cert.pem`) as istiod's namespace controller
+//! writes it: created in each selected namespace (none in a namespace the selector leaves
+//! out), in a namespace made later, and replaced when the plug-in root is rotated. And the
+//! signing material kept as istiod keeps it: a self-signed root in the Secret
+//! `istio-ca-secret`, shared by the next replica; the plug-in Secret `cacerts` read first.
 
 use std::time::Duration;
 
@@ -83,4 +84,106 @@ fn the_root_certificate_config_map_is_kept_in_every_selected_namespace() {
     );
     assert_eq!(api.writes(CONFIG_MAPS), writes + 3);
     assert_eq!(root_cert_of(&api, "outside"), None);
+}
+
+fn start_in_kubernetes(api: &FakeKube, work: &std::path::Path, ca_dir: &std::path::Path) -> Axon {
+    let kubeconfig = api.write_kubeconfig(work);
+    Axon::start_with_env(
+        None,
+        &[
+            "--kubernetes",
+            "--xds-tls-addr",
+            "127.0.0.1:0",
+            "--ca-dir",
+            ca_dir.to_str().unwrap(),
+        ],
+        &[("KUBECONFIG", kubeconfig.to_str().unwrap())],
+    )
+}
+
+#[test]
+fn the_self_signed_root_is_kept_in_istio_ca_secret_and_shared() {
+    use base64::Engine as _;
+    let api = FakeKube::start();
+    api.apply(fake_kube::namespace("default", &[]));
+    let work = tempfile::tempdir().unwrap();
+    let first_dir = work.path().join("first");
+    let first = start_in_kubernetes(&api, work.path(), &first_dir);
+    let root = std::fs::read_to_string(first_dir.join("root-cert.pem")).unwrap();
+    let secret = api
+        .get(fake_kube::SECRETS, "default", "istio-ca-secret")
+        .expect("istio-ca-secret was not created");
+    assert_eq!(secret["type"], "istio.io/ca-root");
+    let decoded = |key: &str| {
+        let text = secret["data"][key].as_str().unwrap_or_default();
+        String::from_utf8(
+            base64::engine::general_purpose::STANDARD
+                .decode(text)
+                .unwrap(),
+        )
+        .unwrap()
+    };
+    assert_eq!(decoded("root-cert.pem"), root);
+    assert_eq!(decoded("ca-cert.pem"), root);
+    assert!(decoded("ca-key.pem").contains("PRIVATE KEY"));
+    drop(first);
+
+    // Another replica (or a restart on a fresh volume) signs with the same root.
+    let second_dir = work.path().join("second");
+    let _second = start_in_kubernetes(&api, work.path(), &second_dir);
+    assert_eq!(
+        std::fs::read_to_string(second_dir.join("root-cert.pem")).unwrap(),
+        root
+    );
+    assert!(
+        wait_until(CONVERGE, || root_cert_of(&api, "default").as_deref()
+            == Some(&root)),
+        "istio-ca-root-cert does not hold the kept root"
+    );
+}
+
+#[test]
+fn the_plug_in_secret_cacerts_is_read_first() {
+    use base64::Engine as _;
+    let api = FakeKube::start();
+    api.apply(fake_kube::namespace("default", &[]));
+    let work = tempfile::tempdir().unwrap();
+    let plug_in = work.path().join("plug-in");
+    let root = plug_in_ca(&plug_in, "cacerts");
+    let mut data = serde_json::Map::new();
+    for file in [
+        "ca-cert.pem",
+        "ca-key.pem",
+        "cert-chain.pem",
+        "root-cert.pem",
+    ] {
+        let bytes = std::fs::read(plug_in.join(file)).unwrap();
+        data.insert(
+            file.to_string(),
+            base64::engine::general_purpose::STANDARD
+                .encode(bytes)
+                .into(),
+        );
+    }
+    api.apply(serde_json::json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "cacerts", "namespace": "default"},
+        "data": data,
+    }));
+    let ca_dir = work.path().join("ca");
+    let _axon = start_in_kubernetes(&api, work.path(), &ca_dir);
+    assert_eq!(
+        std::fs::read_to_string(ca_dir.join("root-cert.pem")).unwrap(),
+        root
+    );
+    assert!(
+        api.get(fake_kube::SECRETS, "default", "istio-ca-secret")
+            .is_none(),
+        "a self-signed root was kept beside the plug-in"
+    );
+    assert!(
+        wait_until(CONVERGE, || root_cert_of(&api, "default").as_deref()
+            == Some(&root)),
+        "istio-ca-root-cert does not hold the plug-in root"
+    );
 }
