@@ -92,6 +92,22 @@ fn a_plug_in_chain_is_returned_whole_and_a_rotated_one_is_picked_up() {
     // The TLS port's certificate is the intermediate's too (the client trusted the root).
     assert!(served_certificate(addr, "localhost").contains("BEGIN CERTIFICATE"));
 
+    // A bootstrap certificate of another trust domain: PERMISSION_DENIED, with the reason.
+    pki.issue("foreign", "URI:spiffe://other.example/ns/vm/sa/web");
+    let refused = CaCall::new(&root, "localhost")
+        .with_client(&pki.path("foreign.crt"), &pki.path("foreign.key"))
+        .create_certificate(addr, &csr.pem, 0)
+        .unwrap_err();
+    assert_eq!(refused.code, PERMISSION_DENIED, "{refused:?}");
+    assert!(
+        refused.message.contains("trust domain other.example"),
+        "{refused:?}"
+    );
+    assert_eq!(
+        axon.metric("axon_ca_permission_denied{reason=\"trust_domain\"}"),
+        Some(1.0)
+    );
+
     // Rotated: new files in the directory, no restart.
     let second_root = plug_in_ca(&ca_dir, "second");
     let second = work.path().join("second-root.pem");

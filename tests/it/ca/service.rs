@@ -105,7 +105,7 @@ fn a_caller_is_issued_its_proven_identity_only_and_renews_with_it() {
     let out = std::process::Command::new("sh")
         .arg("-c")
         .arg(format!(
-            "openssl x509 -noout -checkend 3500 -in {0} && ! openssl x509 -noout -checkend 3700 -in {0}",
+            "openssl x509 -noout -checkend 3500 -in {0} >/dev/null && ! openssl x509 -noout -checkend 3700 -in {0} >/dev/null",
             dir.join("inspect.crt").display()
         ))
         .status()
@@ -123,6 +123,14 @@ fn a_caller_is_issued_its_proven_identity_only_and_renews_with_it() {
         .unwrap_err();
     assert_eq!(refused.code, INVALID_ARGUMENT, "{refused:?}");
     assert!(refused.message.contains("max allowed TTL"), "{refused:?}");
+
+    // A request above max_csr_bytes (64 KiB): RESOURCE_EXHAUSTED.
+    let refused = call
+        .clone()
+        .with_token("me-token")
+        .create_certificate(addr, &"x".repeat(70 << 10), 0)
+        .unwrap_err();
+    assert_eq!(refused.code, RESOURCE_EXHAUSTED, "{refused:?}");
 
     // No certificate and no token; a forged token: UNAUTHENTICATED.
     let refused = call.create_certificate(addr, &csr.pem, 0).unwrap_err();
@@ -163,5 +171,6 @@ fn a_caller_is_issued_its_proven_identity_only_and_renews_with_it() {
         metric("citadel_server_csr_sign_err_count{error=\"TTL_ERROR\"}"),
         1.0
     );
-    assert_eq!(metric("citadel_server_csr_count"), 5.0);
+    assert_eq!(metric("citadel_server_csr_count"), 6.0);
+    assert_eq!(metric("citadel_server_csr_parsing_err_count"), 1.0);
 }

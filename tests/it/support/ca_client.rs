@@ -27,6 +27,7 @@ pub const UNAUTHENTICATED: &str = "16";
 pub const PERMISSION_DENIED: &str = "7";
 pub const INVALID_ARGUMENT: &str = "3";
 pub const UNIMPLEMENTED: &str = "12";
+pub const RESOURCE_EXHAUSTED: &str = "8";
 /// Not a gRPC code: the TLS handshake failed (e.g. the serving certificate does not chain to
 /// [`CaCall::trust`]).
 pub const HANDSHAKE: &str = "handshake";
