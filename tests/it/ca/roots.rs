@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::support::ca_client::*;
-use crate::support::pki::{Pki, plug_in_ca};
+use crate::support::pki::{Pki, plug_in_ca, plug_in_ca_rsa};
 use crate::support::*;
 
 /// axon on an empty config directory (kept while it runs) with its CA in `ca_dir`.
@@ -174,4 +174,26 @@ fn the_served_certificate_is_renewed_at_half_its_life() {
     bootstrap(&pki, &root)
         .create_certificate(addr, &csr.pem, 0)
         .expect("a call over the renewed certificate");
+}
+
+#[test]
+fn an_rsa_plug_in_signs_as_with_istiod_default_keys() {
+    let pki = Pki::new();
+    let work = tempfile::tempdir().unwrap();
+    let ca_dir = work.path().join("ca");
+    let root_pem = plug_in_ca_rsa(&ca_dir, "rsa");
+    let (axon, _config) = start(&ca_dir, &pki);
+    let root = work.path().join("rsa-root.pem");
+    std::fs::write(&root, &root_pem).unwrap();
+    let csr = Csr::new(
+        work.path(),
+        "web",
+        "URI:spiffe://cluster.local/ns/vm/sa/web",
+    );
+    let chain = bootstrap(&pki, &root)
+        .create_certificate(axon.xds_tls_addr().unwrap(), &csr.pem, 0)
+        .expect("issued by the RSA intermediate");
+    write_chain(work.path(), "web", &chain);
+    openssl_verify(work.path(), "web", &root).expect("the RSA chain verifies");
+    assert!(x509_text(work.path(), &chain[0]).contains("sha256WithRSAEncryption"));
 }

@@ -119,8 +119,6 @@ impl Pki {
 /// new root named `name` and an intermediate it signs) and written into `into`, each file
 /// swapped in whole. Returns the root, PEM.
 pub fn plug_in_ca(into: &Path, name: &str) -> String {
-    let work = ConfigDir::new();
-    let dir = work.path();
     let ec = [
         "-newkey",
         "ec",
@@ -128,15 +126,27 @@ pub fn plug_in_ca(into: &Path, name: &str) -> String {
         "ec_paramgen_curve:P-256",
         "-nodes",
     ];
+    plug_in_ca_with(into, name, &ec)
+}
+
+/// [`plug_in_ca`] with RSA 2048 keys (istiod's default), PKCS#8 as openssl 3 writes them.
+pub fn plug_in_ca_rsa(into: &Path, name: &str) -> String {
+    plug_in_ca_with(into, name, &["-newkey", "rsa:2048", "-nodes"])
+}
+
+/// [`plug_in_ca`] with the key arguments `keys` of `openssl req`.
+fn plug_in_ca_with(into: &Path, name: &str, keys: &[&str]) -> String {
+    let work = ConfigDir::new();
+    let dir = work.path();
     let mut root = vec!["req", "-x509"];
-    root.extend_from_slice(&ec);
+    root.extend_from_slice(keys);
     let subj = format!("/O=cluster.local/CN={name} root");
     root.extend_from_slice(&[
         "-keyout", "root.key", "-out", "root.crt", "-days", "3650", "-subj", &subj,
     ]);
     openssl(&root, dir);
     let mut req = vec!["req", "-new"];
-    req.extend_from_slice(&ec);
+    req.extend_from_slice(keys);
     let subj = format!("/O=cluster.local/CN={name} intermediate");
     req.extend_from_slice(&["-keyout", "ca.key", "-out", "ca.csr", "-subj", &subj]);
     openssl(&req, dir);
