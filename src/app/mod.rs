@@ -8,6 +8,7 @@
 //! as a process with `--listening-file` (the bound addresses as JSON, written once every
 //! listener is bound).
 
+mod ca;
 mod fd_limit;
 pub mod fleet;
 mod listeners;
@@ -37,9 +38,7 @@ use crate::limits::Limits;
 use crate::registry::cluster::namespaces::NamespaceSelector;
 use crate::registry::files::watch::WatchRules;
 use crate::registry::files::{FileRegistry, FileSettings};
-use crate::registry::kubernetes::{
-    ISTIO_SOURCE, IstioRegistry, SERVICES_SOURCE, ServiceRegistry, ca_secret,
-};
+use crate::registry::kubernetes::{ISTIO_SOURCE, IstioRegistry, SERVICES_SOURCE, ServiceRegistry};
 use crate::registry::outbox::Outbox;
 use axon_config::config_set::{FILES, SourceId};
 use axon_metrics::Metrics;
@@ -146,21 +145,10 @@ pub async fn start(mut settings: Settings) -> anyhow::Result<Handles> {
     };
     // In Kubernetes the CA's material is kept in istiod's Secrets, mirrored into --ca-dir
     // before the CA opens it.
-    let ca_secret = match (&client, &settings.ca_dir) {
-        (Some(client), Some(dir)) if settings.kubernetes => {
-            let namespace = client.default_namespace().to_string();
-            let restored = ca_secret::restore(client, &namespace, dir)
-                .await
-                .with_context(|| format!("--ca-dir {}", dir.display()))?;
-            Some((client.clone(), namespace, dir.clone(), restored))
-        }
-        _ => None,
-    };
+    let kept = ca::restore(client.as_ref(), &settings).await?;
     let listeners = Listeners::bind(&settings).await?;
-    if let Some((client, namespace, dir, ca_secret::Restored::Nothing)) = &ca_secret {
-        ca_secret::keep(client, namespace, dir)
-            .await
-            .with_context(|| format!("--ca-dir {}", dir.display()))?;
+    if let Some(kept) = kept {
+        kept.keep().await?;
     }
     let kube_client = client.clone().filter(|_| settings.kubernetes);
     let token_client = client.filter(|_| settings.token_auth.is_some());
@@ -381,7 +369,7 @@ async fn wire(
         .into_future(),
     );
     if let (Some(client), Some(ca)) = (&kube_client, &listeners.ca) {
-        publish_root(
+        ca::publish_root(
             client.clone(),
             settings.namespace_selector.clone(),
             ca.clone(),
@@ -548,34 +536,6 @@ pub async fn shutdown_signal() {
     }
     #[cfg(not(unix))]
     let _ = tokio::signal::ctrl_c().await;
-}
-
-/// In Kubernetes, the CA's root in every namespace's `istio-ca-root-cert`
-/// (`registry::kubernetes::root_cert`): the root is read from the CA once a second (which
-/// also picks up changed files) and handed over when it changes.
-fn publish_root(
-    client: kube::Client,
-    selector: Option<NamespaceSelector>,
-    ca: std::sync::Arc<axon_ca::CaStore>,
-) {
-    let (tx, rx) = tokio::sync::watch::channel(ca.current().root_pem().to_string());
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(Duration::from_secs(1));
-        while !tx.is_closed() {
-            tick.tick().await;
-            let pem = ca.current().root_pem().to_string();
-            tx.send_if_modified(|held| {
-                let changed = *held != pem;
-                if changed {
-                    *held = pem;
-                }
-                changed
-            });
-        }
-    });
-    tokio::spawn(crate::registry::kubernetes::root_cert::publish(
-        client, selector, rx,
-    ));
 }
 
 /// Serves ADS on every connection arbiter: each accepts from the shared listener and runs

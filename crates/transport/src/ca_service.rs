@@ -26,7 +26,8 @@ use tonic::body::Body;
 use axon_ca::CaStore;
 use axon_model::identity::Identity;
 
-use super::{Inner, Proof, server};
+use super::auth::{Proof, bearer};
+use super::{Inner, server};
 
 /// The method's path.
 pub const CA_PATH: &str = "/istio.v1.auth.IstioCertificateService/CreateCertificate";
@@ -108,7 +109,7 @@ impl Inner {
         };
         let metrics = &self.metrics.ca;
         metrics.csr.inc();
-        let token = super::bearer(&request);
+        let token = bearer(&request);
         let identity = match self.prove(server::Authn { token, ..authn }).await {
             Ok(identity) => identity,
             Err(refusal) => {
