@@ -5,10 +5,10 @@
 //! replaced when the CA's root changes, so that pilot-agent trusts the TLS xDS port with no
 //! other set-up.
 //!
-//! [`publish`] watches Namespaces (a kube watcher with backoff) and the root (a `watch`
-//! channel the wiring feeds from the CA); it writes only what differs. A ConfigMap edited or
-//! deleted by someone else is put back at the next namespace event or root change, not at
-//! once (istiod also watches the ConfigMaps).
+//! [`publish`] watches Namespaces, the ConfigMaps labelled `istio.io/config` (kube watchers
+//! with backoff) and the root (a `watch` channel the wiring feeds from the CA); it writes
+//! only what differs. A ConfigMap edited or deleted by someone else is put back at once, as
+//! istiod does.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -37,9 +37,28 @@ pub async fn publish(
     )
     .default_backoff()
     .boxed();
+    let labelled = watcher::Config::default().labels("istio.io/config=true");
+    let mut config_maps = watcher(Api::<ConfigMap>::all(client.clone()), labelled)
+        .default_backoff()
+        .boxed();
     let mut known: BTreeSet<String> = BTreeSet::new();
     loop {
         tokio::select! {
+            next = config_maps.next() => match next {
+                // Ours, edited or deleted by someone else: put back.
+                Some(Ok(watcher::Event::Apply(cm) | watcher::Event::Delete(cm))) => {
+                    let ours = cm.metadata.name.as_deref() == Some(ROOT_CERT_CONFIG_MAP);
+                    if let Some(ns) = cm.metadata.namespace.as_deref().filter(|ns| ours && known.contains(*ns)) {
+                        let pem = root.borrow().clone();
+                        ensure(&client, ns, &pem).await;
+                    }
+                }
+                Some(Ok(_)) => {}
+                Some(Err(error)) => {
+                    tracing::warn!(%error, "watching the istio-ca-root-cert ConfigMaps failed; retrying with backoff");
+                }
+                None => return,
+            },
             next = stream.next() => match next {
                 Some(Ok(watcher::Event::Apply(ns) | watcher::Event::InitApply(ns))) => {
                     let Some(name) = ns.metadata.name.clone() else { continue };

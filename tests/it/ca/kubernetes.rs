@@ -1,9 +1,10 @@
 //! In Kubernetes, against the fake API server: the CA's root in every namespace axon reads,
 //! the ConfigMap `istio-ca-root-cert` (data `root-cert.pem`) as istiod's namespace controller
 //! writes it: created in each selected namespace (none in a namespace the selector leaves
-//! out), in a namespace made later, and replaced when the plug-in root is rotated. And the
-//! signing material kept as istiod keeps it: a self-signed root in the Secret
-//! `istio-ca-secret`, shared by the next replica; the plug-in Secret `cacerts` read first.
+//! out), in a namespace made later, put back when deleted or edited, and replaced when the
+//! plug-in root is rotated. And the signing material kept as istiod keeps it: a self-signed
+//! root in the Secret `istio-ca-secret`, shared by the next replica; the plug-in Secret
+//! `cacerts` read first.
 
 use std::time::Duration;
 
@@ -71,9 +72,27 @@ fn the_root_certificate_config_map_is_kept_in_every_selected_namespace() {
         "the new namespace has no istio-ca-root-cert"
     );
 
+    assert_eq!(
+        api.writes(CONFIG_MAPS),
+        3,
+        "one write per selected namespace"
+    );
+
+    // Deleted or edited by someone else: put back.
+    api.delete("v1", "ConfigMap", "web", "istio-ca-root-cert");
+    let mut edited = api
+        .get(CONFIG_MAPS, "default", "istio-ca-root-cert")
+        .unwrap();
+    edited["data"]["root-cert.pem"] = "edited".into();
+    api.apply(edited);
+    assert!(
+        wait_until(CONVERGE, || everywhere(&first, &["default", "web"])),
+        "a deleted or edited istio-ca-root-cert was not put back"
+    );
+
     // A rotated plug-in root replaces every copy; nothing is written when nothing changed.
     let writes = api.writes(CONFIG_MAPS);
-    assert_eq!(writes, 3, "one write per selected namespace");
+    assert_eq!(writes, 5);
     let second = plug_in_ca(&ca_dir, "second");
     assert!(
         wait_until(CONVERGE, || everywhere(
