@@ -98,8 +98,12 @@ pub struct ServeArgs {
     /// directory in istiod's plug-in layout (ca-cert.pem, ca-key.pem (PKCS#8),
     /// root-cert.pem, cert-chain.pem); without those files axon makes a self-signed root
     /// (ECDSA P-256, limits key `self_signed_root_ttl`) and writes it there, so a restart
-    /// keeps it. Changed files are picked up without a restart. No default: without
-    /// --ca-dir axon runs no CA and --xds-tls-addr needs --tls-cert and --tls-key.
+    /// keeps it. Changed files are picked up without a restart. With --kubernetes, an empty
+    /// directory is filled from the Secret cacerts, else istio-ca-secret, of axon's namespace
+    /// (a self-signed root made then is kept in a new istio-ca-secret), and the root is
+    /// written into the ConfigMap istio-ca-root-cert of every namespace axon reads. No
+    /// default: without --ca-dir axon runs no CA and --xds-tls-addr needs --tls-cert and
+    /// --tls-key.
     #[arg(long, requires = "xds_tls_addr")]
     pub ca_dir: Option<PathBuf>,
     /// DNS names of axon's own certificate when its CA issues it (repeatable or
