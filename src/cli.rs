@@ -16,7 +16,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use crate::app::{self, Settings, TokenAuthMode};
 use crate::limits::Limits;
 use crate::registry::cluster::namespaces::NamespaceSelector;
-use axon_transport::tls::TlsFiles;
+use axon_transport::tls::{ServingCert, TlsSettings};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -78,18 +78,39 @@ pub struct ServeArgs {
     #[arg(long, default_value = "0.0.0.0:15010")]
     pub xds_addr: XdsAddr,
     /// Address of the ADS server over TLS (the manifests use 0.0.0.0:15012): streams must
-    /// prove an identity that may be the proxy they claim. Needs --tls-cert and --tls-key.
+    /// prove an identity that may be the proxy they claim. With --ca-dir it also serves
+    /// istiod's CA (CreateCertificate). Needs --tls-cert and --tls-key, or --ca-dir.
     #[arg(long)]
     pub xds_tls_addr: Option<SocketAddr>,
     /// axon's serving certificate (PEM, the chain) for --xds-tls-addr; re-read when it changes.
-    #[arg(long)]
+    /// Without it (and --tls-key), axon's CA (--ca-dir) issues one for --xds-dns-names,
+    /// renewed at half its life (limits key `workload_cert_ttl`).
+    #[arg(long, requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
     /// The private key of --tls-cert (PEM).
-    #[arg(long)]
+    #[arg(long, requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
-    /// The CA bundle (PEM) that proxies' client certificates chain to.
+    /// The CA bundle (PEM) that proxies' client certificates chain to (besides axon's CA
+    /// root, with --ca-dir).
     #[arg(long)]
     pub client_ca: Option<PathBuf>,
+    /// Run the mesh's CA on --xds-tls-addr (istiod's CreateCertificate), signing from this
+    /// directory in istiod's plug-in layout (ca-cert.pem, ca-key.pem (PKCS#8),
+    /// root-cert.pem, cert-chain.pem); without those files axon makes a self-signed root
+    /// (ECDSA P-256, limits key `self_signed_root_ttl`) and writes it there, so a restart
+    /// keeps it. Changed files are picked up without a restart. With --kubernetes, an empty
+    /// directory is filled from the Secret cacerts, else istio-ca-secret, of axon's namespace
+    /// (a self-signed root made then is kept in a new istio-ca-secret), and the root is
+    /// written into the ConfigMap istio-ca-root-cert of every namespace axon reads. No
+    /// default: without --ca-dir axon runs no CA and --xds-tls-addr needs --tls-cert and
+    /// --tls-key.
+    #[arg(long, requires = "xds_tls_addr")]
+    pub ca_dir: Option<PathBuf>,
+    /// DNS names of axon's own certificate when its CA issues it (repeatable or
+    /// comma-separated), besides istiod's: istiod.NS.svc, istiod-remote.NS.svc and
+    /// istio-pilot.NS.svc, NS being POD_NAMESPACE, else istio-system.
+    #[arg(long, value_delimiter = ',')]
+    pub xds_dns_names: Vec<String>,
     /// Check bearer tokens on --xds-tls-addr: `kubernetes` reviews a stream's
     /// `authorization: Bearer TOKEN` with the API server's TokenReview, so that a proxy
     /// without a client certificate proves its service account as pilot-agent does.
@@ -242,15 +263,21 @@ pub fn settings(args: ServeArgs) -> anyhow::Result<Settings> {
     );
     let xds_tls = match args.xds_tls_addr {
         Some(addr) => {
-            let (Some(cert), Some(key)) = (args.tls_cert, args.tls_key) else {
-                anyhow::bail!("--xds-tls-addr {addr}: needs --tls-cert and --tls-key");
+            let serving = match (args.tls_cert, args.tls_key, &args.ca_dir) {
+                (Some(cert), Some(key), _) => ServingCert::Files { cert, key },
+                (None, None, Some(_)) => ServingCert::Ca {
+                    dns_names: dns_names(&args.xds_dns_names),
+                    ttl: limits.workload_cert_ttl,
+                },
+                _ => anyhow::bail!(
+                    "--xds-tls-addr {addr}: needs --tls-cert and --tls-key, or --ca-dir for axon's CA to issue its certificate"
+                ),
             };
-            let files = TlsFiles {
-                cert,
-                key,
+            let settings = TlsSettings {
+                serving,
                 client_ca: args.client_ca,
             };
-            Some((addr, files))
+            Some((addr, settings))
         }
         None => None,
     };
@@ -261,6 +288,7 @@ pub fn settings(args: ServeArgs) -> anyhow::Result<Settings> {
         namespace_selector: args.namespace_selector,
         xds_addr: args.xds_addr.0,
         xds_tls,
+        ca_dir: args.ca_dir,
         token_auth: args.token_auth,
         token_audience: args.token_audience,
         monitoring_addr: args.monitoring_addr,
@@ -274,6 +302,27 @@ pub fn settings(args: ServeArgs) -> anyhow::Result<Settings> {
         replica_name: args.replica_name,
         listening_file: args.listening_file,
     })
+}
+
+/// axon's DNS names when its CA issues its certificate: istiod's (`getDNSNames`:
+/// `istiod`, `istiod-remote`, `istio-pilot` `.NS.svc`, NS its own namespace) and `extra`,
+/// sorted and once each.
+fn dns_names(extra: &[String]) -> Vec<String> {
+    let namespace = std::env::var("POD_NAMESPACE")
+        .ok()
+        .filter(|ns| !ns.is_empty())
+        .unwrap_or_else(|| "istio-system".to_string());
+    let mut names: std::collections::BTreeSet<String> = ["istiod", "istiod-remote", "istio-pilot"]
+        .iter()
+        .map(|host| format!("{host}.{namespace}.svc"))
+        .collect();
+    names.extend(
+        extra
+            .iter()
+            .map(|n| n.trim().to_string())
+            .filter(|n| !n.is_empty()),
+    );
+    names.into_iter().collect()
 }
 
 /// `--xds-addr`: an address, or `off`.

@@ -168,6 +168,22 @@ pub struct Limits {
     pub rebalance_slack: f64,
     /// Connections closed to rebalance, at most this many per second (0: never rebalance).
     pub rebalance_rate: u32,
+    /// A workload certificate's lifetime when its CSR asks none (istiod's
+    /// `DEFAULT_WORKLOAD_CERT_TTL`); also the lifetime of axon's own serving certificate
+    /// when its CA issues it (renewed at half of it).
+    #[serde(deserialize_with = "duration")]
+    pub workload_cert_ttl: Duration,
+    /// The longest lifetime a CSR may ask (istiod's `MAX_WORKLOAD_CERT_TTL`); longer is
+    /// refused with INVALID_ARGUMENT.
+    #[serde(deserialize_with = "duration")]
+    pub max_workload_cert_ttl: Duration,
+    /// The lifetime of the self-signed root axon makes when `--ca-dir` holds no plug-in CA
+    /// (istiod's `CITADEL_SELF_SIGNED_CA_CERT_TTL`).
+    #[serde(deserialize_with = "duration")]
+    pub self_signed_root_ttl: Duration,
+    /// The largest `CreateCertificate` request, bytes (the CSR and the rest of the message);
+    /// a larger one is refused with RESOURCE_EXHAUSTED.
+    pub max_csr_bytes: usize,
 }
 
 impl Default for Limits {
@@ -217,6 +233,10 @@ impl Default for Limits {
             max_peer_answer_bytes: 16 << 20,
             rebalance_slack: 0.1,
             rebalance_rate: 20,
+            workload_cert_ttl: Duration::from_secs(24 * 3600),
+            max_workload_cert_ttl: Duration::from_secs(90 * 24 * 3600),
+            self_signed_root_ttl: Duration::from_secs(3650 * 24 * 3600),
+            max_csr_bytes: 64 << 10,
         }
     }
 }
@@ -295,6 +315,7 @@ impl Limits {
             ("max_pending_streams", self.max_pending_streams),
             ("max_peers", self.max_peers),
             ("max_peer_answer_bytes", self.max_peer_answer_bytes),
+            ("max_csr_bytes", self.max_csr_bytes),
             (
                 "max_streams_per_connection",
                 self.max_streams_per_connection as usize,
@@ -329,6 +350,8 @@ impl Limits {
             ("idle_connection_timeout", self.idle_connection_timeout),
             ("token_review_timeout", self.token_review_timeout),
             ("peer_poll_interval", self.peer_poll_interval),
+            ("workload_cert_ttl", self.workload_cert_ttl),
+            ("self_signed_root_ttl", self.self_signed_root_ttl),
         ] {
             if value.is_zero() {
                 return Err(invalid(key, "must be longer than 0"));
@@ -344,6 +367,12 @@ impl Limits {
             return Err(invalid(
                 "rebalance_slack",
                 "must be a number at least 0 (0.1: 10 % above the even share)",
+            ));
+        }
+        if self.max_workload_cert_ttl < self.workload_cert_ttl {
+            return Err(invalid(
+                "max_workload_cert_ttl",
+                "must not be shorter than workload_cert_ttl",
             ));
         }
         if self.max_file_bytes == 0 {

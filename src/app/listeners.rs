@@ -1,5 +1,6 @@
-//! The listeners, bound (and the TLS files and the debug token read) before anything is
-//! started, so that a port in use or a file that does not read fails the start-up alone.
+//! The listeners, bound (and the CA's directory opened, the TLS files and the debug token
+//! read) before anything is started, so that a port in use or a file that does not read
+//! fails the start-up alone.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -7,6 +8,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 
 use super::Settings;
+use axon_ca::{CaStore, CaTtls};
 use axon_transport::tls::TlsReloader;
 
 /// Every listener of a [`Settings`], bound.
@@ -16,6 +18,8 @@ pub struct Listeners {
     pub monitoring: tokio::net::TcpListener,
     pub debug: tokio::net::TcpListener,
     pub debug_token: Option<Arc<str>>,
+    /// The CA (`--ca-dir`).
+    pub ca: Option<Arc<CaStore>>,
 }
 
 impl Listeners {
@@ -28,9 +32,23 @@ impl Listeners {
             Some(addr) => Some(xds_listener(addr).with_context(|| format!("--xds-addr {addr}"))?),
             None => None,
         };
+        let ca = match &settings.ca_dir {
+            Some(dir) => {
+                let limits = &settings.limits;
+                let ttls = CaTtls {
+                    default: limits.workload_cert_ttl,
+                    max: limits.max_workload_cert_ttl,
+                    root: limits.self_signed_root_ttl,
+                };
+                let store = CaStore::open(dir, &settings.mesh.trust_domain, ttls)
+                    .with_context(|| format!("--ca-dir {}", dir.display()))?;
+                Some(Arc::new(store))
+            }
+            None => None,
+        };
         let xds_tls = match &settings.xds_tls {
-            Some((addr, files)) => {
-                let tls = TlsReloader::load(files.clone()).context("--xds-tls-addr")?;
+            Some((addr, tls)) => {
+                let tls = TlsReloader::load(tls.clone(), ca.clone()).context("--xds-tls-addr")?;
                 let listener =
                     xds_listener(*addr).with_context(|| format!("--xds-tls-addr {addr}"))?;
                 Some((listener, Arc::new(tls)))
@@ -63,6 +81,7 @@ impl Listeners {
             monitoring,
             debug,
             debug_token,
+            ca,
         })
     }
 }

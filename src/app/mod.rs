@@ -8,6 +8,7 @@
 //! as a process with `--listening-file` (the bound addresses as JSON, written once every
 //! listener is bound).
 
+mod ca;
 mod fd_limit;
 pub mod fleet;
 mod listeners;
@@ -42,7 +43,7 @@ use crate::registry::outbox::Outbox;
 use axon_config::config_set::{FILES, SourceId};
 use axon_metrics::Metrics;
 use axon_transport::server::{ConnSettings, Drain};
-use axon_transport::tls::{TlsFiles, TlsReloader};
+use axon_transport::tls::{TlsReloader, TlsSettings};
 use axon_transport::{AdsLimits, AdsService};
 
 pub use listeners::Listeners;
@@ -63,8 +64,10 @@ pub struct Settings {
     pub namespace_selector: Option<NamespaceSelector>,
     /// The plaintext xDS address; `None` is `--xds-addr off`.
     pub xds_addr: Option<SocketAddr>,
-    /// The TLS xDS address and its certificate files.
-    pub xds_tls: Option<(SocketAddr, TlsFiles)>,
+    /// The TLS xDS address and where its certificates come from.
+    pub xds_tls: Option<(SocketAddr, TlsSettings)>,
+    /// The CA's directory (`--ca-dir`): the CA runs on the TLS port.
+    pub ca_dir: Option<PathBuf>,
     pub token_auth: Option<TokenAuthMode>,
     pub token_audience: Vec<String>,
     pub monitoring_addr: SocketAddr,
@@ -130,7 +133,6 @@ pub async fn start(mut settings: Settings) -> anyhow::Result<Handles> {
     let fd_limit = fd_limit::raise();
     let limits = &mut settings.limits;
     limits.max_connections = fd_limit::max_connections(limits.max_connections, fd_limit);
-    let listeners = Listeners::bind(&settings).await?;
     // The flag a Kubernetes client's failure is reported under.
     let flag = if settings.kubernetes {
         "--kubernetes"
@@ -141,6 +143,13 @@ pub async fn start(mut settings: Settings) -> anyhow::Result<Handles> {
         true => Some(kubernetes_client(flag).await?),
         false => None,
     };
+    // In Kubernetes the CA's material is kept in istiod's Secrets, mirrored into --ca-dir
+    // before the CA opens it.
+    let kept = ca::restore(client.as_ref(), &settings).await?;
+    let listeners = Listeners::bind(&settings).await?;
+    if let Some(kept) = kept {
+        kept.keep().await?;
+    }
     let kube_client = client.clone().filter(|_| settings.kubernetes);
     let token_client = client.filter(|_| settings.token_auth.is_some());
     wire(settings, listeners, kube_client, token_client).await
@@ -264,6 +273,9 @@ async fn wire(
     );
     let drain = Drain::default();
     let mut ads = ads.with_trust_domain(&trust_domain);
+    if let Some(ca) = &listeners.ca {
+        ads = ads.with_ca(ca.clone(), limits.max_csr_bytes);
+    }
     if let Some(client) = token_client {
         ads = ads.with_token_auth(token_auth::kubernetes(
             client,
@@ -356,6 +368,13 @@ async fn wire(
         )
         .into_future(),
     );
+    if let (Some(client), Some(ca)) = (&kube_client, &listeners.ca) {
+        ca::publish_root(
+            client.clone(),
+            settings.namespace_selector.clone(),
+            ca.clone(),
+        );
+    }
     let mut kubernetes = Vec::new();
     if let Some(client) = kube_client {
         let kube_settings = crate::registry::kubernetes::Settings {

@@ -4,6 +4,7 @@
 //!
 //! - each crate's manifest depends only on the layers below it, and the pure layers
 //!   (`axon-config`, `axon-model`, `axon-xds`) on no runtime, Kubernetes client or server;
+//!   the CA (`axon-ca`, a leaf) on no runtime, server, Kubernetes client or protobuf;
 //! - `axon-model` and `axon-xds` make no clock, file-system or process calls outside their
 //!   tests (the caller passes the time in; files are read by registries);
 //! - inside the `axon` crate, `http` and `registry` talk to the actors and not the reverse,
@@ -69,8 +70,34 @@ const MANIFESTS: &[Manifest] = &[
         ]],
     ),
     (
+        "crates/ca",
+        &[],
+        &[
+            &[
+                "actix",
+                "actix-rt",
+                "tokio",
+                "tonic",
+                "kube",
+                "k8s-openapi",
+                "axum",
+                "notify",
+                "h2",
+                "hyper",
+                "prometheus",
+            ],
+            ENVOY,
+        ],
+    ),
+    (
         "crates/transport",
-        &["axon-config", "axon-model", "axon-xds", "axon-metrics"],
+        &[
+            "axon-config",
+            "axon-model",
+            "axon-xds",
+            "axon-metrics",
+            "axon-ca",
+        ],
         &[&[
             "actix",
             "actix-rt",
@@ -88,6 +115,7 @@ const MANIFESTS: &[Manifest] = &[
             "axon-xds",
             "axon-transport",
             "axon-metrics",
+            "axon-ca",
         ],
         &[&["h2"]],
     ),

@@ -7,6 +7,7 @@
 #![allow(unreachable_pub, clippy::unwrap_used)]
 
 mod ads;
+mod ca;
 mod config;
 mod e2e;
 mod kube;

@@ -3,6 +3,10 @@
 //! One [`Metrics`] is made at startup and handed to every actor that counts something; the
 //! monitoring server renders it on `/metrics`.
 
+mod ca;
+
+pub use ca::CaMetrics;
+
 use prometheus::{
     Encoder, Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry,
     TextEncoder,
@@ -31,6 +35,8 @@ pub const ACTOR_KINDS: [&str; 5] = [
 #[derive(Clone)]
 pub struct Metrics {
     registry: Registry,
+    /// The CA's families (`citadel_server_*`).
+    pub ca: CaMetrics,
     /// `pilot_xds`: connected proxies.
     pub xds_clients: IntGauge,
     /// `pilot_xds_pushes{type}`: responses sent, by type.
@@ -269,6 +275,7 @@ impl Metrics {
             &handle_time,
         ));
         let m = Metrics {
+            ca: CaMetrics::register(&registry),
             endpoint_swaps: plain_counter(
                 "axon_endpoint_index_swaps",
                 "Contexts made for endpoint-only changes: the endpoint index swapped, nothing rebuilt.",

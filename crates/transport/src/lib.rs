@@ -12,10 +12,15 @@
 //! responses are framed by [`axon_xds::wire`]: a small head per stream and the resources
 //! encoded once per view, shared by reference. Mapping to `tonic::Status` happens here and
 //! nowhere else.
+//!
+//! On the TLS port the same service answers istiod's CA call, `CreateCertificate`
+//! (`ca_service.rs`), over the CA the wiring gives it (`with_ca`).
 
 pub mod admission;
 mod ages;
+mod auth;
 mod buffers;
+mod ca_service;
 mod pending;
 mod requests;
 pub mod server;
@@ -35,6 +40,7 @@ use tonic::Status;
 use tonic::body::Body;
 
 pub use admission::{StreamSlot, TokenBucket};
+pub use ca_service::{CA_PATH, IstioCertificateRequest, IstioCertificateResponse};
 pub use sink::{ResponseSink, SinkError};
 
 use axon_metrics::Metrics;
@@ -127,6 +133,8 @@ struct Inner {
     trust_domain: String,
     /// Checks bearer tokens on the TLS port (`--token-auth`); without it only certificates.
     token_auth: Option<Arc<token_auth::TokenAuth>>,
+    /// The CA served on the TLS port (`--ca-dir`).
+    ca: Option<ca_service::CaServing>,
     /// Identities already logged as denied (bounded), so that each is logged once.
     denied_logged: std::sync::Mutex<std::collections::HashSet<String>>,
     next_id: AtomicU64,
@@ -151,6 +159,7 @@ impl AdsService {
                 starter,
                 trust_domain: "cluster.local".to_string(),
                 token_auth: None,
+                ca: None,
                 denied_logged: Default::default(),
                 next_id: AtomicU64::new(1),
                 next_connection: AtomicU64::new(1),
@@ -243,6 +252,17 @@ impl AdsService {
     }
 }
 
+impl AdsService {
+    /// Serves istiod's CA call on the TLS port from `store`; requests of at most
+    /// `max_request_bytes`. Call before the service is cloned.
+    pub fn with_ca(mut self, store: Arc<axon_ca::CaStore>, max_request_bytes: usize) -> AdsService {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.ca = Some(ca_service::CaServing::new(store, max_request_bytes));
+        }
+        self
+    }
+}
+
 impl tower_service::Service<http::Request<Body>> for AdsService {
     type Response = http::Response<Body>;
     type Error = Infallible;
@@ -276,17 +296,13 @@ impl Inner {
         let delta = match request.uri().path() {
             SOTW_PATH => false,
             DELTA_PATH => true,
+            ca_service::CA_PATH => return self.create_certificate(request).await,
             other => {
                 return Status::unimplemented(format!("axon does not serve {other}")).into_http();
             }
         };
         let away = request.extensions().get::<server::GoingAway>().cloned();
-        let token = request
-            .headers()
-            .get(http::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(axon_model::token_review::bearer_token)
-            .map(str::to_string);
+        let token = auth::bearer(&request);
         let authn = request
             .extensions()
             .get::<server::Authn>()
@@ -391,109 +407,12 @@ impl Inner {
         });
     }
 
-    /// The TLS port's check of the first request: the client proved an identity (its
-    /// certificate's, else its bearer token's), and that identity may be the proxy the node
-    /// names (istiod's rule, `model::identity`).
-    async fn authorize(&self, authn: server::Authn, first: &Request) -> Result<(), CloseReason> {
-        let node = first.node();
-        let identity = self
-            .authenticate(authn, node.map_or("", |n| n.id.as_str()))
-            .await?;
-        let Some(node) = node else {
-            return Ok(()); // the stream's state machine refuses a first request without a node
-        };
-        let Ok(proxy) = axon_model::proxy::Proxy::from_node(node.clone()) else {
-            return Ok(()); // likewise for a malformed node id
-        };
-        let checked = axon_model::identity::authorize(
-            &identity,
-            &self.trust_domain,
-            &proxy,
-            node.service_account.as_deref(),
-        );
-        checked.map_err(|denied| {
-            self.count_failure(denied.reason());
-            if self.first_time(identity.to_string()) {
-                tracing::warn!(
-                    identity = %identity,
-                    proxy = %axon_config::log_safe::Escaped(&proxy.id),
-                    reason = %denied,
-                    "xDS: permission denied (logged once per identity)"
-                );
-            }
-            CloseReason::PermissionDenied(denied.to_string())
-        })
-    }
-
-    /// Who the client proved to be: its certificate's SPIFFE identity, else its bearer
-    /// token's (with `--token-auth`).
-    async fn authenticate(
-        &self,
-        authn: server::Authn,
-        proxy: &str,
-    ) -> Result<axon_model::identity::Identity, CloseReason> {
-        if let Some(identity) = authn.identity {
-            return Ok(identity);
-        }
-        let unauthenticated = |why: String| {
-            self.count_failure("unauthenticated");
-            if self.first_time(format!("unauthenticated {proxy}")) {
-                tracing::warn!(
-                    proxy = %axon_config::log_safe::Escaped(proxy),
-                    reason = %why,
-                    "xDS: unauthenticated (logged once per proxy)"
-                );
-            }
-            CloseReason::Unauthenticated(why)
-        };
-        let (Some(token), Some(auth)) = (authn.token.as_deref(), &self.token_auth) else {
-            let how = if self.token_auth.is_some() {
-                "a client certificate with a SPIFFE identity \
-                 (spiffe://TRUST_DOMAIN/ns/NAMESPACE/sa/SERVICE_ACCOUNT) or a service-account \
-                 token (authorization: Bearer TOKEN)"
-            } else {
-                "a client certificate with a SPIFFE identity \
-                 (spiffe://TRUST_DOMAIN/ns/NAMESPACE/sa/SERVICE_ACCOUNT); this axon checks no \
-                 bearer tokens (--token-auth)"
-            };
-            return Err(unauthenticated(format!("the xDS TLS port needs {how}")));
-        };
-        match auth.authenticate(token).await {
-            Ok(identity) => Ok(identity),
-            Err(token_auth::TokenAuthError::Rejected(why)) => Err(unauthenticated(format!(
-                "the bearer token proves no identity: {why}"
-            ))),
-            Err(e @ token_auth::TokenAuthError::Unavailable(_)) => {
-                self.count_failure("unavailable");
-                tracing::warn!(
-                    proxy = %axon_config::log_safe::Escaped(proxy),
-                    error = %e,
-                    "xDS: a bearer token could not be reviewed; the stream is refused with UNAVAILABLE"
-                );
-                Err(CloseReason::Unavailable(e.to_string()))
-            }
-        }
-    }
-
     /// Counts `n` streams refused or closed before admission, by the limit's key.
     fn reject(&self, reason: &str, n: u64) {
         self.metrics
             .rejected_streams
             .with_label_values(&[reason])
             .inc_by(n);
-    }
-
-    fn count_failure(&self, reason: &str) {
-        self.metrics
-            .xds_auth_failures
-            .with_label_values(&[reason])
-            .inc();
-    }
-
-    /// Whether `key` is logged for the first time (the set is bounded: past it, nothing is).
-    fn first_time(&self, key: String) -> bool {
-        let mut logged = self.denied_logged.lock().unwrap_or_else(|e| e.into_inner());
-        logged.len() < 10_000 && logged.insert(key)
     }
 
     /// Admits a new stream: a token within `max_stream_wait`, and a slot of `max_streams`.

@@ -13,7 +13,9 @@
 //! ```
 //!
 //! Beside them, [`peers`] watches the peer Service's EndpointSlices (`--peer-service`) for the
-//! Fleet actor.
+//! Fleet actor, [`root_cert`] keeps the CA's root in the `istio-ca-root-cert` ConfigMap of
+//! every namespace (`--ca-dir`), and [`ca_secret`] keeps the CA's signing material in istiod's
+//! Secrets (`cacerts`, `istio-ca-secret`).
 //!
 //! The indexes ([`ServiceObjectIndex`](crate::registry::cluster::services::ServiceObjectIndex),
 //! in [`crate::registry::cluster`], which the config directory feeds too;
@@ -21,9 +23,11 @@
 //! The actors ([`ServiceRegistry`], [`IstioRegistry`]) only forward watch events to them and
 //! send what changed through their [`Outbox`].
 
+pub mod ca_secret;
 pub mod config;
 mod istio_registry;
 pub mod peers;
+pub mod root_cert;
 mod service_registry;
 pub mod token_review;
 pub mod watch;

@@ -19,10 +19,12 @@
 //! compacts its history, and [`FakeKube::drop_watches`] closes them as a lost connection
 //! would.
 //!
-//! It also answers TokenReviews for the tokens a test declares ([`tokens`]).
+//! It also answers TokenReviews for the tokens a test declares ([`tokens`]), and single-object
+//! reads and writes (get, create, replace: [`objects`]).
 
 #![allow(dead_code)]
 
+mod objects;
 mod tokens;
 
 use std::collections::{BTreeMap, HashMap};
@@ -40,8 +42,9 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 
 /// The collections served: path, apiVersion, kind, plural.
-const COLLECTIONS: [(&str, &str, &str); 11] = [
+const COLLECTIONS: [(&str, &str, &str); 12] = [
     ("/api/v1/namespaces", "v1", "Namespace"),
+    ("/api/v1/configmaps", "v1", "ConfigMap"),
     ("/api/v1/secrets", "v1", "Secret"),
     ("/api/v1/services", "v1", "Service"),
     ("/api/v1/pods", "v1", "Pod"),
@@ -86,6 +89,7 @@ pub const SERVICES: &str = "/api/v1/services";
 pub const PODS: &str = "/api/v1/pods";
 pub const NAMESPACES: &str = "/api/v1/namespaces";
 pub const SECRETS: &str = "/api/v1/secrets";
+pub const CONFIG_MAPS: &str = "/api/v1/configmaps";
 pub const ENDPOINT_SLICES: &str = "/apis/discovery.k8s.io/v1/endpointslices";
 pub const VIRTUAL_SERVICES: &str = "/apis/networking.istio.io/v1/virtualservices";
 
@@ -121,6 +125,8 @@ struct Collection {
     list_requests: u64,
     lists_served: u64,
     watch_requests: u64,
+    /// Objects created or replaced by clients (`objects.rs`).
+    writes: u64,
 }
 
 struct Inner {
@@ -250,6 +256,11 @@ impl FakeKube {
             .objects
             .get(&(namespace.to_string(), name.to_string()))
             .cloned()
+    }
+
+    /// Objects of `path` created or replaced by clients.
+    pub fn writes(&self, path: &str) -> u64 {
+        self.shared.inner.lock().unwrap().collections[path].writes
     }
 
     /// List requests of `path` wait until [`FakeKube::release_lists`].
@@ -473,8 +484,16 @@ fn not_found(path: &str) -> Response {
     )
 }
 
-async fn handle(State(shared): State<Arc<Shared>>, uri: Uri) -> Response {
+async fn handle(
+    State(shared): State<Arc<Shared>>,
+    method: axum::http::Method,
+    uri: Uri,
+    body: Bytes,
+) -> Response {
     let path = uri.path().to_string();
+    if let Some(answer) = objects::handle(&shared, &method, &path, &body) {
+        return answer;
+    }
     let q = query(&uri);
     let serve_istio = shared.inner.lock().unwrap().serve_istio;
     if path == "/apis" {

@@ -32,7 +32,8 @@
 //! | `sidecar` | the sidecar tests' world under capture ([`sidecar::Scenario`]), a bound sidecar's node and options |
 //! | `ads_client`, `delta_client`, `raw_h2` | in-process ADS clients (tonic SotW, Delta, raw HTTP/2) |
 //! | `fake_kube` | the in-process fake Kubernetes API server |
-//! | `pki` | test certificates |
+//! | `pki` | test certificates, istiod's plug-in CA files (`plug_in_ca`) |
+//! | `ca_client` | a client of axon's CA as pilot-agent calls it (`CaCall`), CSRs made with openssl, `openssl verify` of an answer |
 //! | `grpc_echo`, `tcp_echo`, `tls_upstream` | upstreams of those protocols |
 //! | `mesh` | pods made of network namespaces: sidecar Envoys under real iptables capture |
 //! | `agent` | pilot-agent for the tests: CSR to the CA, renewal, SDS on a Unix socket; a stub CA |
@@ -44,6 +45,7 @@ pub mod ads_client;
 pub mod agent;
 mod axon;
 mod axon_debug;
+pub mod ca_client;
 mod config_dir;
 mod config_dump;
 pub mod delta_client;

@@ -113,3 +113,80 @@ impl Pki {
         std::fs::rename(dir.join(&out), dir.join(format!("{name}.crt"))).unwrap();
     }
 }
+
+/// istiod's plug-in CA files (`ca-cert.pem` an intermediate, `ca-key.pem` its PKCS#8 key,
+/// `root-cert.pem`, `cert-chain.pem` the intermediate then the root), made with openssl (a
+/// new root named `name` and an intermediate it signs) and written into `into`, each file
+/// swapped in whole. Returns the root, PEM.
+pub fn plug_in_ca(into: &Path, name: &str) -> String {
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+    ];
+    plug_in_ca_with(into, name, &ec)
+}
+
+/// [`plug_in_ca`] with RSA 2048 keys (istiod's default), PKCS#8 as openssl 3 writes them.
+pub fn plug_in_ca_rsa(into: &Path, name: &str) -> String {
+    plug_in_ca_with(into, name, &["-newkey", "rsa:2048", "-nodes"])
+}
+
+/// [`plug_in_ca`] with the key arguments `keys` of `openssl req`.
+fn plug_in_ca_with(into: &Path, name: &str, keys: &[&str]) -> String {
+    let work = ConfigDir::new();
+    let dir = work.path();
+    let mut root = vec!["req", "-x509"];
+    root.extend_from_slice(keys);
+    let subj = format!("/O=cluster.local/CN={name} root");
+    root.extend_from_slice(&[
+        "-keyout", "root.key", "-out", "root.crt", "-days", "3650", "-subj", &subj,
+    ]);
+    openssl(&root, dir);
+    let mut req = vec!["req", "-new"];
+    req.extend_from_slice(keys);
+    let subj = format!("/O=cluster.local/CN={name} intermediate");
+    req.extend_from_slice(&["-keyout", "ca.key", "-out", "ca.csr", "-subj", &subj]);
+    openssl(&req, dir);
+    std::fs::write(
+        dir.join("ca.ext"),
+        "basicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign,cRLSign,digitalSignature\n",
+    )
+    .unwrap();
+    openssl(
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "ca.csr",
+            "-CA",
+            "root.crt",
+            "-CAkey",
+            "root.key",
+            "-CAcreateserial",
+            "-days",
+            "730",
+            "-extfile",
+            "ca.ext",
+            "-out",
+            "ca.crt",
+        ],
+        dir,
+    );
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap();
+    let (ca, key, root) = (read("ca.crt"), read("ca.key"), read("root.crt"));
+    std::fs::create_dir_all(into).unwrap();
+    for (file, text) in [
+        ("ca-key.pem", key),
+        ("root-cert.pem", root.clone()),
+        ("cert-chain.pem", format!("{ca}{root}")),
+        ("ca-cert.pem", ca),
+    ] {
+        let tmp = into.join(format!("{file}.new"));
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(&tmp, into.join(file)).unwrap();
+    }
+    root
+}

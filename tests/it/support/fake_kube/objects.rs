@@ -1,0 +1,104 @@
+//! Single objects of the fake API server, for clients that write: `GET`, `PUT` (replace) and
+//! `DELETE` of `/api/v1/namespaces/NS/PLURAL/NAME`, and `POST` (create) of
+//! `/api/v1/namespaces/NS/PLURAL`, with the API server's answers (404 NotFound, 409
+//! AlreadyExists, a 409 Conflict for a replace of a stale resourceVersion). Every write gets
+//! the next resourceVersion and goes to open watches, as [`super::FakeKube::apply`] does; the
+//! writes are counted per collection ([`super::FakeKube::writes`]).
+
+use axum::body::Bytes;
+use axum::http::{Method, StatusCode};
+use axum::response::Response;
+use serde_json::{Value, json};
+
+use super::{COLLECTIONS, Shared, json_response, not_found, object_key};
+
+fn status(code: StatusCode, reason: &str, message: String) -> Response {
+    json_response(
+        code,
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+               "message": message, "reason": reason, "code": code.as_u16()}),
+    )
+}
+
+/// The answer to a request for one object, or a create; `None` for anything else (lists and
+/// watches, answered by the caller).
+pub(super) fn handle(
+    shared: &Shared,
+    method: &Method,
+    path: &str,
+    body: &Bytes,
+) -> Option<Response> {
+    let (head, rest) = path.split_once("/namespaces/")?;
+    let mut parts = rest.split('/');
+    let (namespace, plural, name) = (parts.next()?, parts.next()?, parts.next());
+    if parts.next().is_some() {
+        return None;
+    }
+    let collection = format!("{head}/{plural}");
+    let (path, _, kind) = COLLECTIONS
+        .iter()
+        .find(|(p, _, _)| *p == collection)
+        .copied()?;
+    match (method, name) {
+        (&Method::GET, Some(name)) => {
+            let inner = shared.inner.lock().unwrap();
+            let found = inner.collections[path]
+                .objects
+                .get(&(namespace.to_string(), name.to_string()))
+                .cloned();
+            Some(match found {
+                Some(object) => json_response(StatusCode::OK, object),
+                None => not_found(&format!("{kind} {namespace}/{name}")),
+            })
+        }
+        (&Method::POST, None) | (&Method::PUT, Some(_)) => {
+            let Ok(mut object) = serde_json::from_slice::<Value>(body) else {
+                return Some(status(
+                    StatusCode::BAD_REQUEST,
+                    "BadRequest",
+                    "not JSON".into(),
+                ));
+            };
+            object["metadata"]["namespace"] = json!(namespace);
+            let key = object_key(&object);
+            let mut inner = shared.inner.lock().unwrap();
+            let existing = inner.collections[path].objects.get(&key).cloned();
+            let create = *method == Method::POST;
+            match (&existing, create) {
+                (Some(_), true) => {
+                    return Some(status(
+                        StatusCode::CONFLICT,
+                        "AlreadyExists",
+                        format!("{kind} {namespace}/{} already exists", key.1),
+                    ));
+                }
+                (None, false) => return Some(not_found(&format!("{kind} {namespace}/{}", key.1))),
+                (Some(old), false) => {
+                    let sent = object["metadata"]["resourceVersion"].as_str();
+                    if sent.is_some() && sent != old["metadata"]["resourceVersion"].as_str() {
+                        return Some(status(
+                            StatusCode::CONFLICT,
+                            "Conflict",
+                            format!("{kind} {namespace}/{}: the object has been modified", key.1),
+                        ));
+                    }
+                }
+                (None, true) => {}
+            }
+            inner.rv += 1;
+            let rv = inner.rv;
+            object["metadata"]["resourceVersion"] = json!(rv.to_string());
+            let coll = inner.collections.get_mut(path).unwrap();
+            coll.writes += 1;
+            let old = coll.objects.insert(key, object.clone());
+            coll.record(rv, old, Some(object.clone()));
+            let code = if create {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            };
+            Some(json_response(code, object))
+        }
+        _ => None,
+    }
+}
