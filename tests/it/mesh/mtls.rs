@@ -6,14 +6,74 @@
 //! workload's policy overrides its namespace's; auto mTLS calls a pod without the
 //! `security.istio.io/tlsMode` label in plaintext; a DestinationRule `tls: DISABLE` wins;
 //! certificates renewed under load fail no request.
+//!
+//! The agents get their certificates from axon itself, as pilot-agent does from istiod:
+//! `CreateCertificate` on axon's TLS port (`--ca-dir`, a self-signed root), each proving its
+//! pod's service account with a token the fake API server's TokenReview maps to it.
 
 use std::net::Ipv4Addr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::{APP_PORT, CONVERGE, stat, wait_answer};
-use crate::support::mesh::{Mesh, Pod, PodSpec};
+use crate::support::agent::{AgentOptions, CaAccess, CaAuth};
+use crate::support::fake_kube::FakeKube;
+use crate::support::mesh::{Mesh, MeshCa, Pod, PodSpec};
 use crate::support::scenario::documents;
 use crate::support::{Axon, ConfigDir, EchoUpstream, wait_until};
+
+/// axon serving xDS and, on its TLS port, its CA; the fake API server that reviews the
+/// pods' tokens; and a mesh whose agents ask axon for their certificates.
+struct AxonMesh {
+    mesh: Mesh,
+    /// The CA's root certificate (PEM).
+    root: String,
+    _axon: Axon,
+    _api: Arc<FakeKube>,
+    _work: tempfile::TempDir,
+}
+
+fn axon_mesh(config: &ConfigDir, options: AgentOptions) -> AxonMesh {
+    let api = Arc::new(FakeKube::start());
+    let work = tempfile::tempdir().unwrap();
+    let kubeconfig = api.write_kubeconfig(work.path());
+    let ca_dir = work.path().join("ca");
+    let axon = Axon::start_with_env(
+        Some(config.path()),
+        &[
+            "--xds-tls-addr",
+            "127.0.0.1:0",
+            "--ca-dir",
+            ca_dir.to_str().unwrap(),
+            "--token-auth",
+            "kubernetes",
+        ],
+        &[("KUBECONFIG", kubeconfig.to_str().unwrap())],
+    );
+    let root = std::fs::read_to_string(ca_dir.join("root-cert.pem")).expect("axon's root");
+    let tls = axon.xds_tls_addr().expect("the TLS port");
+    let tokens = api.clone();
+    let ca = MeshCa::new(CaAccess::new(tls, &root, CaAuth::Token(String::new())))
+        .with_credentials(move |identity| {
+            // The pod's projected service-account token, as the API server would review it.
+            let token = format!("token-{}-{}", identity.namespace, identity.service_account);
+            tokens.accept_token(
+                &token,
+                &identity.namespace,
+                &identity.service_account,
+                &["istio-ca"],
+            );
+            CaAuth::Token(token)
+        })
+        .with_options(options);
+    AxonMesh {
+        mesh: Mesh::with_ca(axon.xds_addr(), ca),
+        root,
+        _axon: axon,
+        _api: api,
+        _work: work,
+    }
+}
 
 /// The injector's label on a pod whose sidecar runs istio's agent.
 const TLS_MODE: (&str, &str) = ("security.istio.io/tlsMode", "istio");
@@ -99,8 +159,8 @@ fn wait_status(client: &Pod, host: &str, port: u16, want: u16, server: &Pod) {
 #[test]
 fn two_sidecars_talk_mtls_by_default_and_the_server_sees_the_clients_identity() {
     let config = ConfigDir::new();
-    let axon = Axon::start(config.path());
-    let mesh = Mesh::new(axon.xds_addr());
+    let m = axon_mesh(&config, AgentOptions::default());
+    let mesh = &m.mesh;
     let vip = Ipv4Addr::new(10, 96, 7, 1);
     let host = mesh.service("server", "b", vip);
     let server = mesh.pod(sidecar(
@@ -131,13 +191,17 @@ fn two_sidecars_talk_mtls_by_default_and_the_server_sees_the_clients_identity() 
     );
     let cluster = format!("cluster.outbound|{APP_PORT}||{host}.ssl.handshake");
     assert!(stat(&client, &cluster) >= 1, "{}", client.describe());
+    // Both certificates are axon's CA's.
+    for pod in [&server, &client] {
+        assert_eq!(pod.agent().root_pem().as_deref(), Some(m.root.as_str()));
+    }
 }
 
 #[test]
 fn strict_refuses_a_plaintext_client_that_permissive_serves() {
     let config = ConfigDir::new();
-    let axon = Axon::start(config.path());
-    let mesh = Mesh::new(axon.xds_addr());
+    let m = axon_mesh(&config, AgentOptions::default());
+    let mesh = &m.mesh;
     let vip = Ipv4Addr::new(10, 96, 7, 2);
     let host = mesh.service("server", "b", vip);
     let server = mesh.pod(sidecar(
@@ -184,8 +248,8 @@ fn strict_refuses_a_plaintext_client_that_permissive_serves() {
 #[test]
 fn a_port_level_disable_under_strict_and_a_workload_policy_over_its_namespace() {
     let config = ConfigDir::new();
-    let axon = Axon::start(config.path());
-    let mesh = Mesh::new(axon.xds_addr());
+    let m = axon_mesh(&config, AgentOptions::default());
+    let mesh = &m.mesh;
     let server = mesh.pod(sidecar(
         "server",
         "b",
@@ -262,8 +326,8 @@ fn a_port_level_disable_under_strict_and_a_workload_policy_over_its_namespace() 
 #[test]
 fn auto_mtls_calls_a_pod_without_the_label_in_plaintext_and_a_rules_disable_wins() {
     let config = ConfigDir::new();
-    let axon = Axon::start(config.path());
-    let mesh = Mesh::new(axon.xds_addr());
+    let m = axon_mesh(&config, AgentOptions::default());
+    let mesh = &m.mesh;
     let (plain_vip, mesh_vip) = (Ipv4Addr::new(10, 96, 7, 5), Ipv4Addr::new(10, 96, 7, 6));
     let plain_host = mesh.service("plain", "b", plain_vip);
     let mesh_host = mesh.service("server", "b", mesh_vip);
@@ -313,15 +377,13 @@ fn auto_mtls_calls_a_pod_without_the_label_in_plaintext_and_a_rules_disable_wins
 
 #[test]
 fn certificates_renewed_under_load_fail_no_request() {
-    use crate::support::agent::{AgentOptions, StubCa};
     let config = ConfigDir::new();
-    let axon = Axon::start(config.path());
-    let ca = StubCa::start("cluster.local");
     let options = AgentOptions {
         validity: Duration::from_secs(8),
         ..AgentOptions::default()
     };
-    let mesh = Mesh::with_ca(axon.xds_addr(), ca.mesh_ca().with_options(options));
+    let m = axon_mesh(&config, options);
+    let mesh = &m.mesh;
     let vip = Ipv4Addr::new(10, 96, 7, 7);
     let host = mesh.service("server", "b", vip);
     let server = mesh.pod(sidecar(
