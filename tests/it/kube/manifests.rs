@@ -150,13 +150,22 @@ fn rbac_grants_get_list_watch_on_exactly_what_axon_reads_and_token_reviews() {
     ]
     .into_iter()
     .map(|(g, r)| ((g.to_string(), r.to_string()), read.clone()))
-    .chain([(
+    .chain([
         (
-            "authentication.k8s.io".to_string(),
-            "tokenreviews".to_string(),
+            (
+                "authentication.k8s.io".to_string(),
+                "tokenreviews".to_string(),
+            ),
+            BTreeSet::from(["create".to_string()]),
         ),
-        BTreeSet::from(["create".to_string()]),
-    )])
+        // The CA's root in every namespace's istio-ca-root-cert.
+        (
+            ("".to_string(), "configmaps".to_string()),
+            ["get", "list", "watch", "create", "update"]
+                .map(String::from)
+                .into(),
+        ),
+    ])
     .collect();
     assert_eq!(granted, expected);
 
@@ -427,43 +436,62 @@ fn arg<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
 }
 
 #[test]
-fn the_tls_port_serves_its_certificate_from_the_secret_with_token_auth_on() {
+fn the_tls_port_is_the_meshs_ca_with_token_auth_on() {
     let docs = documents();
     let deployment: Deployment = one(&docs, "Deployment");
     let c = container(&deployment);
     let args = c.args.clone().expect("args");
     assert_eq!(arg(&args, "--xds-tls-addr"), Some("0.0.0.0:15012"));
     assert_eq!(arg(&args, "--token-auth"), Some("kubernetes"));
+    // The service's name in the CA-issued serving certificate.
+    let service: Service = named(&docs, "Service", "axon");
+    let name = format!(
+        "{}.{}.svc",
+        service.metadata.name.as_deref().unwrap(),
+        service.metadata.namespace.as_deref().unwrap()
+    );
+    assert_eq!(arg(&args, "--xds-dns-names"), Some(name.as_str()));
+    assert_eq!(
+        arg(&args, "--tls-cert"),
+        None,
+        "the CA issues the serving certificate"
+    );
+    // The CA's directory: a writable emptyDir mounted whole (the root file is kept in the
+    // Secret istio-ca-secret, the directory holds the copy the CA reads).
     let pod = deployment
         .spec
         .as_ref()
         .and_then(|s| s.template.spec.as_ref())
         .expect("pod");
-    // Each TLS file is in a directory mounted whole (a subPath mount is never updated, so a
-    // renewed certificate would not reach axon) from the Secret axon-tls, under its key.
-    for (flag, key) in [
-        ("--tls-cert", "tls.crt"),
-        ("--tls-key", "tls.key"),
-        ("--client-ca", "ca.crt"),
-    ] {
-        let path = arg(&args, flag).unwrap_or_else(|| panic!("{flag}"));
-        let mount = c
-            .volume_mounts
-            .iter()
-            .flatten()
-            .find(|m| path.starts_with(&format!("{}/", m.mount_path)))
-            .unwrap_or_else(|| panic!("{flag} {path} is not in a mounted volume"));
-        assert_eq!(mount.sub_path, None, "{flag}: a subPath mount");
-        assert_eq!(path, format!("{}/{key}", mount.mount_path));
-        let volume = pod
-            .volumes
-            .iter()
-            .flatten()
-            .find(|v| v.name == mount.name)
-            .expect("the mounted volume");
-        let secret = volume.secret.as_ref().expect("a Secret volume");
-        assert_eq!(secret.secret_name.as_deref(), Some("axon-tls"));
-    }
+    let dir = arg(&args, "--ca-dir").expect("--ca-dir");
+    let mount = c
+        .volume_mounts
+        .iter()
+        .flatten()
+        .find(|m| m.mount_path == dir)
+        .expect("--ca-dir is a mounted volume");
+    assert_ne!(mount.read_only, Some(true));
+    let volume = pod
+        .volumes
+        .iter()
+        .flatten()
+        .find(|v| v.name == mount.name)
+        .expect("the mounted volume");
+    assert!(volume.empty_dir.is_some(), "{volume:?}");
+    // What the CA writes: Secrets in axon's namespace (Role axon-ca, bound to its account).
+    let role: Role = named(&docs, "Role", "axon-ca");
+    let rules = role.rules.expect("rules");
+    assert_eq!(rules.len(), 1);
+    assert_eq!(rules[0].api_groups.as_deref(), Some(&["".to_string()][..]));
+    assert_eq!(
+        rules[0].resources.as_deref(),
+        Some(&["secrets".to_string()][..])
+    );
+    assert_eq!(rules[0].verbs, ["get", "create"]);
+    let binding: RoleBinding = named(&docs, "RoleBinding", "axon-ca");
+    assert_eq!(binding.role_ref.name, "axon-ca");
+    let subjects = binding.subjects.expect("subjects");
+    assert_eq!(subjects[0].name, "axon");
 }
 
 #[test]
