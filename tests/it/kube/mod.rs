@@ -4,5 +4,6 @@
 mod directory;
 mod fake_api;
 mod manifests;
+mod peer_authentication;
 mod peers;
 mod secrets;

@@ -300,10 +300,11 @@ fn a_port_level_disable_under_strict_and_a_workload_policy_over_its_namespace() 
     ));
     config.write("mesh.yaml", &documents(&docs));
     let (server_ip, other_ip) = (server.ip().to_string(), other.ip().to_string());
-    // The port-level DISABLE: plaintext on 9090 only.
-    wait_status(&plain, &server_ip, OTHER_PORT, 200, &server);
+    // STRICT in force first, then the port-level DISABLE: plaintext on 9090 only.
     wait_status(&plain, &server_ip, APP_PORT, 0, &server);
     wait_status(&plain, &other_ip, APP_PORT, 0, &other);
+    wait_status(&plain, &server_ip, OTHER_PORT, 200, &server);
+    assert_eq!(status(&plain, &server_ip, APP_PORT), 0);
 
     // A workload policy PERMISSIVE for `other` overrides b's STRICT; `server` stays STRICT.
     let mut docs = services;
@@ -431,4 +432,49 @@ fn certificates_renewed_under_load_fail_no_request() {
         "{} of {sent} requests failed: {failures:?}",
         failures.len()
     );
+}
+
+#[test]
+fn a_destination_rule_istio_mutual_reaches_a_strict_pod_auto_mtls_does_not_know() {
+    let config = ConfigDir::new();
+    let m = axon_mesh(&config, AgentOptions::default());
+    let mesh = &m.mesh;
+    let vip = Ipv4Addr::new(10, 96, 7, 8);
+    let host = mesh.service("server", "b", vip);
+    // A sidecar without the injector's label: auto mTLS calls it in plaintext.
+    let server = mesh.pod(sidecar("server", "b", &[("app", "server")], "server"));
+    let client = mesh.pod(sidecar("client", "a", &[("app", "client")], "client"));
+    let app = server.serve_http(APP_PORT, "server");
+    let services = vec![
+        service("server", "b", vip, &[APP_PORT], &server, "app: server"),
+        peer_authentication("b", "default", "{mtls: {mode: STRICT}}"),
+    ];
+    config.write("mesh.yaml", &documents(&services));
+    client.wait_listener(&format!("0.0.0.0_{APP_PORT}"));
+    server.wait_listener("virtualInbound");
+    // Plaintext from the client's sidecar, refused by the STRICT server, every time.
+    let strict = wait_until(CONVERGE, || {
+        server
+            .envoy()
+            .config_dump()
+            .to_string()
+            .contains("\"0.0.0.0_8080\"")
+    });
+    assert!(strict, "{}", server.describe());
+    // (The client's sidecar answers 503: the server reset the plaintext connection.)
+    for _ in 0..3 {
+        assert_ne!(
+            status(&client, &host, APP_PORT),
+            200,
+            "plaintext reached a STRICT pod"
+        );
+    }
+    // The rule's ISTIO_MUTUAL: the workload certificate, verified against its SAN.
+    let mut docs = services;
+    docs.push(format!(
+        "apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {{name: server, namespace: b}}\nspec: {{host: {host}, trafficPolicy: {{tls: {{mode: ISTIO_MUTUAL}}}}}}\n"
+    ));
+    config.write("mesh.yaml", &documents(&docs));
+    wait_answer(&client, &host, APP_PORT, &[], "server", &server);
+    assert!(xfcc(&app).is_some_and(|x| x.contains("spiffe://cluster.local/ns/a/sa/client")));
 }

@@ -1,8 +1,8 @@
 //! An in-process fake Kubernetes API server on 127.0.0.1, for kube's real client.
 //!
 //! It speaks what axon's watchers use, over plain HTTP/1.1:
-//! - discovery: `GET /apis` (APIGroupList) and `GET /apis/networking.istio.io/v1`
-//!   (APIResourceList);
+//! - discovery: `GET /apis` (APIGroupList) and `GET /apis/networking.istio.io/v1` and
+//!   `/apis/security.istio.io/v1` (APIResourceList);
 //! - list: `GET /api/v1/services`, `/api/v1/pods`, `/api/v1/namespaces`,
 //!   `/apis/discovery.k8s.io/v1/endpointslices`, `/apis/networking.istio.io/v1/PLURAL`,
 //!   with `metadata.resourceVersion` and `labelSelector` (equality terms), and each in one
@@ -42,7 +42,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 
 /// The collections served: path, apiVersion, kind, plural.
-const COLLECTIONS: [(&str, &str, &str); 12] = [
+const COLLECTIONS: [(&str, &str, &str); 13] = [
     ("/api/v1/namespaces", "v1", "Namespace"),
     ("/api/v1/configmaps", "v1", "ConfigMap"),
     ("/api/v1/secrets", "v1", "Secret"),
@@ -83,6 +83,11 @@ const COLLECTIONS: [(&str, &str, &str); 12] = [
         "networking.istio.io/v1",
         "Sidecar",
     ),
+    (
+        "/apis/security.istio.io/v1/peerauthentications",
+        "security.istio.io/v1",
+        "PeerAuthentication",
+    ),
 ];
 
 pub const SERVICES: &str = "/api/v1/services";
@@ -92,6 +97,7 @@ pub const SECRETS: &str = "/api/v1/secrets";
 pub const CONFIG_MAPS: &str = "/api/v1/configmaps";
 pub const ENDPOINT_SLICES: &str = "/apis/discovery.k8s.io/v1/endpointslices";
 pub const VIRTUAL_SERVICES: &str = "/apis/networking.istio.io/v1/virtualservices";
+pub const PEER_AUTHENTICATIONS: &str = "/apis/security.istio.io/v1/peerauthentications";
 
 /// The collection path of an object's apiVersion and kind.
 pub fn collection_of(api_version: &str, kind: &str) -> &'static str {
@@ -500,14 +506,18 @@ async fn handle(
         return json_response(StatusCode::OK, api_groups(serve_istio));
     }
     if path == "/apis/networking.istio.io/v1" && serve_istio {
-        return json_response(StatusCode::OK, istio_resources());
+        return json_response(StatusCode::OK, istio_resources("networking.istio.io/v1"));
+    }
+    if path == "/apis/security.istio.io/v1" && serve_istio {
+        return json_response(StatusCode::OK, istio_resources("security.istio.io/v1"));
     }
     let (path, namespace) = split_namespace(&path);
     let Some((path, api_version, kind)) = COLLECTIONS.iter().find(|(p, _, _)| *p == path).copied()
     else {
         return not_found(&path);
     };
-    if path.contains("networking.istio.io") && !serve_istio {
+    if (path.contains("networking.istio.io") || path.contains("security.istio.io")) && !serve_istio
+    {
         return not_found(path);
     }
     let watch = matches!(q.get("watch").map(String::as_str), Some("true" | "1"));
@@ -629,19 +639,21 @@ fn api_groups(serve_istio: bool) -> Value {
         "preferredVersion": {"groupVersion": "discovery.k8s.io/v1", "version": "v1"},
     })];
     if serve_istio {
-        groups.push(json!({
-            "name": "networking.istio.io",
-            "versions": [{"groupVersion": "networking.istio.io/v1", "version": "v1"}],
-            "preferredVersion": {"groupVersion": "networking.istio.io/v1", "version": "v1"},
-        }));
+        for group in ["networking.istio.io", "security.istio.io"] {
+            groups.push(json!({
+                "name": group,
+                "versions": [{"groupVersion": format!("{group}/v1"), "version": "v1"}],
+                "preferredVersion": {"groupVersion": format!("{group}/v1"), "version": "v1"},
+            }));
+        }
     }
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 }
 
-fn istio_resources() -> Value {
+fn istio_resources(group_version: &str) -> Value {
     let resources: Vec<Value> = COLLECTIONS
         .iter()
-        .filter(|(_, v, _)| *v == "networking.istio.io/v1")
+        .filter(|(_, v, _)| *v == group_version)
         .map(|(p, _, kind)| {
             let plural = p.rsplit('/').next().unwrap_or_default();
             json!({
@@ -656,7 +668,7 @@ fn istio_resources() -> Value {
     json!({
         "kind": "APIResourceList",
         "apiVersion": "v1",
-        "groupVersion": "networking.istio.io/v1",
+        "groupVersion": group_version,
         "resources": resources,
     })
 }
