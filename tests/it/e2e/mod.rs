@@ -7,6 +7,7 @@ mod destination_rule;
 mod drain;
 mod gateway;
 mod gateway_hosts;
+mod gateway_istio_mutual;
 mod gateway_secret;
 mod gateway_tls;
 mod grpc_proxyless;

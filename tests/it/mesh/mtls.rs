@@ -12,66 +12,26 @@
 //! pod's service account with a token the fake API server's TokenReview maps to it.
 
 use std::net::Ipv4Addr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::{APP_PORT, CONVERGE, stat, wait_answer};
-use crate::support::agent::{AgentOptions, CaAccess, CaAuth};
-use crate::support::fake_kube::FakeKube;
-use crate::support::mesh::{Mesh, MeshCa, Pod, PodSpec};
+use crate::support::agent::AgentOptions;
+use crate::support::axon_ca::AxonCa;
+use crate::support::mesh::{Mesh, Pod, PodSpec};
 use crate::support::scenario::documents;
-use crate::support::{Axon, ConfigDir, EchoUpstream, wait_until};
+use crate::support::{ConfigDir, EchoUpstream, wait_until};
 
-/// axon serving xDS and, on its TLS port, its CA; the fake API server that reviews the
-/// pods' tokens; and a mesh whose agents ask axon for their certificates.
+/// axon as the mesh's CA, and a mesh whose agents ask it for their certificates.
 struct AxonMesh {
     mesh: Mesh,
-    /// The CA's root certificate (PEM).
-    root: String,
-    _axon: Axon,
-    _api: Arc<FakeKube>,
-    _work: tempfile::TempDir,
+    ca: AxonCa,
 }
 
 fn axon_mesh(config: &ConfigDir, options: AgentOptions) -> AxonMesh {
-    let api = Arc::new(FakeKube::start());
-    let work = tempfile::tempdir().unwrap();
-    let kubeconfig = api.write_kubeconfig(work.path());
-    let ca_dir = work.path().join("ca");
-    let axon = Axon::start_with_env(
-        Some(config.path()),
-        &[
-            "--xds-tls-addr",
-            "127.0.0.1:0",
-            "--ca-dir",
-            ca_dir.to_str().unwrap(),
-            "--token-auth",
-            "kubernetes",
-        ],
-        &[("KUBECONFIG", kubeconfig.to_str().unwrap())],
-    );
-    let root = std::fs::read_to_string(ca_dir.join("root-cert.pem")).expect("axon's root");
-    let tls = axon.xds_tls_addr().expect("the TLS port");
-    let tokens = api.clone();
-    let ca = MeshCa::new(CaAccess::new(tls, &root, CaAuth::Token(String::new())))
-        .with_credentials(move |identity| {
-            // The pod's projected service-account token, as the API server would review it.
-            let token = format!("token-{}-{}", identity.namespace, identity.service_account);
-            tokens.accept_token(
-                &token,
-                &identity.namespace,
-                &identity.service_account,
-                &["istio-ca"],
-            );
-            CaAuth::Token(token)
-        })
-        .with_options(options);
+    let ca = AxonCa::start(config);
     AxonMesh {
-        mesh: Mesh::with_ca(axon.xds_addr(), ca),
-        root,
-        _axon: axon,
-        _api: api,
-        _work: work,
+        mesh: Mesh::with_ca(ca.axon.xds_addr(), ca.mesh_ca(options)),
+        ca,
     }
 }
 
@@ -193,7 +153,10 @@ fn two_sidecars_talk_mtls_by_default_and_the_server_sees_the_clients_identity() 
     assert!(stat(&client, &cluster) >= 1, "{}", client.describe());
     // Both certificates are axon's CA's.
     for pod in [&server, &client] {
-        assert_eq!(pod.agent().root_pem().as_deref(), Some(m.root.as_str()));
+        assert_eq!(
+            pod.agent().root_pem().as_deref(),
+            Some(m.ca.root_pem.as_str())
+        );
     }
 }
 

@@ -34,6 +34,7 @@
 //! | `fake_kube` | the in-process fake Kubernetes API server |
 //! | `pki` | test certificates, istiod's plug-in CA files (`plug_in_ca`) |
 //! | `ca_client` | a client of axon's CA as pilot-agent calls it (`CaCall`), CSRs made with openssl, `openssl verify` of an answer |
+//! | `axon_ca` | axon started as the mesh's CA (`--ca-dir`, tokens the fake API server reviews): its root, each service account's token and CA access |
 //! | `grpc_echo`, `tcp_echo`, `tls_upstream` | upstreams of those protocols |
 //! | `mesh` | pods made of network namespaces: sidecar Envoys under real iptables capture |
 //! | `agent` | pilot-agent for the tests: CSR to the CA, renewal, SDS on a Unix socket; a stub CA |
@@ -44,6 +45,7 @@ pub mod accept;
 pub mod ads_client;
 pub mod agent;
 mod axon;
+pub mod axon_ca;
 mod axon_debug;
 pub mod ca_client;
 mod config_dir;
