@@ -4,7 +4,8 @@
 //! builds the push context of what loaded, the Services' ServiceEntries with it (pure model,
 //! no actor), to report what only it shows: VirtualService delegate problems and hosts several
 //! mesh VirtualServices name, with the file and document of each VirtualService concerned.
-//! `--strict` fails on notes and on these problems, not on skipped kinds.
+//! `--strict` fails on notes, on documents of Istio or Gateway API kinds axon does not apply
+//! (their meaning would be dropped) and on these problems, not on other skipped kinds.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -47,6 +48,7 @@ pub fn validate(path: &Path, strict: bool, out: &mut impl std::io::Write) -> any
     let mut set = FileSet::new(DEFAULT_NAMESPACE).with_object_check(cluster::objects::check);
     let mut errors = errors_before;
     let mut unsupported = std::collections::BTreeSet::new();
+    let mut dropped = 0;
     for path in &files {
         let text = match Content::read(path, Limits::default().max_file_bytes) {
             Content::Text(t) => t,
@@ -71,7 +73,16 @@ pub fn validate(path: &Path, strict: bool, out: &mut impl std::io::Write) -> any
             writeln!(out, "{note}")?;
         }
         for (api_version, kind) in report.unsupported {
-            if unsupported.insert((api_version.clone(), kind.clone())) {
+            if axon_config::parse::drops_meaning(&api_version) {
+                // Every such document: its meaning is dropped, as a field not applied is.
+                dropped += 1;
+                writeln!(
+                    out,
+                    "{}: warning: {kind} ({api_version}) is not applied by axon: what it \
+                     says is not enforced",
+                    path.display()
+                )?;
+            } else if unsupported.insert((api_version.clone(), kind.clone())) {
                 writeln!(
                     out,
                     "{}: note: {kind} ({api_version}) is not served by axon, skipped",
@@ -111,15 +122,20 @@ pub fn validate(path: &Path, strict: bool, out: &mut impl std::io::Write) -> any
             writeln!(out, "{place}: warning: {problem}")?;
         }
     }
-    let fails = strict && (not_applied > 0 || !problems.is_empty());
+    let fails = strict && (not_applied > 0 || dropped > 0 || !problems.is_empty());
     // The count of Kubernetes objects only when there are some: the line is otherwise as it was.
     let objects = match set.objects().len() {
         0 => String::new(),
         n => format!(", {n} Kubernetes objects"),
     };
+    // The count of documents of kinds not applied only when there are some, likewise.
+    let dropped_kinds = match dropped {
+        0 => String::new(),
+        n => format!(", {n} documents of kinds not applied"),
+    };
     writeln!(
         out,
-        "{} files, {} configs{objects}, {} errors, {} fields accepted but not applied, {} VirtualService problems{}",
+        "{} files, {} configs{objects}, {} errors, {} fields accepted but not applied{dropped_kinds}, {} VirtualService problems{}",
         files.len(),
         set.configs().len(),
         errors,

@@ -393,6 +393,18 @@ fn build_config(
 /// Kinds of the group that axon knows and does not serve: reported as not served, skipped.
 const NOT_SERVED_KINDS: [&str; 2] = ["EnvoyFilter", "ProxyConfig"];
 
+/// Whether a document axon skips (a [`DocOutcome::Unsupported`]) carries mesh meaning that is
+/// then dropped: an Istio kind (any `*.istio.io` group: AuthorizationPolicy, Telemetry,
+/// WasmPlugin, EnvoyFilter, ...) or a Gateway API kind. Such a document is a warning at load
+/// and fails `axon validate --strict`, as a field not applied does; any other Kubernetes
+/// kind (a Deployment) is only noted as skipped.
+pub fn drops_meaning(api_version: &str) -> bool {
+    let group = api_version.split_once('/').map_or("", |(g, _)| g);
+    group.ends_with(".istio.io")
+        || group == "gateway.networking.k8s.io"
+        || group == "gateway.networking.x-k8s.io"
+}
+
 /// `; did you mean ...?` for a kind close to one of the group's, or nothing.
 fn nearest_kind(kind: &str) -> String {
     let known = ConfigKind::ALL

@@ -273,8 +273,20 @@ impl FileRegistry {
                         "{note}"
                     );
                 }
+                // Istio and Gateway API kinds axon does not apply: a warning at every load of
+                // the file (what they say is not enforced); other kinds once, as skipped.
+                let mut warned = std::collections::BTreeSet::new();
+                for (api_version, kind) in &report.unsupported {
+                    if axon_config::parse::drops_meaning(api_version)
+                        && warned.insert((api_version, kind))
+                    {
+                        tracing::warn!(path = %path.display(), %api_version, %kind, "kind not applied by axon: what its documents say is not enforced");
+                    }
+                }
                 for (api_version, kind) in new_kinds {
-                    tracing::info!(path = %path.display(), %api_version, %kind, "kind not served by axon, skipped");
+                    if !axon_config::parse::drops_meaning(&api_version) {
+                        tracing::info!(path = %path.display(), %api_version, %kind, "kind not served by axon, skipped");
+                    }
                 }
             }
         }

@@ -308,3 +308,37 @@ spec:
         "{report}"
     );
 }
+
+#[test]
+fn validate_warns_of_istio_and_gateway_api_kinds_not_applied_and_strict_fails_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let skipped = "apiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata: {name: deny, namespace: foo}\nspec: {action: DENY, rules: [{}]}\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: r, namespace: foo}\nspec: {}\n---\napiVersion: networking.istio.io/v1alpha3\nkind: EnvoyFilter\nmetadata: {name: f, namespace: foo}\nspec: {}\n";
+    std::fs::write(dir.path().join("policy.yaml"), skipped).unwrap();
+    let path = dir.path().to_str().unwrap();
+    // Without --strict: warned of, and the file is still valid.
+    let out = axon(&["validate", path]);
+    let report = text(&out);
+    assert!(out.status.success(), "{report}");
+    for kind in ["AuthorizationPolicy", "HTTPRoute", "EnvoyFilter"] {
+        assert!(
+            report.contains(&format!("warning: {kind} ("))
+                && report.contains("not applied by axon"),
+            "{kind}: {report}"
+        );
+    }
+    assert!(
+        report.contains("3 documents of kinds not applied"),
+        "{report}"
+    );
+    // With --strict: a meaning dropped fails, as a field not applied does.
+    let out = axon(&["validate", "--strict", path]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    // A Kubernetes kind of no mesh meaning is only noted, even with --strict.
+    std::fs::write(
+        dir.path().join("policy.yaml"),
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n",
+    )
+    .unwrap();
+    let out = axon(&["validate", "--strict", path]);
+    assert!(out.status.success(), "{}", text(&out));
+}
