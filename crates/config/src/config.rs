@@ -8,8 +8,8 @@ use std::fmt;
 use serde::Serialize;
 
 use super::istio::{
-    DestinationRule, Gateway, Labels, PeerAuthentication, ServiceEntry, Sidecar, VirtualService,
-    WorkloadEntry, WorkloadGroup,
+    AuthorizationPolicy, DestinationRule, Gateway, Labels, PeerAuthentication, ServiceEntry,
+    Sidecar, VirtualService, WorkloadEntry, WorkloadGroup,
 };
 use crate::secret::TlsSecret;
 
@@ -33,6 +33,8 @@ pub enum ConfigKind {
     Sidecar,
     /// `security.istio.io`: not of the networking group, so not in [`ConfigKind::ALL`].
     PeerAuthentication,
+    /// `security.istio.io`.
+    AuthorizationPolicy,
     /// A Kubernetes `v1` Secret holding TLS material (`axon_model::secrets`); not of the
     /// networking group, so not in [`ConfigKind::ALL`].
     Secret,
@@ -60,6 +62,7 @@ impl ConfigKind {
             ConfigKind::Gateway => "Gateway",
             ConfigKind::Sidecar => "Sidecar",
             ConfigKind::PeerAuthentication => "PeerAuthentication",
+            ConfigKind::AuthorizationPolicy => "AuthorizationPolicy",
             ConfigKind::Secret => "Secret",
         }
     }
@@ -111,6 +114,7 @@ pub enum Spec {
     Gateway(Gateway),
     Sidecar(Sidecar),
     PeerAuthentication(PeerAuthentication),
+    AuthorizationPolicy(AuthorizationPolicy),
     Secret(TlsSecret),
 }
 
@@ -125,6 +129,7 @@ impl Spec {
             Spec::Gateway(_) => ConfigKind::Gateway,
             Spec::Sidecar(_) => ConfigKind::Sidecar,
             Spec::PeerAuthentication(_) => ConfigKind::PeerAuthentication,
+            Spec::AuthorizationPolicy(_) => ConfigKind::AuthorizationPolicy,
             Spec::Secret(_) => ConfigKind::Secret,
         }
     }

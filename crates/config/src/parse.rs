@@ -267,6 +267,9 @@ struct Metadata {
     /// RFC 3339 (Kubernetes always sets it; `null` or absent in a file is none).
     #[serde(default, rename = "creationTimestamp")]
     creation_timestamp: Option<serde_json::Value>,
+    /// Read for the annotations that change a config's meaning (`istio.io/dry-run`).
+    #[serde(default)]
+    annotations: Option<std::collections::BTreeMap<String, serde_json::Value>>,
 }
 
 /// One object, already decoded (from YAML, or from the Kubernetes API as JSON): its kind is
@@ -295,12 +298,18 @@ fn parse_checked(
         return DocOutcome::Invalid(DocError::NotAnObject);
     };
     let (group, version) = api_version.split_once('/').unwrap_or(("", &api_version));
-    if group == ISTIO_SECURITY_GROUP && kind == ConfigKind::PeerAuthentication.as_str() {
+    let security_kind = [
+        ConfigKind::PeerAuthentication,
+        ConfigKind::AuthorizationPolicy,
+    ]
+    .into_iter()
+    .find(|k| k.as_str() == kind);
+    if let (ISTIO_SECURITY_GROUP, Some(config_kind)) = (group, security_kind) {
         if !ISTIO_SECURITY_VERSIONS.contains(&version) {
             return DocOutcome::Invalid(DocError::SecurityApiVersion { kind, api_version });
         }
         return match build_config(
-            ConfigKind::PeerAuthentication,
+            config_kind,
             envelope.metadata,
             envelope.spec,
             default_namespace,
@@ -376,7 +385,10 @@ fn build_config(
     if !findings.unknown.is_empty() {
         return Err(DocError::Invalid(findings.unknown));
     }
-    let spec = typed_spec(kind, spec)?;
+    let mut spec = typed_spec(kind, spec)?;
+    if let Spec::AuthorizationPolicy(policy) = &mut spec {
+        policy.dry_run = dry_run(&metadata)?;
+    }
     let mut not_applied = findings.not_applied;
     not_applied.extend(super::applied::partial_notes(&spec));
     let config = Config {
@@ -388,6 +400,25 @@ fn build_config(
     };
     validate::validate(&config).map_err(DocError::Invalid)?;
     Ok(config)
+}
+
+/// istiod's reading of the `istio.io/dry-run` annotation (`strconv.ParseBool`): a value it
+/// cannot read is an error here (istiod logs it and enforces the policy).
+fn dry_run(metadata: &Metadata) -> Result<bool, DocError> {
+    let Some(value) = metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get("istio.io/dry-run"))
+    else {
+        return Ok(false);
+    };
+    match value.as_str().unwrap_or_default() {
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" => Ok(false),
+        other => Err(DocError::Invalid(vec![format!(
+            "metadata.annotations[istio.io/dry-run]: {other:?} is not a boolean"
+        )])),
+    }
 }
 
 /// Kinds of the group that axon knows and does not serve: reported as not served, skipped.
@@ -441,6 +472,7 @@ fn schema_of(kind: ConfigKind) -> &'static schema::Message {
         ConfigKind::Gateway => &schema::GATEWAY,
         ConfigKind::Sidecar => &schema::SIDECAR,
         ConfigKind::PeerAuthentication => &schema::PEER_AUTHENTICATION,
+        ConfigKind::AuthorizationPolicy => &schema::AUTHORIZATION_POLICY,
         // Secrets are decoded by `parse_secret`, never walked against a schema.
         ConfigKind::Secret => &NO_FIELDS,
     }
@@ -462,6 +494,7 @@ fn typed_spec(kind: ConfigKind, spec: serde_json::Value) -> Result<Spec, DocErro
         ConfigKind::Gateway => Spec::Gateway(de(spec)?),
         ConfigKind::Sidecar => Spec::Sidecar(de(spec)?),
         ConfigKind::PeerAuthentication => Spec::PeerAuthentication(de(spec)?),
+        ConfigKind::AuthorizationPolicy => Spec::AuthorizationPolicy(de(spec)?),
         ConfigKind::Secret => return Err(DocError::NotAnObject),
     })
 }

@@ -1,9 +1,10 @@
 //! Istio API types, as serde structs.
 //!
 //! Owns the shapes of the `networking.istio.io` kinds that axon reads (`v1`, `v1beta1` and
-//! `v1alpha3` share one schema), and of `security.istio.io`'s PeerAuthentication. Fields that Istio has and axon does not use are accepted and
+//! `v1alpha3` share one schema), and of `security.istio.io`'s PeerAuthentication and AuthorizationPolicy. Fields that Istio has and axon does not use are accepted and
 //! ignored by serde; what is here is what the generators and the validator read.
 
+mod authorization_policy;
 mod destination_rule;
 mod gateway;
 mod peer_authentication;
@@ -14,6 +15,10 @@ pub mod traffic_policy;
 mod virtual_service;
 mod workload_entry;
 
+pub use authorization_policy::{
+    Action as AuthzAction, AuthorizationPolicy, Condition as AuthzCondition, Operation,
+    PolicyTargetRef, Rule as AuthzRule, Source as AuthzSource,
+};
 pub use destination_rule::{DestinationRule, MatchLabels, Subset};
 pub use gateway::{Gateway, GatewayPort, Server, ServerTlsMode, ServerTlsSettings, TlsCertificate};
 pub use peer_authentication::{MtlsMode, PeerAuthentication, PeerMtls};

@@ -27,6 +27,7 @@
 //! collector and the small value checks and parsers). Unit tests sit next to what they test;
 //! `fixtures` holds the YAML fixture helpers they share.
 
+mod authorization_policy;
 mod destination;
 mod destination_rule;
 mod fields;
@@ -88,6 +89,7 @@ pub fn validate(config: &Config) -> Result<(), Vec<String>> {
         Spec::Gateway(gw) => gateway::gateway(&mut errs, gw, config.name()),
         Spec::Sidecar(sc) => sidecar::sidecar(&mut errs, sc),
         Spec::PeerAuthentication(pa) => peer_authentication::peer_authentication(&mut errs, pa),
+        Spec::AuthorizationPolicy(ap) => authorization_policy::authorization_policy(&mut errs, ap),
         // Checked as it is decoded (`secrets::decode`).
         Spec::Secret(_) => {}
     }

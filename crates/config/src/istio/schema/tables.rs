@@ -2442,3 +2442,262 @@ pub(super) static PEER_AUTHENTICATION_MUTUAL_TLS: Message = Message {
         applied: Applied::Yes,
     }],
 };
+
+// ---- security/v1/authorization_policy.proto ----
+
+pub static AUTHORIZATION_POLICY: Message = Message {
+    name: "AuthorizationPolicy",
+    fields: &[
+        // Applied: `model::authz` (which workloads), `lds::authz` (their filters).
+        Field {
+            name: "selector",
+            kind: Kind::Message(&TYPE_WORKLOAD_SELECTOR),
+            applied: Applied::Yes,
+        },
+        // Applied: `model::authz` (a Gateway API Gateway's proxies; istiod's waypoint-only
+        // kinds select no sidecar or gateway, as in istiod).
+        Field {
+            name: "targetRef",
+            kind: Kind::Message(&POLICY_TARGET_REFERENCE),
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "targetRefs",
+            kind: Kind::Message(&POLICY_TARGET_REFERENCE),
+            applied: Applied::Yes,
+        },
+        // A list. Applied: `lds::authz`.
+        Field {
+            name: "rules",
+            kind: Kind::Message(&AUTHZ_RULE),
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "action",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "provider",
+            kind: Kind::Message(&AUTHZ_EXTENSION_PROVIDER),
+            applied: Applied::Yes,
+        },
+    ],
+};
+
+pub(super) static POLICY_TARGET_REFERENCE: Message = Message {
+    name: "istio.type.v1beta1.PolicyTargetReference",
+    fields: &[
+        Field {
+            name: "group",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "kind",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "name",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "namespace",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+    ],
+};
+
+pub(super) static AUTHZ_EXTENSION_PROVIDER: Message = Message {
+    name: "AuthorizationPolicy.ExtensionProvider",
+    fields: &[Field {
+        name: "name",
+        kind: Kind::Scalar,
+        applied: Applied::Yes,
+    }],
+};
+
+pub(super) static AUTHZ_RULE: Message = Message {
+    name: "Rule",
+    fields: &[
+        Field {
+            name: "from",
+            kind: Kind::Message(&AUTHZ_RULE_FROM),
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "to",
+            kind: Kind::Message(&AUTHZ_RULE_TO),
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "when",
+            kind: Kind::Message(&AUTHZ_CONDITION),
+            applied: Applied::Yes,
+        },
+    ],
+};
+
+pub(super) static AUTHZ_RULE_FROM: Message = Message {
+    name: "Rule.From",
+    fields: &[Field {
+        name: "source",
+        kind: Kind::Message(&AUTHZ_SOURCE),
+        applied: Applied::Yes,
+    }],
+};
+
+pub(super) static AUTHZ_RULE_TO: Message = Message {
+    name: "Rule.To",
+    fields: &[Field {
+        name: "operation",
+        kind: Kind::Message(&AUTHZ_OPERATION),
+        applied: Applied::Yes,
+    }],
+};
+
+pub(super) static AUTHZ_SOURCE: Message = Message {
+    name: "Source",
+    fields: &[
+        Field {
+            name: "principals",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "notPrincipals",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "requestPrincipals",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "notRequestPrincipals",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "namespaces",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "notNamespaces",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "serviceAccounts",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "notServiceAccounts",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "trustDomains",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "notTrustDomains",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "ipBlocks",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "notIpBlocks",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "remoteIpBlocks",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "notRemoteIpBlocks",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+    ],
+};
+
+pub(super) static AUTHZ_OPERATION: Message = Message {
+    name: "Operation",
+    fields: &[
+        Field {
+            name: "hosts",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "notHosts",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "ports",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "notPorts",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "methods",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "notMethods",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "paths",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "notPaths",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+    ],
+};
+
+pub(super) static AUTHZ_CONDITION: Message = Message {
+    name: "Condition",
+    fields: &[
+        Field {
+            name: "key",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "values",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "notValues",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+    ],
+};
