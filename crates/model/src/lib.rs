@@ -7,6 +7,7 @@
 //! time, through its [`sidecar_scope::SidecarScope`].
 
 pub mod address_index;
+pub mod authz;
 /// Builders for tests and benchmarks: a context from YAML, a proxy from a node id.
 #[doc(hidden)]
 pub mod fixtures;

@@ -5,6 +5,7 @@
 //!
 //! | file | what |
 //! |---|---|
+//! | `authz.rs` | AuthorizationPolicy: principals, namespaces, operations, conditions, ALLOW-nothing, mesh-wide DENY, TCP, dry-run, AUDIT, CUSTOM |
 //! | `capture.rs` | capture itself: outbound through `virtualOutbound` to the PassthroughCluster, inbound through `virtualInbound` |
 //! | `service_entry.rs` | a ServiceEntry with WorkloadEntries at pod IPs, and a VirtualService's header match |
 //! | `identity.rs` | the test agent: certificates from the (stub) CA, served to Envoy over SDS, renewed; a mesh sidecar with its agent |
@@ -14,6 +15,7 @@
 //! | `tproxy.rs` | TPROXY capture: the app sees the client's address; transparent listeners and `original_src`; REGISTRY_ONLY from a TPROXY client |
 //! | `vip.rs` | listeners per service address: VIPs, sniffed ports, ServiceEntry IPs and CIDRs, headless services, a VirtualService edit |
 
+mod authz;
 mod capture;
 mod identity;
 mod kubernetes;

@@ -22,12 +22,12 @@ use crate::support::scenario::documents;
 use crate::support::{ConfigDir, EchoUpstream, wait_until};
 
 /// axon as the mesh's CA, and a mesh whose agents ask it for their certificates.
-struct AxonMesh {
-    mesh: Mesh,
-    ca: AxonCa,
+pub(super) struct AxonMesh {
+    pub(super) mesh: Mesh,
+    pub(super) ca: AxonCa,
 }
 
-fn axon_mesh(config: &ConfigDir, options: AgentOptions) -> AxonMesh {
+pub(super) fn axon_mesh(config: &ConfigDir, options: AgentOptions) -> AxonMesh {
     let ca = AxonCa::start(config);
     AxonMesh {
         mesh: Mesh::with_ca(ca.axon.xds_addr(), ca.mesh_ca(options)),
@@ -36,13 +36,20 @@ fn axon_mesh(config: &ConfigDir, options: AgentOptions) -> AxonMesh {
 }
 
 /// The injector's label on a pod whose sidecar runs istio's agent.
-const TLS_MODE: (&str, &str) = ("security.istio.io/tlsMode", "istio");
+pub(super) const TLS_MODE: (&str, &str) = ("security.istio.io/tlsMode", "istio");
 /// A second port of the server.
 const OTHER_PORT: u16 = 9090;
 
 /// A MESH_INTERNAL ServiceEntry `name.ns.svc.cluster.local` at `vip` on `ports` (HTTP), its
 /// endpoint `pod` with `labels` and service account `name`.
-fn service(name: &str, ns: &str, vip: Ipv4Addr, ports: &[u16], pod: &Pod, labels: &str) -> String {
+pub(super) fn service(
+    name: &str,
+    ns: &str,
+    vip: Ipv4Addr,
+    ports: &[u16],
+    pod: &Pod,
+    labels: &str,
+) -> String {
     let port_list: Vec<String> = ports
         .iter()
         .map(|p| format!("{{number: {p}, name: http-{p}, protocol: HTTP}}"))
@@ -71,7 +78,7 @@ fn peer_authentication(ns: &str, name: &str, spec: &str) -> String {
 }
 
 /// A sidecar pod running as service account `sa`.
-fn sidecar<'a>(
+pub(super) fn sidecar<'a>(
     name: &'a str,
     ns: &'a str,
     labels: &'a [(&'a str, &'a str)],
@@ -91,12 +98,12 @@ fn xfcc(app: &EchoUpstream) -> Option<String> {
 }
 
 /// The status `client` gets for `GET host:port/` (0: no answer).
-fn status(client: &Pod, host: &str, port: u16) -> u16 {
+pub(super) fn status(client: &Pod, host: &str, port: u16) -> u16 {
     client.http_get(host, port, "/", &[]).0
 }
 
 /// Waits until `client` gets `want` (a status, or any failure for 0) from `host:port`.
-fn wait_status(client: &Pod, host: &str, port: u16, want: u16, server: &Pod) {
+pub(super) fn wait_status(client: &Pod, host: &str, port: u16, want: u16, server: &Pod) {
     let mut last = 0;
     let ok = wait_until(CONVERGE, || {
         last = status(client, host, port);

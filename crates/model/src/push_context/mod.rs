@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::address_index::AddressIndex;
+use super::authz::AuthzIndex;
 use super::peer_authn::PeerAuthnIndex;
 use super::push_request::PushRequest;
 use super::secrets::SecretIndex;
@@ -103,6 +104,8 @@ pub struct PushContext {
     pub secrets: Arc<SecretIndex>,
     /// PeerAuthentications, composed as istiod does (`super::peer_authn`).
     pub peer_authn: Arc<PeerAuthnIndex>,
+    /// AuthorizationPolicies (`super::authz`).
+    pub authz: Arc<AuthzIndex>,
     pub mesh: Arc<MeshConfig>,
     /// Answers computed from this context, shared by the proxies that ask the same question.
     pub memo: super::memo::Memo,
@@ -217,6 +220,11 @@ impl PushContext {
         } else {
             prev.peer_authn.clone()
         };
+        let authz = if kinds.contains(&ConfigKind::AuthorizationPolicy) {
+            Arc::new(AuthzIndex::build(configs, &mesh.root_namespace))
+        } else {
+            prev.authz.clone()
+        };
         let endpoint_changes =
             (!request.full).then(|| Arc::new(endpoint_differences(&prev.endpoints, &endpoints)));
         PushContext {
@@ -230,6 +238,7 @@ impl PushContext {
             sidecars,
             secrets,
             peer_authn,
+            authz,
             mesh: mesh.clone(),
             memo: Default::default(),
         }
@@ -250,6 +259,7 @@ impl PushContext {
             sidecars: Arc::new(index_sidecars(configs)),
             secrets: Arc::new(SecretIndex::build(configs)),
             peer_authn: Arc::new(PeerAuthnIndex::build(configs, &mesh.root_namespace)),
+            authz: Arc::new(AuthzIndex::build(configs, &mesh.root_namespace)),
             mesh: mesh.clone(),
             memo: Default::default(),
             endpoint_changes: None,

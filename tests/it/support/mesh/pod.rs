@@ -254,6 +254,18 @@ impl Pod {
         path: &str,
         headers: &[(&str, &str)],
     ) -> HttpResponse {
+        self.http_method(host, port, "GET", path, headers)
+    }
+
+    /// Like [`Pod::http_request`], with `method`.
+    pub fn http_method(
+        &self,
+        host: &str,
+        port: u16,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+    ) -> HttpResponse {
         let addr = SocketAddr::from((self.resolve(host), port));
         let authority = if host.parse::<Ipv4Addr>().is_ok() {
             format!("{host}:{port}")
@@ -266,7 +278,7 @@ impl Pod {
         }
         let timeout = Duration::from_secs(5);
         match self.connect(addr) {
-            Ok(stream) => http_request_on(stream, &authority, "GET", path, &all, timeout),
+            Ok(stream) => http_request_on(stream, &authority, method, path, &all, timeout),
             Err(e) => HttpResponse {
                 status: 0,
                 headers: Vec::new(),

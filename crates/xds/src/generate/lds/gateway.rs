@@ -87,7 +87,7 @@ fn port_chains(
         return vec![Chain {
             sni_hosts: Vec::new(),
             tls: None,
-            filters: vec![hcm(&stat_prefix, &ms.route_name, grpc_web, proxy)],
+            filters: vec![hcm(ctx, &stat_prefix, &ms.route_name, grpc_web, proxy)],
         }];
     }
     let mut out = Vec::new();
@@ -116,7 +116,7 @@ fn port_chains(
                 out.push(Chain {
                     sni_hosts: server.sni_hosts.clone(),
                     tls: Some(downstream_context(tls, false, proxy.istio_agent)),
-                    filters: vec![hcm(&stat_prefix, &server.route_name, grpc_web, proxy)],
+                    filters: vec![hcm(ctx, &stat_prefix, &server.route_name, grpc_web, proxy)],
                 });
             }
             ServerKind::TlsTerminated => {
@@ -144,7 +144,20 @@ fn port_chains(
             ServerKind::AutoPassthrough | ServerKind::Http | ServerKind::Tcp => {}
         }
     }
+    // The AuthorizationPolicies of the gateway, before each TCP chain's proxy.
+    let rbac = super::authz::network_filters(ctx, proxy);
+    if !rbac.is_empty() {
+        for chain in out.iter_mut().filter(|c| !is_hcm(&c.filters)) {
+            chain.filters.splice(0..0, rbac.iter().cloned());
+        }
+    }
     out
+}
+
+fn is_hcm(filters: &[Filter]) -> bool {
+    filters
+        .iter()
+        .any(|f| f.name == "envoy.filters.network.http_connection_manager")
 }
 
 /// Whether every credential a terminating server names is available to `proxy`.
@@ -159,7 +172,7 @@ fn credentials_available(ctx: &PushContext, proxy: &Proxy, server: &GatewayServe
 /// A gateway's HTTP connection manager (istiod's `buildGatewayConnectionManager`): routes
 /// over RDS as `route`, the client certificate's details forwarded (`SANITIZE_SET`), and the
 /// `grpc_web` filter first on a GRPC-WEB port.
-fn hcm(stat_prefix: &str, route: &str, grpc_web: bool, proxy: &Proxy) -> Filter {
+fn hcm(ctx: &PushContext, stat_prefix: &str, route: &str, grpc_web: bool, proxy: &Proxy) -> Filter {
     let mut hcm = hcm_config(
         stat_prefix,
         RouteSpecifier::Rds(Rds {
@@ -188,6 +201,10 @@ fn hcm(stat_prefix: &str, route: &str, grpc_web: bool, proxy: &Proxy) -> Filter 
             },
         );
     }
+    // istiod's order: CUSTOM authorization, authentication, then the other policies.
+    let (custom, local) = super::authz::http_filters(ctx, proxy);
+    hcm.http_filters
+        .splice(0..0, custom.into_iter().chain(local));
     hcm_filter(hcm, proxy.idle_timeout)
 }
 

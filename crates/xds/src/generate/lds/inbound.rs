@@ -25,13 +25,14 @@ use std::collections::BTreeMap;
 
 use envoy_types::pb::envoy::config::core::v3::{TrafficDirection, TransportSocket, transport_socket};
 use envoy_types::pb::envoy::config::listener::v3::{
-    FilterChain, FilterChainMatch, Listener, ListenerFilter, ListenerFilterChainMatchPredicate,
+    Filter, FilterChain, FilterChainMatch, Listener, ListenerFilter, ListenerFilterChainMatchPredicate,
     listener_filter, listener_filter_chain_match_predicate::{MatchSet, Rule},
 };
 use envoy_types::pb::envoy::extensions::filters::listener::http_inspector::v3::HttpInspector;
 use envoy_types::pb::envoy::extensions::filters::listener::original_dst::v3::OriginalDst;
 use envoy_types::pb::envoy::extensions::filters::listener::original_src::v3::OriginalSrc;
 use envoy_types::pb::envoy::extensions::filters::listener::tls_inspector::v3::TlsInspector;
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::HttpFilter;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::http_connection_manager::{
     ForwardClientCertDetails, RouteSpecifier, SetCurrentClientCertDetails,
 };
@@ -49,6 +50,7 @@ use crate::resource::{Resource, any};
 use axon_config::mesh::MeshConfig;
 use axon_model::peer_authn::MtlsMode;
 use axon_model::proxy::Proxy;
+use axon_model::push_context::PushContext;
 use axon_model::sidecar_scope::{InboundPort, SidecarScope};
 
 /// The mark `original_src` sets under TPROXY (istio-iptables routes it back to Envoy).
@@ -56,21 +58,42 @@ const TPROXY_MARK: u32 = 1337;
 /// Envoy's name of the TLS transport socket.
 const TLS_SOCKET: &str = "envoy.transport_sockets.tls";
 
-/// What the chains of one proxy share: its idle timeout, the mesh's TLS settings, and
-/// whether it runs beside istio's agent.
+/// What the chains of one proxy share: its idle timeout, the mesh's TLS settings, whether
+/// it runs beside istio's agent, and its AuthorizationPolicies' filters.
 #[derive(Clone, Copy)]
 pub(super) struct Inbound<'a> {
     pub idle_timeout: Option<i128>,
     pub mesh: &'a MeshConfig,
     pub istio_agent: bool,
+    pub authz: &'a Authz,
+}
+
+/// The RBAC filters of a proxy (`authz`): HTTP (CUSTOM's, then the others) and TCP.
+#[derive(Default)]
+pub(super) struct Authz {
+    http_custom: Vec<HttpFilter>,
+    http: Vec<HttpFilter>,
+    tcp: Vec<Filter>,
+}
+
+impl Authz {
+    pub(super) fn of(ctx: &PushContext, proxy: &Proxy) -> Authz {
+        let (http_custom, http) = super::authz::http_filters(ctx, proxy);
+        Authz {
+            http_custom,
+            http,
+            tcp: super::authz::network_filters(ctx, proxy),
+        }
+    }
 }
 
 impl<'a> Inbound<'a> {
-    pub(super) fn of(proxy: &Proxy, mesh: &'a MeshConfig) -> Inbound<'a> {
+    pub(super) fn of(proxy: &Proxy, mesh: &'a MeshConfig, authz: &'a Authz) -> Inbound<'a> {
         Inbound {
             idle_timeout: proxy.idle_timeout,
             mesh,
             istio_agent: proxy.istio_agent,
+            authz,
         }
     }
 }
@@ -87,7 +110,7 @@ struct Target<'a> {
 
 /// istiod's `inboundChainForOpts` for one match option.
 fn chain(target: &Target, option: &MatchOption, inbound: Inbound) -> FilterChain {
-    let filter = match option.carries {
+    let filters = match option.carries {
         Carries::Http => {
             let mut hcm = hcm_config(
                 &format!("inbound_{}", target.name),
@@ -106,9 +129,17 @@ fn chain(target: &Target, option: &MatchOption, inbound: Inbound) -> FilterChain
                 dns: true,
                 ..Default::default()
             });
-            hcm_filter(hcm, inbound.idle_timeout)
+            // istiod's order: CUSTOM authorization, authentication, then the other policies.
+            let authz = inbound.authz;
+            let pre = authz.http_custom.iter().chain(&authz.http).cloned();
+            hcm.http_filters.splice(0..0, pre);
+            vec![hcm_filter(hcm, inbound.idle_timeout)]
         }
-        Carries::Tcp => tcp_proxy(target.cluster, target.cluster),
+        Carries::Tcp => {
+            let mut filters = inbound.authz.tcp.clone();
+            filters.push(tcp_proxy(target.cluster, target.cluster));
+            filters
+        }
     };
     let name = match (target.cluster, option.carries) {
         // istiod's fixed names of the passthrough chains.
@@ -128,7 +159,7 @@ fn chain(target: &Target, option: &MatchOption, inbound: Inbound) -> FilterChain
             .to_string(),
             ..Default::default()
         }),
-        filters: vec![filter],
+        filters,
         transport_socket: option.terminates.then(|| TransportSocket {
             name: TLS_SOCKET.to_string(),
             config_type: Some(transport_socket::ConfigType::TypedConfig(any(
@@ -243,8 +274,9 @@ fn passthrough_chains(scope: &SidecarScope, inbound: Inbound) -> Vec<FilterChain
 }
 
 /// istiod's `inboundVirtualListener`.
-pub(super) fn virtual_inbound(scope: &SidecarScope, proxy: &Proxy, mesh: &MeshConfig) -> Resource {
-    let inbound = Inbound::of(proxy, mesh);
+pub(super) fn virtual_inbound(ctx: &PushContext, scope: &SidecarScope, proxy: &Proxy) -> Resource {
+    let authz = Authz::of(ctx, proxy);
+    let inbound = Inbound::of(proxy, &ctx.mesh, &authz);
     let mut chains = vec![FilterChain {
         name: "virtualInbound-blackhole".to_string(),
         filter_chain_match: Some(FilterChainMatch {

@@ -39,6 +39,7 @@ use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{
 };
 use envoy_types::pb::google::protobuf::{Any, BoolValue, Duration, UInt32Value};
 
+mod authz;
 mod gateway;
 mod gateway_l4;
 mod inbound;
@@ -72,11 +73,13 @@ fn sidecar_listeners(ctx: &PushContext, proxy: &Proxy, scope: &SidecarScope) -> 
     for inbound in &scope.inbound {
         if let Some(bind) = &inbound.bind {
             let mode = scope.mtls.for_port(inbound.port);
-            out.push(inbound_listener(
-                bind,
+            let authz = inbound::Authz::of(ctx, proxy);
+            let chains = inbound::port_chains(
                 inbound,
-                inbound::port_chains(inbound, mode, inbound::Inbound::of(proxy, &ctx.mesh)),
-            ));
+                mode,
+                inbound::Inbound::of(proxy, &ctx.mesh, &authz),
+            );
+            out.push(inbound_listener(bind, inbound, chains));
         }
     }
     if !proxy.interception_none {
@@ -85,7 +88,7 @@ fn sidecar_listeners(ctx: &PushContext, proxy: &Proxy, scope: &SidecarScope) -> 
             proxy.tproxy,
             proxy.idle_timeout,
         ));
-        out.push(inbound::virtual_inbound(scope, proxy, &ctx.mesh));
+        out.push(inbound::virtual_inbound(ctx, scope, proxy));
     }
     out
 }

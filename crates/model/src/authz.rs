@@ -1,0 +1,192 @@
+//! AuthorizationPolicies, and which apply to a proxy, as istiod's `AuthorizationPolicies`
+//! (`pilot/pkg/model/authorization.go`) and `WorkloadPolicyMatcher.ShouldAttachPolicy`
+//! (`policyattachment.go`): the policies of the root namespace and of the proxy's namespace,
+//! each oldest first; one without `targetRef(s)` applies when its selector (none: every
+//! workload) is in the proxy's labels, unless the proxy is a Gateway API gateway (labelled
+//! `gateway.networking.k8s.io/gateway-name`), to which only a policy of its namespace
+//! targeting that Gateway applies; a policy with `targetRef(s)` applies to nothing else (the
+//! Service and ServiceEntry kinds are waypoints' in istiod).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axon_config::config::{Config, ConfigKey, ConfigKind, Spec};
+use axon_config::config_set::ConfigSet;
+use axon_config::istio::{AuthorizationPolicy, AuthzAction, Labels};
+
+/// The label of a Gateway API gateway's proxies: the Gateway's name.
+pub const GATEWAY_NAME_LABEL: &str = "gateway.networking.k8s.io/gateway-name";
+
+/// The AuthorizationPolicies of a context, by namespace, oldest first.
+#[derive(Debug, Default)]
+pub struct AuthzIndex {
+    root_namespace: String,
+    by_namespace: BTreeMap<String, Vec<Arc<Config>>>,
+}
+
+/// The policies that apply to one proxy, by action, each in istiod's order.
+#[derive(Debug, Default, Clone)]
+pub struct ProxyPolicies {
+    pub allow: Vec<Arc<Config>>,
+    pub deny: Vec<Arc<Config>>,
+    pub audit: Vec<Arc<Config>>,
+    pub custom: Vec<Arc<Config>>,
+}
+
+impl ProxyPolicies {
+    pub fn is_empty(&self) -> bool {
+        self.allow.is_empty()
+            && self.deny.is_empty()
+            && self.audit.is_empty()
+            && self.custom.is_empty()
+    }
+
+    /// Every policy, by action then order.
+    pub fn all(&self) -> impl Iterator<Item = &Arc<Config>> {
+        self.custom
+            .iter()
+            .chain(&self.audit)
+            .chain(&self.deny)
+            .chain(&self.allow)
+    }
+}
+
+/// The policy of a config of its kind.
+pub fn policy(config: &Config) -> Option<&AuthorizationPolicy> {
+    match &config.spec {
+        Spec::AuthorizationPolicy(p) => Some(p),
+        _ => None,
+    }
+}
+
+impl AuthzIndex {
+    pub fn build(configs: &ConfigSet, root_namespace: &str) -> AuthzIndex {
+        let first = ConfigKey::new(ConfigKind::AuthorizationPolicy, "", "");
+        let mut all: Vec<&Arc<Config>> = configs
+            .range(first..)
+            .take_while(|(k, _)| k.kind == ConfigKind::AuthorizationPolicy)
+            .map(|(_, c)| c)
+            .collect();
+        all.sort_by(|a, b| a.creation_order(b));
+        let mut by_namespace: BTreeMap<String, Vec<Arc<Config>>> = BTreeMap::new();
+        for config in all {
+            by_namespace
+                .entry(config.namespace().to_string())
+                .or_default()
+                .push(config.clone());
+        }
+        AuthzIndex {
+            root_namespace: root_namespace.to_string(),
+            by_namespace,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_namespace.is_empty()
+    }
+
+    /// istiod's `ListAuthorizationPolicies` for a workload of `namespace` with `labels`.
+    pub fn for_workload(&self, namespace: &str, labels: &Labels) -> ProxyPolicies {
+        let mut out = ProxyPolicies::default();
+        let gateway = labels.get(GATEWAY_NAME_LABEL);
+        let namespaces = [self.root_namespace.as_str(), namespace];
+        let mut seen = Vec::new();
+        for ns in namespaces {
+            if seen.contains(&ns) {
+                continue;
+            }
+            seen.push(ns);
+            for config in self.by_namespace.get(ns).into_iter().flatten() {
+                let Some(p) = policy(config) else { continue };
+                if !attaches(p, config.namespace(), namespace, labels, gateway) {
+                    continue;
+                }
+                match p.action {
+                    AuthzAction::Allow => out.allow.push(config.clone()),
+                    AuthzAction::Deny => out.deny.push(config.clone()),
+                    AuthzAction::Audit => out.audit.push(config.clone()),
+                    AuthzAction::Custom => out.custom.push(config.clone()),
+                }
+            }
+        }
+        out
+    }
+}
+
+/// istiod's `ShouldAttachPolicy` for a sidecar or gateway (not a waypoint).
+fn attaches(
+    p: &AuthorizationPolicy,
+    policy_namespace: &str,
+    workload_namespace: &str,
+    labels: &Labels,
+    gateway: Option<&String>,
+) -> bool {
+    let selected = || {
+        p.selector
+            .as_ref()
+            .is_none_or(|s| s.match_labels.iter().all(|(k, v)| labels.get(k) == Some(v)))
+    };
+    let mut targets = p.target_refs().peekable();
+    let Some(gateway) = gateway else {
+        return targets.peek().is_none() && selected();
+    };
+    if targets.peek().is_none() {
+        // istiod's `EnableSelectorBasedK8sGatewayPolicy` (default on) for a gateway.
+        return selected();
+    }
+    targets.any(|t| {
+        policy_namespace == workload_namespace
+            && (t.namespace.is_empty() || t.namespace == workload_namespace)
+            && t.kind == "Gateway"
+            && t.group == "gateway.networking.k8s.io"
+            && &t.name == gateway
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::configs;
+
+    fn ap(ns: &str, name: &str, created: &str, spec: &str) -> String {
+        format!(
+            "apiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata: {{name: {name}, namespace: {ns}, creationTimestamp: \"{created}\"}}\nspec: {spec}\n---\n"
+        )
+    }
+
+    fn labels(pairs: &[(&str, &str)]) -> Labels {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn names(list: &[Arc<Config>]) -> Vec<String> {
+        list.iter()
+            .map(|c| format!("{}/{}", c.namespace(), c.name()))
+            .collect()
+    }
+
+    #[test]
+    fn root_then_namespace_by_selector_and_gateway_targets() {
+        let yaml = [
+            ap("foo", "b-new", "2024-01-02T00:00:00Z", "{rules: [{}]}"),
+            ap("foo", "a-old", "2024-01-01T00:00:00Z", "{selector: {matchLabels: {app: a}}, rules: [{}]}"),
+            ap("istio-system", "mesh-deny", "2024-01-01T00:00:00Z", "{action: DENY, rules: [{}]}"),
+            ap("foo", "other", "2024-01-01T00:00:00Z", "{selector: {matchLabels: {app: z}}, rules: [{}]}"),
+            ap("bar", "elsewhere", "2024-01-01T00:00:00Z", "{rules: [{}]}"),
+            ap("foo", "gw", "2024-01-01T00:00:00Z", "{targetRefs: [{kind: Gateway, group: gateway.networking.k8s.io, name: web}], rules: [{}]}"),
+        ]
+        .concat();
+        let idx = AuthzIndex::build(&configs(&yaml), "istio-system");
+        let a = idx.for_workload("foo", &labels(&[("app", "a")]));
+        assert_eq!(names(&a.allow), ["foo/a-old", "foo/b-new"]);
+        assert_eq!(names(&a.deny), ["istio-system/mesh-deny"]);
+        // A Gateway API gateway: its targeting policy, and the selector-based ones.
+        let gw = idx.for_workload("foo", &labels(&[(GATEWAY_NAME_LABEL, "web")]));
+        assert_eq!(names(&gw.allow), ["foo/gw", "foo/b-new"]);
+        // A sidecar never gets a targeted policy.
+        let plain = idx.for_workload("foo", &labels(&[]));
+        assert_eq!(names(&plain.allow), ["foo/b-new"]);
+    }
+}
