@@ -15,6 +15,7 @@
 //! Envoy's `RBAC.policies` is a map; prost encodes a map in its hash order, different in every
 //! process, so the filters are encoded through `wire.rs`, which writes the entries sorted.
 
+mod matchers;
 mod rules;
 #[cfg(test)]
 mod tests;
