@@ -18,6 +18,9 @@ use axon_xds::protocol::stream::ConnectionStatus;
 #[rtype(result = "serde_json::Value")]
 pub struct Dump {
     pub types: Vec<ResourceType>,
+    /// The AuthorizationPolicies that apply to the proxy instead of its resources
+    /// (`/debug/authorizationz`).
+    pub authorization: bool,
 }
 
 /// Asks a connection for its sync status.

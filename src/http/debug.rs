@@ -1,6 +1,6 @@
 //! The debug HTTP server (istiod's debug endpoints, JSON), on `--debug-addr` (localhost by
-//! default): `/debug/syncz`, `/debug/config_dump?proxyID=…&types=…`, `/debug/configz`,
-//! `/debug/push_status`, `/debug/connections`, `/debug/adsz[?push=true]`,
+//! default): `/debug/syncz`, `/debug/config_dump?proxyID=…&types=…`,
+//! `/debug/authorizationz?proxyID=…`, `/debug/configz`, `/debug/push_status`, `/debug/connections`, `/debug/adsz[?push=true]`,
 //! `/debug/distribution[?key=Kind/namespace/name]`, `/debug/fleet`, `/version`.
 //!
 //! Every answer comes from the actor that owns the state, by message. `/debug/syncz`,
@@ -72,6 +72,7 @@ pub fn router(state: Debug) -> Router {
         .route("/debug/syncz", get(syncz))
         .route("/debug/config_dump", get(config_dump))
         .route("/debug/configz", get(configz))
+        .route("/debug/authorizationz", get(authorizationz))
         .route("/debug/push_status", get(push_status))
         .route("/debug/connections", get(connections))
         .route("/debug/adsz", get(adsz).post(adsz_push))
@@ -181,11 +182,41 @@ async fn config_dump(State(s): State<Debug>, Query(q): Query<HashMap<String, Str
         .directory
         .send(DumpFor {
             proxy: proxy.clone(),
-            dump: Dump { types },
+            dump: Dump {
+                types,
+                authorization: false,
+            },
         })
         .await
         .map_err(unavailable)?;
     dump.map(Json).ok_or((
+        StatusCode::NOT_FOUND,
+        format!("proxy {proxy:?} is not connected\n"),
+    ))
+}
+
+/// The AuthorizationPolicies that apply to a connected proxy (`?proxyID=`), in the order
+/// its filters evaluate them, as istiod's `/debug/authorizationz`.
+async fn authorizationz(
+    State(s): State<Debug>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Answer {
+    let proxy = q.get("proxyID").ok_or((
+        StatusCode::BAD_REQUEST,
+        "proxyID is required (a connected proxy's node id)\n".to_string(),
+    ))?;
+    let answer = s
+        .directory
+        .send(DumpFor {
+            proxy: proxy.clone(),
+            dump: Dump {
+                types: Vec::new(),
+                authorization: true,
+            },
+        })
+        .await
+        .map_err(unavailable)?;
+    answer.map(Json).ok_or((
         StatusCode::NOT_FOUND,
         format!("proxy {proxy:?} is not connected\n"),
     ))

@@ -10,6 +10,9 @@ impl Handler<Dump> for ConnectionActor {
     type Result = MessageResult<Dump>;
 
     fn handle(&mut self, msg: Dump, _: &mut Context<Self>) -> Self::Result {
+        if msg.authorization {
+            return MessageResult(self.stream.authorization());
+        }
         MessageResult(self.stream.dump(&msg.types))
     }
 }

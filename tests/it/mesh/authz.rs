@@ -123,6 +123,29 @@ fn allow_by_principal_and_deny_by_namespace() {
     expect(&other, &w.server, "GET", "/", &[], 403);
     expect(&evil, &w.server, "GET", "/", &[], 403);
     expect(&client, &w.server, "GET", "/", &[], 200);
+    // What applies to the server, in evaluation order (istiod's /debug/authorizationz).
+    let id = w.server.node_id();
+    let answer =
+        w.m.ca
+            .axon
+            .debug_json(&format!("/debug/authorizationz?proxyID={id}"));
+    let listed: Vec<String> = answer["policies"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            format!(
+                "{} {}",
+                p["action"].as_str().unwrap_or(""),
+                p["policy"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    assert_eq!(
+        listed,
+        ["DENY b/deny-evil", "ALLOW b/allow-client"],
+        "{answer}"
+    );
 }
 
 #[test]

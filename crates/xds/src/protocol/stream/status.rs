@@ -75,6 +75,34 @@ impl StreamState {
         })
     }
 
+    /// The AuthorizationPolicies that apply to the stream's proxy in its current context, in
+    /// the order they are evaluated (CUSTOM, AUDIT, DENY, ALLOW), as istiod's
+    /// `/debug/authorizationz` lists them.
+    pub fn authorization(&self) -> serde_json::Value {
+        let proxy_id = self.proxy.as_ref().map_or("", |p| p.id.as_str());
+        let (Some(ctx), Some(proxy)) = (&self.ctx, &self.proxy) else {
+            return serde_json::json!({"proxy": proxy_id, "error": "no config snapshot yet"});
+        };
+        let policies = ctx.authz.for_workload(&proxy.namespace, &proxy.labels);
+        let listed: Vec<serde_json::Value> = policies
+            .all()
+            .filter_map(|c| {
+                let p = axon_model::authz::policy(c)?;
+                Some(serde_json::json!({
+                    "policy": format!("{}/{}", c.namespace(), c.name()),
+                    "action": format!("{:?}", p.action).to_uppercase(),
+                    "dry_run": p.dry_run,
+                    "rules": p.rules.as_ref().map_or(0, Vec::len),
+                }))
+            })
+            .collect();
+        serde_json::json!({
+            "proxy": proxy.id,
+            "version": ctx.version,
+            "policies": listed,
+        })
+    }
+
     /// The stream's sync state, as `/debug/syncz` shows it.
     pub fn status(&self, connection_id: u64, connected_seconds: f64) -> ConnectionStatus {
         ConnectionStatus {
