@@ -228,6 +228,24 @@ impl Handler<Flush> for SnapshotBuilder {
                 );
             }
         }
+        // CUSTOM AuthorizationPolicies whose provider the mesh config does not define: what
+        // they select is denied (as istiod), logged once per rebuilt index.
+        if self
+            .current
+            .as_ref()
+            .is_none_or(|old| !Arc::ptr_eq(&old.authz, &ctx.authz))
+        {
+            for (policy, provider) in ctx.authz.custom_providers() {
+                if !ctx.mesh.ext_authz.iter().any(|p| p.name == provider) {
+                    tracing::warn!(
+                        %policy,
+                        %provider,
+                        "CUSTOM AuthorizationPolicy: no such envoyExtAuthzHttp/envoyExtAuthzGrpc \
+                         in the mesh config's extensionProviders; the requests it selects are denied"
+                    );
+                }
+            }
+        }
         // What the VirtualService merge dropped, logged once per rebuilt index.
         let vs_rebuilt = self
             .current

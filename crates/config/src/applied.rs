@@ -64,14 +64,6 @@ pub fn partial_notes(spec: &Spec) -> Vec<String> {
         }
         Spec::DestinationRule(dr) => destination_rule::notes(dr, &mut notes),
         Spec::AuthorizationPolicy(ap) => {
-            if ap.action == super::istio::AuthzAction::Custom {
-                notes.push(
-                    "spec.provider.name: axon reads no MeshConfig extensionProviders, so no \
-                     external authorizer is called: the requests this policy's rules select \
-                     are denied (as istiod denies them for a provider it cannot find)"
-                        .to_string(),
-                );
-            }
             for (i, target) in ap.target_refs().enumerate() {
                 if target.kind != "Gateway" || target.group != "gateway.networking.k8s.io" {
                     notes.push(format!(

@@ -4,8 +4,12 @@
 //! axon applies are [`APPLIED`], the others are reported as accepted but not applied, and a
 //! field that `MeshConfig` does not have is an error naming it.
 
+mod providers;
+
 use serde::Deserialize;
 use thiserror::Error;
+
+pub use providers::{ExtAuthzKind, ExtAuthzProvider, RequestBody};
 
 use super::istio::traffic_policy::{
     ConnectionPoolSettings, LocalityLbSetting, OutlierDetection, ZoneAwareLbSetting,
@@ -63,6 +67,8 @@ pub struct MeshConfig {
     pub trust_domain_aliases: Vec<String>,
     /// `meshMTLS`: the TLS of sidecars' inbound mutual TLS.
     pub mesh_mtls: MeshMtls,
+    /// `extensionProviders`' external authorizers (CUSTOM AuthorizationPolicies).
+    pub ext_authz: Vec<ExtAuthzProvider>,
 }
 
 /// `meshMTLS` (`MeshConfig.TLSConfig`), as istiod reads it for inbound mutual TLS.
@@ -98,6 +104,7 @@ impl Default for MeshConfig {
             enable_auto_mtls: true,
             trust_domain_aliases: Vec::new(),
             mesh_mtls: MeshMtls::default(),
+            ext_authz: Vec::new(),
         }
     }
 }
@@ -157,7 +164,7 @@ pub const FIELDS: [&str; 50] = [
 ];
 
 /// The fields axon applies.
-pub const APPLIED: [&str; 15] = [
+pub const APPLIED: [&str; 16] = [
     "rootNamespace",
     "defaultServiceExportTo",
     "defaultVirtualServiceExportTo",
@@ -173,6 +180,7 @@ pub const APPLIED: [&str; 15] = [
     "enableAutoMtls",
     "trustDomainAliases",
     "meshMTLS",
+    "extensionProviders",
 ];
 
 #[derive(Debug, Clone, PartialEq, Error)]
@@ -222,6 +230,7 @@ struct Applied {
     trust_domain_aliases: Option<Vec<String>>,
     #[serde(rename = "meshMTLS")]
     mesh_mtls: Option<MeshTlsDoc>,
+    extension_providers: Option<serde_json::Value>,
 }
 
 /// `MeshConfig.TLSConfig`.
@@ -442,6 +451,18 @@ pub fn parse(text: &str) -> Result<MeshFile, MeshConfigError> {
             }
         }
         mesh.mesh_mtls.cipher_suites = tls.cipher_suites;
+    }
+    if let Some(v) = applied.extension_providers.filter(|v| !v.is_null()) {
+        let (ext_authz, others) =
+            providers::read(&v).map_err(|reason| invalid("extensionProviders", reason))?;
+        mesh.ext_authz = ext_authz;
+        for name in others {
+            not_applied.push(format!(
+                "line {}: extensionProviders: {name}: accepted but not applied by axon (only \
+                 envoyExtAuthzHttp and envoyExtAuthzGrpc are)",
+                line("extensionProviders")
+            ));
+        }
     }
     Ok(MeshFile {
         mesh,

@@ -85,6 +85,19 @@ impl AuthzIndex {
         self.by_namespace.is_empty()
     }
 
+    /// Every CUSTOM policy (`ns/name`) and the provider it names.
+    pub fn custom_providers(&self) -> Vec<(String, String)> {
+        self.by_namespace
+            .values()
+            .flatten()
+            .filter_map(|c| {
+                let p = policy(c).filter(|p| p.action == AuthzAction::Custom)?;
+                let provider = p.provider.as_ref()?.name.clone();
+                Some((format!("{}/{}", c.namespace(), c.name()), provider))
+            })
+            .collect()
+    }
+
     /// istiod's `ListAuthorizationPolicies` for a workload of `namespace` with `labels`.
     pub fn for_workload(&self, namespace: &str, labels: &Labels) -> ProxyPolicies {
         let mut out = ProxyPolicies::default();

@@ -6,12 +6,15 @@
 //! namespace beside a namespace ALLOW; a TCP port (the connection is closed); dry-run (a
 //! shadow decision, traffic passes), AUDIT, and CUSTOM without a provider (denied).
 
+use std::io::{Read, Write};
 use std::net::Ipv4Addr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::mtls::{TLS_MODE, axon_mesh, service, sidecar};
+use super::mtls::{TLS_MODE, axon_mesh, axon_mesh_with, service, sidecar};
 use super::{APP_PORT, CONVERGE, stat, wait_answer};
 use crate::support::agent::AgentOptions;
-use crate::support::mesh::Pod;
+use crate::support::mesh::{Pod, PodSpec};
 use crate::support::scenario::documents;
 use crate::support::{ConfigDir, HttpResponse, wait_until};
 
@@ -65,8 +68,15 @@ struct World {
 }
 
 fn world() -> World {
+    world_with(None)
+}
+
+fn world_with(mesh_config: Option<&str>) -> World {
     let config = ConfigDir::new();
-    let m = axon_mesh(&config, AgentOptions::default());
+    let m = match mesh_config {
+        None => axon_mesh(&config, AgentOptions::default()),
+        Some(mesh) => axon_mesh_with(&config, AgentOptions::default(), Some(mesh)),
+    };
     let vip = Ipv4Addr::new(10, 96, 8, 1);
     m.mesh.service("server", "b", vip);
     let server = m.mesh.pod(sidecar(
@@ -274,5 +284,85 @@ fn dry_run_and_audit_let_traffic_pass_and_custom_without_a_provider_denies() {
     assert!(
         dump.contains("ns[b]-policy[audit]-rule[0]"),
         "no AUDIT filter: {dump}"
+    );
+}
+
+/// An external authorizer's HTTP check service: 200 when the request it is asked about has
+/// `x-ext-authz: allow`, else 403; counts the checks.
+fn authorizer(pod: &Pod, port: u16) -> (crate::support::accept::Acceptor, Arc<AtomicU64>) {
+    let checks = Arc::new(AtomicU64::new(0));
+    let counted = checks.clone();
+    let acceptor = pod.serve_with(port, "ext-authz", move |mut conn| {
+        let _ = conn.set_read_timeout(Some(std::time::Duration::from_secs(10)));
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            match conn.read(&mut byte) {
+                Ok(1) => head.push(byte[0]),
+                _ => return,
+            }
+        }
+        counted.fetch_add(1, Ordering::SeqCst);
+        let text = String::from_utf8_lossy(&head).to_ascii_lowercase();
+        let status = if text.contains("\r\nx-ext-authz: allow\r\n") {
+            "200 OK"
+        } else {
+            "403 Forbidden"
+        };
+        let _ = conn.write_all(
+            format!("HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                .as_bytes(),
+        );
+    });
+    (acceptor, checks)
+}
+
+#[test]
+fn custom_asks_the_external_authorizer_only_for_what_it_selects() {
+    let mesh_config = "extensionProviders:\n- name: ext-authz\n  envoyExtAuthzHttp:\n    service: ext-authz.ext.svc.cluster.local\n    port: 8000\n    includeRequestHeadersInCheck: [x-ext-authz]\n";
+    let w = world_with(Some(mesh_config));
+    let _app = w.server.serve_http(APP_PORT, "server");
+    let client = w.client("client", "a", "client");
+    let ext =
+        w.m.mesh
+            .pod(PodSpec::plain("ext-authz", "ext", &[("app", "ext-authz")]));
+    let (_authorizer, checks) = authorizer(&ext, 8000);
+    let ext_service = format!(
+        "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: ext-authz, namespace: ext}}\nspec:\n  hosts: [ext-authz.ext.svc.cluster.local]\n  addresses: [10.96.8.3]\n  location: MESH_INTERNAL\n  resolution: STATIC\n  ports: [{{number: 8000, name: http, protocol: HTTP}}]\n  endpoints: [{{address: {}}}]\n",
+        ext.ip()
+    );
+    w.write(&[ext_service.clone()]);
+    wait_answer(&client, HOST, APP_PORT, &[], "server", &w.server);
+    w.write(&[
+        ext_service,
+        policy(
+            "b",
+            "ext",
+            "{action: CUSTOM, provider: {name: ext-authz}, rules: [{to: [{operation: {paths: [/admin]}}]}]}",
+        ),
+    ]);
+    let allow = [("x-ext-authz", "allow")];
+    let mut last = (0, String::new());
+    let denied = wait_until(CONVERGE, || {
+        last = client.http_get(HOST, APP_PORT, "/admin", &[]);
+        last.0 == 403
+    });
+    assert!(
+        denied,
+        "/admin without the header: {last:?}\n{}",
+        w.server.describe()
+    );
+    assert!(
+        checks.load(Ordering::SeqCst) >= 1,
+        "the authorizer was not asked"
+    );
+    expect(&client, &w.server, "GET", "/admin", &allow, 200);
+    // A path the policy does not select is not checked.
+    let before = checks.load(Ordering::SeqCst);
+    expect(&client, &w.server, "GET", "/", &[], 200);
+    assert_eq!(
+        checks.load(Ordering::SeqCst),
+        before,
+        "the authorizer was asked about /"
     );
 }

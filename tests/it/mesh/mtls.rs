@@ -28,7 +28,16 @@ pub(super) struct AxonMesh {
 }
 
 pub(super) fn axon_mesh(config: &ConfigDir, options: AgentOptions) -> AxonMesh {
-    let ca = AxonCa::start(config);
+    axon_mesh_with(config, options, None)
+}
+
+/// [`axon_mesh`] with a MeshConfig.
+pub(super) fn axon_mesh_with(
+    config: &ConfigDir,
+    options: AgentOptions,
+    mesh: Option<&str>,
+) -> AxonMesh {
+    let ca = AxonCa::start_with_mesh_config(config, mesh);
     AxonMesh {
         mesh: Mesh::with_ca(ca.axon.xds_addr(), ca.mesh_ca(options)),
         ca,

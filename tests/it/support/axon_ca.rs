@@ -23,20 +23,33 @@ pub struct AxonCa {
 impl AxonCa {
     /// axon serving `config` and its CA.
     pub fn start(config: &ConfigDir) -> AxonCa {
+        AxonCa::start_with_mesh_config(config, None)
+    }
+
+    /// [`AxonCa::start`] with a MeshConfig (`--mesh-config`).
+    pub fn start_with_mesh_config(config: &ConfigDir, mesh: Option<&str>) -> AxonCa {
         let api = Arc::new(FakeKube::start());
         let work = tempfile::tempdir().expect("a temp dir");
         let kubeconfig = api.write_kubeconfig(work.path());
         let ca_dir = work.path().join("ca");
+        let mesh_path = work.path().join("mesh.yaml");
+        let mut args = vec![
+            "--xds-tls-addr".to_string(),
+            "127.0.0.1:0".to_string(),
+            "--ca-dir".to_string(),
+            ca_dir.to_str().expect("a UTF-8 path").to_string(),
+            "--token-auth".to_string(),
+            "kubernetes".to_string(),
+        ];
+        if let Some(mesh) = mesh {
+            std::fs::write(&mesh_path, mesh).expect("the mesh config");
+            args.push("--mesh-config".to_string());
+            args.push(mesh_path.to_str().expect("a UTF-8 path").to_string());
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let axon = Axon::start_with_env(
             Some(config.path()),
-            &[
-                "--xds-tls-addr",
-                "127.0.0.1:0",
-                "--ca-dir",
-                ca_dir.to_str().expect("a UTF-8 path"),
-                "--token-auth",
-                "kubernetes",
-            ],
+            &args,
             &[("KUBECONFIG", kubeconfig.to_str().expect("a UTF-8 path"))],
         );
         let root_path = ca_dir.join("root-cert.pem");

@@ -205,6 +205,18 @@ impl Pod {
         TcpApp::serve(listener, name, self.poker(port))
     }
 
+    /// An application of the test's own on 0.0.0.0:`port` in the pod: `serve` gets each
+    /// connection (on a thread of its own); it stops when the returned acceptor drops.
+    pub fn serve_with(
+        &self,
+        port: u16,
+        name: &str,
+        serve: impl Fn(TcpStream) + Send + Sync + 'static,
+    ) -> crate::support::accept::Acceptor {
+        let listener = self.listen(SocketAddr::from(([0, 0, 0, 0], port)));
+        crate::support::accept::Acceptor::spawn(name, listener, self.poker(port), serve)
+    }
+
     /// The pod's HTTPS application `name` on 0.0.0.0:`port`, serving `cert`/`key`: answers
     /// with its name and records each handshake (the SNI it got).
     pub fn serve_tls(&self, port: u16, name: &str, cert: &Path, key: &Path) -> TlsEchoUpstream {

@@ -8,13 +8,13 @@
 //! `istio_dry_run_allow_`/`istio_dry_run_deny_`), enforced nowhere. Rules are translated by
 //! `rules.rs`.
 //!
-//! CUSTOM: axon reads no MeshConfig `extensionProviders`, so every CUSTOM provider is one
-//! istiod cannot find, and axon does what istiod does then: the requests the policy's rules
-//! select are denied (`getBadCustomDenyRules`), never let through.
+//! CUSTOM policies go first, through the external authorizers of MeshConfig
+//! `extensionProviders` (`custom.rs`).
 //!
 //! Envoy's `RBAC.policies` is a map; prost encodes a map in its hash order, different in every
 //! process, so the filters are encoded through `wire.rs`, which writes the entries sorted.
 
+mod custom;
 mod matchers;
 mod rules;
 #[cfg(test)]
@@ -27,7 +27,6 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
 };
 
 use axon_config::config::Config;
-use axon_config::istio::AuthzAction;
 use axon_model::authz::{ProxyPolicies, policy};
 use axon_model::proxy::Proxy;
 use axon_model::push_context::PushContext;
@@ -91,14 +90,8 @@ fn build(
             )
         };
         let rules = p.rules.as_deref().unwrap_or_default();
-        // CUSTOM is built as DENY here (no provider: istiod's deny of the selected requests).
-        let as_action = if p.action == AuthzAction::Custom {
-            AuthzAction::Deny
-        } else {
-            p.action
-        };
         for (i, rule) in rules.iter().enumerate() {
-            if let Ok(policy) = rules::policy(rule, config.namespace(), as_action, tcp, &domains) {
+            if let Ok(policy) = rules::policy(rule, config.namespace(), p.action, tcp, &domains) {
                 set.insert(name(i), policy);
             }
         }
@@ -144,10 +137,7 @@ pub(super) fn http_filters(ctx: &PushContext, proxy: &Proxy) -> (Vec<HttpFilter>
         )),
         ..Default::default()
     };
-    let custom = build(ctx, &p.custom, DENY, false)
-        .map(|b| filter(b, DENY))
-        .into_iter()
-        .collect();
+    let custom = custom::http_filters(ctx, &p.custom);
     let mut local = Vec::new();
     for (configs, action) in [(&p.audit, LOG), (&p.deny, DENY), (&p.allow, ALLOW)] {
         if let Some(built) = build(ctx, configs, action, false) {
@@ -163,13 +153,8 @@ pub(super) fn network_filters(ctx: &PushContext, proxy: &Proxy) -> Vec<Filter> {
     if p.is_empty() {
         return Vec::new();
     }
-    let mut out = Vec::new();
-    for (configs, action) in [
-        (&p.custom, DENY),
-        (&p.audit, LOG),
-        (&p.deny, DENY),
-        (&p.allow, ALLOW),
-    ] {
+    let mut out = custom::network_filters(ctx, &p.custom);
+    for (configs, action) in [(&p.audit, LOG), (&p.deny, DENY), (&p.allow, ALLOW)] {
         if let Some(built) = build(ctx, configs, action, true) {
             out.push(Filter {
                 name: "envoy.filters.network.rbac".to_string(),

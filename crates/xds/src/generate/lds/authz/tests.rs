@@ -178,3 +178,72 @@ fn custom_without_a_provider_denies_what_its_rules_select() {
     assert_eq!(rules.action, DENY);
     assert!(format!("{rules:?}").contains("/admin"));
 }
+
+#[test]
+fn custom_with_a_provider_marks_its_requests_for_ext_authz() {
+    use axon_config::mesh::{ExtAuthzKind, ExtAuthzProvider, MeshConfig};
+    use axon_model::push_request::{PushRequest, TriggerReason};
+    let docs = format!(
+        "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: ext, namespace: ext}}\nspec: {{hosts: [ext.ext.svc.cluster.local], location: MESH_INTERNAL, resolution: STATIC, ports: [{{number: 8000, name: http, protocol: HTTP}}], endpoints: [{{address: 10.0.0.9}}]}}\n{}",
+        ap(
+            "ext",
+            "foo",
+            "{action: CUSTOM, provider: {name: my-ext}, rules: [{to: [{operation: {paths: [/admin]}}]}]}",
+            false
+        )
+    );
+    let mesh = MeshConfig {
+        ext_authz: vec![ExtAuthzProvider {
+            name: "my-ext".into(),
+            service: "ext.ext.svc.cluster.local".into(),
+            port: 8000,
+            timeout_nanos: 600_000_000_000,
+            fail_open: false,
+            status_on_error: None,
+            body: None,
+            kind: ExtAuthzKind::Grpc,
+        }],
+        ..MeshConfig::default()
+    };
+    let req = PushRequest::full_push(TriggerReason::Config, std::time::Instant::now());
+    let ctx = PushContext::build(
+        None,
+        &axon_model::fixtures::configs(&docs),
+        &req,
+        &std::sync::Arc::new(mesh),
+    );
+    let p = proxy("sidecar", "10.0.0.1", "foo", &[("app", "a")]);
+    let (custom, _) = http_filters(&ctx, &p);
+    let names: Vec<&str> = custom.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["envoy.filters.http.rbac", "envoy.filters.http.ext_authz"]
+    );
+    let Some(http_filter::ConfigType::TypedConfig(any)) = &custom[0].config_type else {
+        panic!()
+    };
+    let rbac = HttpRbac::decode(any.value.as_ref()).unwrap();
+    assert!(rbac.rules.is_none());
+    assert_eq!(rbac.shadow_rules_stat_prefix, "istio_ext_authz_");
+    assert_eq!(
+        rbac.shadow_rules.unwrap().names(),
+        ["istio-ext-authz-my-ext-ns[foo]-policy[ext]-rule[0]"]
+    );
+    let ext = format!("{:?}", custom[1]);
+    assert!(
+        ext.contains("envoy.extensions.filters.http.ext_authz.v3.ExtAuthz"),
+        "{ext}"
+    );
+    // gRPC providers check TCP too.
+    let names: Vec<String> = network_filters(&ctx, &p)
+        .into_iter()
+        .map(|f| f.name)
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "envoy.filters.network.rbac",
+            "envoy.filters.network.ext_authz"
+        ]
+    );
+}

@@ -51,6 +51,17 @@ impl RbacRules {
         }
     }
 
+    /// Its policies, by name in order.
+    pub(super) fn entries(self) -> impl Iterator<Item = (String, Policy)> {
+        self.policies
+            .into_iter()
+            .map(|e| (e.key, e.value.unwrap_or_default()))
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.policies.is_empty()
+    }
+
     /// The policies' names, in order.
     #[cfg(test)]
     pub(super) fn names(&self) -> Vec<&str> {
