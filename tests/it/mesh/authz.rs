@@ -331,7 +331,7 @@ fn custom_asks_the_external_authorizer_only_for_what_it_selects() {
         "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: ext-authz, namespace: ext}}\nspec:\n  hosts: [ext-authz.ext.svc.cluster.local]\n  addresses: [10.96.8.3]\n  location: MESH_INTERNAL\n  resolution: STATIC\n  ports: [{{number: 8000, name: http, protocol: HTTP}}]\n  endpoints: [{{address: {}}}]\n",
         ext.ip()
     );
-    w.write(&[ext_service.clone()]);
+    w.write(std::slice::from_ref(&ext_service));
     wait_answer(&client, HOST, APP_PORT, &[], "server", &w.server);
     w.write(&[
         ext_service,
