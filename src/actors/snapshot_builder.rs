@@ -112,7 +112,13 @@ pub struct SnapshotBuilder {
     /// Which sources each built context holds (the `/ready` probe).
     ready: Readiness,
     mailbox_capacity: usize,
+    /// Where the JWKS sources of each built context's RequestAuthentications go (the JWKS
+    /// resolver); none: not sent.
+    jwks_wanted: Option<tokio::sync::watch::Sender<JwksWanted>>,
 }
+
+/// The JWKS sources a context's rules read, with their fetch timeouts in nanoseconds.
+pub type JwksWanted = std::collections::BTreeMap<axon_config::istio::JwksSource, i128>;
 
 impl SnapshotBuilder {
     pub fn new(
@@ -129,8 +135,16 @@ impl SnapshotBuilder {
             push_queue,
             metrics,
             ready: Readiness::new(ready_after),
+            jwks_wanted: None,
             mailbox_capacity,
         }
+    }
+
+    /// Sends each built context's JWKS sources to `resolver` when its RequestAuthentications
+    /// changed.
+    pub fn with_jwks_resolver(mut self, resolver: tokio::sync::watch::Sender<JwksWanted>) -> Self {
+        self.jwks_wanted = Some(resolver);
+        self
     }
 }
 
@@ -227,6 +241,20 @@ impl Handler<Flush> for SnapshotBuilder {
                      without a selector (the oldest wins, as in istiod)"
                 );
             }
+        }
+        // The JWKS the RequestAuthentications read, to the resolver once per rebuilt index.
+        if let Some(resolver) = &self.jwks_wanted
+            && self
+                .current
+                .as_ref()
+                .is_none_or(|old| !Arc::ptr_eq(&old.request_authn, &ctx.request_authn))
+        {
+            let wanted = ctx.request_authn.jwks_sources();
+            resolver.send_if_modified(|current| {
+                let modified = *current != wanted;
+                *current = wanted;
+                modified
+            });
         }
         // What the VirtualService merge dropped, logged once per rebuilt index.
         let vs_rebuilt = self

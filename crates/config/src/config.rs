@@ -8,8 +8,8 @@ use std::fmt;
 use serde::Serialize;
 
 use super::istio::{
-    DestinationRule, Gateway, Labels, PeerAuthentication, ServiceEntry, Sidecar, VirtualService,
-    WorkloadEntry, WorkloadGroup,
+    DestinationRule, FetchedJwks, Gateway, Labels, PeerAuthentication, RequestAuthentication,
+    ServiceEntry, Sidecar, VirtualService, WorkloadEntry, WorkloadGroup,
 };
 use crate::secret::TlsSecret;
 
@@ -33,6 +33,12 @@ pub enum ConfigKind {
     Sidecar,
     /// `security.istio.io`: not of the networking group, so not in [`ConfigKind::ALL`].
     PeerAuthentication,
+    /// `security.istio.io`: not of the networking group, so not in [`ConfigKind::ALL`].
+    RequestAuthentication,
+    /// A JWKS axon fetched for a RequestAuthentication's `jwksUri` (or its issuer's OpenID
+    /// discovery), sent by the binary's JWKS resolver; no user writes it. Its key: namespace
+    /// empty, name the URL fetched first ([`crate::istio::JwksSource::url`]).
+    Jwks,
     /// A Kubernetes `v1` Secret holding TLS material (`axon_model::secrets`); not of the
     /// networking group, so not in [`ConfigKind::ALL`].
     Secret,
@@ -60,6 +66,8 @@ impl ConfigKind {
             ConfigKind::Gateway => "Gateway",
             ConfigKind::Sidecar => "Sidecar",
             ConfigKind::PeerAuthentication => "PeerAuthentication",
+            ConfigKind::RequestAuthentication => "RequestAuthentication",
+            ConfigKind::Jwks => "Jwks",
             ConfigKind::Secret => "Secret",
         }
     }
@@ -111,6 +119,8 @@ pub enum Spec {
     Gateway(Gateway),
     Sidecar(Sidecar),
     PeerAuthentication(PeerAuthentication),
+    RequestAuthentication(RequestAuthentication),
+    Jwks(FetchedJwks),
     Secret(TlsSecret),
 }
 
@@ -125,6 +135,8 @@ impl Spec {
             Spec::Gateway(_) => ConfigKind::Gateway,
             Spec::Sidecar(_) => ConfigKind::Sidecar,
             Spec::PeerAuthentication(_) => ConfigKind::PeerAuthentication,
+            Spec::RequestAuthentication(_) => ConfigKind::RequestAuthentication,
+            Spec::Jwks(_) => ConfigKind::Jwks,
             Spec::Secret(_) => ConfigKind::Secret,
         }
     }

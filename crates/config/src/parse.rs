@@ -295,12 +295,18 @@ fn parse_checked(
         return DocOutcome::Invalid(DocError::NotAnObject);
     };
     let (group, version) = api_version.split_once('/').unwrap_or(("", &api_version));
-    if group == ISTIO_SECURITY_GROUP && kind == ConfigKind::PeerAuthentication.as_str() {
+    let security_kind = [
+        ConfigKind::PeerAuthentication,
+        ConfigKind::RequestAuthentication,
+    ]
+    .into_iter()
+    .find(|k| k.as_str() == kind);
+    if let (ISTIO_SECURITY_GROUP, Some(security_kind)) = (group, security_kind) {
         if !ISTIO_SECURITY_VERSIONS.contains(&version) {
             return DocOutcome::Invalid(DocError::SecurityApiVersion { kind, api_version });
         }
         return match build_config(
-            ConfigKind::PeerAuthentication,
+            security_kind,
             envelope.metadata,
             envelope.spec,
             default_namespace,
@@ -441,8 +447,10 @@ fn schema_of(kind: ConfigKind) -> &'static schema::Message {
         ConfigKind::Gateway => &schema::GATEWAY,
         ConfigKind::Sidecar => &schema::SIDECAR,
         ConfigKind::PeerAuthentication => &schema::PEER_AUTHENTICATION,
-        // Secrets are decoded by `parse_secret`, never walked against a schema.
-        ConfigKind::Secret => &NO_FIELDS,
+        ConfigKind::RequestAuthentication => &schema::REQUEST_AUTHENTICATION,
+        // Secrets are decoded by `parse_secret`, and fetched JWKS made by the resolver, never
+        // walked against a schema.
+        ConfigKind::Secret | ConfigKind::Jwks => &NO_FIELDS,
     }
 }
 
@@ -462,7 +470,8 @@ fn typed_spec(kind: ConfigKind, spec: serde_json::Value) -> Result<Spec, DocErro
         ConfigKind::Gateway => Spec::Gateway(de(spec)?),
         ConfigKind::Sidecar => Spec::Sidecar(de(spec)?),
         ConfigKind::PeerAuthentication => Spec::PeerAuthentication(de(spec)?),
-        ConfigKind::Secret => return Err(DocError::NotAnObject),
+        ConfigKind::RequestAuthentication => Spec::RequestAuthentication(de(spec)?),
+        ConfigKind::Secret | ConfigKind::Jwks => return Err(DocError::NotAnObject),
     })
 }
 

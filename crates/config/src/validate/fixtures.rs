@@ -23,6 +23,7 @@ pub(super) fn check_named(kind: &str, name: &str, spec: &str) -> Result<(), Vec<
         "Gateway" => Spec::Gateway(typed_spec(value)),
         "Sidecar" => Spec::Sidecar(typed_spec(value)),
         "PeerAuthentication" => Spec::PeerAuthentication(typed_spec(value)),
+        "RequestAuthentication" => Spec::RequestAuthentication(typed_spec(value)),
         other => panic!("unknown kind {other}"),
     };
     validate(&Config {

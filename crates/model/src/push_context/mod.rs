@@ -10,6 +10,7 @@ use std::sync::Arc;
 use super::address_index::AddressIndex;
 use super::peer_authn::PeerAuthnIndex;
 use super::push_request::PushRequest;
+use super::request_authn::{JwksIndex, RequestAuthnIndex};
 use super::secrets::SecretIndex;
 use super::service::{Endpoint, Service, endpoints_of, labels_match, services_of};
 use super::visibility::ExportTo;
@@ -103,6 +104,10 @@ pub struct PushContext {
     pub secrets: Arc<SecretIndex>,
     /// PeerAuthentications, composed as istiod does (`super::peer_authn`).
     pub peer_authn: Arc<PeerAuthnIndex>,
+    /// RequestAuthentications, selected as istiod does (`super::request_authn`).
+    pub request_authn: Arc<RequestAuthnIndex>,
+    /// The JWKS the resolver fetched for their rules (`super::request_authn`).
+    pub jwks: Arc<JwksIndex>,
     pub mesh: Arc<MeshConfig>,
     /// Answers computed from this context, shared by the proxies that ask the same question.
     pub memo: super::memo::Memo,
@@ -217,6 +222,16 @@ impl PushContext {
         } else {
             prev.peer_authn.clone()
         };
+        let request_authn = if kinds.contains(&ConfigKind::RequestAuthentication) {
+            Arc::new(RequestAuthnIndex::build(configs, &mesh.root_namespace))
+        } else {
+            prev.request_authn.clone()
+        };
+        let jwks = if kinds.contains(&ConfigKind::Jwks) {
+            Arc::new(JwksIndex::build(configs))
+        } else {
+            prev.jwks.clone()
+        };
         let endpoint_changes =
             (!request.full).then(|| Arc::new(endpoint_differences(&prev.endpoints, &endpoints)));
         PushContext {
@@ -230,6 +245,8 @@ impl PushContext {
             sidecars,
             secrets,
             peer_authn,
+            request_authn,
+            jwks,
             mesh: mesh.clone(),
             memo: Default::default(),
         }
@@ -250,6 +267,8 @@ impl PushContext {
             sidecars: Arc::new(index_sidecars(configs)),
             secrets: Arc::new(SecretIndex::build(configs)),
             peer_authn: Arc::new(PeerAuthnIndex::build(configs, &mesh.root_namespace)),
+            request_authn: Arc::new(RequestAuthnIndex::build(configs, &mesh.root_namespace)),
+            jwks: Arc::new(JwksIndex::build(configs)),
             mesh: mesh.clone(),
             memo: Default::default(),
             endpoint_changes: None,

@@ -33,6 +33,7 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::DownstreamTlsContext;
 use envoy_types::pb::google::protobuf::{BoolValue, Duration};
 
+use super::authn;
 use super::gateway_l4::{TakenSni, passthrough_chains, tcp_filters};
 use super::server_tls::downstream_context;
 use super::{HcmKind, hcm_config, hcm_filter, socket_address};
@@ -87,7 +88,7 @@ fn port_chains(
         return vec![Chain {
             sni_hosts: Vec::new(),
             tls: None,
-            filters: vec![hcm(&stat_prefix, &ms.route_name, grpc_web, proxy)],
+            filters: vec![hcm(ctx, &stat_prefix, &ms.route_name, grpc_web, proxy)],
         }];
     }
     let mut out = Vec::new();
@@ -116,7 +117,7 @@ fn port_chains(
                 out.push(Chain {
                     sni_hosts: server.sni_hosts.clone(),
                     tls: Some(downstream_context(tls, false, proxy.istio_agent)),
-                    filters: vec![hcm(&stat_prefix, &server.route_name, grpc_web, proxy)],
+                    filters: vec![hcm(ctx, &stat_prefix, &server.route_name, grpc_web, proxy)],
                 });
             }
             ServerKind::TlsTerminated => {
@@ -158,8 +159,9 @@ fn credentials_available(ctx: &PushContext, proxy: &Proxy, server: &GatewayServe
 
 /// A gateway's HTTP connection manager (istiod's `buildGatewayConnectionManager`): routes
 /// over RDS as `route`, the client certificate's details forwarded (`SANITIZE_SET`), and the
-/// `grpc_web` filter first on a GRPC-WEB port.
-fn hcm(stat_prefix: &str, route: &str, grpc_web: bool, proxy: &Proxy) -> Filter {
+/// `grpc_web` filter on a GRPC-WEB port, after the JWT filter of its RequestAuthentications
+/// (`authn`).
+fn hcm(ctx: &PushContext, stat_prefix: &str, route: &str, grpc_web: bool, proxy: &Proxy) -> Filter {
     let mut hcm = hcm_config(
         stat_prefix,
         RouteSpecifier::Rds(Rds {
@@ -188,6 +190,7 @@ fn hcm(stat_prefix: &str, route: &str, grpc_web: bool, proxy: &Proxy) -> Filter 
             },
         );
     }
+    hcm.http_filters.splice(0..0, authn::jwt_filter(ctx, proxy));
     hcm_filter(hcm, proxy.idle_timeout)
 }
 

@@ -38,6 +38,7 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
 use envoy_types::pb::envoy::r#type::v3::Int32Range;
 use envoy_types::pb::google::protobuf::{BoolValue, Duration, UInt32Value};
 
+use super::authn;
 use super::inbound_mtls::{Carries, MatchOption, PortMtls, TLS, inbound_tls, match_options};
 use super::outbound::{ListenerProtocol, PLAINTEXT_HTTP_ALPNS, RAW_BUFFER, listener_protocol};
 use super::server_tls::downstream_context;
@@ -49,6 +50,7 @@ use crate::resource::{Resource, any};
 use axon_config::mesh::MeshConfig;
 use axon_model::peer_authn::MtlsMode;
 use axon_model::proxy::Proxy;
+use axon_model::push_context::PushContext;
 use axon_model::sidecar_scope::{InboundPort, SidecarScope};
 
 /// The mark `original_src` sets under TPROXY (istio-iptables routes it back to Envoy).
@@ -56,21 +58,26 @@ const TPROXY_MARK: u32 = 1337;
 /// Envoy's name of the TLS transport socket.
 const TLS_SOCKET: &str = "envoy.transport_sockets.tls";
 
-/// What the chains of one proxy share: its idle timeout, the mesh's TLS settings, and
-/// whether it runs beside istio's agent.
+/// What the chains of one proxy share: its idle timeout, the mesh's TLS settings, whether it
+/// runs beside istio's agent, and the context and proxy its HTTP chains' filters read.
 #[derive(Clone, Copy)]
 pub(super) struct Inbound<'a> {
     pub idle_timeout: Option<i128>,
     pub mesh: &'a MeshConfig,
     pub istio_agent: bool,
+    /// The context and the proxy, for the filters its security policies put on HTTP chains.
+    pub ctx: &'a PushContext,
+    pub proxy: &'a Proxy,
 }
 
 impl<'a> Inbound<'a> {
-    pub(super) fn of(proxy: &Proxy, mesh: &'a MeshConfig) -> Inbound<'a> {
+    pub(super) fn of(ctx: &'a PushContext, proxy: &'a Proxy) -> Inbound<'a> {
         Inbound {
             idle_timeout: proxy.idle_timeout,
-            mesh,
+            mesh: &ctx.mesh,
             istio_agent: proxy.istio_agent,
+            ctx,
+            proxy,
         }
     }
 }
@@ -106,6 +113,8 @@ fn chain(target: &Target, option: &MatchOption, inbound: Inbound) -> FilterChain
                 dns: true,
                 ..Default::default()
             });
+            hcm.http_filters
+                .splice(0..0, authn::jwt_filter(inbound.ctx, inbound.proxy));
             hcm_filter(hcm, inbound.idle_timeout)
         }
         Carries::Tcp => tcp_proxy(target.cluster, target.cluster),
@@ -243,8 +252,8 @@ fn passthrough_chains(scope: &SidecarScope, inbound: Inbound) -> Vec<FilterChain
 }
 
 /// istiod's `inboundVirtualListener`.
-pub(super) fn virtual_inbound(scope: &SidecarScope, proxy: &Proxy, mesh: &MeshConfig) -> Resource {
-    let inbound = Inbound::of(proxy, mesh);
+pub(super) fn virtual_inbound(ctx: &PushContext, scope: &SidecarScope, proxy: &Proxy) -> Resource {
+    let inbound = Inbound::of(ctx, proxy);
     let mut chains = vec![FilterChain {
         name: "virtualInbound-blackhole".to_string(),
         filter_chain_match: Some(FilterChainMatch {

@@ -39,6 +39,7 @@ use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{
 };
 use envoy_types::pb::google::protobuf::{Any, BoolValue, Duration, UInt32Value};
 
+mod authn;
 mod gateway;
 mod gateway_l4;
 mod inbound;
@@ -75,7 +76,7 @@ fn sidecar_listeners(ctx: &PushContext, proxy: &Proxy, scope: &SidecarScope) -> 
             out.push(inbound_listener(
                 bind,
                 inbound,
-                inbound::port_chains(inbound, mode, inbound::Inbound::of(proxy, &ctx.mesh)),
+                inbound::port_chains(inbound, mode, inbound::Inbound::of(ctx, proxy)),
             ));
         }
     }
@@ -85,7 +86,7 @@ fn sidecar_listeners(ctx: &PushContext, proxy: &Proxy, scope: &SidecarScope) -> 
             proxy.tproxy,
             proxy.idle_timeout,
         ));
-        out.push(inbound::virtual_inbound(scope, proxy, &ctx.mesh));
+        out.push(inbound::virtual_inbound(ctx, scope, proxy));
     }
     out
 }
