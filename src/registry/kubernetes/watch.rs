@@ -148,7 +148,10 @@ pub const ISTIO_KINDS: [ConfigKind; 6] = [
 ];
 
 /// The security.istio.io kinds read from Kubernetes.
-pub const ISTIO_SECURITY_KINDS: [ConfigKind; 1] = [ConfigKind::PeerAuthentication];
+pub const ISTIO_SECURITY_KINDS: [ConfigKind; 2] = [
+    ConfigKind::PeerAuthentication,
+    ConfigKind::RequestAuthentication,
+];
 
 /// For each Istio kind the API server serves, the resource at its best served version
 /// (v1, then v1beta1, then v1alpha3), of networking.istio.io and security.istio.io. Empty

@@ -42,7 +42,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 
 /// The collections served: path, apiVersion, kind, plural.
-const COLLECTIONS: [(&str, &str, &str); 13] = [
+const COLLECTIONS: [(&str, &str, &str); 14] = [
     ("/api/v1/namespaces", "v1", "Namespace"),
     ("/api/v1/configmaps", "v1", "ConfigMap"),
     ("/api/v1/secrets", "v1", "Secret"),
@@ -87,6 +87,11 @@ const COLLECTIONS: [(&str, &str, &str); 13] = [
         "/apis/security.istio.io/v1/peerauthentications",
         "security.istio.io/v1",
         "PeerAuthentication",
+    ),
+    (
+        "/apis/security.istio.io/v1/requestauthentications",
+        "security.istio.io/v1",
+        "RequestAuthentication",
     ),
 ];
 
