@@ -103,6 +103,30 @@ pub struct GetPushStatus;
 #[rtype(result = "serde_json::Value")]
 pub struct GetVirtualServiceProblems;
 
+/// How many workloads each RequestAuthentication of the current context applies to
+/// (`/debug/configz`), by `kind/namespace/name`.
+#[derive(Message)]
+#[rtype(result = "serde_json::Value")]
+pub struct GetRequestAuthnSelection;
+
+impl Handler<GetRequestAuthnSelection> for SnapshotBuilder {
+    type Result = MessageResult<GetRequestAuthnSelection>;
+
+    fn handle(&mut self, _: GetRequestAuthnSelection, _: &mut Context<Self>) -> Self::Result {
+        let counts = self
+            .current
+            .as_ref()
+            .map(|ctx| ctx.request_authn_selected())
+            .unwrap_or_default();
+        MessageResult(serde_json::Value::Object(
+            counts
+                .into_iter()
+                .map(|(k, n)| (k.to_string(), serde_json::Value::from(n)))
+                .collect(),
+        ))
+    }
+}
+
 pub struct SnapshotBuilder {
     current: Option<Arc<PushContext>>,
     last: serde_json::Value,

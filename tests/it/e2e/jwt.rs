@@ -280,5 +280,13 @@ fn request_authentication_at_a_gateway_as_istiod() {
             && !l.ends_with(" 0")),
         "fetches are counted"
     );
+    // /debug/configz counts the workloads each policy applies to: the gateway has no
+    // Service endpoint, so none is counted.
+    let configz = axon.debug_json("/debug/configz");
+    assert_eq!(
+        configz["request_authentication_workloads"]["RequestAuthentication/istio-system/ingress-jwt"],
+        0,
+        "{configz}"
+    );
     assert_no_rejected_updates(&envoy);
 }

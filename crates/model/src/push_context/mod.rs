@@ -17,7 +17,7 @@ use super::visibility::ExportTo;
 use axon_config::config::{Config, ConfigKey, ConfigKind, Spec};
 use axon_config::config_set::ConfigSet;
 use axon_config::host;
-use axon_config::istio::{DestinationRule, Gateway, Resolution, Sidecar};
+use axon_config::istio::{DestinationRule, Gateway, Labels, Resolution, Sidecar};
 use axon_config::mesh::MeshConfig;
 
 mod delegate;
@@ -305,6 +305,27 @@ impl PushContext {
                 Spec::Sidecar(sc) => Some((c.as_ref(), sc)),
                 _ => None,
             })
+    }
+
+    /// How many workloads each RequestAuthentication applies to (`/debug/configz`, `axon
+    /// validate`): the workloads are the distinct endpoints (address, namespace, labels) of
+    /// the services in this context: Pods and WorkloadEntries; a proxy without an endpoint (a
+    /// gateway's Deployment without a Service) is not counted.
+    pub fn request_authn_selected(&self) -> BTreeMap<ConfigKey, usize> {
+        if self.request_authn.is_empty() {
+            return BTreeMap::new();
+        }
+        let mut workloads: BTreeSet<(&str, &str, &Labels)> = BTreeSet::new();
+        for ((host, _), endpoints) in &self.endpoints.by_service_port {
+            let Some(service) = self.service(host) else {
+                continue;
+            };
+            for e in endpoints.iter() {
+                workloads.insert((service.namespace.as_str(), e.address.as_str(), &e.labels));
+            }
+        }
+        self.request_authn
+            .selected_counts(workloads.into_iter().map(|(ns, _, labels)| (ns, labels)))
     }
 
     pub fn service(&self, hostname: &str) -> Option<&Arc<Service>> {
