@@ -290,3 +290,63 @@ fn request_authentication_at_a_gateway_as_istiod() {
     );
     assert_no_rejected_updates(&envoy);
 }
+
+/// A sidecar's inbound traffic (a Sidecar `ingress` listener bound without capture, whose
+/// chain is `virtualInbound`'s): the namespace's RequestAuthentication with inline keys puts
+/// the JWT filter there too. Its outbound listeners carry none (istiod's).
+#[test]
+fn request_authentication_on_a_sidecars_inbound_traffic() {
+    use crate::support::sidecar::{CONVERGE, NODE_A, sidecar_options};
+    let k1 = Key::new("k1");
+    let other = Key::new("other");
+    let app = EchoUpstream::start("the-app");
+    let inbound = free_port();
+    let config = ConfigDir::new();
+    config.write(
+        "sidecar.yaml",
+        &format!(
+            "apiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {{name: default, namespace: a}}\nspec:\n  ingress:\n  - port: {{number: {inbound}, protocol: HTTP, name: http-in}}\n    defaultEndpoint: 127.0.0.1:{}\n    captureMode: NONE\n    bind: 127.0.0.1\n  egress: [{{hosts: [\"./*\"]}}]\n",
+            app.port()
+        ),
+    );
+    config.write(
+        "jwt.yaml",
+        &format!(
+            "apiVersion: security.istio.io/v1beta1\nkind: RequestAuthentication\nmetadata: {{name: ns-jwt, namespace: a}}\nspec:\n  jwtRules:\n  - issuer: {ISSUER}\n    jwks: '{}'\n    fromHeaders: [{{name: x-token}}]\n    outputClaimToHeaders: [{{header: x-jwt-sub, claim: sub}}]\n",
+            jwks(&[&k1])
+        ),
+    );
+    let axon = Axon::start(config.path());
+    let envoy = Envoy::start(axon.xds_addr(), sidecar_options(NODE_A, "productpage", "a"));
+    let get = |path: &str, token: Option<&str>| {
+        let headers: Vec<(&str, &str)> = token.iter().map(|t| ("x-token", *t)).collect();
+        http_get(Envoy::local(inbound), path, &headers)
+    };
+    let valid = k1.sign(claims(ISSUER, AUDIENCE, "users"));
+    let mut last = (0, String::new());
+    assert!(
+        wait_until(CONVERGE, || {
+            last = get("/valid", Some(&valid));
+            last.0 == 200
+        }),
+        "the inbound listener never passed a valid token: {last:?}\n{}",
+        describe_envoy(&envoy)
+    );
+    let seen = app.requests();
+    let request = seen
+        .iter()
+        .rev()
+        .find(|r| r.path == "/valid")
+        .expect("recorded");
+    assert_eq!(
+        request.headers.get("x-jwt-sub").map(String::as_str),
+        Some("alice")
+    );
+    assert_eq!(get("/none", None).0, 200);
+    let (status, body) = get(
+        "/forged",
+        Some(&other.sign(claims(ISSUER, AUDIENCE, "users"))),
+    );
+    assert_eq!(status, 401, "{body}");
+    assert_no_rejected_updates(&envoy);
+}
