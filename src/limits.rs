@@ -184,6 +184,24 @@ pub struct Limits {
     /// The largest `CreateCertificate` request, bytes (the CSR and the rest of the message);
     /// a larger one is refused with RESOURCE_EXHAUSTED.
     pub max_csr_bytes: usize,
+    /// How often each JWKS a RequestAuthentication names by `jwksUri` (or its issuer's
+    /// OpenID discovery) is fetched again (istiod's `PILOT_JWT_PUB_KEY_REFRESH_INTERVAL`).
+    #[serde(deserialize_with = "duration")]
+    pub jwks_refresh_interval: Duration,
+    /// After a failed JWKS fetch, the next is this long after; each further failure doubles
+    /// it, up to an hour (istiod's `JwtPubKeyRefreshIntervalOnFailure` and its threshold).
+    #[serde(deserialize_with = "duration")]
+    pub jwks_refresh_interval_on_failure: Duration,
+    /// The longest one JWKS fetch may take, connection and body included; a rule's
+    /// `timeout` (default 5s) longer than this is cut to it.
+    #[serde(deserialize_with = "duration")]
+    pub jwks_max_fetch_timeout: Duration,
+    /// The largest JWKS (or OpenID discovery document) read, bytes; a larger one is a failed
+    /// fetch.
+    pub max_jwks_bytes: usize,
+    /// JWKS sources fetched at once; past it (in URL order) a rule's keys are not fetched
+    /// and its policy fails closed.
+    pub max_jwks_sources: usize,
 }
 
 impl Default for Limits {
@@ -237,6 +255,11 @@ impl Default for Limits {
             max_workload_cert_ttl: Duration::from_secs(90 * 24 * 3600),
             self_signed_root_ttl: Duration::from_secs(3650 * 24 * 3600),
             max_csr_bytes: 64 << 10,
+            jwks_refresh_interval: Duration::from_secs(20 * 60),
+            jwks_refresh_interval_on_failure: Duration::from_secs(60),
+            jwks_max_fetch_timeout: Duration::from_secs(30),
+            max_jwks_bytes: 1 << 20,
+            max_jwks_sources: 256,
         }
     }
 }
@@ -316,6 +339,8 @@ impl Limits {
             ("max_peers", self.max_peers),
             ("max_peer_answer_bytes", self.max_peer_answer_bytes),
             ("max_csr_bytes", self.max_csr_bytes),
+            ("max_jwks_bytes", self.max_jwks_bytes),
+            ("max_jwks_sources", self.max_jwks_sources),
             (
                 "max_streams_per_connection",
                 self.max_streams_per_connection as usize,
@@ -352,6 +377,12 @@ impl Limits {
             ("peer_poll_interval", self.peer_poll_interval),
             ("workload_cert_ttl", self.workload_cert_ttl),
             ("self_signed_root_ttl", self.self_signed_root_ttl),
+            ("jwks_refresh_interval", self.jwks_refresh_interval),
+            (
+                "jwks_refresh_interval_on_failure",
+                self.jwks_refresh_interval_on_failure,
+            ),
+            ("jwks_max_fetch_timeout", self.jwks_max_fetch_timeout),
         ] {
             if value.is_zero() {
                 return Err(invalid(key, "must be longer than 0"));

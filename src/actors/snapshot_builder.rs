@@ -103,6 +103,30 @@ pub struct GetPushStatus;
 #[rtype(result = "serde_json::Value")]
 pub struct GetVirtualServiceProblems;
 
+/// How many workloads each RequestAuthentication of the current context applies to
+/// (`/debug/configz`), by `kind/namespace/name`.
+#[derive(Message)]
+#[rtype(result = "serde_json::Value")]
+pub struct GetRequestAuthnSelection;
+
+impl Handler<GetRequestAuthnSelection> for SnapshotBuilder {
+    type Result = MessageResult<GetRequestAuthnSelection>;
+
+    fn handle(&mut self, _: GetRequestAuthnSelection, _: &mut Context<Self>) -> Self::Result {
+        let counts = self
+            .current
+            .as_ref()
+            .map(|ctx| ctx.request_authn_selected())
+            .unwrap_or_default();
+        MessageResult(serde_json::Value::Object(
+            counts
+                .into_iter()
+                .map(|(k, n)| (k.to_string(), serde_json::Value::from(n)))
+                .collect(),
+        ))
+    }
+}
+
 pub struct SnapshotBuilder {
     current: Option<Arc<PushContext>>,
     last: serde_json::Value,
@@ -112,7 +136,13 @@ pub struct SnapshotBuilder {
     /// Which sources each built context holds (the `/ready` probe).
     ready: Readiness,
     mailbox_capacity: usize,
+    /// Where the JWKS sources of each built context's RequestAuthentications go (the JWKS
+    /// resolver); none: not sent.
+    jwks_wanted: Option<tokio::sync::watch::Sender<JwksWanted>>,
 }
+
+/// The JWKS sources a context's rules read, with their fetch timeouts in nanoseconds.
+pub type JwksWanted = std::collections::BTreeMap<axon_config::istio::JwksSource, i128>;
 
 impl SnapshotBuilder {
     pub fn new(
@@ -129,8 +159,16 @@ impl SnapshotBuilder {
             push_queue,
             metrics,
             ready: Readiness::new(ready_after),
+            jwks_wanted: None,
             mailbox_capacity,
         }
+    }
+
+    /// Sends each built context's JWKS sources to `resolver` when its RequestAuthentications
+    /// changed.
+    pub fn with_jwks_resolver(mut self, resolver: tokio::sync::watch::Sender<JwksWanted>) -> Self {
+        self.jwks_wanted = Some(resolver);
+        self
     }
 }
 
@@ -245,6 +283,20 @@ impl Handler<Flush> for SnapshotBuilder {
                     );
                 }
             }
+        }
+        // The JWKS the RequestAuthentications read, to the resolver once per rebuilt index.
+        if let Some(resolver) = &self.jwks_wanted
+            && self
+                .current
+                .as_ref()
+                .is_none_or(|old| !Arc::ptr_eq(&old.request_authn, &ctx.request_authn))
+        {
+            let wanted = ctx.request_authn.jwks_sources();
+            resolver.send_if_modified(|current| {
+                let modified = *current != wanted;
+                *current = wanted;
+                modified
+            });
         }
         // What the VirtualService merge dropped, logged once per rebuilt index.
         let vs_rebuilt = self

@@ -206,6 +206,24 @@ async fn wire(
         plaintext_secrets: settings.plaintext_secrets,
         ..mesh
     };
+    // The Debouncer is made before the SnapshotBuilder it flushes to, so that the JWKS
+    // resolver's outbox can send to it and the builder can tell the resolver what to fetch.
+    let debouncer_ctx = Context::<Debouncer>::new();
+    let debouncer_addr = debouncer_ctx.address();
+    let jwks_resolver = crate::registry::jwks::start(
+        crate::registry::jwks::Schedule {
+            refresh_interval: limits.jwks_refresh_interval,
+            on_failure: limits.jwks_refresh_interval_on_failure,
+            max_timeout: limits.jwks_max_fetch_timeout,
+            max_sources: limits.max_jwks_sources,
+        },
+        limits.max_jwks_bytes,
+        Outbox::new(
+            crate::registry::jwks::SOURCE,
+            debouncer_addr.recipient(),
+            metrics.clone(),
+        ),
+    );
     let builder: Addr<SnapshotBuilder> = SnapshotBuilder::new(
         mesh,
         push_queue.clone().recipient(),
@@ -213,8 +231,9 @@ async fn wire(
         &ready_after,
         cap,
     )
+    .with_jwks_resolver(jwks_resolver)
     .start();
-    let debouncer = Debouncer::new(
+    let debouncer = debouncer_ctx.run(Debouncer::new(
         DebounceState::new(
             limits.debounce_after,
             limits.debounce_max,
@@ -224,8 +243,7 @@ async fn wire(
         builder.clone().recipient(),
         cap,
         metrics.clone(),
-    )
-    .start();
+    ));
     let distribution = DistributionTracker::new(metrics.clone()).start();
     let directory = ConnectionDirectory::default().start();
     let arbiters: Vec<Arbiter> = (0..limits.connection_threads())

@@ -122,6 +122,15 @@ pub fn validate(path: &Path, strict: bool, out: &mut impl std::io::Write) -> any
             writeln!(out, "{place}: warning: {problem}")?;
         }
     }
+    // How many of the workloads read here each RequestAuthentication applies to.
+    for (key, n) in ctx.request_authn_selected() {
+        let place = set.place(&key).map_or(String::new(), |p| format!("{p}: "));
+        writeln!(
+            out,
+            "{place}note: {key} applies to {n} workload{} of these files",
+            if n == 1 { "" } else { "s" }
+        )?;
+    }
     let fails = strict && (not_applied > 0 || dropped > 0 || !problems.is_empty());
     // The count of Kubernetes objects only when there are some: the line is otherwise as it was.
     let objects = match set.objects().len() {

@@ -25,7 +25,9 @@ use crate::actors::distribution::{DistributionTracker, GetDistribution};
 use crate::actors::fleet::{Fleet, PeerClient};
 use crate::actors::messages::ForcePush;
 use crate::actors::messages::GetConfigz;
-use crate::actors::snapshot_builder::{GetPushStatus, GetVirtualServiceProblems, SnapshotBuilder};
+use crate::actors::snapshot_builder::{
+    GetPushStatus, GetRequestAuthnSelection, GetVirtualServiceProblems, SnapshotBuilder,
+};
 use axon_xds::ResourceType;
 
 use super::fleet;
@@ -225,7 +227,8 @@ async fn authorizationz(
 /// The config directory's configs and errors; with `--kubernetes`, each Kubernetes
 /// registry's under `kubernetes`; and what the current push context found wrong with the
 /// VirtualServices (delegates, hosts several mesh VirtualServices name), from the
-/// SnapshotBuilder, under `virtual_service_problems`.
+/// SnapshotBuilder, under `virtual_service_problems`; and how many workloads each
+/// RequestAuthentication applies to, under `request_authentication_workloads`.
 async fn configz(State(s): State<Debug>) -> Answer {
     let mut out = match &s.registry {
         Some(registry) => registry.send(GetConfigz).await.map_err(unavailable)?,
@@ -234,6 +237,11 @@ async fn configz(State(s): State<Debug>) -> Answer {
     out["virtual_service_problems"] = s
         .builder
         .send(GetVirtualServiceProblems)
+        .await
+        .map_err(unavailable)?;
+    out["request_authentication_workloads"] = s
+        .builder
+        .send(GetRequestAuthnSelection)
         .await
         .map_err(unavailable)?;
     if !s.kubernetes.is_empty() {

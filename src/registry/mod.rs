@@ -5,7 +5,8 @@
 //! ```text
 //!  config directory ─▶ files::FileRegistry (files::watch::WatchState, own thread) ─┐
 //!  API server ─▶ kubernetes::ServiceRegistry (Services, EndpointSlices, Pods)      ├─ Outbox ─ConfigUpdate─▶ Debouncer
-//!  API server ─▶ kubernetes::IstioRegistry (networking.istio.io)                   ┘
+//!  API server ─▶ kubernetes::IstioRegistry (networking.istio.io)                   ┤
+//!  JWKS endpoints ─▶ jwks (a task: RequestAuthentication keys, as ConfigKind::Jwks) ┘
 //! ```
 //!
 //! Services, EndpointSlices, Pods and Namespaces, from the API server or from documents of
@@ -16,5 +17,6 @@
 
 pub mod cluster;
 pub mod files;
+pub mod jwks;
 pub mod kubernetes;
 pub mod outbox;

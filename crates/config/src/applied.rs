@@ -6,7 +6,6 @@ mod destination_rule;
 mod gateway;
 
 use super::config::Spec;
-use super::istio::routing_claim;
 
 /// The notes of one typed spec.
 pub fn partial_notes(spec: &Spec) -> Vec<String> {
@@ -31,28 +30,6 @@ pub fn partial_notes(spec: &Spec) -> Vec<String> {
         }
         Spec::VirtualService(vs) => {
             for (i, http) in vs.http.iter().enumerate() {
-                for (j, m) in http.matches.iter().enumerate() {
-                    let claims = |map: &std::collections::BTreeMap<String, _>| {
-                        map.keys()
-                            .filter(|name| routing_claim(name).is_some())
-                            .cloned()
-                            .collect::<Vec<String>>()
-                    };
-                    for name in claims(&m.headers) {
-                        notes.push(format!(
-                            "spec.http[{i}].match[{j}].headers[{name}]: JWT claims need a \
-                             RequestAuthentication, which axon does not apply: this match \
-                             block matches no request (as istiod's without a JWT filter)"
-                        ));
-                    }
-                    for name in claims(&m.without_headers) {
-                        notes.push(format!(
-                            "spec.http[{i}].match[{j}].withoutHeaders[{name}]: JWT claims need \
-                             a RequestAuthentication, which axon does not apply: this excludes \
-                             no request (as istiod's without a JWT filter)"
-                        ));
-                    }
-                }
                 let code = http.redirect.as_ref().and_then(|r| r.redirect_code);
                 if let Some(code @ (300 | 304 | 305 | 306)) = code {
                     notes.push(format!(
@@ -148,21 +125,6 @@ mod tests {
             "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: v}\nspec:\n  hosts: [a]\n  http: [{redirect: {uri: /b, redirectCode: 304}}]\n",
         );
         assert!(partial_notes(&odd_code)[0].starts_with("spec.http[0].redirect.redirectCode: 304"));
-        let claims = spec(
-            "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: v}\nspec:\n  hosts: [a]\n  gateways: [gw]\n  http: [{match: [{headers: {'@request.auth.claims.group': {exact: admin}, x-a: {exact: b}}, withoutHeaders: {'@request.auth.claims[iss]': {}}}], route: [{destination: {host: a}}]}]\n",
-        );
-        let notes = partial_notes(&claims);
-        assert_eq!(notes.len(), 2, "{notes:?}");
-        assert!(
-            notes[0].starts_with(
-                "spec.http[0].match[0].headers[@request.auth.claims.group]: JWT claims need a RequestAuthentication"
-            ),
-            "{notes:?}"
-        );
-        assert!(notes[0].ends_with("matches no request (as istiod's without a JWT filter)"));
-        assert!(
-            notes[1].starts_with("spec.http[0].match[0].withoutHeaders[@request.auth.claims[iss]]")
-        );
         let everywhere = spec(
             "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: v}\nspec:\n  hosts: [a]\n  exportTo: ['*']\n  http: [{route: [{destination: {host: a}}]}]\n",
         );

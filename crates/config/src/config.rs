@@ -8,8 +8,8 @@ use std::fmt;
 use serde::Serialize;
 
 use super::istio::{
-    AuthorizationPolicy, DestinationRule, Gateway, Labels, PeerAuthentication, ServiceEntry,
-    Sidecar, VirtualService, WorkloadEntry, WorkloadGroup,
+    AuthorizationPolicy, DestinationRule, FetchedJwks, Gateway, Labels, PeerAuthentication,
+    RequestAuthentication, ServiceEntry, Sidecar, VirtualService, WorkloadEntry, WorkloadGroup,
 };
 use crate::secret::TlsSecret;
 
@@ -35,6 +35,12 @@ pub enum ConfigKind {
     PeerAuthentication,
     /// `security.istio.io`.
     AuthorizationPolicy,
+    /// `security.istio.io`: not of the networking group, so not in [`ConfigKind::ALL`].
+    RequestAuthentication,
+    /// A JWKS axon fetched for a RequestAuthentication's `jwksUri` (or its issuer's OpenID
+    /// discovery), sent by the binary's JWKS resolver; no user writes it. Its key: namespace
+    /// empty, name the URL fetched first ([`crate::istio::JwksSource::url`]).
+    Jwks,
     /// A Kubernetes `v1` Secret holding TLS material (`axon_model::secrets`); not of the
     /// networking group, so not in [`ConfigKind::ALL`].
     Secret,
@@ -63,6 +69,8 @@ impl ConfigKind {
             ConfigKind::Sidecar => "Sidecar",
             ConfigKind::PeerAuthentication => "PeerAuthentication",
             ConfigKind::AuthorizationPolicy => "AuthorizationPolicy",
+            ConfigKind::RequestAuthentication => "RequestAuthentication",
+            ConfigKind::Jwks => "Jwks",
             ConfigKind::Secret => "Secret",
         }
     }
@@ -115,6 +123,8 @@ pub enum Spec {
     Sidecar(Sidecar),
     PeerAuthentication(PeerAuthentication),
     AuthorizationPolicy(AuthorizationPolicy),
+    RequestAuthentication(RequestAuthentication),
+    Jwks(FetchedJwks),
     Secret(TlsSecret),
 }
 
@@ -130,6 +140,8 @@ impl Spec {
             Spec::Sidecar(_) => ConfigKind::Sidecar,
             Spec::PeerAuthentication(_) => ConfigKind::PeerAuthentication,
             Spec::AuthorizationPolicy(_) => ConfigKind::AuthorizationPolicy,
+            Spec::RequestAuthentication(_) => ConfigKind::RequestAuthentication,
+            Spec::Jwks(_) => ConfigKind::Jwks,
             Spec::Secret(_) => ConfigKind::Secret,
         }
     }

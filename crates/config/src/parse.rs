@@ -301,6 +301,7 @@ fn parse_checked(
     let security_kind = [
         ConfigKind::PeerAuthentication,
         ConfigKind::AuthorizationPolicy,
+        ConfigKind::RequestAuthentication,
     ]
     .into_iter()
     .find(|k| k.as_str() == kind);
@@ -473,8 +474,10 @@ fn schema_of(kind: ConfigKind) -> &'static schema::Message {
         ConfigKind::Sidecar => &schema::SIDECAR,
         ConfigKind::PeerAuthentication => &schema::PEER_AUTHENTICATION,
         ConfigKind::AuthorizationPolicy => &schema::AUTHORIZATION_POLICY,
-        // Secrets are decoded by `parse_secret`, never walked against a schema.
-        ConfigKind::Secret => &NO_FIELDS,
+        ConfigKind::RequestAuthentication => &schema::REQUEST_AUTHENTICATION,
+        // Secrets are decoded by `parse_secret`, and fetched JWKS made by the resolver, never
+        // walked against a schema.
+        ConfigKind::Secret | ConfigKind::Jwks => &NO_FIELDS,
     }
 }
 
@@ -495,7 +498,8 @@ fn typed_spec(kind: ConfigKind, spec: serde_json::Value) -> Result<Spec, DocErro
         ConfigKind::Sidecar => Spec::Sidecar(de(spec)?),
         ConfigKind::PeerAuthentication => Spec::PeerAuthentication(de(spec)?),
         ConfigKind::AuthorizationPolicy => Spec::AuthorizationPolicy(de(spec)?),
-        ConfigKind::Secret => return Err(DocError::NotAnObject),
+        ConfigKind::RequestAuthentication => Spec::RequestAuthentication(de(spec)?),
+        ConfigKind::Secret | ConfigKind::Jwks => return Err(DocError::NotAnObject),
     })
 }
 

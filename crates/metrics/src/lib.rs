@@ -123,6 +123,12 @@ pub struct Metrics {
     /// `pilot_sds_certificate_errors_total`: Secrets asked for and not served (missing,
     /// invalid, of another namespace), and Secrets refused at load.
     pub sds_certificate_errors: prometheus::IntCounter,
+    /// `pilot_jwks_resolver_network_fetch_success_total`: JWKS (or OpenID discovery
+    /// documents) fetched for RequestAuthentications.
+    pub jwks_fetch_success: prometheus::IntCounter,
+    /// `pilot_jwks_resolver_network_fetch_fail_total`: JWKS fetches that failed (network,
+    /// status, size, time, not a JWKS).
+    pub jwks_fetch_fail: prometheus::IntCounter,
     /// `pilot_total_xds_internal_errors`: failures inside axon while serving xDS.
     pub internal_errors: prometheus::IntCounter,
     /// `axon_config_distribution_seconds`: a config change to the last affected proxy's ACK.
@@ -287,6 +293,14 @@ impl Metrics {
             sds_certificate_errors: plain_counter(
                 "pilot_sds_certificate_errors_total",
                 "Total number of failures to fetch SDS key and certificate.",
+            ),
+            jwks_fetch_success: plain_counter(
+                "pilot_jwks_resolver_network_fetch_success_total",
+                "Total number of successfully network fetch by pilot jwks resolver",
+            ),
+            jwks_fetch_fail: plain_counter(
+                "pilot_jwks_resolver_network_fetch_fail_total",
+                "Total number of failed network fetch by pilot jwks resolver",
             ),
             write_timeout: plain_counter(
                 "pilot_xds_write_timeout",

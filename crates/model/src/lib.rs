@@ -19,6 +19,7 @@ pub mod peer_authn;
 pub mod proxy;
 pub mod push_context;
 pub mod push_request;
+pub mod request_authn;
 pub mod secrets;
 pub mod service;
 pub mod sidecar_scope;

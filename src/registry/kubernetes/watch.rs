@@ -148,9 +148,10 @@ pub const ISTIO_KINDS: [ConfigKind; 6] = [
 ];
 
 /// The security.istio.io kinds read from Kubernetes.
-pub const ISTIO_SECURITY_KINDS: [ConfigKind; 2] = [
+pub const ISTIO_SECURITY_KINDS: [ConfigKind; 3] = [
     ConfigKind::PeerAuthentication,
     ConfigKind::AuthorizationPolicy,
+    ConfigKind::RequestAuthentication,
 ];
 
 /// For each Istio kind the API server serves, the resource at its best served version

@@ -16,7 +16,7 @@ mod http_match;
 mod idle_timeout;
 mod inbound_pool;
 mod istio_mutual;
-mod jwt_claims;
+mod jwt;
 mod locality;
 mod mesh_config;
 mod mesh_default_policy;

@@ -6,4 +6,5 @@ mod fake_api;
 mod manifests;
 mod peer_authentication;
 mod peers;
+mod request_authentication;
 mod secrets;

@@ -342,3 +342,32 @@ fn validate_warns_of_istio_and_gateway_api_kinds_not_applied_and_strict_fails_th
     let out = axon(&["validate", "--strict", path]);
     assert!(out.status.success(), "{}", text(&out));
 }
+
+#[test]
+fn validate_applies_request_authentication_and_counts_its_workloads() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: a, namespace: foo}\nspec:\n  hosts: [a.foo.svc.cluster.local]\n  location: MESH_INTERNAL\n  resolution: STATIC\n  ports: [{number: 80, name: http, protocol: HTTP}]\n  endpoints: [{address: 10.0.0.1, labels: {app: a}}, {address: 10.0.0.2, labels: {app: a}}, {address: 10.0.0.3, labels: {app: b}}]\n---\napiVersion: security.istio.io/v1\nkind: RequestAuthentication\nmetadata: {name: jwt, namespace: foo}\nspec:\n  selector: {matchLabels: {app: a}}\n  jwtRules: [{issuer: 'https://issuer.example', jwksUri: 'https://issuer.example/keys'}]\n";
+    std::fs::write(dir.path().join("jwt.yaml"), docs).unwrap();
+    let path = dir.path().to_str().unwrap();
+    // Applied: nothing is reported as not applied, --strict passes.
+    let out = axon(&["validate", "--strict", path]);
+    let report = text(&out);
+    assert!(out.status.success(), "{report}");
+    assert!(
+        report.contains("note: RequestAuthentication/foo/jwt applies to 2 workloads"),
+        "{report}"
+    );
+    // istiod's validation: an issuer or a jwksUri, a jwksUri of http or https.
+    std::fs::write(
+        dir.path().join("jwt.yaml"),
+        "apiVersion: security.istio.io/v1\nkind: RequestAuthentication\nmetadata: {name: jwt, namespace: foo}\nspec:\n  jwtRules: [{jwksUri: 'ftp://issuer.example/keys'}]\n",
+    )
+    .unwrap();
+    let out = axon(&["validate", path]);
+    let report = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{report}");
+    assert!(
+        report.contains("URI scheme \"ftp\" is not supported"),
+        "{report}"
+    );
+}

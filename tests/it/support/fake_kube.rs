@@ -42,7 +42,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 
 /// The collections served: path, apiVersion, kind, plural.
-const COLLECTIONS: [(&str, &str, &str); 14] = [
+const COLLECTIONS: [(&str, &str, &str); 15] = [
     ("/api/v1/namespaces", "v1", "Namespace"),
     ("/api/v1/configmaps", "v1", "ConfigMap"),
     ("/api/v1/secrets", "v1", "Secret"),
@@ -92,6 +92,11 @@ const COLLECTIONS: [(&str, &str, &str); 14] = [
         "/apis/security.istio.io/v1/authorizationpolicies",
         "security.istio.io/v1",
         "AuthorizationPolicy",
+    ),
+    (
+        "/apis/security.istio.io/v1/requestauthentications",
+        "security.istio.io/v1",
+        "RequestAuthentication",
     ),
 ];
 

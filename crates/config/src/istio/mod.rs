@@ -1,13 +1,15 @@
 //! Istio API types, as serde structs.
 //!
 //! Owns the shapes of the `networking.istio.io` kinds that axon reads (`v1`, `v1beta1` and
-//! `v1alpha3` share one schema), and of `security.istio.io`'s PeerAuthentication and AuthorizationPolicy. Fields that Istio has and axon does not use are accepted and
+//! `v1alpha3` share one schema), and of `security.istio.io`'s PeerAuthentication,
+//! AuthorizationPolicy and RequestAuthentication. Fields that Istio has and axon does not use are accepted and
 //! ignored by serde; what is here is what the generators and the validator read.
 
 mod authorization_policy;
 mod destination_rule;
 mod gateway;
 mod peer_authentication;
+mod request_authentication;
 pub mod schema;
 mod service_entry;
 mod sidecar;
@@ -22,6 +24,10 @@ pub use authorization_policy::{
 pub use destination_rule::{DestinationRule, MatchLabels, Subset};
 pub use gateway::{Gateway, GatewayPort, Server, ServerTlsMode, ServerTlsSettings, TlsCertificate};
 pub use peer_authentication::{MtlsMode, PeerAuthentication, PeerMtls};
+pub use request_authentication::{
+    ClaimToHeader, FetchedJwks, GATEWAY_API_GROUP, JwksSource, JwtHeader, JwtRule,
+    OPENID_DISCOVERY_SUFFIX, PolicyTargetReference, RequestAuthentication,
+};
 pub use service_entry::{Location, Resolution, ServiceEntry, ServicePort, WorkloadSelector};
 pub use sidecar::{CaptureMode, IstioEgressListener, Sidecar, SidecarPort};
 pub use traffic_policy::{PolicyDoc, TrafficPolicy};

@@ -24,6 +24,7 @@ pub(super) fn check_named(kind: &str, name: &str, spec: &str) -> Result<(), Vec<
         "Sidecar" => Spec::Sidecar(typed_spec(value)),
         "PeerAuthentication" => Spec::PeerAuthentication(typed_spec(value)),
         "AuthorizationPolicy" => Spec::AuthorizationPolicy(typed_spec(value)),
+        "RequestAuthentication" => Spec::RequestAuthentication(typed_spec(value)),
         other => panic!("unknown kind {other}"),
     };
     validate(&Config {

@@ -21,7 +21,7 @@
 //!
 //! Layout: `mod.rs` dispatches on the kind; one file per kind (`service_entry`, `workload`
 //! for WorkloadEntry and WorkloadGroup, `destination_rule`, `virtual_service`, `gateway`,
-//! `sidecar`, `peer_authentication`), with the parts several kinds share in their own files (`traffic_policy` and
+//! `sidecar`, `peer_authentication`, `request_authentication`), with the parts several kinds share in their own files (`traffic_policy` and
 //! `tls` for DestinationRule, Gateway and Sidecar settings, `http_route` for VirtualService
 //! HTTP matches, `names` for host, label and address checks, `fields` for the message
 //! collector and the small value checks and parsers). Unit tests sit next to what they test;
@@ -39,6 +39,7 @@ mod http_route;
 mod locality;
 mod names;
 mod peer_authentication;
+mod request_authentication;
 mod service_entry;
 mod sidecar;
 mod tls;
@@ -90,8 +91,11 @@ pub fn validate(config: &Config) -> Result<(), Vec<String>> {
         Spec::Sidecar(sc) => sidecar::sidecar(&mut errs, sc),
         Spec::PeerAuthentication(pa) => peer_authentication::peer_authentication(&mut errs, pa),
         Spec::AuthorizationPolicy(ap) => authorization_policy::authorization_policy(&mut errs, ap),
-        // Checked as it is decoded (`secrets::decode`).
-        Spec::Secret(_) => {}
+        Spec::RequestAuthentication(ra) => {
+            request_authentication::request_authentication(&mut errs, ra)
+        }
+        // Checked as it is decoded (`secrets::decode`); a fetched JWKS by the resolver.
+        Spec::Secret(_) | Spec::Jwks(_) => {}
     }
     errs.finish()
 }

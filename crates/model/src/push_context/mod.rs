@@ -11,13 +11,14 @@ use super::address_index::AddressIndex;
 use super::authz::AuthzIndex;
 use super::peer_authn::PeerAuthnIndex;
 use super::push_request::PushRequest;
+use super::request_authn::{JwksIndex, RequestAuthnIndex};
 use super::secrets::SecretIndex;
 use super::service::{Endpoint, Service, endpoints_of, labels_match, services_of};
 use super::visibility::ExportTo;
 use axon_config::config::{Config, ConfigKey, ConfigKind, Spec};
 use axon_config::config_set::ConfigSet;
 use axon_config::host;
-use axon_config::istio::{DestinationRule, Gateway, Resolution, Sidecar};
+use axon_config::istio::{DestinationRule, Gateway, Labels, Resolution, Sidecar};
 use axon_config::mesh::MeshConfig;
 
 mod delegate;
@@ -106,6 +107,10 @@ pub struct PushContext {
     pub peer_authn: Arc<PeerAuthnIndex>,
     /// AuthorizationPolicies (`super::authz`).
     pub authz: Arc<AuthzIndex>,
+    /// RequestAuthentications, selected as istiod does (`super::request_authn`).
+    pub request_authn: Arc<RequestAuthnIndex>,
+    /// The JWKS the resolver fetched for their rules (`super::request_authn`).
+    pub jwks: Arc<JwksIndex>,
     pub mesh: Arc<MeshConfig>,
     /// Answers computed from this context, shared by the proxies that ask the same question.
     pub memo: super::memo::Memo,
@@ -225,6 +230,16 @@ impl PushContext {
         } else {
             prev.authz.clone()
         };
+        let request_authn = if kinds.contains(&ConfigKind::RequestAuthentication) {
+            Arc::new(RequestAuthnIndex::build(configs, &mesh.root_namespace))
+        } else {
+            prev.request_authn.clone()
+        };
+        let jwks = if kinds.contains(&ConfigKind::Jwks) {
+            Arc::new(JwksIndex::build(configs))
+        } else {
+            prev.jwks.clone()
+        };
         let endpoint_changes =
             (!request.full).then(|| Arc::new(endpoint_differences(&prev.endpoints, &endpoints)));
         PushContext {
@@ -239,6 +254,8 @@ impl PushContext {
             secrets,
             peer_authn,
             authz,
+            request_authn,
+            jwks,
             mesh: mesh.clone(),
             memo: Default::default(),
         }
@@ -260,6 +277,8 @@ impl PushContext {
             secrets: Arc::new(SecretIndex::build(configs)),
             peer_authn: Arc::new(PeerAuthnIndex::build(configs, &mesh.root_namespace)),
             authz: Arc::new(AuthzIndex::build(configs, &mesh.root_namespace)),
+            request_authn: Arc::new(RequestAuthnIndex::build(configs, &mesh.root_namespace)),
+            jwks: Arc::new(JwksIndex::build(configs)),
             mesh: mesh.clone(),
             memo: Default::default(),
             endpoint_changes: None,
@@ -296,6 +315,27 @@ impl PushContext {
                 Spec::Sidecar(sc) => Some((c.as_ref(), sc)),
                 _ => None,
             })
+    }
+
+    /// How many workloads each RequestAuthentication applies to (`/debug/configz`, `axon
+    /// validate`): the workloads are the distinct endpoints (address, namespace, labels) of
+    /// the services in this context: Pods and WorkloadEntries; a proxy without an endpoint (a
+    /// gateway's Deployment without a Service) is not counted.
+    pub fn request_authn_selected(&self) -> BTreeMap<ConfigKey, usize> {
+        if self.request_authn.is_empty() {
+            return BTreeMap::new();
+        }
+        let mut workloads: BTreeSet<(&str, &str, &Labels)> = BTreeSet::new();
+        for ((host, _), endpoints) in &self.endpoints.by_service_port {
+            let Some(service) = self.service(host) else {
+                continue;
+            };
+            for e in endpoints.iter() {
+                workloads.insert((service.namespace.as_str(), e.address.as_str(), &e.labels));
+            }
+        }
+        self.request_authn
+            .selected_counts(workloads.into_iter().map(|(ns, _, labels)| (ns, labels)))
     }
 
     pub fn service(&self, hostname: &str) -> Option<&Arc<Service>> {

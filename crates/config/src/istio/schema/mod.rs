@@ -1,6 +1,6 @@
 //! The Istio networking API's shape, field by field (istio/api `networking/v1alpha3/*.proto`,
 //! which `v1beta1` and `v1` share, in their JSON form: camelCase names; and
-//! `security/v1/peer_authentication.proto`), and which fields axon
+//! `security/v1/peer_authentication.proto`, `request_authentication.proto` and `jwt.proto`), and which fields axon
 //! applies. A document is checked against it before it is typed: a field the API does not have
 //! is an error (with the nearest known name as a suggestion), and a field the API has but axon
 //! does not translate is reported as "accepted but not applied by axon" with its path, so that
@@ -10,7 +10,8 @@ mod tables;
 
 pub use tables::{
     AUTHORIZATION_POLICY, DESTINATION_RULE, GATEWAY, MESH_DEFAULT_TRAFFIC_POLICY,
-    PEER_AUTHENTICATION, SERVICE_ENTRY, SIDECAR, VIRTUAL_SERVICE, WORKLOAD_ENTRY, WORKLOAD_GROUP,
+    PEER_AUTHENTICATION, REQUEST_AUTHENTICATION, SERVICE_ENTRY, SIDECAR, VIRTUAL_SERVICE,
+    WORKLOAD_ENTRY, WORKLOAD_GROUP,
 };
 
 /// A message of the API.
@@ -153,6 +154,8 @@ pub fn not_applied_fields() -> Vec<String> {
         ("WorkloadEntry", &WORKLOAD_ENTRY),
         ("WorkloadGroup", &WORKLOAD_GROUP),
         ("Sidecar", &SIDECAR),
+        ("PeerAuthentication", &PEER_AUTHENTICATION),
+        ("RequestAuthentication", &REQUEST_AUTHENTICATION),
     ] {
         list(kind, root, "spec", &mut Vec::new(), &mut out);
     }

@@ -2701,3 +2701,134 @@ pub(super) static AUTHZ_CONDITION: Message = Message {
         },
     ],
 };
+
+// ---- security/v1/request_authentication.proto, jwt.proto ----
+
+pub static REQUEST_AUTHENTICATION: Message = Message {
+    name: "RequestAuthentication",
+    fields: &[
+        // Applied: `model::request_authn` (which workloads).
+        Field {
+            name: "selector",
+            kind: Kind::Message(&TYPE_WORKLOAD_SELECTOR),
+            applied: Applied::Yes,
+        },
+        // Applied: `model::request_authn` (a Gateway API Gateway's proxies, as istiod).
+        Field {
+            name: "targetRef",
+            kind: Kind::Message(&POLICY_TARGET_REFERENCE),
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "targetRefs",
+            kind: Kind::Message(&POLICY_TARGET_REFERENCE),
+            applied: Applied::Yes,
+        },
+        // Applied: `xds::lds::authn` (the JWT filter), the binary's JWKS resolver.
+        Field {
+            name: "jwtRules",
+            kind: Kind::Message(&JWT_RULE),
+            applied: Applied::Yes,
+        },
+    ],
+};
+
+pub(super) static JWT_RULE: Message = Message {
+    name: "JWTRule",
+    fields: &[
+        Field {
+            name: "issuer",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "audiences",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        // Fetched by the binary's JWKS resolver and inlined, as istiod.
+        Field {
+            name: "jwksUri",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "jwks",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "fromHeaders",
+            kind: Kind::Message(&JWT_HEADER),
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "fromParams",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "fromCookies",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "outputPayloadToHeader",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "forwardOriginalToken",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "outputClaimToHeaders",
+            kind: Kind::Message(&CLAIM_TO_HEADER),
+            applied: Applied::Yes,
+        },
+        // The JWKS fetch's timeout (the resolver's, as istiod's).
+        Field {
+            name: "timeout",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "spaceDelimitedClaims",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+    ],
+};
+
+pub(super) static JWT_HEADER: Message = Message {
+    name: "JWTHeader",
+    fields: &[
+        Field {
+            name: "name",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "prefix",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+    ],
+};
+
+pub(super) static CLAIM_TO_HEADER: Message = Message {
+    name: "ClaimToHeader",
+    fields: &[
+        Field {
+            name: "header",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+        Field {
+            name: "claim",
+            kind: Kind::Scalar,
+            applied: Applied::Yes,
+        },
+    ],
+};

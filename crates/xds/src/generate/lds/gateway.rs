@@ -33,6 +33,7 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::DownstreamTlsContext;
 use envoy_types::pb::google::protobuf::{BoolValue, Duration};
 
+use super::authn;
 use super::gateway_l4::{TakenSni, passthrough_chains, tcp_filters};
 use super::server_tls::downstream_context;
 use super::{HcmKind, hcm_config, hcm_filter, socket_address};
@@ -171,7 +172,8 @@ fn credentials_available(ctx: &PushContext, proxy: &Proxy, server: &GatewayServe
 
 /// A gateway's HTTP connection manager (istiod's `buildGatewayConnectionManager`): routes
 /// over RDS as `route`, the client certificate's details forwarded (`SANITIZE_SET`), and the
-/// `grpc_web` filter first on a GRPC-WEB port.
+/// `grpc_web` filter on a GRPC-WEB port, after the authorization and authentication filters
+/// (CUSTOM's, the JWT filter of its RequestAuthentications (`authn`), the other policies').
 fn hcm(ctx: &PushContext, stat_prefix: &str, route: &str, grpc_web: bool, proxy: &Proxy) -> Filter {
     let mut hcm = hcm_config(
         stat_prefix,
@@ -203,8 +205,9 @@ fn hcm(ctx: &PushContext, stat_prefix: &str, route: &str, grpc_web: bool, proxy:
     }
     // istiod's order: CUSTOM authorization, authentication, then the other policies.
     let (custom, local) = super::authz::http_filters(ctx, proxy);
+    let jwt = authn::jwt_filter(ctx, proxy);
     hcm.http_filters
-        .splice(0..0, custom.into_iter().chain(local));
+        .splice(0..0, custom.into_iter().chain(jwt).chain(local));
     hcm_filter(hcm, proxy.idle_timeout)
 }
 

@@ -59,7 +59,7 @@ const TPROXY_MARK: u32 = 1337;
 const TLS_SOCKET: &str = "envoy.transport_sockets.tls";
 
 /// What the chains of one proxy share: its idle timeout, the mesh's TLS settings, whether
-/// it runs beside istio's agent, and its AuthorizationPolicies' filters.
+/// it runs beside istio's agent, and its security policies' filters.
 #[derive(Clone, Copy)]
 pub(super) struct Inbound<'a> {
     pub idle_timeout: Option<i128>,
@@ -68,10 +68,13 @@ pub(super) struct Inbound<'a> {
     pub authz: &'a Authz,
 }
 
-/// The RBAC filters of a proxy (`authz`): HTTP (CUSTOM's, then the others) and TCP.
+/// The security filters of a proxy: on HTTP chains CUSTOM authorization's, the JWT filter
+/// of its RequestAuthentications (`authn`), the other AuthorizationPolicies' (`authz`); on
+/// TCP chains the AuthorizationPolicies'.
 #[derive(Default)]
 pub(super) struct Authz {
     http_custom: Vec<HttpFilter>,
+    jwt: Option<HttpFilter>,
     http: Vec<HttpFilter>,
     tcp: Vec<Filter>,
 }
@@ -81,6 +84,7 @@ impl Authz {
         let (http_custom, http) = super::authz::http_filters(ctx, proxy);
         Authz {
             http_custom,
+            jwt: super::authn::jwt_filter(ctx, proxy),
             http,
             tcp: super::authz::network_filters(ctx, proxy),
         }
@@ -131,7 +135,12 @@ fn chain(target: &Target, option: &MatchOption, inbound: Inbound) -> FilterChain
             });
             // istiod's order: CUSTOM authorization, authentication, then the other policies.
             let authz = inbound.authz;
-            let pre = authz.http_custom.iter().chain(&authz.http).cloned();
+            let pre = authz
+                .http_custom
+                .iter()
+                .chain(&authz.jwt)
+                .chain(&authz.http)
+                .cloned();
             hcm.http_filters.splice(0..0, pre);
             vec![hcm_filter(hcm, inbound.idle_timeout)]
         }

@@ -39,6 +39,7 @@ use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{
 };
 use envoy_types::pb::google::protobuf::{Any, BoolValue, Duration, UInt32Value};
 
+mod authn;
 mod authz;
 mod gateway;
 mod gateway_l4;

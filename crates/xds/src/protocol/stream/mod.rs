@@ -40,14 +40,17 @@ use subscriptions::Subscriptions;
 
 /// Config kinds that never change a load assignment, istiod's `skippedEdsConfigs`: EDS reads
 /// services, endpoints, DestinationRules and the proxy's locality, never routes, gateways,
-/// Sidecars (they change which clusters a proxy has, and so CDS) or Secrets. A push of only
-/// these does not generate EDS at all, unless EDS must follow a CDS response.
-const EDS_UNREAD: [ConfigKind; 5] = [
+/// Sidecars (they change which clusters a proxy has, and so CDS), Secrets,
+/// RequestAuthentications or the JWKS fetched for them. A push of only these does not
+/// generate EDS at all, unless EDS must follow a CDS response.
+const EDS_UNREAD: [ConfigKind; 7] = [
     ConfigKind::VirtualService,
     ConfigKind::Gateway,
     ConfigKind::Sidecar,
     ConfigKind::Secret,
     ConfigKind::WorkloadGroup,
+    ConfigKind::RequestAuthentication,
+    ConfigKind::Jwks,
 ];
 
 /// Why the server ends a stream.

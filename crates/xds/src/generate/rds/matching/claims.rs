@@ -1,10 +1,12 @@
 //! Header matches on JWT claims (`@request.auth.claims.group`), as istiod's
 //! `translateMetadataMatch`: a dynamic-metadata matcher on the claim in the payload the
 //! Envoy JWT filter (`envoy.filters.http.jwt_authn`) leaves, a string claim or one in a list
-//! of strings; inverted for `withoutHeaders`. axon applies no RequestAuthentication, so its
-//! Envoys have no JWT filter and no such metadata: as istiod's do without one, a block
-//! with such a header matches no request, and one with such a `withoutHeaders` excludes
-//! none. `model::applied` notes it.
+//! of strings; inverted for `withoutHeaders`. The payload is there when a RequestAuthentication
+//! applies to the gateway and its JWT filter (`lds::authn`) verified the request's token; the
+//! filter clears the route cache on gateways, as istiod's, so the route is chosen again on the
+//! verified claims. Without a verified token (or without a RequestAuthentication), as under
+//! istiod, a block with such a header matches no request and one with such a `withoutHeaders`
+//! excludes none.
 
 use envoy_types::pb::envoy::r#type::matcher::v3::{
     ListMatcher, MetadataMatcher, OrMatcher, ValueMatcher,
