@@ -110,8 +110,15 @@ fn inbound_clusters_take_the_rules_and_the_sidecars_connection_pools() {
         wait_answers(&client, &server, port);
     }
     let envoy = server.envoy();
-    let cluster = dynamic_cluster(&envoy.config_dump(), &format!("inbound|{rule}||"))
-        .expect("the inbound cluster");
+    // The answers may have come through the passthrough chains before the Sidecar's ingress
+    // listeners arrived: wait for the inbound cluster itself.
+    let mut cluster = None;
+    let arrived = wait_until(CONVERGE, || {
+        cluster = dynamic_cluster(&envoy.config_dump(), &format!("inbound|{rule}||"));
+        cluster.is_some()
+    });
+    assert!(arrived, "no inbound cluster\n{}", server.describe());
+    let cluster = cluster.expect("the inbound cluster");
     assert_eq!(
         cluster.pointer("/circuit_breakers/thresholds/0/max_pending_requests"),
         Some(&serde_json::json!(1)),

@@ -350,3 +350,50 @@ fn request_authentication_on_a_sidecars_inbound_traffic() {
     assert_eq!(status, 401, "{body}");
     assert_no_rejected_updates(&envoy);
 }
+
+/// A RequestAuthentication with an AuthorizationPolicy on `requestPrincipals` at a gateway,
+/// as istio.io's "require a valid token": a token of `ISSUER/alice` passes, a request without
+/// one is refused with 403 `RBAC: access denied`, and one whose claim a `when` condition
+/// refuses too.
+#[test]
+fn request_principals_require_a_valid_token() {
+    let k1 = Key::new("k1");
+    let jwks_server = JwksServer::start(jwks(&[&k1]));
+    let v1 = EchoUpstream::start("backend-v1");
+    let v2 = Upstream::start("backend-v2");
+    let gw_port = free_port();
+    let config = ConfigDir::new();
+    config.write("gateway.yaml", &gateway_yaml(gw_port));
+    config.write("backend.yaml", &backend_yaml(v1.port(), v2.port()));
+    config.write("routes.yaml", ROUTES);
+    config.write("jwt.yaml", &request_authentication(&jwks_server.uri()));
+    config.write(
+        "authz.yaml",
+        &format!(
+            "apiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata: {{name: require-jwt, namespace: istio-system}}\nspec:\n  selector: {{matchLabels: {{istio: ingressgateway}}}}\n  rules:\n  - from: [{{source: {{requestPrincipals: ['{ISSUER}/*']}}}}]\n    when: [{{key: 'request.auth.claims[group]', notValues: [blocked]}}]\n"
+        ),
+    );
+    let axon = Axon::start(config.path());
+    let (envoy, port) = start_gateway_listening(&axon, &config, gw_port, CONVERGE);
+    let get = |token: Option<&str>| {
+        let auth = token.map(|t| format!("Bearer {t}"));
+        let headers: Vec<(&str, &str)> =
+            auth.iter().map(|a| ("authorization", a.as_str())).collect();
+        http_get(Envoy::local(port), "/", &headers)
+    };
+    let alice = k1.sign(claims(ISSUER, AUDIENCE, "users"));
+    let mut last = (0, String::new());
+    let ok = wait_until(CONVERGE, || {
+        last = get(Some(&alice));
+        last.0 == 200
+    });
+    assert!(
+        ok,
+        "a valid token never passed: {last:?}\n{}",
+        describe_envoy(&envoy)
+    );
+    assert_eq!(get(None), (403, "RBAC: access denied".to_string()));
+    let blocked = k1.sign(claims(ISSUER, AUDIENCE, "blocked"));
+    assert_eq!(get(Some(&blocked)).0, 403);
+    assert_no_rejected_updates(&envoy);
+}

@@ -10,7 +10,8 @@ use envoy_types::pb::envoy::r#type::matcher::v3::{
 };
 use envoy_types::pb::google::protobuf::UInt32Value;
 
-use super::rules::JWT_FILTER;
+/// The JWT filter, whose `payload` metadata request principals and claims are read from.
+pub(super) const JWT_FILTER: &str = "envoy.filters.http.jwt_authn";
 
 pub(super) fn regex_quote(s: &str) -> String {
     regex::escape(s)

@@ -22,15 +22,14 @@ use envoy_types::pb::envoy::r#type::matcher::v3::{
 };
 
 use super::matchers::{
-    cidr, exact, header_matcher, host_matcher, metadata_matcher, or_values, prefix, regex,
-    regex_quote, string_matcher, string_value, suffix,
+    JWT_FILTER, cidr, exact, header_matcher, host_matcher, metadata_matcher, or_values, prefix,
+    regex, regex_quote, string_matcher, string_value, suffix,
 };
 
 use crate::resource::any;
 use axon_config::istio::{AuthzAction, AuthzRule};
 
-/// The JWT filter's metadata (`payload`), which request principals and claims are read from.
-pub(super) const JWT_FILTER: &str = "envoy.filters.http.jwt_authn";
+/// The key of the JWT filter's metadata that holds the verified payload.
 const JWT_PAYLOAD: &str = "payload";
 
 /// Why a rule yields no policy on a chain.
