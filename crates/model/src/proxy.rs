@@ -44,6 +44,9 @@ pub struct NodeInfo {
     pub client_certs: Option<MetadataCerts>,
     /// `metadata.ISTIO_VERSION`, if set (istio's pilot-agent sets it).
     pub istio_version: Option<String>,
+    /// `metadata.PROXY_CONFIG.gatewayTopology.numTrustedProxies` (the pod's
+    /// `proxy.istio.io/config`, as pilot-agent sends it), if set.
+    pub num_trusted_proxies: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Error)]
@@ -97,6 +100,9 @@ pub struct Proxy {
     /// Run by istio's pilot-agent (`ISTIO_VERSION` in its metadata): its bootstrap has the
     /// `sds-grpc` cluster of the agent's workload certificate, which `ISTIO_MUTUAL` reads.
     pub istio_agent: bool,
+    /// A gateway's `gatewayTopology.numTrustedProxies`: the `X-Forwarded-For` hops its
+    /// connection managers trust (istiod's `xff_num_trusted_hops`).
+    pub num_trusted_proxies: u32,
     /// Its namespace was proven: the TLS port authorized its identity for it. Only then, or
     /// with `MeshConfig::plaintext_secrets`, are TLS Secrets served to it.
     pub verified: bool,
@@ -133,6 +139,7 @@ impl Proxy {
             network: node.network.unwrap_or_default(),
             client_certs: node.client_certs,
             istio_agent: node.istio_version.is_some_and(|v| !v.is_empty()),
+            num_trusted_proxies: node.num_trusted_proxies.unwrap_or(0),
             proxy_type,
             ip: ip.to_string(),
             pod: pod.to_string(),

@@ -37,12 +37,30 @@ pub fn node_info(node: &Node) -> NodeInfo {
                         .unwrap_or_default(),
                 }),
             istio_version: field("ISTIO_VERSION").and_then(string_value),
+            num_trusted_proxies: field("PROXY_CONFIG")
+                .and_then(|c| struct_field(c, "gatewayTopology"))
+                .and_then(|t| struct_field(t, "numTrustedProxies"))
+                .and_then(|n| match &n.kind {
+                    Some(Kind::NumberValue(n)) if *n >= 0.0 && *n <= u32::MAX as f64 => {
+                        Some(*n as u32)
+                    }
+                    Some(Kind::StringValue(s)) => s.parse().ok(),
+                    _ => None,
+                }),
             locality: node.locality.as_ref().map(|l| Locality {
                 region: l.region.clone(),
                 zone: l.zone.clone(),
                 subzone: l.sub_zone.clone(),
             }),
         }
+    }
+}
+
+/// The field `name` of a struct value.
+fn struct_field<'a>(v: &'a Value, name: &str) -> Option<&'a Value> {
+    match &v.kind {
+        Some(Kind::StructValue(Struct { fields })) => fields.get(name),
+        _ => None,
     }
 }
 

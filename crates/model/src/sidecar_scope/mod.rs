@@ -365,7 +365,7 @@ fn scope_key(ctx: &PushContext, proxy: &Proxy) -> String {
         .collect();
     let jwt = jwt.join(",");
     format!(
-        "{:?}|{}|{}|{}|{}|{own_address}|{:?}|{}|{}|{}|{}|{certs}|{}|{mtls}|{authz}|{jwt}",
+        "{:?}|{}|{}|{}|{}|{own_address}|{:?}|{}|{}|{}|{}|{certs}|{}|{mtls}|{authz}|{jwt}|{}",
         proxy.proxy_type,
         proxy.namespace,
         selected,
@@ -377,6 +377,7 @@ fn scope_key(ctx: &PushContext, proxy: &Proxy) -> String {
         sources.join(","),
         rules.join(","),
         proxy.istio_agent,
+        proxy.num_trusted_proxies,
     )
 }
 

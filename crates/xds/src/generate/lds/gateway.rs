@@ -184,6 +184,9 @@ fn hcm(ctx: &PushContext, stat_prefix: &str, route: &str, grpc_web: bool, proxy:
         HcmKind::Gateway,
     );
     hcm.forward_client_cert_details = ForwardClientCertDetails::SanitizeSet as i32;
+    // istiod's `gatewayTopology.numTrustedProxies` (the client is then the address that many
+    // hops back in `X-Forwarded-For`: `remote.ip`, `remoteIpBlocks`).
+    hcm.xff_num_trusted_hops = proxy.num_trusted_proxies;
     hcm.set_current_client_cert_details = Some(SetCurrentClientCertDetails {
         subject: Some(BoolValue { value: true }),
         cert: true,
