@@ -8,7 +8,7 @@
 //!  resolver task ─Outbox (source "jwks"): one ConfigKind::Jwks config per source─▶ Debouncer
 //! ```
 //!
-//! A tokio task over a plain [`state::JwksState`]: a source is fetched as soon as a built
+//! A tokio task over a plain `state::JwksState`: a source is fetched as soon as a built
 //! context wants it, then every `jwks_refresh_interval`, sooner after failures
 //! (`jwks_refresh_interval_on_failure`, doubling); the fetched set goes to the pipeline as a
 //! registry's configs do, so a rotation pushes to the proxies whose policies read it (their
