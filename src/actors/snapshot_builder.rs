@@ -103,8 +103,8 @@ pub struct GetPushStatus;
 #[rtype(result = "serde_json::Value")]
 pub struct GetVirtualServiceProblems;
 
-/// How many workloads each RequestAuthentication of the current context applies to
-/// (`/debug/configz`), by `kind/namespace/name`.
+/// How many workloads each RequestAuthentication and AuthorizationPolicy of the current
+/// context applies to (`/debug/configz`), by `kind/namespace/name`.
 #[derive(Message)]
 #[rtype(result = "serde_json::Value")]
 pub struct GetRequestAuthnSelection;
@@ -116,7 +116,11 @@ impl Handler<GetRequestAuthnSelection> for SnapshotBuilder {
         let counts = self
             .current
             .as_ref()
-            .map(|ctx| ctx.request_authn_selected())
+            .map(|ctx| {
+                let mut all = ctx.request_authn_selected();
+                all.extend(ctx.authz_selected());
+                all
+            })
             .unwrap_or_default();
         MessageResult(serde_json::Value::Object(
             counts

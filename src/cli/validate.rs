@@ -122,8 +122,13 @@ pub fn validate(path: &Path, strict: bool, out: &mut impl std::io::Write) -> any
             writeln!(out, "{place}: warning: {problem}")?;
         }
     }
-    // How many of the workloads read here each RequestAuthentication applies to.
-    for (key, n) in ctx.request_authn_selected() {
+    // How many of the workloads read here each RequestAuthentication and AuthorizationPolicy
+    // applies to.
+    for (key, n) in ctx
+        .request_authn_selected()
+        .into_iter()
+        .chain(ctx.authz_selected())
+    {
         let place = set.place(&key).map_or(String::new(), |p| format!("{p}: "));
         writeln!(
             out,

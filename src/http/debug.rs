@@ -228,7 +228,8 @@ async fn authorizationz(
 /// registry's under `kubernetes`; and what the current push context found wrong with the
 /// VirtualServices (delegates, hosts several mesh VirtualServices name), from the
 /// SnapshotBuilder, under `virtual_service_problems`; and how many workloads each
-/// RequestAuthentication applies to, under `request_authentication_workloads`.
+/// RequestAuthentication and AuthorizationPolicy applies to, under
+/// `request_authentication_workloads` and `authorization_policy_workloads`.
 async fn configz(State(s): State<Debug>) -> Answer {
     let mut out = match &s.registry {
         Some(registry) => registry.send(GetConfigz).await.map_err(unavailable)?,
@@ -239,11 +240,23 @@ async fn configz(State(s): State<Debug>) -> Answer {
         .send(GetVirtualServiceProblems)
         .await
         .map_err(unavailable)?;
-    out["request_authentication_workloads"] = s
+    let selected = s
         .builder
         .send(GetRequestAuthnSelection)
         .await
         .map_err(unavailable)?;
+    let of_kind = |kind: &str| -> serde_json::Value {
+        selected
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(k, _)| k.starts_with(&format!("{kind}/")))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect::<serde_json::Map<_, _>>()
+            .into()
+    };
+    out["request_authentication_workloads"] = of_kind("RequestAuthentication");
+    out["authorization_policy_workloads"] = of_kind("AuthorizationPolicy");
     if !s.kubernetes.is_empty() {
         let mut registries = Vec::new();
         for registry in &s.kubernetes {

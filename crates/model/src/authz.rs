@@ -85,6 +85,15 @@ impl AuthzIndex {
         self.by_namespace.is_empty()
     }
 
+    /// Every policy's namespace and name.
+    pub fn all_keys(&self) -> Vec<(String, String)> {
+        self.by_namespace
+            .values()
+            .flatten()
+            .map(|c| (c.namespace().to_string(), c.name().to_string()))
+            .collect()
+    }
+
     /// Every CUSTOM policy (`ns/name`) and the provider it names.
     pub fn custom_providers(&self) -> Vec<(String, String)> {
         self.by_namespace

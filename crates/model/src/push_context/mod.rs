@@ -325,7 +325,34 @@ impl PushContext {
         if self.request_authn.is_empty() {
             return BTreeMap::new();
         }
-        let mut workloads: BTreeSet<(&str, &str, &Labels)> = BTreeSet::new();
+        let workloads = self.workloads();
+        self.request_authn
+            .selected_counts(workloads.iter().map(|(ns, _, labels)| (*ns, *labels)))
+    }
+
+    /// How many workloads of the endpoints each AuthorizationPolicy applies to
+    /// (`/debug/configz`, `axon validate`).
+    pub fn authz_selected(&self) -> BTreeMap<ConfigKey, usize> {
+        if self.authz.is_empty() {
+            return BTreeMap::new();
+        }
+        let mut counts: BTreeMap<ConfigKey, usize> = BTreeMap::new();
+        for (ns, _, labels) in self.workloads() {
+            for config in self.authz.for_workload(ns, labels).all() {
+                *counts.entry(config.key.clone()).or_default() += 1;
+            }
+        }
+        for (ns, name) in self.authz.all_keys() {
+            counts
+                .entry(ConfigKey::new(ConfigKind::AuthorizationPolicy, ns, name))
+                .or_default();
+        }
+        counts
+    }
+
+    /// The workloads of the services' endpoints: namespace, address, labels, each once.
+    fn workloads(&self) -> BTreeSet<(&str, &str, &Labels)> {
+        let mut workloads = BTreeSet::new();
         for ((host, _), endpoints) in &self.endpoints.by_service_port {
             let Some(service) = self.service(host) else {
                 continue;
@@ -334,8 +361,7 @@ impl PushContext {
                 workloads.insert((service.namespace.as_str(), e.address.as_str(), &e.labels));
             }
         }
-        self.request_authn
-            .selected_counts(workloads.into_iter().map(|(ns, _, labels)| (ns, labels)))
+        workloads
     }
 
     pub fn service(&self, hostname: &str) -> Option<&Arc<Service>> {
