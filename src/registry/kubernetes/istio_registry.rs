@@ -69,6 +69,7 @@ impl IstioRegistry {
                             tracing::info!(%kind, api_version = %ar.api_version, "watching Istio config");
                         }
                         act.resources = Some(resources);
+                        act.report_unapplied(ctx);
                         if act.settings.namespace_selector.is_some() {
                             let api = Api::<Namespace>::all(act.client.clone());
                             let config = namespace_config(&act.settings);
@@ -83,6 +84,31 @@ impl IstioRegistry {
                     Err(error) => {
                         tracing::warn!(%error, "Istio API discovery failed; retrying");
                         ctx.run_later(DISCOVERY_RETRY, |act, ctx| act.discover(ctx));
+                    }
+                }),
+        );
+    }
+
+    /// Warns of the Istio and Gateway API objects in the cluster of kinds axon does not apply
+    /// (what they say is not enforced), once, at start.
+    fn report_unapplied(&mut self, ctx: &mut Context<Self>) {
+        let client = self.client.clone();
+        ctx.spawn(
+            async move { watch::unapplied_kinds(&client).await }
+                .into_actor(self)
+                .map(|result, _, _| match result {
+                    Ok(kinds) => {
+                        for k in kinds {
+                            tracing::warn!(
+                                kind = %k.kind,
+                                api_version = %k.api_version,
+                                example = %k.example,
+                                "kind not applied by axon: what its objects in the cluster say is not enforced"
+                            );
+                        }
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "could not list the Istio and Gateway API kinds axon does not apply");
                     }
                 }),
         );

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 use futures::StreamExt;
-use kube::api::{Api, ApiResource};
+use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event, watcher};
 use kube::{Client, Resource};
@@ -153,6 +153,83 @@ pub const ISTIO_SECURITY_KINDS: [ConfigKind; 3] = [
     ConfigKind::AuthorizationPolicy,
     ConfigKind::RequestAuthentication,
 ];
+
+/// The groups whose kinds carry mesh meaning (`axon_config::parse::drops_meaning`): a served
+/// kind of theirs that axon does not watch is reported at start with its object count.
+const MEANING_GROUPS: [&str; 6] = [
+    ISTIO_NETWORKING_GROUP,
+    ISTIO_SECURITY_GROUP,
+    "telemetry.istio.io",
+    "extensions.istio.io",
+    "gateway.networking.k8s.io",
+    "gateway.networking.x-k8s.io",
+];
+
+/// A served Istio or Gateway API kind axon does not apply that has objects in the cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unapplied {
+    pub kind: String,
+    pub api_version: String,
+    /// One of its objects, `namespace/name`.
+    pub example: String,
+}
+
+/// The served kinds of [`MEANING_GROUPS`] that axon does not watch and that hold objects,
+/// each found by a list of one item.
+pub async fn unapplied_kinds(client: &Client) -> super::Result<Vec<Unapplied>> {
+    let groups = client.list_api_groups().await?;
+    let watched: Vec<&str> = ISTIO_KINDS
+        .iter()
+        .chain(&ISTIO_SECURITY_KINDS)
+        .map(|k| k.as_str())
+        .collect();
+    let mut out = Vec::new();
+    for group in groups
+        .groups
+        .iter()
+        .filter(|g| MEANING_GROUPS.contains(&g.name.as_str()))
+    {
+        let Some(version) = group
+            .preferred_version
+            .as_ref()
+            .or_else(|| group.versions.first())
+        else {
+            continue;
+        };
+        let list = client
+            .list_api_group_resources(&version.group_version)
+            .await?;
+        for resource in list.resources.iter().filter(|r| !r.name.contains('/')) {
+            if watched.contains(&resource.kind.as_str()) {
+                continue;
+            }
+            let ar = ApiResource {
+                group: group.name.clone(),
+                version: version.version.clone(),
+                api_version: version.group_version.clone(),
+                kind: resource.kind.clone(),
+                plural: resource.name.clone(),
+            };
+            let api = Api::<DynamicObject>::all_with(client.clone(), &ar);
+            let params = kube::api::ListParams::default().limit(1);
+            let Ok(list) = api.list(&params).await else {
+                continue;
+            };
+            if let Some(object) = list.items.first() {
+                out.push(Unapplied {
+                    kind: resource.kind.clone(),
+                    api_version: version.group_version.clone(),
+                    example: format!(
+                        "{}/{}",
+                        object.metadata.namespace.as_deref().unwrap_or(""),
+                        object.metadata.name.as_deref().unwrap_or("")
+                    ),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
 
 /// For each Istio kind the API server serves, the resource at its best served version
 /// (v1, then v1beta1, then v1alpha3), of networking.istio.io and security.istio.io. Empty

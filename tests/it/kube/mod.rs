@@ -8,3 +8,4 @@ mod peer_authentication;
 mod peers;
 mod request_authentication;
 mod secrets;
+mod unapplied;

@@ -42,7 +42,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 
 /// The collections served: path, apiVersion, kind, plural.
-const COLLECTIONS: [(&str, &str, &str); 15] = [
+const COLLECTIONS: [(&str, &str, &str); 16] = [
     ("/api/v1/namespaces", "v1", "Namespace"),
     ("/api/v1/configmaps", "v1", "ConfigMap"),
     ("/api/v1/secrets", "v1", "Secret"),
@@ -97,6 +97,11 @@ const COLLECTIONS: [(&str, &str, &str); 15] = [
         "/apis/security.istio.io/v1/requestauthentications",
         "security.istio.io/v1",
         "RequestAuthentication",
+    ),
+    (
+        "/apis/telemetry.istio.io/v1/telemetries",
+        "telemetry.istio.io/v1",
+        "Telemetry",
     ),
 ];
 
@@ -521,13 +526,15 @@ async fn handle(
     if path == "/apis/security.istio.io/v1" && serve_istio {
         return json_response(StatusCode::OK, istio_resources("security.istio.io/v1"));
     }
+    if path == "/apis/telemetry.istio.io/v1" && serve_istio {
+        return json_response(StatusCode::OK, istio_resources("telemetry.istio.io/v1"));
+    }
     let (path, namespace) = split_namespace(&path);
     let Some((path, api_version, kind)) = COLLECTIONS.iter().find(|(p, _, _)| *p == path).copied()
     else {
         return not_found(&path);
     };
-    if (path.contains("networking.istio.io") || path.contains("security.istio.io")) && !serve_istio
-    {
+    if path.contains(".istio.io") && !serve_istio {
         return not_found(path);
     }
     let watch = matches!(q.get("watch").map(String::as_str), Some("true" | "1"));
@@ -649,7 +656,11 @@ fn api_groups(serve_istio: bool) -> Value {
         "preferredVersion": {"groupVersion": "discovery.k8s.io/v1", "version": "v1"},
     })];
     if serve_istio {
-        for group in ["networking.istio.io", "security.istio.io"] {
+        for group in [
+            "networking.istio.io",
+            "security.istio.io",
+            "telemetry.istio.io",
+        ] {
             groups.push(json!({
                 "name": group,
                 "versions": [{"groupVersion": format!("{group}/v1"), "version": "v1"}],
