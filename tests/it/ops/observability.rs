@@ -76,7 +76,7 @@ fn distribution_status_debug_endpoints_and_metrics() {
         in_a.ack(&r, &["80"]).await;
         let key = "VirtualService/a/svc";
         let mut last = serde_json::Value::Null;
-        let complete = wait_until(Duration::from_secs(10), || {
+        let complete = wait_until(Duration::from_secs(30), || {
             last = debug_json(&axon, &format!("/debug/distribution?key={key}"));
             last[0]["complete"] == true
         });
@@ -91,7 +91,7 @@ fn distribution_status_debug_endpoints_and_metrics() {
         let r = in_a.next().await;
         let nacked_type = short_type(&r.type_url);
         in_a.nack(&r, &["80"], "scripted rejection").await;
-        let nacked = wait_until(Duration::from_secs(10), || {
+        let nacked = wait_until(Duration::from_secs(30), || {
             last = debug_json(&axon, &format!("/debug/distribution?key={key}"));
             last[0]["nacked"][0][1]
                 .as_str()
