@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use axon_config::config_set::{ConfigSet, SourceId};
+use axon_config::config_set::SourceId;
 use axon_config::istio::JwksSource;
 
 use super::outbox::Outbox;
@@ -64,8 +64,9 @@ async fn run(
     mut outbox: Outbox,
     mut wanted: watch::Receiver<Wanted>,
 ) {
-    // The first update (empty): the source is known from the start.
-    outbox.publish(Arc::new(ConfigSet::new()), Instant::now());
+    // Nothing is published before a built context wants a source: an empty first update would
+    // make the pipeline build a context before the registries' first configs, and proxies
+    // connecting then would be sent an empty mesh.
     let mut logged: BTreeMap<JwksSource, Instant> = BTreeMap::new();
     loop {
         let next = state.next_due().map(tokio::time::Instant::from_std);
