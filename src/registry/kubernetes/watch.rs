@@ -174,7 +174,7 @@ pub struct Unapplied {
     pub example: String,
 }
 
-/// The served kinds of [`MEANING_GROUPS`] that axon does not watch and that hold objects,
+/// The served kinds of `MEANING_GROUPS` that axon does not watch and that hold objects,
 /// each found by a list of one item.
 pub async fn unapplied_kinds(client: &Client) -> super::Result<Vec<Unapplied>> {
     let groups = client.list_api_groups().await?;
