@@ -334,7 +334,7 @@ fn first_on_gateways_with_the_route_cache_cleared() {
             .contains(&ConfigKey::new(ConfigKind::Jwks, "", "https://i/keys"))
     );
     assert!(
-        scope.key.ends_with("RequestAuthentication/foo/r"),
+        scope.key.contains("|RequestAuthentication/foo/r|"),
         "{}",
         scope.key
     );
