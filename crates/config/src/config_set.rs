@@ -5,10 +5,37 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use super::config::{Config, ConfigKey};
+use super::config::{Config, ConfigKey, ConfigKind};
 
 /// Every config of a source (or of all sources, merged), by key.
 pub type ConfigSet = BTreeMap<ConfigKey, Arc<Config>>;
+
+/// The configs of one kind, by key.
+pub fn of_kind(configs: &ConfigSet, kind: ConfigKind) -> impl Iterator<Item = &Arc<Config>> {
+    let lo = ConfigKey::new(kind, "", "");
+    configs
+        .range(lo..)
+        .take_while(move |(k, _)| k.kind == kind)
+        .map(|(_, c)| c)
+}
+
+/// The configs of one kind by namespace, each namespace's oldest first
+/// ([`Config::creation_order`]): the order istiod reads policies in.
+pub fn by_namespace_oldest_first(
+    configs: &ConfigSet,
+    kind: ConfigKind,
+) -> BTreeMap<String, Vec<Arc<Config>>> {
+    let mut all: Vec<&Arc<Config>> = of_kind(configs, kind).collect();
+    all.sort_by(|a, b| a.creation_order(b));
+    let mut by_namespace: BTreeMap<String, Vec<Arc<Config>>> = BTreeMap::new();
+    for config in all {
+        by_namespace
+            .entry(config.namespace().to_string())
+            .or_default()
+            .push(config.clone());
+    }
+    by_namespace
+}
 
 /// Names a registry: [`FILES`], [`KUBERNETES_SERVICES`], [`KUBERNETES_ISTIO`].
 pub type SourceId = &'static str;

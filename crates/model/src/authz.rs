@@ -10,8 +10,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use axon_config::config::{Config, ConfigKey, ConfigKind, Spec};
-use axon_config::config_set::ConfigSet;
+use axon_config::config::{Config, ConfigKind, Spec};
+use axon_config::config_set::{ConfigSet, by_namespace_oldest_first};
 use axon_config::istio::{AuthorizationPolicy, AuthzAction, Labels};
 
 /// The label of a Gateway API gateway's proxies: the Gateway's name.
@@ -61,23 +61,9 @@ pub fn policy(config: &Config) -> Option<&AuthorizationPolicy> {
 
 impl AuthzIndex {
     pub fn build(configs: &ConfigSet, root_namespace: &str) -> AuthzIndex {
-        let first = ConfigKey::new(ConfigKind::AuthorizationPolicy, "", "");
-        let mut all: Vec<&Arc<Config>> = configs
-            .range(first..)
-            .take_while(|(k, _)| k.kind == ConfigKind::AuthorizationPolicy)
-            .map(|(_, c)| c)
-            .collect();
-        all.sort_by(|a, b| a.creation_order(b));
-        let mut by_namespace: BTreeMap<String, Vec<Arc<Config>>> = BTreeMap::new();
-        for config in all {
-            by_namespace
-                .entry(config.namespace().to_string())
-                .or_default()
-                .push(config.clone());
-        }
         AuthzIndex {
             root_namespace: root_namespace.to_string(),
-            by_namespace,
+            by_namespace: by_namespace_oldest_first(configs, ConfigKind::AuthorizationPolicy),
         }
     }
 

@@ -16,8 +16,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
-use axon_config::config::{Config, ConfigKey, ConfigKind, Spec};
-use axon_config::config_set::ConfigSet;
+use axon_config::config::{Config, ConfigKind, Spec};
+use axon_config::config_set::{ConfigSet, of_kind};
 use axon_config::istio::{Labels, MtlsMode as ApiMode, PeerAuthentication};
 
 /// A resolved mutual TLS mode.
@@ -103,12 +103,7 @@ fn spec(config: &Config) -> Option<&PeerAuthentication> {
 
 impl PeerAuthnIndex {
     pub fn build(configs: &ConfigSet, root_namespace: &str) -> PeerAuthnIndex {
-        let first = ConfigKey::new(ConfigKind::PeerAuthentication, "", "");
-        let mut all: Vec<&Arc<Config>> = configs
-            .range(first..)
-            .take_while(|(k, _)| k.kind == ConfigKind::PeerAuthentication)
-            .map(|(_, c)| c)
-            .collect();
+        let mut all: Vec<&Arc<Config>> = of_kind(configs, ConfigKind::PeerAuthentication).collect();
         all.sort_by(|a, b| a.creation_order(b));
         let mut index = PeerAuthnIndex {
             root_namespace: root_namespace.to_string(),

@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use axon_config::config::{Config, ConfigKey, ConfigKind, Spec};
-use axon_config::config_set::ConfigSet;
+use axon_config::config_set::{ConfigSet, by_namespace_oldest_first, of_kind};
 use axon_config::istio::{JwksSource, JwtRule, Labels, RequestAuthentication};
 use axon_config::validate::parse_duration;
 
@@ -51,23 +51,9 @@ fn spec(config: &Config) -> Option<&RequestAuthentication> {
 
 impl RequestAuthnIndex {
     pub fn build(configs: &ConfigSet, root_namespace: &str) -> RequestAuthnIndex {
-        let first = ConfigKey::new(ConfigKind::RequestAuthentication, "", "");
-        let mut all: Vec<&Arc<Config>> = configs
-            .range(first..)
-            .take_while(|(k, _)| k.kind == ConfigKind::RequestAuthentication)
-            .map(|(_, c)| c)
-            .collect();
-        all.sort_by(|a, b| a.creation_order(b));
-        let mut by_namespace: BTreeMap<String, Vec<Arc<Config>>> = BTreeMap::new();
-        for config in all {
-            by_namespace
-                .entry(config.namespace().to_string())
-                .or_default()
-                .push(config.clone());
-        }
         RequestAuthnIndex {
             root_namespace: root_namespace.to_string(),
-            by_namespace,
+            by_namespace: by_namespace_oldest_first(configs, ConfigKind::RequestAuthentication),
         }
     }
 
@@ -198,13 +184,10 @@ pub struct JwksIndex {
 
 impl JwksIndex {
     pub fn build(configs: &ConfigSet) -> JwksIndex {
-        let first = ConfigKey::new(ConfigKind::Jwks, "", "");
-        let by_url = configs
-            .range(first..)
-            .take_while(|(k, _)| k.kind == ConfigKind::Jwks)
-            .filter_map(|(k, c)| match &c.spec {
+        let by_url = of_kind(configs, ConfigKind::Jwks)
+            .filter_map(|c| match &c.spec {
                 Spec::Jwks(fetched) => {
-                    Some((k.name.clone(), fetched.keys.as_deref().map(Arc::from)))
+                    Some((c.name().to_string(), fetched.keys.as_deref().map(Arc::from)))
                 }
                 _ => None,
             })

@@ -30,7 +30,7 @@ use std::sync::Arc;
 use thiserror::Error;
 
 use axon_config::config::{Config, ConfigKey, ConfigKind, Spec};
-use axon_config::config_set::ConfigSet;
+use axon_config::config_set::{ConfigSet, of_kind};
 pub use axon_config::secret::{
     CertInfo, CertificateKey, Roots, SecretError, TlsSecret, decode_secret,
 };
@@ -131,11 +131,7 @@ pub struct SecretIndex {
 
 impl SecretIndex {
     pub fn build(configs: &ConfigSet) -> SecretIndex {
-        let first = ConfigKey::new(ConfigKind::Secret, "", "");
-        let by_name = configs
-            .range(first..)
-            .take_while(|(k, _)| k.kind == ConfigKind::Secret)
-            .map(|(_, c)| c)
+        let by_name = of_kind(configs, ConfigKind::Secret)
             .map(|c| ((c.namespace().to_string(), c.name().to_string()), c.clone()))
             .collect();
         SecretIndex { by_name }

@@ -33,16 +33,8 @@ use endpoints::{endpoint_differences, index_endpoints, update_endpoints};
 use virtual_services::index_virtual_services;
 pub use virtual_services::{VirtualServiceIndex, VirtualServiceProblem, gateway_ref};
 
-/// The configs of one kind, in key order.
-pub fn of_kind(configs: &ConfigSet, kind: ConfigKind) -> impl Iterator<Item = &Arc<Config>> {
-    let lo = ConfigKey::new(kind, "", "");
-    configs
-        .range(lo..)
-        .take_while(move |(k, _)| k.kind == kind)
-        .map(|(_, c)| c)
-}
-
 pub use crate::service::{KUBERNETES_SOURCE, SOURCE_LABEL};
+pub use axon_config::config_set::of_kind;
 
 /// Services by hostname (when two entries declare the same host, a ServiceEntry written as
 /// such wins over one made from a Kubernetes Service, then the first by key), and by
