@@ -315,6 +315,18 @@ impl Handler<Flush> for SnapshotBuilder {
                 tracing::warn!(problem = %problem, "VirtualService not applied in full");
             }
         }
+        // Telemetries that name providers the mesh config does not define (istiod ignores
+        // them), or collectors that are not services: logged once per rebuilt index.
+        let telemetry_rebuilt = self.current.as_ref().is_none_or(|old| {
+            !Arc::ptr_eq(&old.telemetry, &ctx.telemetry)
+                || !Arc::ptr_eq(&old.mesh, &ctx.mesh)
+                || !Arc::ptr_eq(&old.services, &ctx.services)
+        });
+        if telemetry_rebuilt {
+            for problem in axon_model::telemetry::problems(&ctx) {
+                tracing::warn!(problem = %problem, "Telemetry not applied in full");
+            }
+        }
         // Terminating Gateway servers without their Secret (no filter chain is served for
         // them), logged once per rebuilt Gateway or Secret index.
         let credentials_rebuilt = self.current.as_ref().is_none_or(|old| {

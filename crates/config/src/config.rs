@@ -9,7 +9,8 @@ use serde::Serialize;
 
 use super::istio::{
     AuthorizationPolicy, DestinationRule, FetchedJwks, Gateway, Labels, PeerAuthentication,
-    RequestAuthentication, ServiceEntry, Sidecar, VirtualService, WorkloadEntry, WorkloadGroup,
+    RequestAuthentication, ServiceEntry, Sidecar, Telemetry, VirtualService, WorkloadEntry,
+    WorkloadGroup,
 };
 use crate::secret::TlsSecret;
 
@@ -21,6 +22,10 @@ pub const ISTIO_NETWORKING_VERSIONS: [&str; 3] = ["v1", "v1beta1", "v1alpha3"];
 pub const ISTIO_SECURITY_GROUP: &str = "security.istio.io";
 /// Versions of that group that share one schema.
 pub const ISTIO_SECURITY_VERSIONS: [&str; 2] = ["v1", "v1beta1"];
+/// The API group of Istio's Telemetry.
+pub const ISTIO_TELEMETRY_GROUP: &str = "telemetry.istio.io";
+/// Versions of that group that share one schema.
+pub const ISTIO_TELEMETRY_VERSIONS: [&str; 2] = ["v1", "v1alpha1"];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub enum ConfigKind {
@@ -37,6 +42,8 @@ pub enum ConfigKind {
     AuthorizationPolicy,
     /// `security.istio.io`: not of the networking group, so not in [`ConfigKind::ALL`].
     RequestAuthentication,
+    /// `telemetry.istio.io`: not of the networking group, so not in [`ConfigKind::ALL`].
+    Telemetry,
     /// A JWKS axon fetched for a RequestAuthentication's `jwksUri` (or its issuer's OpenID
     /// discovery), sent by the binary's JWKS resolver; no user writes it. Its key: namespace
     /// empty, name the URL fetched first ([`crate::istio::JwksSource::url`]).
@@ -70,6 +77,7 @@ impl ConfigKind {
             ConfigKind::PeerAuthentication => "PeerAuthentication",
             ConfigKind::AuthorizationPolicy => "AuthorizationPolicy",
             ConfigKind::RequestAuthentication => "RequestAuthentication",
+            ConfigKind::Telemetry => "Telemetry",
             ConfigKind::Jwks => "Jwks",
             ConfigKind::Secret => "Secret",
         }
@@ -124,6 +132,7 @@ pub enum Spec {
     PeerAuthentication(PeerAuthentication),
     AuthorizationPolicy(AuthorizationPolicy),
     RequestAuthentication(RequestAuthentication),
+    Telemetry(Telemetry),
     Jwks(FetchedJwks),
     Secret(TlsSecret),
 }
@@ -141,6 +150,7 @@ impl Spec {
             Spec::PeerAuthentication(_) => ConfigKind::PeerAuthentication,
             Spec::AuthorizationPolicy(_) => ConfigKind::AuthorizationPolicy,
             Spec::RequestAuthentication(_) => ConfigKind::RequestAuthentication,
+            Spec::Telemetry(_) => ConfigKind::Telemetry,
             Spec::Jwks(_) => ConfigKind::Jwks,
             Spec::Secret(_) => ConfigKind::Secret,
         }

@@ -5,11 +5,16 @@
 //! field that `MeshConfig` does not have is an error naming it.
 
 mod providers;
+mod telemetry;
 
 use serde::Deserialize;
 use thiserror::Error;
 
 pub use providers::{ExtAuthzKind, ExtAuthzProvider, RequestBody};
+pub use telemetry::{
+    DefaultProviders, LogFormat, MeshTelemetry, OtelHttp, ProviderHeader, ProviderKind,
+    ProviderService, ProxyTracing, TelemetryProvider,
+};
 
 use super::istio::traffic_policy::{
     ConnectionPoolSettings, LocalityLbSetting, OutlierDetection, ZoneAwareLbSetting,
@@ -69,6 +74,9 @@ pub struct MeshConfig {
     pub mesh_mtls: MeshMtls,
     /// `extensionProviders`' external authorizers (CUSTOM AuthorizationPolicies).
     pub ext_authz: Vec<ExtAuthzProvider>,
+    /// Access logs, tracing and metrics (`accessLog*`, `enableTracing`,
+    /// `defaultConfig.tracing`, `defaultProviders`, the telemetry `extensionProviders`).
+    pub telemetry: MeshTelemetry,
 }
 
 /// `meshMTLS` (`MeshConfig.TLSConfig`), as istiod reads it for inbound mutual TLS.
@@ -105,6 +113,7 @@ impl Default for MeshConfig {
             trust_domain_aliases: Vec::new(),
             mesh_mtls: MeshMtls::default(),
             ext_authz: Vec::new(),
+            telemetry: MeshTelemetry::default(),
         }
     }
 }
@@ -163,8 +172,9 @@ pub const FIELDS: [&str; 50] = [
     "serviceEntryVisibility",
 ];
 
-/// The fields axon applies.
-pub const APPLIED: [&str; 16] = [
+/// The fields axon applies (`defaultConfig` only in part: its `tracing`, and the rest
+/// reported field by field).
+pub const APPLIED: [&str; 22] = [
     "rootNamespace",
     "defaultServiceExportTo",
     "defaultVirtualServiceExportTo",
@@ -181,6 +191,12 @@ pub const APPLIED: [&str; 16] = [
     "trustDomainAliases",
     "meshMTLS",
     "extensionProviders",
+    "enableTracing",
+    "accessLogFile",
+    "accessLogFormat",
+    "accessLogEncoding",
+    "defaultProviders",
+    "defaultConfig",
 ];
 
 #[derive(Debug, Clone, PartialEq, Error)]
@@ -231,6 +247,12 @@ struct Applied {
     #[serde(rename = "meshMTLS")]
     mesh_mtls: Option<MeshTlsDoc>,
     extension_providers: Option<serde_json::Value>,
+    enable_tracing: Option<bool>,
+    access_log_file: Option<String>,
+    access_log_format: Option<String>,
+    access_log_encoding: Option<String>,
+    default_providers: Option<DefaultProviders>,
+    default_config: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 /// `MeshConfig.TLSConfig`.
@@ -453,14 +475,56 @@ pub fn parse(text: &str) -> Result<MeshFile, MeshConfigError> {
         mesh.mesh_mtls.cipher_suites = tls.cipher_suites;
     }
     if let Some(v) = applied.extension_providers.filter(|v| !v.is_null()) {
-        let (ext_authz, others) =
+        let (ext_authz, _telemetry) =
             providers::read(&v).map_err(|reason| invalid("extensionProviders", reason))?;
         mesh.ext_authz = ext_authz;
-        for name in others {
+        let (providers, notes) =
+            telemetry::providers(&v).map_err(|reason| invalid("extensionProviders", reason))?;
+        mesh.telemetry.providers = providers;
+        let at = line("extensionProviders");
+        not_applied.extend(notes.into_iter().map(|n| format!("line {at}: {n}")));
+    }
+    if let Some(on) = applied.enable_tracing {
+        mesh.telemetry.enable_tracing = on;
+    }
+    mesh.telemetry.access_log_file = applied.access_log_file.unwrap_or_default();
+    mesh.telemetry.access_log_format = applied.access_log_format.unwrap_or_default();
+    match applied.access_log_encoding.as_deref() {
+        None | Some("TEXT") => {}
+        Some("JSON") => mesh.telemetry.access_log_json = true,
+        Some(other) => {
+            return Err(invalid(
+                "accessLogEncoding",
+                format!("{other:?} is not TEXT or JSON"),
+            ));
+        }
+    }
+    if mesh.telemetry.access_log_json
+        && !mesh.telemetry.access_log_format.is_empty()
+        && serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(
+            &mesh.telemetry.access_log_format,
+        )
+        .is_err()
+    {
+        return Err(invalid(
+            "accessLogFormat",
+            "with accessLogEncoding JSON, the format must be a JSON object".to_string(),
+        ));
+    }
+    if let Some(d) = applied.default_providers {
+        mesh.telemetry.default_providers = d;
+    }
+    for (field, v) in applied.default_config.iter().flatten() {
+        if field == "tracing" && !v.is_null() {
+            let (tracing, notes) = telemetry::proxy_tracing(v)
+                .map_err(|reason| invalid("defaultConfig", format!("tracing: {reason}")))?;
+            mesh.telemetry.proxy_tracing = tracing;
+            let at = line("defaultConfig");
+            not_applied.extend(notes.into_iter().map(|n| format!("line {at}: {n}")));
+        } else if !v.is_null() {
             not_applied.push(format!(
-                "line {}: extensionProviders: {name}: accepted but not applied by axon (only \
-                 envoyExtAuthzHttp and envoyExtAuthzGrpc are)",
-                line("extensionProviders")
+                "line {}: defaultConfig.{field}: accepted but not applied by axon",
+                line("defaultConfig")
             ));
         }
     }

@@ -11,7 +11,8 @@ use thiserror::Error;
 
 use super::config::{
     Config, ConfigKey, ConfigKind, ISTIO_NETWORKING_GROUP, ISTIO_NETWORKING_VERSIONS,
-    ISTIO_SECURITY_GROUP, ISTIO_SECURITY_VERSIONS, Spec,
+    ISTIO_SECURITY_GROUP, ISTIO_SECURITY_VERSIONS, ISTIO_TELEMETRY_GROUP, ISTIO_TELEMETRY_VERSIONS,
+    Spec,
 };
 use super::istio::{Labels, schema};
 use super::kubernetes::{KubeObject, ObjectCheck, ObjectKind};
@@ -40,6 +41,8 @@ pub enum DocError {
     ApiVersion { kind: String, api_version: String },
     #[error("{kind}: apiVersion {api_version} is not served (want {group}/v1 or v1beta1)", group = ISTIO_SECURITY_GROUP)]
     SecurityApiVersion { kind: String, api_version: String },
+    #[error("{kind}: apiVersion {api_version} is not served (want {group}/v1 or v1alpha1)", group = ISTIO_TELEMETRY_GROUP)]
+    TelemetryApiVersion { kind: String, api_version: String },
     #[error("kind {kind} is not a kind of {group}{hint}", group = ISTIO_NETWORKING_GROUP)]
     UnknownKind { kind: String, hint: String },
     #[error("metadata.name: Required value")]
@@ -253,8 +256,10 @@ fn locate(mut doc: ParsedDoc, lines: &Lines, prefix: &str) -> ParsedDoc {
 struct Envelope {
     api_version: Option<String>,
     kind: Option<String>,
+    /// `metadata: null` (an empty `metadata:` in YAML) is no metadata: its name is then
+    /// reported missing.
     #[serde(default)]
-    metadata: Metadata,
+    metadata: Option<Metadata>,
     spec: Option<serde_json::Value>,
 }
 
@@ -305,13 +310,25 @@ fn parse_checked(
     ]
     .into_iter()
     .find(|k| k.as_str() == kind);
-    if let (ISTIO_SECURITY_GROUP, Some(config_kind)) = (group, security_kind) {
-        if !ISTIO_SECURITY_VERSIONS.contains(&version) {
-            return DocOutcome::Invalid(DocError::SecurityApiVersion { kind, api_version });
+    let own_kind = match (group, security_kind) {
+        (ISTIO_SECURITY_GROUP, Some(config_kind)) => {
+            if !ISTIO_SECURITY_VERSIONS.contains(&version) {
+                return DocOutcome::Invalid(DocError::SecurityApiVersion { kind, api_version });
+            }
+            Some(config_kind)
         }
+        (ISTIO_TELEMETRY_GROUP, _) if kind == "Telemetry" => {
+            if !ISTIO_TELEMETRY_VERSIONS.contains(&version) {
+                return DocOutcome::Invalid(DocError::TelemetryApiVersion { kind, api_version });
+            }
+            Some(ConfigKind::Telemetry)
+        }
+        _ => None,
+    };
+    if let Some(config_kind) = own_kind {
         return match build_config(
             config_kind,
-            envelope.metadata,
+            envelope.metadata.unwrap_or_default(),
             envelope.spec,
             default_namespace,
         ) {
@@ -336,7 +353,7 @@ fn parse_checked(
     }
     match build_config(
         config_kind,
-        envelope.metadata,
+        envelope.metadata.unwrap_or_default(),
         envelope.spec,
         default_namespace,
     ) {
@@ -475,6 +492,7 @@ fn schema_of(kind: ConfigKind) -> &'static schema::Message {
         ConfigKind::PeerAuthentication => &schema::PEER_AUTHENTICATION,
         ConfigKind::AuthorizationPolicy => &schema::AUTHORIZATION_POLICY,
         ConfigKind::RequestAuthentication => &schema::REQUEST_AUTHENTICATION,
+        ConfigKind::Telemetry => &schema::TELEMETRY,
         // Secrets are decoded by `parse_secret`, and fetched JWKS made by the resolver, never
         // walked against a schema.
         ConfigKind::Secret | ConfigKind::Jwks => &NO_FIELDS,
@@ -499,6 +517,7 @@ fn typed_spec(kind: ConfigKind, spec: serde_json::Value) -> Result<Spec, DocErro
         ConfigKind::PeerAuthentication => Spec::PeerAuthentication(de(spec)?),
         ConfigKind::AuthorizationPolicy => Spec::AuthorizationPolicy(de(spec)?),
         ConfigKind::RequestAuthentication => Spec::RequestAuthentication(de(spec)?),
+        ConfigKind::Telemetry => Spec::Telemetry(de(spec)?),
         ConfigKind::Secret | ConfigKind::Jwks => return Err(DocError::NotAnObject),
     })
 }

@@ -23,6 +23,7 @@ pub mod request_authn;
 pub mod secrets;
 pub mod service;
 pub mod sidecar_scope;
+pub mod telemetry;
 pub mod token_review;
 pub mod traffic_policy;
 pub mod visibility;

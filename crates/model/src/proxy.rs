@@ -44,6 +44,12 @@ pub struct NodeInfo {
     pub client_certs: Option<MetadataCerts>,
     /// `metadata.ISTIO_VERSION`, if set (istio's pilot-agent sets it).
     pub istio_version: Option<String>,
+    /// Its Envoy has Istio's own filters (`istio.stats` among `node.extensions`): the Envoy
+    /// of istio's proxy image, not an upstream build.
+    pub istio_filters: bool,
+    /// `metadata.MESH_ID` and `metadata.CLUSTER_ID`, if set (tracing's Istio tags).
+    pub mesh_id: Option<String>,
+    pub cluster_id: Option<String>,
     /// `metadata.PROXY_CONFIG.gatewayTopology.numTrustedProxies` (the pod's
     /// `proxy.istio.io/config`, as pilot-agent sends it), if set.
     pub num_trusted_proxies: Option<u32>,
@@ -106,6 +112,15 @@ pub struct Proxy {
     /// Its namespace was proven: the TLS port authorized its identity for it. Only then, or
     /// with `MeshConfig::plaintext_secrets`, are TLS Secrets served to it.
     pub verified: bool,
+    /// Run by istio's agent and built with Istio's filters: it is given the metadata
+    /// exchange and `istio.stats` filters (an upstream Envoy would reject the listener).
+    pub istio_stats: bool,
+    /// Envoy's `node.cluster` (istiod's service cluster): the service name of the spans it
+    /// reports.
+    pub cluster: String,
+    /// `MESH_ID` and `CLUSTER_ID` (empty if not set): tracing's Istio tags.
+    pub mesh_id: String,
+    pub cluster_id: String,
 }
 
 impl Proxy {
@@ -135,6 +150,11 @@ impl Proxy {
         let locality = Locality::of_proxy(&node.labels, node.locality);
         Ok(Proxy {
             verified: false,
+            cluster: node.cluster,
+            istio_stats: node.istio_filters
+                && node.istio_version.as_deref().is_some_and(|v| !v.is_empty()),
+            mesh_id: node.mesh_id.unwrap_or_default(),
+            cluster_id: node.cluster_id.unwrap_or_default(),
             locality,
             network: node.network.unwrap_or_default(),
             client_certs: node.client_certs,

@@ -23,7 +23,9 @@ use std::sync::Arc;
 
 use axon_config::config::{Config, ConfigKey, ConfigKind, Spec};
 use axon_config::config_set::{ConfigSet, by_namespace_oldest_first, of_kind};
-use axon_config::istio::{JwksSource, JwtRule, Labels, RequestAuthentication};
+use axon_config::istio::{
+    JwksSource, JwtRule, Labels, MatchLabels, PolicyTargetReference, RequestAuthentication,
+};
 use axon_config::validate::parse_duration;
 
 use super::service::labels_match;
@@ -156,12 +158,27 @@ fn attaches(
     namespace: &str,
     labels: &Labels,
 ) -> bool {
-    let selected = || {
-        ra.selector
-            .as_ref()
-            .is_none_or(|s| labels_match(&s.match_labels, labels))
-    };
-    let targets = ra.target_refs();
+    attaches_policy(
+        ra.selector.as_ref(),
+        &ra.target_refs(),
+        policy_namespace,
+        namespace,
+        labels,
+    )
+}
+
+/// istiod's `ShouldAttachPolicy` for a proxy that is not a waypoint, of a policy of
+/// `policy_namespace` with `selector` and `targets`: a gateway of the Gateway API (labelled
+/// with its name) takes the policies that target it, or those without targets it is
+/// selected by; any other proxy those without targets it is selected by.
+pub(crate) fn attaches_policy(
+    selector: Option<&MatchLabels>,
+    targets: &[&PolicyTargetReference],
+    policy_namespace: &str,
+    namespace: &str,
+    labels: &Labels,
+) -> bool {
+    let selected = || selector.is_none_or(|s| labels_match(&s.match_labels, labels));
     let Some(gateway_name) = labels.get(GATEWAY_NAME_LABEL) else {
         return targets.is_empty() && selected();
     };

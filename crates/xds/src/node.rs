@@ -37,6 +37,9 @@ pub fn node_info(node: &Node) -> NodeInfo {
                         .unwrap_or_default(),
                 }),
             istio_version: field("ISTIO_VERSION").and_then(string_value),
+            istio_filters: node.extensions.iter().any(|e| e.name == "istio.stats"),
+            mesh_id: field("MESH_ID").and_then(string_value),
+            cluster_id: field("CLUSTER_ID").and_then(string_value),
             num_trusted_proxies: field("PROXY_CONFIG")
                 .and_then(|c| struct_field(c, "gatewayTopology"))
                 .and_then(|t| struct_field(t, "numTrustedProxies"))

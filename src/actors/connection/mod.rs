@@ -118,6 +118,14 @@ impl ConnectionActor {
             delta = self.stream.is_delta(),
             "ADS: connected"
         );
+        if proxy.istio_agent && !proxy.istio_stats {
+            tracing::info!(
+                proxy = %Escaped(&proxy.id),
+                "ADS: the proxy runs istio's agent on an Envoy without Istio's filters \
+                 (istio.stats is not among its extensions): Istio's metrics (istio.stats, \
+                 metadata exchange) are not configured for it"
+            );
+        }
         self.metrics().xds_clients.inc();
         self.peers.directory.do_send(Register {
             id: self.id,

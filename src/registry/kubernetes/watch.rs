@@ -22,7 +22,9 @@ use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 
-use axon_config::config::{ConfigKind, ISTIO_NETWORKING_GROUP, ISTIO_SECURITY_GROUP};
+use axon_config::config::{
+    ConfigKind, ISTIO_NETWORKING_GROUP, ISTIO_SECURITY_GROUP, ISTIO_TELEMETRY_GROUP,
+};
 use axon_metrics::{IntCounter, Metrics};
 
 /// A watched kind.
@@ -154,6 +156,10 @@ pub const ISTIO_SECURITY_KINDS: [ConfigKind; 3] = [
     ConfigKind::RequestAuthentication,
 ];
 
+/// The telemetry.istio.io kinds read from Kubernetes, and their versions, best first.
+pub const ISTIO_TELEMETRY_KINDS: [ConfigKind; 1] = [ConfigKind::Telemetry];
+pub const ISTIO_TELEMETRY_VERSIONS: [&str; 2] = ["v1", "v1alpha1"];
+
 /// The groups whose kinds carry mesh meaning (`axon_config::parse::drops_meaning`): a served
 /// kind of theirs that axon does not watch is reported at start with its object count.
 const MEANING_GROUPS: [&str; 6] = [
@@ -181,6 +187,7 @@ pub async fn unapplied_kinds(client: &Client) -> super::Result<Vec<Unapplied>> {
     let watched: Vec<&str> = ISTIO_KINDS
         .iter()
         .chain(&ISTIO_SECURITY_KINDS)
+        .chain(&ISTIO_TELEMETRY_KINDS)
         .map(|k| k.as_str())
         .collect();
     let mut out = Vec::new();
@@ -232,20 +239,33 @@ pub async fn unapplied_kinds(client: &Client) -> super::Result<Vec<Unapplied>> {
 }
 
 /// For each Istio kind the API server serves, the resource at its best served version
-/// (v1, then v1beta1, then v1alpha3), of networking.istio.io and security.istio.io. Empty
-/// when neither group is served (no Istio CRDs).
+/// (v1, then v1beta1, then v1alpha3; v1alpha1 for Telemetry), of networking.istio.io,
+/// security.istio.io and telemetry.istio.io. Empty when no group is served (no Istio CRDs).
 pub async fn istio_resources(client: &Client) -> super::Result<Vec<(ConfigKind, ApiResource)>> {
     let groups = client.list_api_groups().await?;
     let mut found: Vec<(ConfigKind, ApiResource)> = Vec::new();
-    for (group_name, kinds) in [
-        (ISTIO_NETWORKING_GROUP, &ISTIO_KINDS[..]),
-        (ISTIO_SECURITY_GROUP, &ISTIO_SECURITY_KINDS[..]),
+    for (group_name, kinds, versions) in [
+        (
+            ISTIO_NETWORKING_GROUP,
+            &ISTIO_KINDS[..],
+            &ISTIO_VERSIONS[..],
+        ),
+        (
+            ISTIO_SECURITY_GROUP,
+            &ISTIO_SECURITY_KINDS[..],
+            &ISTIO_VERSIONS[..],
+        ),
+        (
+            ISTIO_TELEMETRY_GROUP,
+            &ISTIO_TELEMETRY_KINDS[..],
+            &ISTIO_TELEMETRY_VERSIONS[..],
+        ),
     ] {
         let Some(group) = groups.groups.iter().find(|g| g.name == group_name) else {
             continue;
         };
         let served: Vec<&str> = group.versions.iter().map(|v| v.version.as_str()).collect();
-        for version in ISTIO_VERSIONS.into_iter().filter(|v| served.contains(v)) {
+        for version in versions.iter().copied().filter(|v| served.contains(v)) {
             let api_version = format!("{group_name}/{version}");
             let list = client.list_api_group_resources(&api_version).await?;
             for resource in list.resources.iter().filter(|r| !r.name.contains('/')) {

@@ -94,14 +94,14 @@ fn cluster(dump: &serde_json::Value) -> serde_json::Value {
 
 #[test]
 fn the_mesh_h2_upgrade_policy_upgrades_http_ports_unless_a_rule_says_not_to() {
-    let mesh = "h2UpgradePolicy: UPGRADE\nconnectTimeout: 3s\naccessLogFile: /dev/stdout\n";
+    let mesh = "h2UpgradePolicy: UPGRADE\nconnectTimeout: 3s\nenableEnvoyAccessLogService: true\n";
     let (ok, output, dump, logs) = call_through(Some(mesh), "");
     assert!(ok && output.contains("reply: grpc:hello"), "{output}");
     let c = cluster(&dump);
     assert!(c.to_string().contains("http2_protocol_options"), "{c}");
     assert_eq!(c["connect_timeout"], "3s");
     assert!(
-        logs.contains("accessLogFile: accepted but not applied by axon"),
+        logs.contains("enableEnvoyAccessLogService: accepted but not applied by axon"),
         "{logs}"
     );
 

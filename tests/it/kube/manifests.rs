@@ -149,6 +149,7 @@ fn rbac_grants_get_list_watch_on_exactly_what_axon_reads_and_token_reviews() {
         ("security.istio.io", "peerauthentications"),
         ("security.istio.io", "authorizationpolicies"),
         ("security.istio.io", "requestauthentications"),
+        ("telemetry.istio.io", "telemetries"),
     ]
     .into_iter()
     .map(|(g, r)| ((g.to_string(), r.to_string()), read.clone()))

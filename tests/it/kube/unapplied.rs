@@ -1,6 +1,6 @@
 //! Istio and Gateway API objects in the cluster of kinds axon does not apply (here a
-//! Telemetry) are warned of at start, as a file holding one is at load: what they say is not
-//! enforced.
+//! WasmPlugin) are warned of at start, as a file holding one is at load: what they say is not
+//! enforced. A kind axon watches (a Telemetry) is not.
 
 use std::time::Duration;
 
@@ -16,6 +16,9 @@ fn objects_of_kinds_not_applied_are_warned_of() {
     api.apply(istio(
         "apiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {name: logs, namespace: shop}\nspec: {accessLogging: [{providers: [{name: envoy}]}]}\n",
     ));
+    api.apply(istio(
+        "apiVersion: extensions.istio.io/v1alpha1\nkind: WasmPlugin\nmetadata: {name: stats, namespace: shop}\nspec: {url: oci://example/stats:1}\n",
+    ));
     let kubeconfig = kubeconfig.display().to_string();
     let axon = Axon::start_with_env(
         None,
@@ -25,9 +28,17 @@ fn objects_of_kinds_not_applied_are_warned_of() {
     let warned = wait_until(Duration::from_secs(30), || {
         axon.logs().lines().any(|l| {
             l.contains("kind not applied by axon")
-                && l.contains("Telemetry")
-                && l.contains("shop/logs")
+                && l.contains("WasmPlugin")
+                && l.contains("shop/stats")
         })
     });
     assert!(warned, "no warning:\n{}", axon.logs());
+    assert!(
+        !axon
+            .logs()
+            .lines()
+            .any(|l| l.contains("kind not applied by axon") && l.contains("Telemetry")),
+        "{}",
+        axon.logs()
+    );
 }

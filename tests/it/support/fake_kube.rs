@@ -42,7 +42,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 
 /// The collections served: path, apiVersion, kind, plural.
-const COLLECTIONS: [(&str, &str, &str); 16] = [
+const COLLECTIONS: [(&str, &str, &str); 17] = [
     ("/api/v1/namespaces", "v1", "Namespace"),
     ("/api/v1/configmaps", "v1", "ConfigMap"),
     ("/api/v1/secrets", "v1", "Secret"),
@@ -103,6 +103,19 @@ const COLLECTIONS: [(&str, &str, &str); 16] = [
         "telemetry.istio.io/v1",
         "Telemetry",
     ),
+    (
+        "/apis/extensions.istio.io/v1alpha1/wasmplugins",
+        "extensions.istio.io/v1alpha1",
+        "WasmPlugin",
+    ),
+];
+
+/// The Istio API groups served (with Istio's CRDs), each at one version.
+const ISTIO_GROUPS: [(&str, &str); 4] = [
+    ("networking.istio.io", "v1"),
+    ("security.istio.io", "v1"),
+    ("telemetry.istio.io", "v1"),
+    ("extensions.istio.io", "v1alpha1"),
 ];
 
 pub const SERVICES: &str = "/api/v1/services";
@@ -520,14 +533,12 @@ async fn handle(
     if path == "/apis" {
         return json_response(StatusCode::OK, api_groups(serve_istio));
     }
-    if path == "/apis/networking.istio.io/v1" && serve_istio {
-        return json_response(StatusCode::OK, istio_resources("networking.istio.io/v1"));
-    }
-    if path == "/apis/security.istio.io/v1" && serve_istio {
-        return json_response(StatusCode::OK, istio_resources("security.istio.io/v1"));
-    }
-    if path == "/apis/telemetry.istio.io/v1" && serve_istio {
-        return json_response(StatusCode::OK, istio_resources("telemetry.istio.io/v1"));
+    if serve_istio
+        && let Some(group_version) = path
+            .strip_prefix("/apis/")
+            .filter(|gv| ISTIO_GROUPS.iter().any(|(g, v)| format!("{g}/{v}") == *gv))
+    {
+        return json_response(StatusCode::OK, istio_resources(group_version));
     }
     let (path, namespace) = split_namespace(&path);
     let Some((path, api_version, kind)) = COLLECTIONS.iter().find(|(p, _, _)| *p == path).copied()
@@ -656,15 +667,11 @@ fn api_groups(serve_istio: bool) -> Value {
         "preferredVersion": {"groupVersion": "discovery.k8s.io/v1", "version": "v1"},
     })];
     if serve_istio {
-        for group in [
-            "networking.istio.io",
-            "security.istio.io",
-            "telemetry.istio.io",
-        ] {
+        for (group, version) in ISTIO_GROUPS {
             groups.push(json!({
                 "name": group,
-                "versions": [{"groupVersion": format!("{group}/v1"), "version": "v1"}],
-                "preferredVersion": {"groupVersion": format!("{group}/v1"), "version": "v1"},
+                "versions": [{"groupVersion": format!("{group}/{version}"), "version": version}],
+                "preferredVersion": {"groupVersion": format!("{group}/{version}"), "version": version},
             }));
         }
     }

@@ -2,7 +2,7 @@
 //!
 //! Owns the shapes of the `networking.istio.io` kinds that axon reads (`v1`, `v1beta1` and
 //! `v1alpha3` share one schema), and of `security.istio.io`'s PeerAuthentication,
-//! AuthorizationPolicy and RequestAuthentication. Fields that Istio has and axon does not use are accepted and
+//! AuthorizationPolicy and RequestAuthentication, and `telemetry.istio.io`'s Telemetry. Fields that Istio has and axon does not use are accepted and
 //! ignored by serde; what is here is what the generators and the validator read.
 
 mod authorization_policy;
@@ -13,6 +13,7 @@ mod request_authentication;
 pub mod schema;
 mod service_entry;
 mod sidecar;
+mod telemetry;
 pub mod traffic_policy;
 mod virtual_service;
 mod workload_entry;
@@ -30,6 +31,10 @@ pub use request_authentication::{
 };
 pub use service_entry::{Location, Resolution, ServiceEntry, ServicePort, WorkloadSelector};
 pub use sidecar::{CaptureMode, IstioEgressListener, Sidecar, SidecarPort};
+pub use telemetry::{
+    AccessLogging, CustomTag, ISTIO_METRICS, LogFilter, MetricSelector, Metrics, MetricsOverrides,
+    ModeSelector, ProviderRef, TagOverride, TagSource, TagValue, Telemetry, Tracing, WorkloadMode,
+};
 pub use traffic_policy::{PolicyDoc, TrafficPolicy};
 pub use virtual_service::{
     CorsPolicy, Delegate, Destination, FaultAbort, FaultDelay, GRPC_STATUS_CODES, HeaderOperations,

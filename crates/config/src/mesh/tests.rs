@@ -19,7 +19,7 @@ fn inbound_traffic_policy_modes() {
 #[test]
 fn reads_the_applied_fields_and_reports_the_rest() {
     let file = parse(
-        "rootNamespace: mesh-root\ndefaultServiceExportTo: [\".\"]\nh2UpgradePolicy: UPGRADE\nconnectTimeout: 2s\nlocalityLbSetting: {enabled: false}\naccessLogFile: /dev/stdout\ntrustDomain: example.org\n",
+        "rootNamespace: mesh-root\ndefaultServiceExportTo: [\".\"]\nh2UpgradePolicy: UPGRADE\nconnectTimeout: 2s\nlocalityLbSetting: {enabled: false}\nenableEnvoyAccessLogService: true\ntrustDomain: example.org\n",
     )
     .unwrap();
     assert_eq!(file.mesh.root_namespace, "mesh-root");
@@ -34,7 +34,7 @@ fn reads_the_applied_fields_and_reports_the_rest() {
     assert_eq!(file.trust_domain.as_deref(), Some("example.org"));
     assert_eq!(
         file.not_applied,
-        ["line 6: accessLogFile: accepted but not applied by axon"]
+        ["line 6: enableEnvoyAccessLogService: accepted but not applied by axon"]
     );
     assert_eq!(parse("").unwrap().mesh, MeshConfig::default());
     let file = parse("outboundTrafficPolicy: {mode: REGISTRY_ONLY}\n").unwrap();
@@ -125,4 +125,54 @@ fn reads_auto_mtls_aliases_and_mesh_mtls() {
     );
     assert!(parse("meshMTLS: {ecdhCurves: [P-256]}\n").is_err());
     assert!(parse("meshMTLS: {minProtocolVersion: TLSV1_1}\n").is_err());
+}
+
+#[test]
+fn reads_the_telemetry_fields() {
+    let file = parse(
+        "accessLogFile: /var/log/a.log\naccessLogEncoding: JSON\naccessLogFormat: '{\"m\": \"%REQ(:METHOD)%\"}'\nenableTracing: false\ndefaultProviders: {accessLogging: [envoy], metrics: [prometheus]}\ndefaultConfig:\n  concurrency: 2\n  tracing: {sampling: 50, maxPathTagLength: 99, customTags: {a: {literal: {value: b}}}, zipkin: {address: zipkin.istio-system:9411}}\nextensionProviders:\n- name: zipkin\n  zipkin: {service: zipkin.istio-system.svc.cluster.local, port: 9411}\n- name: otel\n  opentelemetry: {service: otel.o.svc.cluster.local, port: 4317, resourceDetectors: {environment: {}}}\n- name: file\n  envoyFileAccessLog: {path: /tmp/x, logFormat: {text: '%RESPONSE_CODE%'}}\n",
+    )
+    .unwrap();
+    let t = &file.mesh.telemetry;
+    assert_eq!(t.access_log_file, "/var/log/a.log");
+    assert!(t.access_log_json && !t.enable_tracing);
+    assert_eq!(t.default_providers.access_logging, ["envoy"]);
+    assert_eq!(t.default_providers.metrics, ["prometheus"]);
+    assert_eq!(t.proxy_tracing.sampling_percent(), 50.0);
+    assert_eq!(t.proxy_tracing.max_path_tag_length, 99);
+    assert_eq!(t.proxy_tracing.custom_tags.len(), 1);
+    // The built-in providers stay, the user's follow.
+    let names: Vec<&str> = t.providers.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "prometheus",
+            "stackdriver",
+            "envoy",
+            "zipkin",
+            "otel",
+            "file"
+        ]
+    );
+    assert!(matches!(
+        t.provider("ZIPKIN").map(|p| &p.kind),
+        Some(ProviderKind::Zipkin { at, .. }) if at.port == 9411
+    ));
+    // What is not applied is said, line by line.
+    assert_eq!(
+        file.not_applied,
+        [
+            "line 9: extensionProviders[1] (otel): opentelemetry.resourceDetectors: accepted but not applied by axon",
+            "line 6: defaultConfig.concurrency: accepted but not applied by axon",
+            "line 6: defaultConfig.tracing.zipkin: the tracer of the proxy's bootstrap (written by pilot-agent, not sent over xDS): not applied by axon; name the tracer in extensionProviders and a Telemetry",
+        ]
+    );
+    assert!(parse("accessLogEncoding: XML\n").is_err());
+    assert!(parse("accessLogEncoding: JSON\naccessLogFormat: 'not json'\n").is_err());
+    assert!(parse("extensionProviders: [{name: z, zipkin: {service: '', port: 9411}}]\n").is_err());
+    assert!(parse("defaultConfig: {tracing: {sampling: 101}}\n").is_err());
+    // Defaults: tracing on at istiod's 1%, no access log.
+    let mesh = parse("").unwrap().mesh;
+    assert!(mesh.telemetry.enable_tracing && mesh.telemetry.access_log_file.is_empty());
+    assert_eq!(mesh.telemetry.proxy_tracing.sampling_percent(), 1.0);
 }

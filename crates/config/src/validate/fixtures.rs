@@ -25,6 +25,7 @@ pub(super) fn check_named(kind: &str, name: &str, spec: &str) -> Result<(), Vec<
         "PeerAuthentication" => Spec::PeerAuthentication(typed_spec(value)),
         "AuthorizationPolicy" => Spec::AuthorizationPolicy(typed_spec(value)),
         "RequestAuthentication" => Spec::RequestAuthentication(typed_spec(value)),
+        "Telemetry" => Spec::Telemetry(typed_spec(value)),
         other => panic!("unknown kind {other}"),
     };
     validate(&Config {

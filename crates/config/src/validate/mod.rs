@@ -42,6 +42,7 @@ mod peer_authentication;
 mod request_authentication;
 mod service_entry;
 mod sidecar;
+mod telemetry;
 mod tls;
 mod traffic_policy;
 mod virtual_service;
@@ -94,6 +95,7 @@ pub fn validate(config: &Config) -> Result<(), Vec<String>> {
         Spec::RequestAuthentication(ra) => {
             request_authentication::request_authentication(&mut errs, ra)
         }
+        Spec::Telemetry(t) => telemetry::telemetry(&mut errs, t),
         // Checked as it is decoded (`secrets::decode`); a fetched JWKS by the resolver.
         Spec::Secret(_) | Spec::Jwks(_) => {}
     }

@@ -14,6 +14,7 @@ use super::push_request::PushRequest;
 use super::request_authn::{JwksIndex, RequestAuthnIndex};
 use super::secrets::SecretIndex;
 use super::service::{Endpoint, Service, endpoints_of, labels_match, services_of};
+use super::telemetry::TelemetryIndex;
 use super::visibility::ExportTo;
 use axon_config::config::{Config, ConfigKey, ConfigKind, Spec};
 use axon_config::config_set::ConfigSet;
@@ -101,6 +102,8 @@ pub struct PushContext {
     pub authz: Arc<AuthzIndex>,
     /// RequestAuthentications, selected as istiod does (`super::request_authn`).
     pub request_authn: Arc<RequestAuthnIndex>,
+    /// Telemetries (`super::telemetry`).
+    pub telemetry: Arc<TelemetryIndex>,
     /// The JWKS the resolver fetched for their rules (`super::request_authn`).
     pub jwks: Arc<JwksIndex>,
     pub mesh: Arc<MeshConfig>,
@@ -227,6 +230,11 @@ impl PushContext {
         } else {
             prev.request_authn.clone()
         };
+        let telemetry = if kinds.contains(&ConfigKind::Telemetry) {
+            Arc::new(TelemetryIndex::build(configs, &mesh.root_namespace))
+        } else {
+            prev.telemetry.clone()
+        };
         let jwks = if kinds.contains(&ConfigKind::Jwks) {
             Arc::new(JwksIndex::build(configs))
         } else {
@@ -247,6 +255,7 @@ impl PushContext {
             peer_authn,
             authz,
             request_authn,
+            telemetry,
             jwks,
             mesh: mesh.clone(),
             memo: Default::default(),
@@ -270,6 +279,7 @@ impl PushContext {
             peer_authn: Arc::new(PeerAuthnIndex::build(configs, &mesh.root_namespace)),
             authz: Arc::new(AuthzIndex::build(configs, &mesh.root_namespace)),
             request_authn: Arc::new(RequestAuthnIndex::build(configs, &mesh.root_namespace)),
+            telemetry: Arc::new(TelemetryIndex::build(configs, &mesh.root_namespace)),
             jwks: Arc::new(JwksIndex::build(configs)),
             mesh: mesh.clone(),
             memo: Default::default(),

@@ -159,6 +159,8 @@ pub struct SidecarScope {
     pub credentials: BTreeMap<String, bool>,
     /// What a sidecar's inbound ports accept (its PeerAuthentications, composed).
     pub mtls: crate::peer_authn::MergedPeerAuthn,
+    /// Its access logs, tracing and metrics (its Telemetries, merged with the mesh's).
+    pub telemetry: crate::telemetry::ProxyTelemetry,
 }
 
 impl SidecarScope {
@@ -173,6 +175,13 @@ impl SidecarScope {
         }
         // Its JWT filter reads the RequestAuthentications that apply and their fetched JWKS.
         scope.deps.extend(request_authn_deps(ctx, proxy));
+        // Its access logs, tracing and stats filter, the Telemetries that apply.
+        scope
+            .deps
+            .extend(ctx.telemetry.keys_for(&proxy.namespace, &proxy.labels));
+        scope.telemetry =
+            ctx.telemetry
+                .resolve(&proxy.namespace, &proxy.labels, &ctx.mesh.telemetry);
         scope
     }
 
@@ -266,6 +275,7 @@ fn same_key_inputs(old: &PushContext, new: &PushContext) -> bool {
         && Arc::ptr_eq(&old.peer_authn, &new.peer_authn)
         && Arc::ptr_eq(&old.authz, &new.authz)
         && Arc::ptr_eq(&old.request_authn, &new.request_authn)
+        && Arc::ptr_eq(&old.telemetry, &new.telemetry)
         && (Arc::ptr_eq(&old.virtual_services, &new.virtual_services)
             || old.virtual_services.source_selectors == new.virtual_services.source_selectors)
 }
@@ -364,8 +374,9 @@ fn scope_key(ctx: &PushContext, proxy: &Proxy) -> String {
         .map(|k| k.to_string())
         .collect();
     let jwt = jwt.join(",");
+    let telemetry = telemetry_key(ctx, proxy);
     format!(
-        "{:?}|{}|{}|{}|{}|{own_address}|{:?}|{}|{}|{}|{}|{certs}|{}|{mtls}|{authz}|{jwt}|{}",
+        "{:?}|{}|{}|{}|{}|{own_address}|{:?}|{}|{}|{}|{}|{certs}|{}|{mtls}|{authz}|{jwt}|{telemetry}|{}",
         proxy.proxy_type,
         proxy.namespace,
         selected,
@@ -378,6 +389,41 @@ fn scope_key(ctx: &PushContext, proxy: &Proxy) -> String {
         rules.join(","),
         proxy.istio_agent,
         proxy.num_trusted_proxies,
+    )
+}
+
+/// What a proxy's telemetry reads beyond its scope: the Telemetries that apply, and what
+/// tracing's Istio tags and span service names take from the proxy itself (its canonical
+/// service and revision labels, mesh and cluster ids, and, for tracers that are sent the
+/// service name, its node cluster).
+fn telemetry_key(ctx: &PushContext, proxy: &Proxy) -> String {
+    let keys: Vec<String> = ctx
+        .telemetry
+        .keys_for(&proxy.namespace, &proxy.labels)
+        .iter()
+        .map(|k| k.to_string())
+        .collect();
+    let label = |l: &str| proxy.labels.get(l).map_or("", String::as_str);
+    let named_service = ctx.mesh.telemetry.providers.iter().any(|p| {
+        matches!(
+            p.kind,
+            axon_config::mesh::ProviderKind::Datadog { .. }
+                | axon_config::mesh::ProviderKind::OpenTelemetry { .. }
+        )
+    });
+    format!(
+        "{}~{}~{}~{}~{}~{}~{}",
+        keys.join(","),
+        proxy.istio_stats,
+        label("service.istio.io/canonical-name"),
+        label("service.istio.io/canonical-revision"),
+        proxy.mesh_id,
+        proxy.cluster_id,
+        if named_service {
+            proxy.cluster.as_str()
+        } else {
+            ""
+        },
     )
 }
 

@@ -7,12 +7,14 @@
 //! no field is ever dropped silently.
 
 mod tables;
+mod telemetry;
 
 pub use tables::{
     AUTHORIZATION_POLICY, DESTINATION_RULE, GATEWAY, MESH_DEFAULT_TRAFFIC_POLICY,
     PEER_AUTHENTICATION, REQUEST_AUTHENTICATION, SERVICE_ENTRY, SIDECAR, VIRTUAL_SERVICE,
     WORKLOAD_ENTRY, WORKLOAD_GROUP,
 };
+pub use telemetry::TELEMETRY;
 
 /// A message of the API.
 #[derive(Debug)]
@@ -156,6 +158,7 @@ pub fn not_applied_fields() -> Vec<String> {
         ("Sidecar", &SIDECAR),
         ("PeerAuthentication", &PEER_AUTHENTICATION),
         ("RequestAuthentication", &REQUEST_AUTHENTICATION),
+        ("Telemetry", &TELEMETRY),
     ] {
         list(kind, root, "spec", &mut Vec::new(), &mut out);
     }

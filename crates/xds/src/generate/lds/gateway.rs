@@ -53,7 +53,11 @@ struct Chain {
     filters: Vec<Filter>,
 }
 
-pub(super) fn listeners(ctx: &PushContext, proxy: &Proxy) -> Vec<Resource> {
+pub(super) fn listeners(
+    ctx: &PushContext,
+    proxy: &Proxy,
+    tel: &super::telemetry::SideTelemetry,
+) -> Vec<Resource> {
     let merged = gateway::merge(ctx, proxy);
     // Listeners by name, in the order their first port was seen.
     let mut built: Vec<(String, &str, u32, Vec<Chain>)> = Vec::new();
@@ -70,7 +74,7 @@ pub(super) fn listeners(ctx: &PushContext, proxy: &Proxy) -> Vec<Resource> {
     built
         .into_iter()
         .filter(|(.., chains)| !chains.is_empty())
-        .map(|(name, bind, port, chains)| listener(name, bind, port, chains))
+        .map(|(name, bind, port, chains)| listener(name, bind, port, chains, tel))
         .collect()
 }
 
@@ -215,7 +219,13 @@ fn hcm(ctx: &PushContext, stat_prefix: &str, route: &str, grpc_web: bool, proxy:
 }
 
 /// istiod's `buildGatewayListener`.
-fn listener(name: String, bind: &str, port: u32, chains: Vec<Chain>) -> Resource {
+fn listener(
+    name: String,
+    bind: &str,
+    port: u32,
+    chains: Vec<Chain>,
+    tel: &super::telemetry::SideTelemetry,
+) -> Resource {
     let inspect = chains.iter().any(|c| {
         !c.sni_hosts.is_empty()
             || c.tls
@@ -234,7 +244,7 @@ fn listener(name: String, bind: &str, port: u32, chains: Vec<Chain>) -> Resource
     } else {
         Vec::new()
     };
-    let listener = Listener {
+    let mut listener = Listener {
         name: name.clone(),
         address: Some(socket_address(bind, port)),
         traffic_direction: TrafficDirection::Outbound as i32,
@@ -242,6 +252,7 @@ fn listener(name: String, bind: &str, port: u32, chains: Vec<Chain>) -> Resource
         filter_chains: chains.into_iter().map(filter_chain).collect(),
         ..Default::default()
     };
+    tel.apply(&mut listener, true);
     Resource::new(name, &listener)
 }
 

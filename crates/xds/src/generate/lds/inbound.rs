@@ -283,7 +283,12 @@ fn passthrough_chains(scope: &SidecarScope, inbound: Inbound) -> Vec<FilterChain
 }
 
 /// istiod's `inboundVirtualListener`.
-pub(super) fn virtual_inbound(ctx: &PushContext, scope: &SidecarScope, proxy: &Proxy) -> Resource {
+pub(super) fn virtual_inbound(
+    ctx: &PushContext,
+    scope: &SidecarScope,
+    proxy: &Proxy,
+    tel: &super::telemetry::SideTelemetry,
+) -> Resource {
     let authz = Authz::of(ctx, proxy);
     let inbound = Inbound::of(proxy, &ctx.mesh, &authz);
     let mut chains = vec![FilterChain {
@@ -321,7 +326,7 @@ pub(super) fn virtual_inbound(ctx: &PushContext, scope: &SidecarScope, proxy: &P
         });
     }
     listener_filters.extend(inspectors(&chains));
-    let listener = Listener {
+    let mut listener = Listener {
         name: "virtualInbound".to_string(),
         address: Some(socket_address("0.0.0.0", VIRTUAL_INBOUND_PORT)),
         transparent: proxy.tproxy.then_some(BoolValue { value: true }),
@@ -336,6 +341,7 @@ pub(super) fn virtual_inbound(ctx: &PushContext, scope: &SidecarScope, proxy: &P
         filter_chains: chains,
         ..Default::default()
     };
+    tel.apply(&mut listener, true);
     Resource::new("virtualInbound", &listener)
 }
 

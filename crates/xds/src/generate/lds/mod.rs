@@ -49,6 +49,7 @@ mod l4;
 mod outbound;
 mod server_tls;
 mod sidecar_l4;
+pub mod telemetry;
 
 use super::cds::{BLACK_HOLE, PASSTHROUGH};
 use crate::resource::{Resource, any};
@@ -62,15 +63,21 @@ pub const VIRTUAL_OUTBOUND_PORT: u32 = 15001;
 pub const VIRTUAL_INBOUND_PORT: u32 = 15006;
 
 pub fn generate(ctx: &PushContext, proxy: &Proxy, scope: &SidecarScope) -> Vec<Resource> {
+    let tel = telemetry::ProxyTelemetry::of(ctx, proxy, scope);
     match proxy.proxy_type {
-        ProxyType::Router => gateway::listeners(ctx, proxy),
-        ProxyType::Sidecar => sidecar_listeners(ctx, proxy, scope),
+        ProxyType::Router => gateway::listeners(ctx, proxy, &tel.client),
+        ProxyType::Sidecar => sidecar_listeners(ctx, proxy, scope, &tel),
     }
 }
 
-fn sidecar_listeners(ctx: &PushContext, proxy: &Proxy, scope: &SidecarScope) -> Vec<Resource> {
+fn sidecar_listeners(
+    ctx: &PushContext,
+    proxy: &Proxy,
+    scope: &SidecarScope,
+    tel: &telemetry::ProxyTelemetry,
+) -> Vec<Resource> {
     let fallthrough = fallthrough_cluster(scope);
-    let mut out = outbound::listeners(ctx, proxy, scope, &fallthrough);
+    let mut out = outbound::listeners(ctx, proxy, scope, &fallthrough, &tel.client);
     for inbound in &scope.inbound {
         if let Some(bind) = &inbound.bind {
             let mode = scope.mtls.for_port(inbound.port);
@@ -80,7 +87,7 @@ fn sidecar_listeners(ctx: &PushContext, proxy: &Proxy, scope: &SidecarScope) -> 
                 mode,
                 inbound::Inbound::of(proxy, &ctx.mesh, &authz),
             );
-            out.push(inbound_listener(bind, inbound, chains));
+            out.push(inbound_listener(bind, inbound, chains, &tel.server));
         }
     }
     if !proxy.interception_none {
@@ -88,8 +95,9 @@ fn sidecar_listeners(ctx: &PushContext, proxy: &Proxy, scope: &SidecarScope) -> 
             &fallthrough,
             proxy.tproxy,
             proxy.idle_timeout,
+            &tel.client,
         ));
-        out.push(inbound::virtual_inbound(ctx, scope, proxy));
+        out.push(inbound::virtual_inbound(ctx, scope, proxy, &tel.server));
     }
     out
 }
@@ -112,8 +120,13 @@ fn fallthrough_cluster(scope: &SidecarScope) -> String {
 /// istiod's `buildVirtualOutboundListener`: where iptables sends outbound traffic, handed
 /// to the listener of its original destination; a connection to 15001 itself is refused
 /// (`virtualOutbound-blackhole`), anything no listener claims falls through.
-fn virtual_outbound(fallthrough: &str, tproxy: bool, idle_timeout: Option<i128>) -> Resource {
-    let listener = Listener {
+fn virtual_outbound(
+    fallthrough: &str,
+    tproxy: bool,
+    idle_timeout: Option<i128>,
+    tel: &telemetry::SideTelemetry,
+) -> Resource {
+    let mut listener = Listener {
         name: "virtualOutbound".to_string(),
         address: Some(socket_address("0.0.0.0", VIRTUAL_OUTBOUND_PORT)),
         transparent: tproxy.then_some(BoolValue { value: true }),
@@ -139,14 +152,20 @@ fn virtual_outbound(fallthrough: &str, tproxy: bool, idle_timeout: Option<i128>)
         ],
         ..Default::default()
     };
+    tel.apply(&mut listener, true);
     Resource::new("virtualOutbound", &listener)
 }
 
 /// A bound inbound listener of a Sidecar ingress listener (istiod's
 /// `inboundCustomListener`): `BIND_PORT`, its chains and the inspectors they need.
-fn inbound_listener(bind: &str, inbound: &InboundPort, chains: Vec<FilterChain>) -> Resource {
+fn inbound_listener(
+    bind: &str,
+    inbound: &InboundPort,
+    chains: Vec<FilterChain>,
+    tel: &telemetry::SideTelemetry,
+) -> Resource {
     let name = format!("{bind}_{}", inbound.port);
-    let listener = Listener {
+    let mut listener = Listener {
         name: name.clone(),
         address: Some(socket_address(bind, inbound.port)),
         traffic_direction: TrafficDirection::Inbound as i32,
@@ -155,6 +174,7 @@ fn inbound_listener(bind: &str, inbound: &InboundPort, chains: Vec<FilterChain>)
         filter_chains: chains,
         ..Default::default()
     };
+    tel.apply(&mut listener, true);
     Resource::new(name, &listener)
 }
 

@@ -149,6 +149,7 @@ pub(super) fn listeners(
     proxy: &Proxy,
     scope: &SidecarScope,
     fallthrough: &str,
+    tel: &super::telemetry::SideTelemetry,
 ) -> Vec<Resource> {
     let mut out = Listeners {
         ctx,
@@ -202,7 +203,7 @@ pub(super) fn listeners(
     }
     out.entries
         .into_values()
-        .map(|entry| build(entry, fallthrough, proxy.idle_timeout))
+        .map(|entry| build(entry, fallthrough, proxy.idle_timeout, tel))
         .collect()
 }
 
@@ -427,7 +428,12 @@ fn same_family(address: &str, ip: &str) -> bool {
 }
 
 /// istiod's `buildListenerFromEntry`, falling through to `fallthrough_cluster`.
-fn build(entry: Entry, fallthrough_cluster: &str, idle_timeout: Option<i128>) -> Resource {
+fn build(
+    entry: Entry,
+    fallthrough_cluster: &str,
+    idle_timeout: Option<i128>,
+    tel: &super::telemetry::SideTelemetry,
+) -> Resource {
     let name = format!("{}_{}", entry.bind, entry.port);
     let tls = entry.chains.iter().any(|c| !c.sni_hosts.is_empty());
     let http = entry.chains.iter().any(|c| c.sniffed_http);
@@ -500,6 +506,7 @@ fn build(entry: Entry, fallthrough_cluster: &str, idle_timeout: Option<i128>) ->
             })
         }
     }
+    tel.apply(&mut listener, false);
     Resource::new(name, &listener)
 }
 
