@@ -3,3 +3,4 @@
 mod bounds;
 mod corpus;
 mod not_applied;
+mod realworld;
