@@ -28,6 +28,9 @@ use envoy_types::pb::envoy::config::route::v3::{
 };
 use envoy_types::pb::envoy::extensions::filters::http::cors::v3::Cors;
 use envoy_types::pb::envoy::extensions::filters::http::fault::v3::HttpFault as Fault;
+use envoy_types::pb::envoy::extensions::filters::http::grpc_stats::v3::{
+    FilterConfig as GrpcStats, filter_config::PerMethodStatSpecifier,
+};
 use envoy_types::pb::envoy::extensions::filters::http::router::v3::Router;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
     HttpConnectionManager, HttpFilter,
@@ -333,7 +336,8 @@ pub(super) enum HcmKind {
 }
 
 /// An HTTP connection manager with the router filter and the given route source, with
-/// istiod's settings (`buildHTTPConnectionManager` and the mesh defaults): WebSocket upgrades
+/// istiod's settings (`buildHTTPConnectionManager` and the mesh defaults): its gRPC stats,
+/// fault and CORS filters before the router, WebSocket upgrades
 /// allowed, paths normalized (the default mesh config's `BASE`), escaped slashes kept, no
 /// stream idle timeout, and the remote address used on gateways only.
 pub(super) fn hcm_config(
@@ -354,15 +358,24 @@ pub(super) fn hcm_config(
         ..Default::default()
     };
     if kind != HcmKind::Proxyless {
-        // The filters a route's fault and CORS policies configure, before the router.
         let empty_filter = |name: &str, config: Any| HttpFilter {
             name: name.to_string(),
             config_type: Some(http_filter::ConfigType::TypedConfig(config)),
             ..Default::default()
         };
+        // istiod's `GrpcStats` (gRPC message counts in the filter state, for Istio's
+        // metrics), then the filters a route's fault and CORS policies configure.
+        let grpc_stats = GrpcStats {
+            emit_filter_state: true,
+            per_method_stat_specifier: Some(PerMethodStatSpecifier::StatsForAllMethods(
+                BoolValue { value: false },
+            )),
+            ..Default::default()
+        };
         hcm.http_filters.splice(
             0..0,
             [
+                empty_filter("envoy.filters.http.grpc_stats", any(&grpc_stats)),
                 empty_filter("envoy.filters.http.fault", any(&Fault::default())),
                 empty_filter("envoy.filters.http.cors", any(&Cors::default())),
             ],
