@@ -17,6 +17,7 @@ mod http_match;
 mod idle_timeout;
 mod inbound_pool;
 mod istio_mutual;
+mod istio_stats;
 mod jwt;
 mod locality;
 mod mesh_config;
