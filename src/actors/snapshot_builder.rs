@@ -379,6 +379,8 @@ impl Handler<Flush> for SnapshotBuilder {
             "endpoint_sets": ctx.endpoints.by_service_port.len(),
             "virtual_service_bindings": ctx.virtual_services.by_gateway.values().map(Vec::len).sum::<usize>(),
             "virtual_service_problems": ctx.virtual_services.problems.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            "telemetry_problems": axon_model::telemetry::problems(&ctx),
+            "telemetries": ctx.telemetry.len(),
             "destination_rule_hosts": ctx.destination_rules.by_host.len(),
             "gateways": ctx.gateways.all.len(),
             "sidecar_namespaces": ctx.sidecars.by_namespace.len(),

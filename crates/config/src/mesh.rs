@@ -13,7 +13,7 @@ use thiserror::Error;
 pub use providers::{ExtAuthzKind, ExtAuthzProvider, RequestBody};
 pub use telemetry::{
     DefaultProviders, LogFormat, MeshTelemetry, OtelHttp, ProviderHeader, ProviderKind,
-    ProviderService, ProxyTracing, TelemetryProvider,
+    ProviderService, ProxyTracing, TelemetryProvider, proxy_tracing_of,
 };
 
 use super::istio::traffic_policy::{

@@ -44,6 +44,9 @@ pub struct NodeInfo {
     pub client_certs: Option<MetadataCerts>,
     /// `metadata.ISTIO_VERSION`, if set (istio's pilot-agent sets it).
     pub istio_version: Option<String>,
+    /// `metadata.PROXY_CONFIG.tracing`, if set: the proxy's own tracing settings (istiod's
+    /// `ProxyConfigOrDefault`).
+    pub proxy_tracing: Option<axon_config::mesh::ProxyTracing>,
     /// Its Envoy has Istio's own filters (`istio.stats` among `node.extensions`): the Envoy
     /// of istio's proxy image, not an upstream build.
     pub istio_filters: bool,
@@ -115,6 +118,8 @@ pub struct Proxy {
     /// Run by istio's agent and built with Istio's filters: it is given the metadata
     /// exchange and `istio.stats` filters (an upstream Envoy would reject the listener).
     pub istio_stats: bool,
+    /// Its own `defaultConfig.tracing` (`PROXY_CONFIG`), over the mesh's.
+    pub proxy_tracing: Option<axon_config::mesh::ProxyTracing>,
     /// Envoy's `node.cluster` (istiod's service cluster): the service name of the spans it
     /// reports.
     pub cluster: String,
@@ -151,6 +156,7 @@ impl Proxy {
         Ok(Proxy {
             verified: false,
             cluster: node.cluster,
+            proxy_tracing: node.proxy_tracing,
             istio_stats: node.istio_filters
                 && node.istio_version.as_deref().is_some_and(|v| !v.is_empty()),
             mesh_id: node.mesh_id.unwrap_or_default(),

@@ -44,6 +44,11 @@ impl TelemetryIndex {
         self.by_namespace.is_empty()
     }
 
+    /// How many Telemetries there are.
+    pub fn len(&self) -> usize {
+        self.by_namespace.values().map(Vec::len).sum()
+    }
+
     /// The oldest namespace-wide Telemetry of `namespace` (istiod's
     /// `namespaceWideTelemetryConfig`).
     fn namespace_wide(&self, namespace: &str) -> Option<&Arc<Config>> {

@@ -38,6 +38,9 @@ pub fn node_info(node: &Node) -> NodeInfo {
                 }),
             istio_version: field("ISTIO_VERSION").and_then(string_value),
             istio_filters: node.extensions.iter().any(|e| e.name == "istio.stats"),
+            proxy_tracing: field("PROXY_CONFIG")
+                .and_then(|c| struct_field(c, "tracing"))
+                .and_then(|t| axon_config::mesh::proxy_tracing_of(&json(t))),
             mesh_id: field("MESH_ID").and_then(string_value),
             cluster_id: field("CLUSTER_ID").and_then(string_value),
             num_trusted_proxies: field("PROXY_CONFIG")
@@ -64,6 +67,21 @@ fn struct_field<'a>(v: &'a Value, name: &str) -> Option<&'a Value> {
     match &v.kind {
         Some(Kind::StructValue(Struct { fields })) => fields.get(name),
         _ => None,
+    }
+}
+
+/// A protobuf `Value` as JSON (a number is a float, as protobuf's JSON has it).
+fn json(v: &Value) -> serde_json::Value {
+    match &v.kind {
+        None | Some(Kind::NullValue(_)) => serde_json::Value::Null,
+        Some(Kind::BoolValue(b)) => serde_json::Value::Bool(*b),
+        Some(Kind::NumberValue(n)) => serde_json::Number::from_f64(*n)
+            .map_or(serde_json::Value::Null, serde_json::Value::Number),
+        Some(Kind::StringValue(s)) => serde_json::Value::String(s.clone()),
+        Some(Kind::ListValue(l)) => serde_json::Value::Array(l.values.iter().map(json).collect()),
+        Some(Kind::StructValue(Struct { fields })) => {
+            serde_json::Value::Object(fields.iter().map(|(k, v)| (k.clone(), json(v))).collect())
+        }
     }
 }
 

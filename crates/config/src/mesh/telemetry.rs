@@ -228,6 +228,20 @@ struct ProxyTagDoc {
     header: Option<TagSource>,
 }
 
+/// A proxy's own `tracing` (its node's `PROXY_CONFIG`, which pilot-agent merges from the
+/// mesh's `defaultConfig` and the pod's `proxy.istio.io/config`), if it reads as one.
+pub fn proxy_tracing_of(value: &serde_json::Value) -> Option<ProxyTracing> {
+    // Integers come as JSON numbers with a fraction from protobuf's `Struct`.
+    let mut value = value.clone();
+    if let Some(n) = value
+        .get("maxPathTagLength")
+        .and_then(serde_json::Value::as_f64)
+    {
+        value["maxPathTagLength"] = serde_json::json!(n as u32);
+    }
+    proxy_tracing(&value).ok().map(|(t, _)| t)
+}
+
 /// Reads `defaultConfig.tracing`: what istiod applies, and the notes for what only the
 /// proxy's bootstrap reads (the tracer and its TLS).
 pub(super) fn proxy_tracing(

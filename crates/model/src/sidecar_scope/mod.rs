@@ -412,9 +412,10 @@ fn telemetry_key(ctx: &PushContext, proxy: &Proxy) -> String {
         )
     });
     format!(
-        "{}~{}~{}~{}~{}~{}~{}",
+        "{}~{}~{:?}~{}~{}~{}~{}~{}",
         keys.join(","),
         proxy.istio_stats,
+        proxy.proxy_tracing,
         label("service.istio.io/canonical-name"),
         label("service.istio.io/canonical-revision"),
         proxy.mesh_id,

@@ -295,3 +295,29 @@ spec:
     );
     assert!(off.http_stats.is_empty());
 }
+
+/// A proxy's own `PROXY_CONFIG.tracing` (the pod's `proxy.istio.io/config`) wins over the
+/// mesh's `defaultConfig.tracing`, as istiod's `ProxyConfigOrDefault`.
+#[test]
+fn a_proxys_own_tracing_settings_win_over_the_mesh() {
+    use axon_model::push_request::{PushRequest, TriggerReason};
+    let req = PushRequest::full_push(TriggerReason::Config, std::time::Instant::now());
+    let mesh = std::sync::Arc::new(
+        axon_config::mesh::parse("defaultConfig: {tracing: {sampling: 5}}\n")
+            .unwrap()
+            .mesh,
+    );
+    let ctx = PushContext::build(None, &configs(""), &req, &mesh);
+    let mut p = proxy("sidecar", "10.1.0.1", "a", &[]);
+    let sampling = |p: &axon_model::proxy::Proxy| {
+        let scope = SidecarScope::compute(&ctx, p);
+        let tel = SideTelemetry::of(&ctx, p, &scope, Side::Client);
+        tel.tracing.unwrap().random_sampling.unwrap().value
+    };
+    assert_eq!(sampling(&p), 5.0);
+    p.proxy_tracing = axon_config::mesh::proxy_tracing_of(&serde_json::json!({
+        "sampling": 42.0,
+        "maxPathTagLength": 64.0,
+    }));
+    assert_eq!(sampling(&p), 42.0);
+}

@@ -40,11 +40,12 @@ pub(super) fn tracing(
     side: Side,
     collectors: &Collectors,
 ) -> (Option<Tracing>, RequestIdExtension) {
+    // The proxy's own tracing settings (`PROXY_CONFIG`), else the mesh's `defaultConfig`.
+    let pt = proxy.proxy_tracing.as_ref().unwrap_or(&mesh.proxy_tracing);
     let Some(config) = config else {
         if !mesh.enable_tracing {
             return (None, request_id(true));
         }
-        let pt = &mesh.proxy_tracing;
         let mut t = Tracing::default();
         sampling(&mut t, pt.sampling_percent());
         let mut tags = if pt.enable_istio_tags.unwrap_or(true) {
@@ -75,7 +76,7 @@ pub(super) fn tracing(
     sampling(
         &mut t,
         spec.random_sampling_percentage
-            .unwrap_or_else(|| mesh.proxy_tracing.sampling_percent()),
+            .unwrap_or_else(|| pt.sampling_percent()),
     );
     let mut tags = if spec.enable_istio_tags {
         istio_tags(proxy)
@@ -84,13 +85,13 @@ pub(super) fn tracing(
     };
     match spec.custom_tags.as_ref().filter(|t| !t.is_empty()) {
         Some(own) => tags.extend(custom_tags(own)),
-        None => tags.extend(custom_tags(&mesh.proxy_tracing.custom_tags)),
+        None => tags.extend(custom_tags(&pt.custom_tags)),
     }
     tags.sort_by(|a, b| a.tag.cmp(&b.tag));
     t.custom_tags = tags;
-    if t.max_path_tag_length.is_none() && mesh.proxy_tracing.max_path_tag_length != 0 {
+    if t.max_path_tag_length.is_none() && pt.max_path_tag_length != 0 {
         t.max_path_tag_length = Some(UInt32Value {
-            value: mesh.proxy_tracing.max_path_tag_length,
+            value: pt.max_path_tag_length,
         });
     }
     t.no_context_propagation = spec.disable_context_propagation;
