@@ -34,5 +34,7 @@ mod sidecar_l4;
 mod sidecar_pruning;
 mod sidecar_routes;
 mod sidecar_vs_hosts;
+mod telemetry;
 mod tls;
+mod tracing;
 mod upstream_tls;

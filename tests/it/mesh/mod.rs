@@ -13,6 +13,7 @@
 //! | `kubernetes.rs` | Services, EndpointSlices and Pods in the config directory: ClusterIPs on one port, a port without protocol sniffed |
 //! | `registry_only.rs` | `outboundTrafficPolicy: REGISTRY_ONLY` refuses what no service names |
 //! | `tproxy.rs` | TPROXY capture: the app sees the client's address; transparent listeners and `original_src`; REGISTRY_ONLY from a TPROXY client |
+//! | `telemetry.rs` | access logs under capture, scoped by Telemetries per workload and side |
 //! | `vip.rs` | listeners per service address: VIPs, sniffed ports, ServiceEntry IPs and CIDRs, headless services, a VirtualService edit |
 
 mod authz;
@@ -22,6 +23,7 @@ mod kubernetes;
 mod mtls;
 mod registry_only;
 mod service_entry;
+mod telemetry;
 mod tproxy;
 mod vip;
 

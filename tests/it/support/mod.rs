@@ -4,6 +4,8 @@
 //! | file | owns |
 //! |---|---|
 //! | `accept.rs` | [`Acceptor`](accept::Acceptor), the accept loop of the small servers, stopped on drop |
+//! | `zipkin.rs` | a Zipkin-compatible collector (`POST /api/v2/spans`, JSON v2) whose spans a test waits for |
+//! | `access_log.rs` | access log files of real Envoys read back: istiod's TEXT and JSON formats, lines waited for |
 //! | `wait.rs` | [`wait_until`] (waiting on a condition with a deadline), [`free_port`] |
 //! | `tools.rs` | the project-local venv with the pinned Envoy and grpcio ([`ensure_envoy`], [`grpc_python`]) |
 //! | `http.rs` | the raw HTTP/1.1 client ([`http_get`], [`http_request`]) |
@@ -42,6 +44,7 @@
 #![allow(dead_code)]
 
 pub mod accept;
+pub mod access_log;
 pub mod ads_client;
 pub mod agent;
 mod axon;
@@ -70,6 +73,7 @@ pub mod tls_upstream;
 mod tools;
 mod upstream;
 mod wait;
+pub mod zipkin;
 
 #[allow(unused_imports)]
 pub use axon::*;
