@@ -4,8 +4,8 @@
 //! proxy its access logs and stats filter; the listeners that take captured or gateway
 //! traffic a connection-level log of what no chain took (`NR`). A gateway and a sidecar's
 //! outbound are the client side, a sidecar's inbound the server side
-//! (`axon_model::telemetry`). The additions are made once per side ([`SideTelemetry`]) and
-//! applied to each listener as it is built ([`SideTelemetry::apply`]).
+//! (`axon_model::telemetry`). The additions are made once per side (`SideTelemetry`) and
+//! applied to each listener as it is built (`SideTelemetry::apply`).
 
 mod access_log;
 mod stats;
