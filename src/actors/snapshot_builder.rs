@@ -323,7 +323,7 @@ impl Handler<Flush> for SnapshotBuilder {
                 || !Arc::ptr_eq(&old.services, &ctx.services)
         });
         if telemetry_rebuilt {
-            for problem in axon_model::telemetry::problems(&ctx) {
+            for problem in telemetry_problems(&ctx) {
                 tracing::warn!(problem = %problem, "Telemetry not applied in full");
             }
         }
@@ -379,7 +379,7 @@ impl Handler<Flush> for SnapshotBuilder {
             "endpoint_sets": ctx.endpoints.by_service_port.len(),
             "virtual_service_bindings": ctx.virtual_services.by_gateway.values().map(Vec::len).sum::<usize>(),
             "virtual_service_problems": ctx.virtual_services.problems.iter().map(ToString::to_string).collect::<Vec<_>>(),
-            "telemetry_problems": axon_model::telemetry::problems(&ctx),
+            "telemetry_problems": telemetry_problems(&ctx),
             "telemetries": ctx.telemetry.len(),
             "destination_rule_hosts": ctx.destination_rules.by_host.len(),
             "gateways": ctx.gateways.all.len(),
@@ -400,6 +400,13 @@ impl Handler<Flush> for SnapshotBuilder {
         super::mailbox::tell(&self.metrics, "push_queue", &self.push_queue, push);
         self.metrics.handled("snapshot_builder", started);
     }
+}
+
+/// What of the context's Telemetries and telemetry providers cannot be applied.
+fn telemetry_problems(ctx: &PushContext) -> Vec<String> {
+    axon_model::telemetry::problems(&ctx.telemetry, &ctx.mesh.telemetry, |host| {
+        ctx.service(host).is_some()
+    })
 }
 
 #[cfg(test)]

@@ -484,50 +484,17 @@ pub fn parse(text: &str) -> Result<MeshFile, MeshConfigError> {
         let at = line("extensionProviders");
         not_applied.extend(notes.into_iter().map(|n| format!("line {at}: {n}")));
     }
-    if let Some(on) = applied.enable_tracing {
-        mesh.telemetry.enable_tracing = on;
-    }
-    mesh.telemetry.access_log_file = applied.access_log_file.unwrap_or_default();
-    mesh.telemetry.access_log_format = applied.access_log_format.unwrap_or_default();
-    match applied.access_log_encoding.as_deref() {
-        None | Some("TEXT") => {}
-        Some("JSON") => mesh.telemetry.access_log_json = true,
-        Some(other) => {
-            return Err(invalid(
-                "accessLogEncoding",
-                format!("{other:?} is not TEXT or JSON"),
-            ));
-        }
-    }
-    if mesh.telemetry.access_log_json
-        && !mesh.telemetry.access_log_format.is_empty()
-        && serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(
-            &mesh.telemetry.access_log_format,
-        )
-        .is_err()
-    {
-        return Err(invalid(
-            "accessLogFormat",
-            "with accessLogEncoding JSON, the format must be a JSON object".to_string(),
-        ));
-    }
-    if let Some(d) = applied.default_providers {
-        mesh.telemetry.default_providers = d;
-    }
-    for (field, v) in applied.default_config.iter().flatten() {
-        if field == "tracing" && !v.is_null() {
-            let (tracing, notes) = telemetry::proxy_tracing(v)
-                .map_err(|reason| invalid("defaultConfig", format!("tracing: {reason}")))?;
-            mesh.telemetry.proxy_tracing = tracing;
-            let at = line("defaultConfig");
-            not_applied.extend(notes.into_iter().map(|n| format!("line {at}: {n}")));
-        } else if !v.is_null() {
-            not_applied.push(format!(
-                "line {}: defaultConfig.{field}: accepted but not applied by axon",
-                line("defaultConfig")
-            ));
-        }
-    }
+    let fields = telemetry::Fields {
+        enable_tracing: applied.enable_tracing,
+        access_log_file: applied.access_log_file,
+        access_log_format: applied.access_log_format,
+        access_log_encoding: applied.access_log_encoding,
+        default_providers: applied.default_providers,
+        default_config: applied.default_config,
+    };
+    let notes = telemetry::read(fields, &mut mesh.telemetry, &line)
+        .map_err(|(field, reason)| invalid(field, reason))?;
+    not_applied.extend(notes);
     Ok(MeshFile {
         mesh,
         trust_domain: applied.trust_domain.filter(|t| !t.is_empty()),

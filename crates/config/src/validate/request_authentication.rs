@@ -8,29 +8,46 @@
 
 use super::fields::{Errors, duration, re};
 use super::names::selector;
-use crate::istio::{JwtRule, PolicyTargetReference, RequestAuthentication};
+use crate::istio::{JwtRule, MatchLabels, PolicyTargetReference, RequestAuthentication};
 
 pub(super) fn request_authentication(errs: &mut Errors, ra: &RequestAuthentication) {
-    let set = usize::from(ra.selector.is_some())
-        + usize::from(ra.target_ref.is_some())
-        + usize::from(!ra.target_refs.is_empty());
+    policy_selection(
+        errs,
+        ra.selector.as_ref(),
+        ra.target_ref.as_ref(),
+        &ra.target_refs,
+    );
+    for (i, rule) in ra.jwt_rules.iter().enumerate() {
+        jwt_rule(errs, &format!("spec.jwtRules[{i}]"), rule);
+    }
+}
+
+/// How a policy selects its workloads (RequestAuthentication's, Telemetry's): at most one of
+/// `selector`, `targetRef` and `targetRefs`, the selector's labels as every selector's, and
+/// each target reference as [`target_ref`] checks it.
+pub(super) fn policy_selection(
+    errs: &mut Errors,
+    selection: Option<&MatchLabels>,
+    one: Option<&PolicyTargetReference>,
+    many: &[PolicyTargetReference],
+) {
+    let set = usize::from(selection.is_some())
+        + usize::from(one.is_some())
+        + usize::from(!many.is_empty());
     if set > 1 {
         errs.add(
             "spec",
             "only one of targetRefs or workloadSelector can be set",
         );
     }
-    if let Some(sel) = &ra.selector {
+    if let Some(sel) = selection {
         selector(errs, "spec.selector.matchLabels", &sel.match_labels);
     }
-    if let Some(target) = &ra.target_ref {
+    if let Some(target) = one {
         target_ref(errs, "spec.targetRef", target);
     }
-    for (i, target) in ra.target_refs.iter().enumerate() {
+    for (i, target) in many.iter().enumerate() {
         target_ref(errs, &format!("spec.targetRefs[{i}]"), target);
-    }
-    for (i, rule) in ra.jwt_rules.iter().enumerate() {
-        jwt_rule(errs, &format!("spec.jwtRules[{i}]"), rule);
     }
 }
 

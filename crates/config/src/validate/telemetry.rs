@@ -9,29 +9,16 @@
 //! or REMOVE, and a reporting interval that is a duration.
 
 use super::fields::{Errors, duration};
-use super::names::selector;
-use super::request_authentication::target_ref;
+use super::request_authentication::policy_selection;
 use crate::istio::{ISTIO_METRICS, ProviderRef, Telemetry};
 
 pub(super) fn telemetry(errs: &mut Errors, t: &Telemetry) {
-    let set = usize::from(t.selector.is_some())
-        + usize::from(t.target_ref.is_some())
-        + usize::from(!t.target_refs.is_empty());
-    if set > 1 {
-        errs.add(
-            "spec",
-            "only one of targetRefs or workloadSelector can be set",
-        );
-    }
-    if let Some(sel) = &t.selector {
-        selector(errs, "spec.selector.matchLabels", &sel.match_labels);
-    }
-    if let Some(target) = &t.target_ref {
-        target_ref(errs, "spec.targetRef", target);
-    }
-    for (i, target) in t.target_refs.iter().enumerate() {
-        target_ref(errs, &format!("spec.targetRefs[{i}]"), target);
-    }
+    policy_selection(
+        errs,
+        t.selector.as_ref(),
+        t.target_ref.as_ref(),
+        &t.target_refs,
+    );
     for (i, tracing) in t.tracing.iter().enumerate() {
         let path = format!("spec.tracing[{i}]");
         providers(errs, &path, &tracing.providers);
