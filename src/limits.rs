@@ -55,6 +55,11 @@ pub struct Limits {
     /// A proxy that does not read a response within this long is disconnected.
     #[serde(deserialize_with = "duration")]
     pub write_timeout: Duration,
+    /// How long an xDS debug request (istioctl's `istio.io/debug/syncz`, `config_dump`) may
+    /// take to gather its answer from the other streams; the stream reads its next request
+    /// only after it (answered with what arrived in time).
+    #[serde(deserialize_with = "duration")]
+    pub debug_query_timeout: Duration,
     /// New ADS streams admitted per second (token bucket; bursts of the same size).
     pub max_requests_per_second: u32,
     /// How long a new stream waits for admission before RESOURCE_EXHAUSTED.
@@ -217,6 +222,7 @@ impl Default for Limits {
             stream_queue_capacity: 16,
             max_streams: 10_000,
             write_timeout: Duration::from_secs(5),
+            debug_query_timeout: Duration::from_secs(5),
             max_requests_per_second: 1000,
             max_stream_wait: Duration::from_secs(5),
             keepalive_interval: Duration::from_secs(30),
@@ -367,6 +373,7 @@ impl Limits {
         }
         for (key, value) in [
             ("write_timeout", self.write_timeout),
+            ("debug_query_timeout", self.debug_query_timeout),
             ("keepalive_interval", self.keepalive_interval),
             ("keepalive_timeout", self.keepalive_timeout),
             ("close_grace", self.close_grace),

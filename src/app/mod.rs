@@ -23,7 +23,7 @@ use std::time::Duration;
 use actix::prelude::*;
 use anyhow::Context as _;
 
-use crate::actors::connection::{ConnectionStarter, Peers};
+use crate::actors::connection::{ConnectionStarter, DebugAnswers, Peers};
 use crate::actors::debouncer::{DebounceState, Debouncer};
 use crate::actors::directory::ConnectionDirectory;
 use crate::actors::distribution::DistributionTracker;
@@ -260,12 +260,17 @@ async fn wire(
     let debug_addr = listeners.debug.local_addr()?;
     let debug_token = listeners.debug_token.clone();
 
+    let replica = fleet::replica_name(settings.replica_name.as_deref());
     let starter = ConnectionStarter::new(
         Peers {
             push_queue: push_queue.clone(),
             directory: directory.clone(),
             distribution: distribution.clone(),
             metrics: metrics.clone(),
+            debug: DebugAnswers {
+                replica: replica.as_str().into(),
+                timeout: limits.debug_query_timeout,
+            },
         },
         limits.write_timeout,
         arbiters.iter().map(Arbiter::handle).collect(),
@@ -303,7 +308,6 @@ async fn wire(
             &metrics,
         ));
     }
-    let replica = fleet::replica_name(settings.replica_name.as_deref());
     let peer_source = match (&settings.peer_service, &kube_client) {
         (Some(service), Some(client)) => fleet::PeerSource::Service {
             client: client.clone(),

@@ -143,7 +143,11 @@ async fn guard(
 }
 
 async fn syncz(State(s): State<Debug>, Query(q): Query<HashMap<String, String>>) -> Answer {
-    let all = s.directory.send(CollectStatus).await.map_err(unavailable)?;
+    let all = s
+        .directory
+        .send(CollectStatus::default())
+        .await
+        .map_err(unavailable)?;
     if !fleet_wide(&q) {
         return Ok(Json(json!(all)));
     }
@@ -278,7 +282,11 @@ async fn push_status(State(s): State<Debug>) -> Answer {
 /// Every connection, naming the replica that holds it; with `?fleet=true`, every
 /// replica's (and the peers that did not answer, under `unreachable`).
 async fn connections(State(s): State<Debug>, Query(q): Query<HashMap<String, String>>) -> Answer {
-    let all = s.directory.send(CollectStatus).await.map_err(unavailable)?;
+    let all = s
+        .directory
+        .send(CollectStatus::default())
+        .await
+        .map_err(unavailable)?;
     let brief = |c: &Value, replica: &str| {
         json!({
             "proxy": c["proxy"],

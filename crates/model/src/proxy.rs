@@ -44,6 +44,8 @@ pub struct NodeInfo {
     pub client_certs: Option<MetadataCerts>,
     /// `metadata.ISTIO_VERSION`, if set (istio's pilot-agent sets it).
     pub istio_version: Option<String>,
+    /// `metadata.CLUSTER_ID`, if set (the cluster the proxy runs in; syncz reports it).
+    pub cluster_id: Option<String>,
     /// `metadata.PROXY_CONFIG.gatewayTopology.numTrustedProxies` (the pod's
     /// `proxy.istio.io/config`, as pilot-agent sends it), if set.
     pub num_trusted_proxies: Option<u32>,

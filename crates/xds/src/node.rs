@@ -1,6 +1,7 @@
 //! Envoy `Node` → [`NodeInfo`]: the id, and the Istio metadata keys axon reads
 //! (`NAMESPACE`, `LABELS`, `GENERATOR`, `INTERCEPTION_MODE`, `SERVICE_ACCOUNT`, `IDLE_TIMEOUT`,
-//! `NETWORK`, `TLS_CLIENT_CERT_CHAIN`/`TLS_CLIENT_KEY`/`TLS_CLIENT_ROOT_CERT`, `ISTIO_VERSION`),
+//! `NETWORK`, `TLS_CLIENT_CERT_CHAIN`/`TLS_CLIENT_KEY`/`TLS_CLIENT_ROOT_CERT`, `ISTIO_VERSION`,
+//! `CLUSTER_ID`),
 //! and `locality`.
 
 use envoy_types::pb::envoy::config::core::v3::Node;
@@ -37,6 +38,7 @@ pub fn node_info(node: &Node) -> NodeInfo {
                         .unwrap_or_default(),
                 }),
             istio_version: field("ISTIO_VERSION").and_then(string_value),
+            cluster_id: field("CLUSTER_ID").and_then(string_value),
             num_trusted_proxies: field("PROXY_CONFIG")
                 .and_then(|c| struct_field(c, "gatewayTopology"))
                 .and_then(|t| struct_field(t, "numTrustedProxies"))

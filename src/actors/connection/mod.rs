@@ -3,6 +3,9 @@
 //! pushes, writes the responses it returns, and reports its events (metrics, logs, the
 //! DistributionTracker).
 //!
+//! istioctl's debug requests (`istio.io/debug/syncz`, `config_dump`) are answered from the
+//! ConnectionDirectory (`connection/debug.rs`).
+//!
 //! Receives the stream's requests (as a stream handler), [`Push`] from the PushQueue,
 //! [`GetStatus`](super::directory::GetStatus) and [`Dump`](super::directory::Dump) from the
 //! ConnectionDirectory; sends [`Connect`] and [`Disconnect`] to the PushQueue, [`Register`] /
@@ -14,6 +17,7 @@
 //! `write_timeout` is disconnected (`pilot_xds_write_timeout`), and its push slot is given
 //! back, so that it never holds memory or the others up.
 
+mod debug;
 mod outbox;
 mod starter;
 mod status;
@@ -22,6 +26,7 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 
+pub use debug::DebugAnswers;
 pub use starter::ConnectionStarter;
 
 use super::directory::{ConnectionDirectory, Register, Unregister};
@@ -43,6 +48,8 @@ pub struct Peers {
     pub directory: Addr<ConnectionDirectory>,
     pub distribution: Addr<DistributionTracker>,
     pub metrics: Metrics,
+    /// How istioctl's xDS debug requests are answered.
+    pub debug: DebugAnswers,
 }
 
 pub struct ConnectionActor {
@@ -122,8 +129,10 @@ impl ConnectionActor {
         self.peers.directory.do_send(Register {
             id: self.id,
             proxy: proxy.id.clone(),
+            namespace: proxy.namespace.clone(),
             status: ctx.address().recipient(),
             dump: ctx.address().recipient(),
+            resources: ctx.address().recipient(),
         });
         let connect = Connect {
             id: self.id,
@@ -153,8 +162,12 @@ impl ConnectionActor {
         if self.stream.proxy().is_none() && !self.connect(&req, ctx) {
             return;
         }
-        let out = self.stream.on_request(req);
+        let mut out = self.stream.on_request(req);
+        let debug = out.debug.take();
         self.apply(out, ctx, false);
+        if let Some(query) = debug {
+            self.answer_debug(query, ctx);
+        }
     }
 
     /// Reports the events of an output and writes its responses; then tells the PushQueue

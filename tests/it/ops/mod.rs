@@ -4,6 +4,7 @@ mod cli;
 mod debug_surface;
 mod fleet_view;
 mod in_process;
+mod istioctl;
 mod load_resume;
 mod observability;
 mod startup;

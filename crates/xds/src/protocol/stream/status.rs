@@ -9,6 +9,13 @@ use crate::resource::ResourceType;
 #[derive(Debug, Clone, Serialize)]
 pub struct ConnectionStatus {
     pub proxy: String,
+    /// The proxy's namespace (a debug caller may be restricted to its own).
+    pub namespace: String,
+    /// The node's `CLUSTER_ID` and `ISTIO_VERSION` metadata, if set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub istio_version: Option<String>,
     pub connection_id: u64,
     pub protocol: &'static str,
     pub connected_seconds: f64,
@@ -111,6 +118,13 @@ impl StreamState {
                 .as_ref()
                 .map_or("", |p| p.id.as_str())
                 .to_string(),
+            namespace: self
+                .proxy
+                .as_ref()
+                .map_or("", |p| p.namespace.as_str())
+                .to_string(),
+            cluster_id: self.cluster_id.clone(),
+            istio_version: self.istio_version.clone(),
             connection_id,
             protocol: self.protocol().name(),
             connected_seconds,
