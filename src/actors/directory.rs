@@ -12,15 +12,17 @@ use std::collections::HashMap;
 use actix::prelude::*;
 
 use super::messages::ConnId;
+use axon_xds::Resource;
 use axon_xds::debug::dump::DumpFilter;
 use axon_xds::protocol::stream::ConnectionStatus;
-use axon_xds::{Resource, ResourceType};
 
-/// Asks a connection what it would send its proxy now, for the given types (all if empty).
+/// Asks a connection what it would send its proxy now, as Envoy's admin `ConfigDump` in
+/// proto3 JSON (`filter`: `?types=`, `?include_eds`, `?resource=`); an error says why there
+/// is none (no context yet, an unknown `resource`).
 #[derive(Message, Debug, Clone, Default)]
-#[rtype(result = "serde_json::Value")]
+#[rtype(result = "Result<serde_json::Value, String>")]
 pub struct Dump {
-    pub types: Vec<ResourceType>,
+    pub filter: DumpFilter,
     /// The AuthorizationPolicies that apply to the proxy instead of its resources
     /// (`/debug/authorizationz`).
     pub authorization: bool,
@@ -69,7 +71,7 @@ pub struct Unregister {
 
 /// What axon would send one proxy now (`/debug/config_dump`); `None` if it is not connected.
 #[derive(Message)]
-#[rtype(result = "Option<serde_json::Value>")]
+#[rtype(result = "Option<Result<serde_json::Value, String>>")]
 pub struct DumpFor {
     pub proxy: String,
     pub dump: Dump,
@@ -146,7 +148,7 @@ impl Handler<CollectStatus> for ConnectionDirectory {
 }
 
 impl Handler<DumpFor> for ConnectionDirectory {
-    type Result = ResponseFuture<Option<serde_json::Value>>;
+    type Result = ResponseFuture<Option<Result<serde_json::Value, String>>>;
 
     fn handle(&mut self, msg: DumpFor, _: &mut Context<Self>) -> Self::Result {
         let target = self

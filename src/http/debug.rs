@@ -1,5 +1,6 @@
 //! The debug HTTP server (istiod's debug endpoints, JSON), on `--debug-addr` (localhost by
-//! default): `/debug/syncz`, `/debug/config_dump?proxyID=…&types=…`,
+//! default): `/debug/syncz`, `/debug/config_dump?proxyID=…[&types=…|&resource=…][&include_eds]`
+//! (Envoy's admin `ConfigDump` in proto3 JSON),
 //! `/debug/authorizationz?proxyID=…`, `/debug/configz`, `/debug/push_status`, `/debug/connections`, `/debug/adsz[?push=true]`,
 //! `/debug/distribution[?key=Kind/namespace/name]`, `/debug/fleet`, `/version`.
 //!
@@ -28,7 +29,7 @@ use crate::actors::messages::GetConfigz;
 use crate::actors::snapshot_builder::{
     GetPushStatus, GetRequestAuthnSelection, GetVirtualServiceProblems, SnapshotBuilder,
 };
-use axon_xds::ResourceType;
+use axon_xds::debug::dump::DumpFilter;
 
 use super::fleet;
 
@@ -162,43 +163,48 @@ async fn syncz(State(s): State<Debug>, Query(q): Query<HashMap<String, String>>)
     Ok(Json(fleet::merge_syncz(&s.replica, json!(all), gathered)))
 }
 
-/// `types` takes istiod's short names or type URLs, comma-separated.
+/// What axon would send a connected proxy now (`?proxyID=`), as Envoy's admin
+/// `ConfigDump` in proto3 JSON, the dynamic sections as Envoy's own `/config_dump` has them
+/// (secrets' keys redacted), so that `istioctl proxy-config ... -f`, jq and diff read it:
+/// `?include_eds` adds the endpoints; `?types=cds,lds` (istiod's short names or type URLs)
+/// answers those types' resources as the configs; `?resource=dynamic_active_clusters` (Envoy's)
+/// the items of that field.
 async fn config_dump(State(s): State<Debug>, Query(q): Query<HashMap<String, String>>) -> Answer {
     let proxy = q.get("proxyID").ok_or((
         StatusCode::BAD_REQUEST,
         "proxyID is required (a connected proxy's node id)\n".to_string(),
     ))?;
-    let mut types = Vec::new();
-    for t in q
-        .get("types")
-        .into_iter()
-        .flat_map(|t| t.split(','))
-        .filter(|t| !t.is_empty())
-    {
-        let parsed = ResourceType::PUSH_ORDER
-            .into_iter()
-            .find(|x| x.short() == t || x.url() == t)
-            .ok_or((
-                StatusCode::BAD_REQUEST,
-                format!("unknown type {t:?}: use cds, eds, lds, rds\n"),
-            ))?;
-        types.push(parsed);
+    let types = DumpFilter::parse_types(q.get("types").map_or("", String::as_str))
+        .map_err(|e| (StatusCode::BAD_REQUEST, format!("types: {e}\n")))?;
+    let resource = q.get("resource").filter(|r| !r.is_empty()).cloned();
+    if resource.is_some() && !types.is_empty() {
+        return Err((
+            StatusCode::BAD_REQUEST,
+            "types and resource do not go together: types answers resources, resource a section's field\n".to_string(),
+        ));
     }
+    let filter = DumpFilter {
+        types,
+        include_eds: q.contains_key("include_eds"),
+        resource,
+    };
     let dump = s
         .directory
         .send(DumpFor {
             proxy: proxy.clone(),
             dump: Dump {
-                types,
+                filter,
                 authorization: false,
             },
         })
         .await
-        .map_err(unavailable)?;
-    dump.map(Json).ok_or((
-        StatusCode::NOT_FOUND,
-        format!("proxy {proxy:?} is not connected\n"),
-    ))
+        .map_err(unavailable)?
+        .ok_or((
+            StatusCode::NOT_FOUND,
+            format!("proxy {proxy:?} is not connected\n"),
+        ))?;
+    dump.map(Json)
+        .map_err(|e| (StatusCode::BAD_REQUEST, format!("{e}\n")))
 }
 
 /// The AuthorizationPolicies that apply to a connected proxy (`?proxyID=`), in the order
@@ -216,16 +222,19 @@ async fn authorizationz(
         .send(DumpFor {
             proxy: proxy.clone(),
             dump: Dump {
-                types: Vec::new(),
                 authorization: true,
+                ..Default::default()
             },
         })
         .await
         .map_err(unavailable)?;
-    answer.map(Json).ok_or((
+    let answer = answer.ok_or((
         StatusCode::NOT_FOUND,
         format!("proxy {proxy:?} is not connected\n"),
-    ))
+    ))?;
+    answer
+        .map(Json)
+        .map_err(|e| (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")))
 }
 
 /// The config directory's configs and errors; with `--kubernetes`, each Kubernetes

@@ -11,9 +11,13 @@ impl Handler<Dump> for ConnectionActor {
 
     fn handle(&mut self, msg: Dump, _: &mut Context<Self>) -> Self::Result {
         if msg.authorization {
-            return MessageResult(self.stream.authorization());
+            return MessageResult(Ok(self.stream.authorization()));
         }
-        MessageResult(self.stream.dump(&msg.types))
+        let dump = match self.stream.config_dump_json(&msg.filter) {
+            None => Err("no config snapshot yet".to_string()),
+            Some(json) => json.map_err(|e| e.to_string()),
+        };
+        MessageResult(dump)
     }
 }
 

@@ -12,8 +12,10 @@ use envoy_types::pb::envoy::admin::v3::{
     RoutesConfigDump, ScopedRoutesConfigDump, SecretsConfigDump, clusters_config_dump,
     endpoints_config_dump, listeners_config_dump, routes_config_dump, secrets_config_dump,
 };
+use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::core::v3::DataSource;
 use envoy_types::pb::envoy::config::core::v3::data_source::Specifier;
+use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{Secret, secret};
 use envoy_types::pb::google::protobuf::Any;
 use envoy_types::util::pack_any;
@@ -29,7 +31,9 @@ pub struct DumpFilter {
     pub types: Vec<ResourceType>,
     /// The endpoints section too (Envoy's and istiod's `?include_eds`).
     pub include_eds: bool,
-    /// Only resources of this name (`?resource=`).
+    /// Only the items of this repeated field of the sections, as Envoy's
+    /// `/config_dump?resource=dynamic_active_clusters` (applied to the JSON,
+    /// [`super::json::select_resource`]).
     pub resource: Option<String>,
 }
 
@@ -64,29 +68,27 @@ pub fn config_dump(
     filter: &DumpFilter,
     mut generate: impl FnMut(ResourceType) -> Option<Generated>,
 ) -> ConfigDump {
-    let wanted = |r: &Resource| filter.resource.as_ref().is_none_or(|n| *n == r.name);
     if !filter.types.is_empty() {
         let configs = filter
             .types
             .iter()
             .filter_map(|&t| generate(t))
             .flat_map(|g| g.resources)
-            .filter(|r| wanted(r))
             .map(|r| dumped_any(&r))
             .collect();
         return ConfigDump { configs };
     }
     let mut section = |t: ResourceType| {
-        let mut g = generate(t).unwrap_or(Generated {
+        generate(t).unwrap_or(Generated {
             type_url: t,
             version: String::new(),
             resources: Vec::new(),
-        });
-        g.resources.retain(|r| wanted(r));
-        g
+        })
     };
     let clusters = section(ResourceType::Cluster);
-    let endpoints = filter.include_eds.then(|| section(ResourceType::Endpoint));
+    let with_eds =
+        filter.include_eds || filter.resource.as_deref() == Some("dynamic_endpoint_configs");
+    let endpoints = with_eds.then(|| section(ResourceType::Endpoint));
     let listeners = section(ResourceType::Listener);
     let routes = section(ResourceType::Route);
     let secrets = section(ResourceType::Secret);
@@ -107,15 +109,26 @@ pub fn config_dump(
         }),
     ];
     if let Some(endpoints) = endpoints {
-        configs.push(pack_any(EndpointsConfigDump {
-            dynamic_endpoint_configs: endpoints
+        // As Envoy's: every cluster's assignment, those sent inline in a cluster too.
+        let mut assignments: Vec<(String, Any)> = inline_assignments(&clusters.resources)
+            .map(|cla| (clusters.version.clone(), pack_any(cla)))
+            .collect();
+        assignments.extend(
+            endpoints
                 .resources
                 .iter()
-                .map(|r| endpoints_config_dump::DynamicEndpointConfig {
-                    version_info: endpoints.version.clone(),
-                    endpoint_config: Some(r.to_any()),
-                    ..Default::default()
-                })
+                .map(|r| (endpoints.version.clone(), r.to_any())),
+        );
+        configs.push(pack_any(EndpointsConfigDump {
+            dynamic_endpoint_configs: assignments
+                .into_iter()
+                .map(
+                    |(version_info, any)| endpoints_config_dump::DynamicEndpointConfig {
+                        version_info,
+                        endpoint_config: Some(any),
+                        ..Default::default()
+                    },
+                )
                 .collect(),
             ..Default::default()
         }));
@@ -164,6 +177,23 @@ pub fn config_dump(
         ..Default::default()
     }));
     ConfigDump { configs }
+}
+
+/// The load assignments of the clusters that are not EDS: those they carry inline (static
+/// and DNS clusters), or an empty one (Envoy's dump lists an assignment for every cluster),
+/// named by their cluster as Envoy names them.
+fn inline_assignments(clusters: &[Resource]) -> impl Iterator<Item = ClusterLoadAssignment> + '_ {
+    clusters.iter().filter_map(|r| {
+        let cluster = Cluster::decode(r.value.as_ref()).ok()?;
+        if cluster.eds_cluster_config.is_some() {
+            return None;
+        }
+        let mut cla = cluster.load_assignment.unwrap_or_default();
+        if cla.cluster_name.is_empty() {
+            cla.cluster_name = cluster.name;
+        }
+        Some(cla)
+    })
 }
 
 /// A resource as a dump shows it: a Secret redacted, anything else as it is sent.

@@ -11,8 +11,9 @@
 
 use std::sync::OnceLock;
 
+use envoy_types::pb::envoy::admin::v3::ConfigDump;
 use prost::{Message, Name};
-use prost_reflect::{DescriptorPool, DynamicMessage, SerializeOptions};
+use prost_reflect::{DescriptorPool, DynamicMessage, ReflectMessage, SerializeOptions};
 
 /// The descriptor set of every proto envoy-types was generated from.
 const DESCRIPTORS: &[u8] = include_bytes!("../../descriptors/envoy-types-0.7.7.bin");
@@ -28,6 +29,10 @@ pub enum JsonError {
     Decode { type_name: String, error: String },
     #[error("{type_name} does not serialize: {error}")]
     Serialize { type_name: String, error: String },
+    #[error(
+        "no config dump section has a repeated field {0:?} (e.g. dynamic_active_clusters, dynamic_listeners, dynamic_route_configs, dynamic_endpoint_configs, dynamic_active_secrets)"
+    )]
+    NoSuchResource(String),
 }
 
 pub type Result<T, E = JsonError> = std::result::Result<T, E>;
@@ -47,13 +52,20 @@ pub fn to_json<M: Message + Name>(msg: &M) -> Result<serde_json::Value> {
 /// The encoded message `bytes` of the protobuf type `type_name` (`envoy.config.cluster.v3.Cluster`)
 /// as Envoy's admin API prints it.
 pub fn encoded_to_json(type_name: &str, bytes: &[u8]) -> Result<serde_json::Value> {
+    serialize(&decode(type_name, bytes)?)
+}
+
+fn decode(type_name: &str, bytes: &[u8]) -> Result<DynamicMessage> {
     let descriptor = pool()?
         .get_message_by_name(type_name)
         .ok_or_else(|| JsonError::UnknownType(type_name.to_string()))?;
-    let message = DynamicMessage::decode(descriptor, bytes).map_err(|e| JsonError::Decode {
+    DynamicMessage::decode(descriptor, bytes).map_err(|e| JsonError::Decode {
         type_name: type_name.to_string(),
         error: e.to_string(),
-    })?;
+    })
+}
+
+fn serialize(message: &DynamicMessage) -> Result<serde_json::Value> {
     let options = SerializeOptions::new()
         .use_proto_field_name(true)
         .stringify_64_bit_integers(true)
@@ -61,9 +73,49 @@ pub fn encoded_to_json(type_name: &str, bytes: &[u8]) -> Result<serde_json::Valu
     message
         .serialize_with_options(serde_json::value::Serializer, &options)
         .map_err(|e| JsonError::Serialize {
-            type_name: type_name.to_string(),
+            type_name: message.descriptor().full_name().to_string(),
             error: e.to_string(),
         })
+}
+
+/// Envoy's `/config_dump?resource=FIELD`: the items of the repeated field `FIELD` of the
+/// dump's sections (`dynamic_active_clusters`, ...), each with its own `@type`, as
+/// `{"configs": [...]}`.
+pub fn select_resource(dump: &ConfigDump, field: &str) -> Result<serde_json::Value> {
+    let mut found = false;
+    let mut items = Vec::new();
+    for section in &dump.configs {
+        let type_name = section.type_url.rsplit('/').next().unwrap_or_default();
+        let message = decode(type_name, &section.value)?;
+        let Some(descriptor) = message.descriptor().get_field_by_name(field) else {
+            continue;
+        };
+        if !descriptor.is_list() {
+            continue;
+        }
+        found = true;
+        let Some(list) = message.get_field(&descriptor).as_list().map(<[_]>::to_vec) else {
+            continue;
+        };
+        for item in list {
+            let Some(item) = item.as_message() else {
+                continue;
+            };
+            let mut json = serialize(item)?;
+            if let serde_json::Value::Object(map) = &mut json {
+                let type_url = format!("type.googleapis.com/{}", item.descriptor().full_name());
+                let mut typed = serde_json::Map::new();
+                typed.insert("@type".into(), type_url.into());
+                typed.extend(std::mem::take(map));
+                *map = typed;
+            }
+            items.push(json);
+        }
+    }
+    if !found {
+        return Err(JsonError::NoSuchResource(field.to_string()));
+    }
+    Ok(serde_json::json!({ "configs": items }))
 }
 
 #[cfg(test)]

@@ -285,23 +285,50 @@ fn the_dump_has_envoys_sections_and_json() {
     assert_eq!(first["@type"], ResourceType::Cluster.as_str());
     assert!(first["name"].is_string());
 
-    let one = DumpFilter {
+    let cds = DumpFilter {
         types: DumpFilter::parse_types("CDS").unwrap(),
-        resource: Some("outbound|9080||a.shop.svc.cluster.local".into()),
-        include_eds: false,
+        ..Default::default()
     };
-    let only = s.config_dump_resources(&one);
-    assert_eq!(
-        only.len(),
-        1,
-        "?types=cds&resource=NAME: that cluster alone"
+    let only = s.config_dump_resources(&cds);
+    assert!(!only.is_empty());
+    assert!(
+        only.iter()
+            .all(|r| r.type_url == ResourceType::Cluster.as_str()),
+        "?types=cds: clusters alone"
     );
-    assert_eq!(only[0].type_url, ResourceType::Cluster.as_str());
     assert!(
         DumpFilter::parse_types("cds,xds")
             .unwrap_err()
-            .contains("\"xds\"")
+            .contains("xds")
     );
+
+    // Envoy's ?resource=FIELD: the items of that field, each with its @type.
+    let field = |f: &str| DumpFilter {
+        resource: Some(f.into()),
+        ..Default::default()
+    };
+    let active = s
+        .config_dump_json(&field("dynamic_active_clusters"))
+        .unwrap()
+        .unwrap();
+    let items = active["configs"].as_array().unwrap();
+    assert_eq!(items.len(), clusters.dynamic_active_clusters.len());
+    assert_eq!(
+        items[0]["@type"],
+        "type.googleapis.com/envoy.admin.v3.ClustersConfigDump.DynamicCluster"
+    );
+    let endpoints = s
+        .config_dump_json(&field("dynamic_endpoint_configs"))
+        .unwrap()
+        .unwrap();
+    assert!(
+        endpoints["configs"].is_array(),
+        "endpoints come with ?resource= alone"
+    );
+    assert!(matches!(
+        s.config_dump_json(&field("no_such_field")).unwrap(),
+        Err(json::JsonError::NoSuchResource(_))
+    ));
 }
 
 #[test]

@@ -108,10 +108,15 @@ impl StreamState {
             .unwrap_or_default()
     }
 
-    /// The config dump in proto3 JSON, as Envoy's `/config_dump` prints its own; `None`
-    /// before the first context.
+    /// The config dump in proto3 JSON, as Envoy's `/config_dump` prints its own (with
+    /// `filter.resource`, the items of that field, as Envoy's `?resource=`); `None` before
+    /// the first context.
     pub fn config_dump_json(&self, filter: &DumpFilter) -> Option<json::Result<serde_json::Value>> {
-        self.config_dump(filter).map(|d| json::to_json(&d))
+        let dump = self.config_dump(filter)?;
+        Some(match &filter.resource {
+            Some(field) => json::select_resource(&dump, field),
+            None => json::to_json(&dump),
+        })
     }
 }
 

@@ -1,9 +1,9 @@
-//! What a stream reports to `/debug/syncz` and `/debug/config_dump`.
+//! What a stream reports to `/debug/syncz` and `/debug/authorizationz` (its config dump is
+//! `stream/debug.rs`).
 
 use serde::Serialize;
 
 use super::StreamState;
-use crate::resource::ResourceType;
 
 /// The sync state of one stream.
 #[derive(Debug, Clone, Serialize)]
@@ -42,46 +42,6 @@ pub struct TypeStatus {
 }
 
 impl StreamState {
-    /// Generates, without sending, every requested type (all if empty) for the current
-    /// context, with the names the proxy subscribed (every resource of wildcard types).
-    pub fn dump(&self, types: &[ResourceType]) -> serde_json::Value {
-        let proxy_id = self.proxy.as_ref().map_or("", |p| p.id.as_str());
-        let (Some(ctx), Some(proxy), Some(scope)) = (&self.ctx, &self.proxy, &self.scope) else {
-            return serde_json::json!({"proxy": proxy_id, "error": "no config snapshot yet"});
-        };
-        let types = if types.is_empty() {
-            &ResourceType::PUSH_ORDER[..]
-        } else {
-            types
-        };
-        let mut out = serde_json::Map::new();
-        for &type_url in types {
-            let names = self.subscribed(type_url).cloned().unwrap_or_default();
-            let resources = crate::generate(type_url, ctx, proxy, scope, &names);
-            let entries: Vec<serde_json::Value> = resources
-                .iter()
-                .map(|r| {
-                    serde_json::json!({
-                        "name": r.name,
-                        "size_bytes": r.encoded_len(),
-                        "resource": crate::describe(r),
-                    })
-                })
-                .collect();
-            out.insert(
-                type_url.short().to_string(),
-                serde_json::Value::Array(entries),
-            );
-        }
-        serde_json::json!({
-            "proxy": proxy.id,
-            "version": ctx.version,
-            "sidecar": scope.sidecar.as_ref().map(|k| k.to_string()),
-            "services_in_scope": scope.services.len(),
-            "resources": out,
-        })
-    }
-
     /// The AuthorizationPolicies that apply to the stream's proxy in its current context, in
     /// the order they are evaluated (CUSTOM, AUDIT, DENY, ALLOW), as istiod's
     /// `/debug/authorizationz` lists them.
