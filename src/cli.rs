@@ -111,6 +111,23 @@ pub struct ServeArgs {
     /// istio-pilot.NS.svc, NS being POD_NAMESPACE, else istio-system.
     #[arg(long, value_delimiter = ',')]
     pub xds_dns_names: Vec<String>,
+    /// Address of the validating admission webhook (HTTPS, POST /validate; istiod's is
+    /// 0.0.0.0:15017): AdmissionReviews of Istio objects checked as `axon validate` checks
+    /// them. Its certificate: --webhook-cert and --webhook-key, else issued by axon's CA
+    /// (--ca-dir) for the --xds-dns-names names. Off by default.
+    #[arg(long)]
+    pub webhook_addr: Option<SocketAddr>,
+    /// The webhook's serving certificate (PEM, the chain); re-read when it changes.
+    #[arg(long, requires = "webhook_key")]
+    pub webhook_cert: Option<PathBuf>,
+    /// The private key of --webhook-cert (PEM).
+    #[arg(long, requires = "webhook_cert")]
+    pub webhook_key: Option<PathBuf>,
+    /// With --kubernetes: the ValidatingWebhookConfiguration whose webhooks' caBundle axon
+    /// keeps set to its CA's root (and whose failurePolicy it turns from Ignore to Fail once
+    /// it serves), as istiod's webhook controller does. Needs --webhook-addr and --ca-dir.
+    #[arg(long, requires = "webhook_addr")]
+    pub webhook_config_name: Option<String>,
     /// Check bearer tokens on --xds-tls-addr: `kubernetes` reviews a stream's
     /// `authorization: Bearer TOKEN` with the API server's TokenReview, so that a proxy
     /// without a client certificate proves its service account as pilot-agent does.
@@ -276,11 +293,37 @@ pub fn settings(args: ServeArgs) -> anyhow::Result<Settings> {
             let settings = TlsSettings {
                 serving,
                 client_ca: args.client_ca,
+                http1: false,
             };
             Some((addr, settings))
         }
         None => None,
     };
+    let webhook = match args.webhook_addr {
+        Some(addr) => {
+            let serving = match (args.webhook_cert, args.webhook_key, &args.ca_dir) {
+                (Some(cert), Some(key), _) => ServingCert::Files { cert, key },
+                (None, None, Some(_)) => ServingCert::Ca {
+                    dns_names: dns_names(&args.xds_dns_names),
+                    ttl: limits.workload_cert_ttl,
+                },
+                _ => anyhow::bail!(
+                    "--webhook-addr {addr}: needs --webhook-cert and --webhook-key, or --ca-dir for axon's CA to issue its certificate"
+                ),
+            };
+            let settings = TlsSettings {
+                serving,
+                client_ca: None,
+                http1: true,
+            };
+            Some((addr, settings))
+        }
+        None => None,
+    };
+    anyhow::ensure!(
+        args.webhook_config_name.is_none() || (args.kubernetes && args.ca_dir.is_some()),
+        "--webhook-config-name: the caBundle axon writes is its CA's root; give --kubernetes and --ca-dir too"
+    );
     Ok(Settings {
         config_dir: args.config_dir,
         kubernetes: args.kubernetes,
@@ -288,6 +331,8 @@ pub fn settings(args: ServeArgs) -> anyhow::Result<Settings> {
         namespace_selector: args.namespace_selector,
         xds_addr: args.xds_addr.0,
         xds_tls,
+        webhook,
+        webhook_config_name: args.webhook_config_name,
         ca_dir: args.ca_dir,
         token_auth: args.token_auth,
         token_audience: args.token_audience,

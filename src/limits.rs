@@ -60,6 +60,15 @@ pub struct Limits {
     /// only after it (answered with what arrived in time).
     #[serde(deserialize_with = "duration")]
     pub debug_query_timeout: Duration,
+    /// The validating webhook (`--webhook-addr`): the largest AdmissionReview read, bytes
+    /// (413 past it).
+    pub max_webhook_request_bytes: usize,
+    /// The webhook: a request's headers, and the whole request and its answer, within this
+    /// long (408 past it).
+    #[serde(deserialize_with = "duration")]
+    pub webhook_request_timeout: Duration,
+    /// The webhook: connections served at once; more are closed on accept.
+    pub max_webhook_connections: usize,
     /// New ADS streams admitted per second (token bucket; bursts of the same size).
     pub max_requests_per_second: u32,
     /// How long a new stream waits for admission before RESOURCE_EXHAUSTED.
@@ -223,6 +232,9 @@ impl Default for Limits {
             max_streams: 10_000,
             write_timeout: Duration::from_secs(5),
             debug_query_timeout: Duration::from_secs(5),
+            max_webhook_request_bytes: 4 << 20,
+            webhook_request_timeout: Duration::from_secs(10),
+            max_webhook_connections: 64,
             max_requests_per_second: 1000,
             max_stream_wait: Duration::from_secs(5),
             keepalive_interval: Duration::from_secs(30),
@@ -374,6 +386,7 @@ impl Limits {
         for (key, value) in [
             ("write_timeout", self.write_timeout),
             ("debug_query_timeout", self.debug_query_timeout),
+            ("webhook_request_timeout", self.webhook_request_timeout),
             ("keepalive_interval", self.keepalive_interval),
             ("keepalive_timeout", self.keepalive_timeout),
             ("close_grace", self.close_grace),

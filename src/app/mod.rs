@@ -34,6 +34,7 @@ use crate::http::debug::{self, Debug};
 use crate::http::fleet::PeerSide;
 use crate::http::monitoring::{self, Monitoring};
 use crate::http::peer_client::HttpPeers;
+use crate::http::webhook::{self, WebhookLimits};
 use crate::limits::Limits;
 use crate::registry::cluster::namespaces::NamespaceSelector;
 use crate::registry::files::watch::WatchRules;
@@ -66,6 +67,10 @@ pub struct Settings {
     pub xds_addr: Option<SocketAddr>,
     /// The TLS xDS address and where its certificates come from.
     pub xds_tls: Option<(SocketAddr, TlsSettings)>,
+    /// The webhook's address and where its certificate comes from (`--webhook-addr`).
+    pub webhook: Option<(SocketAddr, TlsSettings)>,
+    /// The ValidatingWebhookConfiguration whose caBundle axon keeps current.
+    pub webhook_config_name: Option<String>,
     /// The CA's directory (`--ca-dir`): the CA runs on the TLS port.
     pub ca_dir: Option<PathBuf>,
     pub token_auth: Option<TokenAuthMode>,
@@ -88,6 +93,8 @@ pub struct Settings {
 pub struct Handles {
     pub xds_addr: Option<SocketAddr>,
     pub xds_tls_addr: Option<SocketAddr>,
+    /// The validating webhook's address (`--webhook-addr`).
+    pub webhook_addr: Option<SocketAddr>,
     pub monitoring_addr: SocketAddr,
     pub debug_addr: SocketAddr,
     /// This replica's name.
@@ -256,6 +263,11 @@ async fn wire(
         .as_ref()
         .map(|(l, _)| l.local_addr())
         .transpose()?;
+    let webhook_addr = listeners
+        .webhook
+        .as_ref()
+        .map(|(l, _)| l.local_addr())
+        .transpose()?;
     let monitoring_addr = listeners.monitoring.local_addr()?;
     let debug_addr = listeners.debug.local_addr()?;
     let debug_token = listeners.debug_token.clone();
@@ -414,6 +426,14 @@ async fn wire(
         kubernetes.push(services.recipient());
         kubernetes.push(istio.recipient());
     }
+    if let Some((listener, tls)) = listeners.webhook {
+        let limits = WebhookLimits {
+            max_request_bytes: limits.max_webhook_request_bytes,
+            request_timeout: limits.webhook_request_timeout,
+            max_connections: limits.max_webhook_connections,
+        };
+        tokio::spawn(webhook::serve(listener, tls, limits));
+    }
     let debug_server = tokio::spawn(
         axum::serve(
             listeners.debug,
@@ -437,6 +457,7 @@ async fn wire(
     tracing::info!(
         xds_addr = %xds_addr.map_or("off".to_string(), |a| a.to_string()),
         xds_tls_addr = %xds_tls_addr.map_or("off".to_string(), |a| a.to_string()),
+        webhook_addr = %webhook_addr.map_or("off".to_string(), |a| a.to_string()),
         %monitoring_addr,
         %debug_addr,
         config_dir = ?settings.config_dir,
@@ -448,6 +469,7 @@ async fn wire(
     let handles = Handles {
         xds_addr,
         xds_tls_addr,
+        webhook_addr,
         monitoring_addr,
         debug_addr,
         replica,
@@ -481,6 +503,7 @@ impl Handles {
         serde_json::json!({
             "xds_addr": self.xds_addr.map(|a| a.to_string()),
             "xds_tls_addr": self.xds_tls_addr.map(|a| a.to_string()),
+            "webhook_addr": self.webhook_addr.map(|a| a.to_string()),
             "monitoring_addr": self.monitoring_addr.to_string(),
             "debug_addr": self.debug_addr.to_string(),
             "replica": self.replica,

@@ -8,3 +8,4 @@ mod istioctl;
 mod load_resume;
 mod observability;
 mod startup;
+mod webhook;
