@@ -407,6 +407,7 @@ async fn wire(
             client.clone(),
             settings.namespace_selector.clone(),
             ca.clone(),
+            settings.webhook_config_name.clone(),
         );
     }
     let mut kubernetes = Vec::new();
