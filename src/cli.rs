@@ -2,8 +2,10 @@
 //! [`app::Settings`] and hands them to [`app::run`] (the wiring); `axon validate` checks a
 //! config directory exactly as `serve` would load it.
 
+mod impact;
 mod validate;
 
+pub use impact::impact;
 pub use validate::validate;
 
 use std::io::IsTerminal;
@@ -54,6 +56,26 @@ pub enum Command {
         /// Also fail (exit 1) on fields that axon accepts and does not apply.
         #[arg(long)]
         strict: bool,
+    },
+    /// A change's blast radius before it merges: per changed config between OLD and NEW, the
+    /// proxies a push would reach and the types each would be sent, as the server decides
+    /// it. Exit 0 if nothing would be sent, 1 if something would, 2 on an error.
+    Impact {
+        /// The config directory (or file) as it is.
+        old: PathBuf,
+        /// The config directory (or file) as the change makes it.
+        new: PathBuf,
+        /// The proxies: a running axon's debug address (`http://127.0.0.1:9876`: its
+        /// connected proxies' nodes, `/debug/nodes`) or a file of Envoy `Node` objects, one
+        /// JSON object a line.
+        #[arg(long)]
+        proxies: String,
+        /// The debug token (`--debug-token-file` of the axon asked).
+        #[arg(long)]
+        token_file: Option<PathBuf>,
+        /// One JSON document (for a CI comment) instead of text.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -196,6 +218,21 @@ pub fn main() -> std::process::ExitCode {
     init_tracing(cli.log_format, cli.log_level.as_deref());
     let result = match cli.command {
         Command::Serve(args) => serve(args).map(|()| std::process::ExitCode::SUCCESS),
+        Command::Impact {
+            old,
+            new,
+            proxies,
+            token_file,
+            json,
+        } => impact(
+            &old,
+            &new,
+            &proxies,
+            token_file.as_deref(),
+            json,
+            &mut std::io::stdout(),
+        )
+        .map(|changes| std::process::ExitCode::from(u8::from(changes))),
         Command::Validate { path, strict } => {
             validate(&path, strict, &mut std::io::stdout()).map(|ok| {
                 if ok {

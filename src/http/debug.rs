@@ -2,7 +2,8 @@
 //! default): `/debug/syncz`, `/debug/config_dump?proxyID=…[&types=…|&resource=…][&include_eds]`
 //! (Envoy's admin `ConfigDump` in proto3 JSON),
 //! `/debug/authorizationz?proxyID=…`, `/debug/configz`, `/debug/push_status`, `/debug/connections`, `/debug/adsz[?push=true]`,
-//! `/debug/distribution[?key=Kind/namespace/name]`, `/debug/fleet`, `/version`.
+//! `/debug/distribution[?key=Kind/namespace/name]`, `/debug/fleet`, `/debug/nodes` (each
+//! connected proxy's Envoy `Node`, JSON lines, for `axon impact`), `/version`.
 //!
 //! Every answer comes from the actor that owns the state, by message. `/debug/syncz`,
 //! `/debug/connections` and `/debug/distribution` answer for the whole fleet with
@@ -74,6 +75,7 @@ pub fn router(state: Debug) -> Router {
     Router::new()
         .route("/debug/syncz", get(syncz))
         .route("/debug/config_dump", get(config_dump))
+        .route("/debug/nodes", get(nodes))
         .route("/debug/configz", get(configz))
         .route("/debug/authorizationz", get(authorizationz))
         .route("/debug/push_status", get(push_status))
@@ -205,6 +207,26 @@ async fn config_dump(State(s): State<Debug>, Query(q): Query<HashMap<String, Str
         ))?;
     dump.map(Json)
         .map_err(|e| (StatusCode::BAD_REQUEST, format!("{e}\n")))
+}
+
+/// Every connected proxy's Envoy `Node` (what axon reads of it), one proto3 JSON object a
+/// line, for `axon impact --proxies http://…`; debug clients (streams that subscribe to
+/// nothing) are left out.
+async fn nodes(State(s): State<Debug>) -> Result<String, (StatusCode, String)> {
+    let all = s
+        .directory
+        .send(CollectStatus::default())
+        .await
+        .map_err(unavailable)?;
+    let mut lines = String::new();
+    for status in all.iter().filter(|s| !s.types.is_empty()) {
+        let Some(node) = &status.node else { continue };
+        let json = axon_xds::debug::json::to_json(&axon_xds::node::to_node(node))
+            .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")))?;
+        lines.push_str(&json.to_string());
+        lines.push('\n');
+    }
+    Ok(lines)
 }
 
 /// The AuthorizationPolicies that apply to a connected proxy (`?proxyID=`), in the order

@@ -3,6 +3,7 @@
 mod cli;
 mod debug_surface;
 mod fleet_view;
+mod impact;
 mod in_process;
 mod istioctl;
 mod load_resume;

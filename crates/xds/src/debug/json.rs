@@ -78,6 +78,25 @@ fn serialize(message: &DynamicMessage) -> Result<serde_json::Value> {
         })
 }
 
+/// An Envoy `Node` from its proto3 JSON (either field-name form), as `/debug/nodes` writes
+/// it and `axon impact --proxies FILE` reads it.
+pub fn node_from_json(text: &str) -> Result<envoy_types::pb::envoy::config::core::v3::Node> {
+    let name = "envoy.config.core.v3.Node";
+    let descriptor = pool()?
+        .get_message_by_name(name)
+        .ok_or_else(|| JsonError::UnknownType(name.to_string()))?;
+    let mut de = serde_json::Deserializer::from_str(text);
+    let message =
+        DynamicMessage::deserialize(descriptor, &mut de).map_err(|e| JsonError::Decode {
+            type_name: name.to_string(),
+            error: e.to_string(),
+        })?;
+    message.transcode_to().map_err(|e| JsonError::Decode {
+        type_name: name.to_string(),
+        error: e.to_string(),
+    })
+}
+
 /// Envoy's `/config_dump?resource=FIELD`: the items of the repeated field `FIELD` of the
 /// dump's sections (`dynamic_active_clusters`, ...), each with its own `@type`, as
 /// `{"configs": [...]}`.

@@ -137,3 +137,33 @@ impl StreamState {
         crate::debug::caller_namespace(proxy, system)
     }
 }
+
+impl StreamState {
+    /// What the stream's node says, read back from its proxy (`/debug/nodes`, for `axon
+    /// impact`): `None` before the first request.
+    pub fn node_info(&self) -> Option<axon_model::proxy::NodeInfo> {
+        let p = self.proxy.as_ref()?;
+        let interception = if p.interception_none {
+            Some("NONE".to_string())
+        } else if p.tproxy {
+            Some("TPROXY".to_string())
+        } else {
+            None
+        };
+        Some(axon_model::proxy::NodeInfo {
+            id: p.id.clone(),
+            namespace: Some(p.namespace.clone()),
+            labels: p.labels.clone(),
+            generator: p.generator.clone(),
+            interception_mode: interception,
+            idle_timeout: p.idle_timeout.map(|ns| format!("{}ms", ns / 1_000_000)),
+            locality: (p.locality != Default::default()).then(|| p.locality.clone()),
+            network: (!p.network.is_empty()).then(|| p.network.clone()),
+            client_certs: p.client_certs.clone(),
+            istio_version: self.istio_version.clone(),
+            cluster_id: self.cluster_id.clone(),
+            num_trusted_proxies: (p.num_trusted_proxies > 0).then_some(p.num_trusted_proxies),
+            ..Default::default()
+        })
+    }
+}

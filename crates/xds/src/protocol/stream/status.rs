@@ -16,6 +16,9 @@ pub struct ConnectionStatus {
     pub cluster_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub istio_version: Option<String>,
+    /// The node, as `/debug/nodes` shows it (not in `/debug/syncz`).
+    #[serde(skip)]
+    pub node: Option<axon_model::proxy::NodeInfo>,
     pub connection_id: u64,
     pub protocol: &'static str,
     pub connected_seconds: f64,
@@ -85,6 +88,7 @@ impl StreamState {
                 .to_string(),
             cluster_id: self.cluster_id.clone(),
             istio_version: self.istio_version.clone(),
+            node: self.node_info(),
             connection_id,
             protocol: self.protocol().name(),
             connected_seconds,
