@@ -69,11 +69,13 @@ pub struct Unregister {
     pub id: ConnId,
 }
 
-/// What axon would send one proxy now (`/debug/config_dump`); `None` if it is not connected.
+/// What axon would send one proxy now (`/debug/config_dump`); `None` if it is not connected
+/// (or, with `namespace`, not in that namespace). `proxy` is its id or `POD.NAMESPACE`.
 #[derive(Message)]
 #[rtype(result = "Option<Result<serde_json::Value, String>>")]
 pub struct DumpFor {
     pub proxy: String,
+    pub namespace: Option<String>,
     pub dump: Dump,
 }
 
@@ -152,11 +154,21 @@ impl Handler<DumpFor> for ConnectionDirectory {
 
     fn handle(&mut self, msg: DumpFor, _: &mut Context<Self>) -> Self::Result {
         let target = self
-            .conns
-            .values()
-            .find(|e| e.proxy == msg.proxy)
+            .named(&msg.proxy, msg.namespace.as_deref())
             .map(|e| e.dump.clone());
         Box::pin(async move { target?.send(msg.dump).await.ok() })
+    }
+}
+
+impl ConnectionDirectory {
+    /// The connection of the proxy `name` names (its id, else `POD.NAMESPACE`: the lowest
+    /// such id), if it is in `namespace` when one is given.
+    fn named(&self, name: &str, namespace: Option<&str>) -> Option<&Entry> {
+        self.conns
+            .values()
+            .filter(|e| axon_xds::debug::names_proxy(&e.proxy, name))
+            .filter(|e| namespace.is_none_or(|ns| ns == e.namespace))
+            .min_by_key(|e| (e.proxy != name, e.proxy.clone()))
     }
 }
 
@@ -164,16 +176,9 @@ impl Handler<DumpResourcesFor> for ConnectionDirectory {
     type Result = ResponseFuture<Vec<Resource>>;
 
     fn handle(&mut self, msg: DumpResourcesFor, _: &mut Context<Self>) -> Self::Result {
-        let visible = |e: &&Entry| msg.namespace.as_ref().is_none_or(|ns| *ns == e.namespace);
-        let mut named: Vec<&Entry> = self
-            .conns
-            .values()
-            .filter(|e| axon_xds::debug::names_proxy(&e.proxy, &msg.name))
-            .filter(visible)
-            .collect();
-        // Its whole id first, then the lowest id: the same answer every time.
-        named.sort_by_key(|e| (e.proxy != msg.name, e.proxy.clone()));
-        let target = named.first().map(|e| e.resources.clone());
+        let target = self
+            .named(&msg.name, msg.namespace.as_deref())
+            .map(|e| e.resources.clone());
         Box::pin(async move {
             match target {
                 Some(t) => t

@@ -194,6 +194,7 @@ async fn config_dump(State(s): State<Debug>, Query(q): Query<HashMap<String, Str
         .directory
         .send(DumpFor {
             proxy: proxy.clone(),
+            namespace: None,
             dump: Dump {
                 filter,
                 authorization: false,
@@ -243,6 +244,7 @@ async fn authorizationz(
         .directory
         .send(DumpFor {
             proxy: proxy.clone(),
+            namespace: None,
             dump: Dump {
                 authorization: true,
                 ..Default::default()

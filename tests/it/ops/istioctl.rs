@@ -188,6 +188,63 @@ fn istioctl_proxy_status_over_xds_sees_every_proxy_and_only_its_namespace_on_tls
     .expect("answered");
     assert!(!mine.resources.is_empty(), "its own namespace's proxy is");
 
+    // `istio.io/debug` (istioctl x internal-debug): a proven identity only; the system
+    // namespace reads any path, another namespace config_dump of its own proxies alone.
+    let http = "istio.io/debug";
+    let plain = ask(
+        xds,
+        &Port::Plaintext,
+        istioctl_request("istio-system", http, &["syncz"]),
+    );
+    assert_eq!(
+        plain.map_err(|r| r.code),
+        Err("16".to_string()),
+        "UNAUTHENTICATED"
+    );
+    let syncz = ask(
+        tls,
+        &system,
+        istioctl_request("istio-system", http, &["syncz"]),
+    )
+    .expect("answered");
+    assert_eq!(syncz.resources[0].type_url, http);
+    let body: serde_json::Value = serde_json::from_slice(&syncz.resources[0].value).unwrap();
+    let proxies: Vec<&str> = body
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["proxy"].as_str())
+        .collect();
+    assert!(
+        proxies.contains(&GATEWAY_ID) && proxies.contains(&SHOP_PROXY),
+        "{body}"
+    );
+    let denied = ask(tls, &shop, istioctl_request("shop", http, &["syncz"]));
+    assert_eq!(
+        denied.map_err(|r| r.code),
+        Err("7".to_string()),
+        "PERMISSION_DENIED"
+    );
+    let own_dump = ask(
+        tls,
+        &shop,
+        istioctl_request("shop", http, &["config_dump?proxyID=app-1.shop"]),
+    )
+    .expect("answered");
+    let body: serde_json::Value = serde_json::from_slice(&own_dump.resources[0].value).unwrap();
+    assert!(body["configs"].is_array(), "{body}");
+    let other = ask(
+        tls,
+        &shop,
+        istioctl_request("shop", http, &["config_dump?proxyID=gw-1.istio-system"]),
+    )
+    .expect("answered");
+    let text = String::from_utf8_lossy(&other.resources[0].value).into_owned();
+    assert!(
+        text.starts_with("{\"statusCode\":\"404\"}Proxy not connected to this Pilot instance"),
+        "{text}"
+    );
+
     // Without proving its namespace, a caller is refused on the TLS port.
     let stranger = Port::Tls {
         root: ca.root_path.clone(),

@@ -34,6 +34,10 @@ pub const SYSTEM_NAMESPACE: &str = "istio-system";
 pub enum DebugType {
     Syncz,
     ConfigDump,
+    /// `istio.io/debug` itself (istiod's `DebugGen`, `istioctl x internal-debug`): one
+    /// resource name, a debug path (`syncz`, `config_dump?proxyID=…`), answered with that
+    /// endpoint's JSON as an `Any` of type `istio.io/debug`.
+    Http,
 }
 
 impl DebugType {
@@ -46,9 +50,33 @@ impl DebugType {
         Some(match type_url {
             SYNCZ => Some(DebugType::Syncz),
             CONFIG_DUMP => Some(DebugType::ConfigDump),
+            DEBUG_PREFIX => Some(DebugType::Http),
             _ => None,
         })
     }
+}
+
+/// The debug paths a caller restricted to its namespace may ask over `istio.io/debug`
+/// (istiod's `activeNamespaceDebuggers`; axon serves `config_dump` of them).
+pub const NAMESPACE_DEBUG_PATHS: [&str; 3] = ["config_dump", "ndsz", "edsz"];
+
+/// istiod's message when a proxy is connected to another replica (`istioctl` looks for it
+/// to ask the next one).
+pub const NOT_CONNECTED: &str =
+    "Proxy not connected to this Pilot instance. It may be connected to another instance.\n";
+
+/// The path and query of an `istio.io/debug` resource name (`config_dump?proxyID=x`).
+pub fn debug_path(name: &str) -> (&str, Vec<(String, String)>) {
+    let (path, query) = name.split_once('?').unwrap_or((name, ""));
+    let pairs = query
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            (k.to_string(), v.to_string())
+        })
+        .collect();
+    (path.trim_start_matches('/'), pairs)
 }
 
 /// Whether a type URL is one of istiod's debug types (`istio.io/debug` or under it).

@@ -357,3 +357,26 @@ fn keys_are_redacted_as_envoy_redacts_them() {
     );
     assert_eq!(t.private_key, inline(REDACTED.as_bytes()));
 }
+
+#[test]
+fn istio_debug_names_a_path_and_its_query() {
+    assert_eq!(
+        DebugType::parse("istio.io/debug"),
+        Some(Some(DebugType::Http))
+    );
+    assert_eq!(
+        DebugType::parse("istio.io/debugger"),
+        None,
+        "not a debug type"
+    );
+    let (path, query) = debug_path("config_dump?proxyID=a-1.shop&types=cds");
+    assert_eq!(path, "config_dump");
+    assert_eq!(
+        query,
+        [
+            ("proxyID".to_string(), "a-1.shop".to_string()),
+            ("types".to_string(), "cds".to_string())
+        ]
+    );
+    assert_eq!(debug_path("/syncz"), ("syncz", vec![]));
+}
