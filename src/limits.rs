@@ -56,8 +56,8 @@ pub struct Limits {
     #[serde(deserialize_with = "duration")]
     pub write_timeout: Duration,
     /// How long an xDS debug request (istioctl's `istio.io/debug/syncz`, `config_dump`) may
-    /// take to gather its answer from the other streams; the stream reads its next request
-    /// only after it (answered with what arrived in time).
+    /// take to gather its answer from the other streams (answered with what arrived in
+    /// time); a stream has one in flight at most.
     #[serde(deserialize_with = "duration")]
     pub debug_query_timeout: Duration,
     /// The validating webhook (`--webhook-addr`): the largest AdmissionReview read, bytes

@@ -9,9 +9,11 @@
 //! On the TLS port a caller outside the system namespace sees only its own namespace's
 //! proxies (`StreamState::debug_caller_namespace`).
 //!
-//! The answer is gathered within `debug_query_timeout` while the actor waits: the stream's
-//! next request is read only after it, so a client cannot pile debug requests up, and a
-//! connection that does not answer in time is left out.
+//! The answer is gathered within `debug_query_timeout` (what has not arrived by then is left
+//! out), the actor answering other messages meanwhile (so that two streams asking at once
+//! do not wait on each other); a stream may have one debug request in flight, and one that
+//! sends another before its answer is closed with RESOURCE_EXHAUSTED, so a client cannot
+//! pile them up.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,6 +38,13 @@ pub struct DebugAnswers {
 
 impl ConnectionActor {
     pub(super) fn answer_debug(&mut self, query: DebugQuery, ctx: &mut Context<Self>) {
+        if self.debug_in_flight {
+            let reason = CloseReason::ResourceExhausted(
+                "one debug request at a time: wait for the answer to the last".into(),
+            );
+            self.close(reason, ctx);
+            return;
+        }
         let namespace = self.stream.debug_caller_namespace();
         let directory = self.peers.directory.clone();
         let timeout = self.peers.debug.timeout;
@@ -85,7 +94,11 @@ impl ConnectionActor {
                 .await
                 .unwrap_or_default()
         };
-        ctx.wait(bounded.into_actor(self).map(move |resources, act, ctx| {
+        // Spawned, not waited on: the actor keeps answering the directory meanwhile (another
+        // stream's debug request asks its status).
+        self.debug_in_flight = true;
+        ctx.spawn(bounded.into_actor(self).map(move |resources, act, ctx| {
+            act.debug_in_flight = false;
             tracing::debug!(
                 proxy = %act.proxy_log(),
                 r#type = %axon_config::log_safe::Escaped(&query.type_url),

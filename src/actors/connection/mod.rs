@@ -64,6 +64,8 @@ pub struct ConnectionActor {
     connected_at: Instant,
     /// NACK and bad-request warnings: one a minute.
     warn_limit: LogLimit,
+    /// A debug request's answer is being gathered (at most one at a time).
+    debug_in_flight: bool,
 }
 
 impl ConnectionActor {
@@ -86,6 +88,7 @@ impl ConnectionActor {
             close_reason: None,
             connected_at: Instant::now(),
             warn_limit: LogLimit::new(Duration::from_secs(60)),
+            debug_in_flight: false,
         }
     }
 
