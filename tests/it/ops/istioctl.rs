@@ -281,3 +281,34 @@ fn istioctl_proxy_status_over_xds_sees_every_proxy_and_only_its_namespace_on_tls
     drop((gateway, sidecar));
     let _ = LDS;
 }
+
+#[test]
+fn each_replica_answers_for_its_own_proxies_and_names_itself() {
+    let config = ConfigDir::new();
+    config.write("mesh.yaml", &mesh(100));
+    let a = crate::support::Axon::start_with_args(config.path(), &["--replica-name", "axon-a"]);
+    let b = crate::support::Axon::start_with_args(config.path(), &["--replica-name", "axon-b"]);
+    let rt = crate::support::ads_client::runtime();
+    let mut on_a = rt.block_on(Client::connect(&a));
+    rt.block_on(on_a.subscribe_wildcards(gateway_node(GATEWAY_ID)));
+    let other = "router~10.0.0.2~gw-2.istio-system~istio-system.svc.cluster.local";
+    let mut on_b = rt.block_on(Client::connect(&b));
+    rt.block_on(on_b.subscribe_wildcards(gateway_node(other)));
+    for (axon, replica, proxy) in [(&a, "axon-a", GATEWAY_ID), (&b, "axon-b", other)] {
+        let answer = ask(
+            axon.xds_addr(),
+            &Port::Plaintext,
+            istioctl_request("istio-system", SYNCZ, &[]),
+        )
+        .expect("answered");
+        assert_eq!(
+            states(&answer).into_keys().collect::<Vec<_>>(),
+            [proxy],
+            "{replica} answers for its own proxies"
+        );
+        let identifier: serde_json::Value =
+            serde_json::from_str(&answer.control_plane.expect("control_plane").identifier).unwrap();
+        assert_eq!(identifier["ID"], replica);
+    }
+    drop((on_a, on_b));
+}
