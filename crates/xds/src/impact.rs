@@ -2,7 +2,8 @@
 //! would send one proxy, decided by the very state machine a stream runs. A [`StreamState`]
 //! is connected with the proxy's node, given the old context and subscribed as Envoy
 //! subscribes (CDS and LDS wildcard, EDS for the EDS clusters it got, RDS for the route
-//! configurations its listeners name), every response ACKed; then it is pushed the new
+//! configurations its listeners name, SDS for the secrets over ADS their TLS contexts
+//! name), every response ACKed; then it is pushed the new
 //! context with the request the server would build. What it answers is what the server would
 //! send: ProxyNeedsPush, the only-changed-types rule (a type whose set is unchanged is not
 //! sent), EDS skipped for kinds that cannot change it, the changed configs it reports as
@@ -58,8 +59,10 @@ pub fn impact(
     let mut pending = stream.on_context(old.clone()).responses;
     // Subscribe as Envoy does, ACKing every response, until nothing new is asked.
     let mut asked = BTreeSet::from([ResourceType::Cluster]);
+    let mut secrets: BTreeSet<String> = BTreeSet::new();
     for _ in 0..8 {
         let mut next = Vec::new();
+        let secrets_before = secrets.len();
         for response in std::mem::take(&mut pending) {
             let Response::Sotw(r) = response else {
                 continue;
@@ -76,6 +79,9 @@ pub fn impact(
                 ..Default::default()
             });
             next.extend(stream.on_request(ack).responses);
+            if matches!(type_url, ResourceType::Cluster | ResourceType::Listener) {
+                secrets.extend(sds_names(type_url, &r.resources));
+            }
             let follow = match type_url {
                 ResourceType::Cluster => Some((ResourceType::Endpoint, eds_names(&r.resources))),
                 ResourceType::Listener => Some((ResourceType::Route, rds_names(&r.resources))),
@@ -91,6 +97,11 @@ pub fn impact(
                 let lds = request_of(ResourceType::Listener, Vec::new(), None);
                 next.extend(stream.on_request(lds).responses);
             }
+        }
+        if secrets.len() > secrets_before {
+            let names = secrets.iter().cloned().collect();
+            let sds = request_of(ResourceType::Secret, names, None);
+            next.extend(stream.on_request(sds).responses);
         }
         if next.is_empty() {
             break;
@@ -148,6 +159,89 @@ fn eds_names(resources: &[crate::resource::Resource]) -> Vec<String> {
             _ => c.name,
         })
         .collect()
+}
+
+/// The secrets served over ADS that clusters' (upstream) and listeners' (downstream) TLS
+/// contexts name: what Envoy asks SDS for (the agent's `default` and `ROOTCA`, on
+/// `sds-grpc`, are not axon's).
+fn sds_names(type_url: ResourceType, resources: &[crate::resource::Resource]) -> Vec<String> {
+    use envoy_types::pb::envoy::config::core::v3::TransportSocket;
+    use envoy_types::pb::envoy::config::core::v3::config_source::ConfigSourceSpecifier;
+    use envoy_types::pb::envoy::config::core::v3::transport_socket::ConfigType;
+    use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
+        CommonTlsContext, DownstreamTlsContext, SdsSecretConfig, UpstreamTlsContext,
+        common_tls_context::ValidationContextType,
+    };
+    fn ads(config: &SdsSecretConfig) -> Option<String> {
+        matches!(
+            config.sds_config.as_ref()?.config_source_specifier,
+            Some(ConfigSourceSpecifier::Ads(_))
+        )
+        .then(|| config.name.clone())
+    }
+    fn names(common: &CommonTlsContext, out: &mut Vec<String>) {
+        out.extend(
+            common
+                .tls_certificate_sds_secret_configs
+                .iter()
+                .filter_map(ads),
+        );
+        match &common.validation_context_type {
+            Some(ValidationContextType::ValidationContextSdsSecretConfig(c)) => out.extend(ads(c)),
+            Some(ValidationContextType::CombinedValidationContext(c)) => out.extend(
+                c.validation_context_sds_secret_config
+                    .as_ref()
+                    .and_then(ads),
+            ),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    let mut socket = |s: &TransportSocket| {
+        let Some(ConfigType::TypedConfig(any)) = &s.config_type else {
+            return;
+        };
+        let common = if any.type_url == UpstreamTlsContext::type_url() {
+            UpstreamTlsContext::decode(any.value.as_slice())
+                .ok()
+                .and_then(|t| t.common_tls_context)
+        } else if any.type_url == DownstreamTlsContext::type_url() {
+            DownstreamTlsContext::decode(any.value.as_slice())
+                .ok()
+                .and_then(|t| t.common_tls_context)
+        } else {
+            None
+        };
+        if let Some(common) = common {
+            names(&common, &mut out);
+        }
+    };
+    for r in resources {
+        match type_url {
+            ResourceType::Cluster => {
+                let Ok(c) = Cluster::decode(r.value.as_ref()) else {
+                    continue;
+                };
+                c.transport_socket.iter().for_each(&mut socket);
+                c.transport_socket_matches
+                    .iter()
+                    .filter_map(|m| m.transport_socket.as_ref())
+                    .for_each(&mut socket);
+            }
+            ResourceType::Listener => {
+                let Ok(l) = Listener::decode(r.value.as_ref()) else {
+                    continue;
+                };
+                l.filter_chains
+                    .iter()
+                    .chain(l.default_filter_chain.iter())
+                    .filter_map(|c| c.transport_socket.as_ref())
+                    .for_each(&mut socket);
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 /// The route configurations an LDS answer's connection managers name (RDS).
@@ -252,6 +346,26 @@ mod tests {
         assert_eq!(
             impact(&old, &new, &request, gateway_node()).unwrap(),
             Impact::default()
+        );
+    }
+
+    /// The gateway serving HTTPS with the Secret `istio-system/cert` (made with subject `cn`).
+    fn tls_gateway(cn: &str) -> String {
+        let (cert, key) = axon_config::fixtures::self_signed(cn, 2);
+        let data = serde_json::json!({"tls.crt": cert, "tls.key": key});
+        format!(
+            "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {{name: gw, namespace: istio-system}}\nspec:\n  selector: {{istio: ingressgateway}}\n  servers: [{{port: {{number: 8443, name: https, protocol: HTTPS}}, hosts: [\"*\"], tls: {{mode: SIMPLE, credentialName: cert}}}}]\n---\napiVersion: v1\nkind: Secret\nmetadata: {{name: cert, namespace: istio-system}}\nstringData: {data}\n"
+        )
+    }
+
+    #[test]
+    fn a_rotated_certificate_sends_the_gateway_its_secret_alone() {
+        let (old, new, request) = contexts(&tls_gateway("one"), &tls_gateway("two"));
+        let impact = impact(&old, &new, &request, gateway_node()).unwrap();
+        assert_eq!(impact.types, [ResourceType::Secret]);
+        assert_eq!(
+            impact.configs,
+            [ConfigKey::new(ConfigKind::Secret, "istio-system", "cert")]
         );
     }
 
