@@ -433,7 +433,7 @@ async fn wire(
             request_timeout: limits.webhook_request_timeout,
             max_connections: limits.max_webhook_connections,
         };
-        tokio::spawn(webhook::serve(listener, tls, limits));
+        tokio::spawn(webhook::serve(listener, tls, limits, metrics.clone()));
     }
     let debug_server = tokio::spawn(
         axum::serve(

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::DefaultBodyLimit;
+use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -26,6 +26,7 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
+use axon_metrics::Metrics;
 use axon_transport::tls::TlsReloader;
 
 /// The webhook's bounds (from the limits file).
@@ -36,31 +37,44 @@ pub struct WebhookLimits {
     pub max_connections: usize,
 }
 
-/// The webhook's routes: `/validate` and `/validate/…`, POST only.
-pub fn router(limits: WebhookLimits) -> Router {
+/// The webhook's routes: `/validate` and `/validate/…`, POST only; counted in istiod's
+/// `galley_validation_passed`, `galley_validation_failed{reason}` and
+/// `galley_validation_http_error{status}`.
+pub fn router(limits: WebhookLimits, metrics: Metrics) -> Router {
     let timeout = limits.request_timeout;
+    let errors = metrics.validation_http_error.clone();
     Router::new()
         .route("/validate", post(validate))
         .route("/validate/", post(validate))
         .route("/validate/{*rest}", post(validate))
+        .with_state(metrics)
         .layer(DefaultBodyLimit::max(limits.max_request_bytes))
         .layer(axum::middleware::from_fn(
-            move |request: axum::extract::Request, next: axum::middleware::Next| async move {
-                match tokio::time::timeout(timeout, next.run(request)).await {
-                    Ok(response) => response,
-                    Err(_) => (
-                        StatusCode::REQUEST_TIMEOUT,
-                        format!(
-                            "the request did not arrive and get an answer within {timeout:?}\n"
-                        ),
-                    )
-                        .into_response(),
+            move |request: axum::extract::Request, next: axum::middleware::Next| {
+                let errors = errors.clone();
+                async move {
+                    let response = match tokio::time::timeout(timeout, next.run(request)).await {
+                        Ok(response) => response,
+                        Err(_) => (
+                            StatusCode::REQUEST_TIMEOUT,
+                            format!(
+                                "the request did not arrive and get an answer within {timeout:?}\n"
+                            ),
+                        )
+                            .into_response(),
+                    };
+                    if !response.status().is_success() {
+                        errors
+                            .with_label_values(&[response.status().as_str()])
+                            .inc();
+                    }
+                    response
                 }
             },
         ))
 }
 
-async fn validate(headers: HeaderMap, body: Bytes) -> Response {
+async fn validate(State(metrics): State<Metrics>, headers: HeaderMap, body: Bytes) -> Response {
     let json = headers
         .get(http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -80,16 +94,28 @@ async fn validate(headers: HeaderMap, body: Bytes) -> Response {
         return (StatusCode::BAD_REQUEST, "no body found\n").into_response();
     }
     match review::review(&body) {
-        Ok(answer) => {
-            if answer["response"]["allowed"] == false {
-                tracing::info!(
-                    message = %axon_config::log_safe::Escaped(
-                        answer["response"]["status"]["message"].as_str().unwrap_or_default()
-                    ),
-                    "webhook: refused"
-                );
+        Ok(reviewed) => {
+            let [group, version, resource] = &reviewed.resource;
+            let labels = [group.as_str(), version.as_str(), resource.as_str()];
+            match reviewed.verdict {
+                review::Verdict::Allowed => {
+                    metrics.validation_passed.with_label_values(&labels).inc()
+                }
+                review::Verdict::Skipped => {}
+                review::Verdict::Refused(reason) => {
+                    let [g, v, r] = labels;
+                    metrics
+                        .validation_failed
+                        .with_label_values(&[g, v, r, reason])
+                        .inc();
+                    let message = &reviewed.answer["response"]["status"]["message"];
+                    tracing::info!(
+                        message = %axon_config::log_safe::Escaped(message.as_str().unwrap_or_default()),
+                        "webhook: refused"
+                    );
+                }
             }
-            axum::Json(answer).into_response()
+            axum::Json(reviewed.answer).into_response()
         }
         Err(e) => (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response(),
     }
@@ -97,8 +123,13 @@ async fn validate(headers: HeaderMap, body: Bytes) -> Response {
 
 /// Accepts HTTPS connections on `listener` and serves the webhook on each, until the task is
 /// dropped.
-pub async fn serve(listener: TcpListener, tls: Arc<TlsReloader>, limits: WebhookLimits) {
-    let router = router(limits);
+pub async fn serve(
+    listener: TcpListener,
+    tls: Arc<TlsReloader>,
+    limits: WebhookLimits,
+    metrics: Metrics,
+) {
+    let router = router(limits, metrics);
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let mut refusing = false;
     loop {

@@ -41,10 +41,41 @@ struct Review {
     request: Option<Request>,
 }
 
+/// What the webhook decided, for its metrics (istiod's `galley_validation_*`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    Allowed,
+    /// Not validated (an operation other than CREATE and UPDATE): allowed.
+    Skipped,
+    /// Refused, and why: `invalid_config` or `yaml_decode_error` (istiod's reasons).
+    Refused(&'static str),
+}
+
+/// An answered review: the AdmissionReview to send back, the resource it was about
+/// (group, version, resource) and the verdict.
+#[derive(Debug, Clone)]
+pub struct Reviewed {
+    pub answer: Value,
+    pub resource: [String; 3],
+    pub verdict: Verdict,
+}
+
+#[derive(Deserialize, Default)]
+struct GroupVersionResource {
+    #[serde(default)]
+    group: String,
+    #[serde(default)]
+    version: String,
+    #[serde(default)]
+    resource: String,
+}
+
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Request {
     uid: String,
+    #[serde(default)]
+    resource: GroupVersionResource,
     #[serde(default)]
     namespace: String,
     #[serde(default)]
@@ -55,8 +86,8 @@ struct Request {
     object: Option<Value>,
 }
 
-/// The AdmissionReview answering `body`.
-pub fn review(body: &[u8]) -> Result<Value, ReviewError> {
+/// The AdmissionReview answering `body`, and what was decided.
+pub fn review(body: &[u8]) -> Result<Reviewed, ReviewError> {
     let review: Review =
         serde_json::from_slice(body).map_err(|e| ReviewError::Decode(e.to_string()))?;
     if !matches!(
@@ -69,36 +100,43 @@ pub fn review(body: &[u8]) -> Result<Value, ReviewError> {
         return Err(ReviewError::Kind(review.kind));
     }
     let request = review.request.ok_or(ReviewError::NoRequest)?;
-    let mut response = decide(&request);
+    let (mut response, verdict) = decide(&request);
     response["uid"] = Value::String(request.uid);
-    Ok(json!({
-        "apiVersion": review.api_version,
-        "kind": "AdmissionReview",
-        "response": response,
-    }))
-}
-
-fn allowed(warnings: Vec<String>) -> Value {
-    if warnings.is_empty() {
-        json!({"allowed": true})
-    } else {
-        json!({"allowed": true, "warnings": warnings})
-    }
-}
-
-fn denied(message: String) -> Value {
-    json!({
-        "allowed": false,
-        "status": {"status": "Failure", "code": 400, "reason": "BadRequest", "message": message},
+    let r = request.resource;
+    Ok(Reviewed {
+        answer: json!({
+            "apiVersion": review.api_version,
+            "kind": "AdmissionReview",
+            "response": response,
+        }),
+        resource: [r.group, r.version, r.resource],
+        verdict,
     })
 }
 
-fn decide(request: &Request) -> Value {
+fn allowed(warnings: Vec<String>) -> (Value, Verdict) {
+    let answer = if warnings.is_empty() {
+        json!({"allowed": true})
+    } else {
+        json!({"allowed": true, "warnings": warnings})
+    };
+    (answer, Verdict::Allowed)
+}
+
+fn denied(message: String, reason: &'static str) -> (Value, Verdict) {
+    let answer = json!({
+        "allowed": false,
+        "status": {"status": "Failure", "code": 400, "reason": "BadRequest", "message": message},
+    });
+    (answer, Verdict::Refused(reason))
+}
+
+fn decide(request: &Request) -> (Value, Verdict) {
     if !matches!(request.operation.as_str(), "CREATE" | "UPDATE") {
-        return allowed(Vec::new());
+        return (json!({"allowed": true}), Verdict::Skipped);
     }
     let Some(object) = &request.object else {
-        return denied("the request has no object".to_string());
+        return denied("the request has no object".to_string(), "yaml_decode_error");
     };
     let kind = object["kind"].as_str().unwrap_or("object");
     let name = object["metadata"]["name"]
@@ -116,10 +154,17 @@ fn decide(request: &Request) -> Value {
         request.namespace.as_str()
     };
     let Some(doc) = parse_documents(&text, default_namespace).into_iter().next() else {
-        return denied(format!("{what}: an empty object"));
+        return denied(format!("{what}: an empty object"), "yaml_decode_error");
     };
     match doc.outcome {
-        DocOutcome::Invalid(error) => denied(format!("{what}: {error}")),
+        DocOutcome::Invalid(error) => {
+            let reason = match error {
+                axon_config::parse::DocError::Yaml(_)
+                | axon_config::parse::DocError::NotAnObject => "yaml_decode_error",
+                _ => "invalid_config",
+            };
+            denied(format!("{what}: {error}"), reason)
+        }
         DocOutcome::Config(_) => {
             allowed(doc.notes.iter().map(|n| format!("{what}: {n}")).collect())
         }
@@ -169,7 +214,7 @@ mod tests {
             "CREATE",
             virtual_service(json!([{"route": [{"destination": {"host": "reviews"}}]}])),
         );
-        let answer = review(&body).unwrap();
+        let answer = review(&body).unwrap().answer;
         assert_eq!(answer["apiVersion"], "admission.k8s.io/v1");
         assert_eq!(answer["kind"], "AdmissionReview");
         assert_eq!(
@@ -185,7 +230,7 @@ mod tests {
             "UPDATE",
             virtual_service(json!([{"route": [{"destinaton": {"host": "reviews"}}]}])),
         );
-        let answer = review(&body).unwrap();
+        let answer = review(&body).unwrap().answer;
         let response = &answer["response"];
         assert_eq!(response["allowed"], false);
         assert_eq!(response["status"]["code"], 400);
@@ -207,7 +252,7 @@ mod tests {
                 "mirror": {"host": "reviews-shadow"},
             }])),
         );
-        let answer = review(&body).unwrap();
+        let answer = review(&body).unwrap().answer;
         let response = &answer["response"];
         assert_eq!(response["allowed"], true);
         let warnings = response["warnings"].as_array();
@@ -222,6 +267,8 @@ mod tests {
     #[test]
     fn delete_and_unknown_kinds_are_allowed_and_garbage_is_an_error() {
         let gone = review(&request("DELETE", Value::Null)).unwrap();
+        assert_eq!(gone.verdict, Verdict::Skipped);
+        let gone = gone.answer;
         assert_eq!(gone["response"]["allowed"], true);
         let telemetry = json!({
             "apiVersion": "telemetry.istio.io/v1",
@@ -229,7 +276,7 @@ mod tests {
             "metadata": {"name": "t", "namespace": "shop"},
             "spec": {},
         });
-        let answer = review(&request("CREATE", telemetry)).unwrap();
+        let answer = review(&request("CREATE", telemetry)).unwrap().answer;
         assert_eq!(answer["response"]["allowed"], true);
         assert!(
             answer["response"]["warnings"][0]
@@ -242,9 +289,9 @@ mod tests {
             review(br#"{"apiVersion":"v1","kind":"AdmissionReview"}"#),
             Err(ReviewError::ApiVersion(_))
         ));
-        assert_eq!(
+        assert!(matches!(
             review(br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#),
             Err(ReviewError::NoRequest)
-        );
+        ));
     }
 }

@@ -193,4 +193,24 @@ fn the_webhook_refuses_an_invalid_virtual_service_with_its_path_and_allows_a_val
     // The other webhooks still answer.
     let (status, _) = post(addr, &root, "/validate/", "application/json", &valid);
     assert_eq!(status, 200);
+
+    // Counted as istiod counts them.
+    let metrics = axon.metrics();
+    let has = |prefix: &str| metrics.lines().any(|l| l.starts_with(prefix));
+    assert!(
+        has(
+            "galley_validation_passed{group=\"networking.istio.io\",resource=\"virtualservices\",version=\"v1\"} 2"
+        ),
+        "{metrics}"
+    );
+    assert!(
+        has(
+            "galley_validation_failed{group=\"networking.istio.io\",reason=\"invalid_config\",resource=\"virtualservices\",version=\"v1\"} 2"
+        ),
+        "{metrics}"
+    );
+    assert!(
+        has("galley_validation_http_error{status=\"415\"} 1"),
+        "{metrics}"
+    );
 }
