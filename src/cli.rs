@@ -205,7 +205,7 @@ pub struct ServeArgs {
     #[arg(long)]
     pub replica_name: Option<String>,
     /// Once every listener is bound, write the bound addresses to this file as JSON
-    /// (`xds_addr`, `xds_tls_addr`, `monitoring_addr`, `debug_addr`, `replica`): for scripts
+    /// (`xds_addr`, `xds_tls_addr`, `webhook_addr`, `monitoring_addr`, `debug_addr`, `replica`): for scripts
     /// and tests that pass port 0.
     #[arg(long)]
     pub listening_file: Option<PathBuf>,

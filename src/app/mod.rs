@@ -498,8 +498,8 @@ async fn wire(
 }
 
 impl Handles {
-    /// The bound addresses as JSON: `xds_addr`, `xds_tls_addr` (`null` when off),
-    /// `monitoring_addr`, `debug_addr`, `replica`.
+    /// The bound addresses as JSON: `xds_addr`, `xds_tls_addr`, `webhook_addr` (`null` when
+    /// off), `monitoring_addr`, `debug_addr`, `replica`.
     pub fn listening(&self) -> serde_json::Value {
         serde_json::json!({
             "xds_addr": self.xds_addr.map(|a| a.to_string()),
