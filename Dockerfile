@@ -16,7 +16,7 @@ COPY config/actor-limits.toml /etc/axon/actor-limits.toml
 COPY config/demo /etc/axon/config
 USER nonroot:nonroot
 # 15010: ADS (plaintext gRPC), 15014: /metrics, /healthz, /ready
-EXPOSE 15010 15012 15014
+EXPOSE 15010 15012 15014 15017
 ENTRYPOINT ["/usr/local/bin/axon"]
 # The demo mesh by default; config/kubernetes/30-deployment.yaml passes its own args
 # (`serve --kubernetes --limits /etc/axon/actor-limits.toml`).

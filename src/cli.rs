@@ -2,8 +2,10 @@
 //! [`app::Settings`] and hands them to [`app::run`] (the wiring); `axon validate` checks a
 //! config directory exactly as `serve` would load it.
 
+mod impact;
 mod validate;
 
+pub use impact::impact;
 pub use validate::validate;
 
 use std::io::IsTerminal;
@@ -54,6 +56,26 @@ pub enum Command {
         /// Also fail (exit 1) on fields that axon accepts and does not apply.
         #[arg(long)]
         strict: bool,
+    },
+    /// A change's blast radius before it merges: per changed config between OLD and NEW, the
+    /// proxies a push would reach and the types each would be sent, as the server decides
+    /// it. Exit 0 if nothing would be sent, 1 if something would, 2 on an error.
+    Impact {
+        /// The config directory (or file) as it is.
+        old: PathBuf,
+        /// The config directory (or file) as the change makes it.
+        new: PathBuf,
+        /// The proxies: a running axon's debug address (`http://127.0.0.1:9876`: its
+        /// connected proxies' nodes, `/debug/nodes`) or a file of Envoy `Node` objects, one
+        /// JSON object a line.
+        #[arg(long)]
+        proxies: String,
+        /// The debug token (`--debug-token-file` of the axon asked).
+        #[arg(long)]
+        token_file: Option<PathBuf>,
+        /// One JSON document (for a CI comment) instead of text.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -111,6 +133,23 @@ pub struct ServeArgs {
     /// istio-pilot.NS.svc, NS being POD_NAMESPACE, else istio-system.
     #[arg(long, value_delimiter = ',')]
     pub xds_dns_names: Vec<String>,
+    /// Address of the validating admission webhook (HTTPS, POST /validate; istiod's is
+    /// 0.0.0.0:15017): AdmissionReviews of Istio objects checked as `axon validate` checks
+    /// them. Its certificate: --webhook-cert and --webhook-key, else issued by axon's CA
+    /// (--ca-dir) for the --xds-dns-names names. Off by default.
+    #[arg(long)]
+    pub webhook_addr: Option<SocketAddr>,
+    /// The webhook's serving certificate (PEM, the chain); re-read when it changes.
+    #[arg(long, requires = "webhook_key")]
+    pub webhook_cert: Option<PathBuf>,
+    /// The private key of --webhook-cert (PEM).
+    #[arg(long, requires = "webhook_cert")]
+    pub webhook_key: Option<PathBuf>,
+    /// With --kubernetes: the ValidatingWebhookConfiguration whose webhooks' caBundle axon
+    /// keeps set to its CA's root (and whose failurePolicy it turns from Ignore to Fail once
+    /// it serves), as istiod's webhook controller does. Needs --webhook-addr and --ca-dir.
+    #[arg(long, requires = "webhook_addr")]
+    pub webhook_config_name: Option<String>,
     /// Check bearer tokens on --xds-tls-addr: `kubernetes` reviews a stream's
     /// `authorization: Bearer TOKEN` with the API server's TokenReview, so that a proxy
     /// without a client certificate proves its service account as pilot-agent does.
@@ -166,7 +205,7 @@ pub struct ServeArgs {
     #[arg(long)]
     pub replica_name: Option<String>,
     /// Once every listener is bound, write the bound addresses to this file as JSON
-    /// (`xds_addr`, `xds_tls_addr`, `monitoring_addr`, `debug_addr`, `replica`): for scripts
+    /// (`xds_addr`, `xds_tls_addr`, `webhook_addr`, `monitoring_addr`, `debug_addr`, `replica`): for scripts
     /// and tests that pass port 0.
     #[arg(long)]
     pub listening_file: Option<PathBuf>,
@@ -179,6 +218,21 @@ pub fn main() -> std::process::ExitCode {
     init_tracing(cli.log_format, cli.log_level.as_deref());
     let result = match cli.command {
         Command::Serve(args) => serve(args).map(|()| std::process::ExitCode::SUCCESS),
+        Command::Impact {
+            old,
+            new,
+            proxies,
+            token_file,
+            json,
+        } => impact(
+            &old,
+            &new,
+            &proxies,
+            token_file.as_deref(),
+            json,
+            &mut std::io::stdout(),
+        )
+        .map(|changes| std::process::ExitCode::from(u8::from(changes))),
         Command::Validate { path, strict } => {
             validate(&path, strict, &mut std::io::stdout()).map(|ok| {
                 if ok {
@@ -276,11 +330,37 @@ pub fn settings(args: ServeArgs) -> anyhow::Result<Settings> {
             let settings = TlsSettings {
                 serving,
                 client_ca: args.client_ca,
+                http1: false,
             };
             Some((addr, settings))
         }
         None => None,
     };
+    let webhook = match args.webhook_addr {
+        Some(addr) => {
+            let serving = match (args.webhook_cert, args.webhook_key, &args.ca_dir) {
+                (Some(cert), Some(key), _) => ServingCert::Files { cert, key },
+                (None, None, Some(_)) => ServingCert::Ca {
+                    dns_names: dns_names(&args.xds_dns_names),
+                    ttl: limits.workload_cert_ttl,
+                },
+                _ => anyhow::bail!(
+                    "--webhook-addr {addr}: needs --webhook-cert and --webhook-key, or --ca-dir for axon's CA to issue its certificate"
+                ),
+            };
+            let settings = TlsSettings {
+                serving,
+                client_ca: None,
+                http1: true,
+            };
+            Some((addr, settings))
+        }
+        None => None,
+    };
+    anyhow::ensure!(
+        args.webhook_config_name.is_none() || (args.kubernetes && args.ca_dir.is_some()),
+        "--webhook-config-name: the caBundle axon writes is its CA's root; give --kubernetes and --ca-dir too"
+    );
     Ok(Settings {
         config_dir: args.config_dir,
         kubernetes: args.kubernetes,
@@ -288,6 +368,8 @@ pub fn settings(args: ServeArgs) -> anyhow::Result<Settings> {
         namespace_selector: args.namespace_selector,
         xds_addr: args.xds_addr.0,
         xds_tls,
+        webhook,
+        webhook_config_name: args.webhook_config_name,
         ca_dir: args.ca_dir,
         token_auth: args.token_auth,
         token_audience: args.token_audience,

@@ -55,6 +55,20 @@ pub struct Limits {
     /// A proxy that does not read a response within this long is disconnected.
     #[serde(deserialize_with = "duration")]
     pub write_timeout: Duration,
+    /// How long an xDS debug request (istioctl's `istio.io/debug/syncz`, `config_dump`) may
+    /// take to gather its answer from the other streams (answered with what arrived in
+    /// time); a stream has one in flight at most.
+    #[serde(deserialize_with = "duration")]
+    pub debug_query_timeout: Duration,
+    /// The validating webhook (`--webhook-addr`): the largest AdmissionReview read, bytes
+    /// (413 past it).
+    pub max_webhook_request_bytes: usize,
+    /// The webhook: a request's headers, and the whole request and its answer, within this
+    /// long (408 past it).
+    #[serde(deserialize_with = "duration")]
+    pub webhook_request_timeout: Duration,
+    /// The webhook: connections served at once; more are closed on accept.
+    pub max_webhook_connections: usize,
     /// New ADS streams admitted per second (token bucket; bursts of the same size).
     pub max_requests_per_second: u32,
     /// How long a new stream waits for admission before RESOURCE_EXHAUSTED.
@@ -217,6 +231,10 @@ impl Default for Limits {
             stream_queue_capacity: 16,
             max_streams: 10_000,
             write_timeout: Duration::from_secs(5),
+            debug_query_timeout: Duration::from_secs(5),
+            max_webhook_request_bytes: 4 << 20,
+            webhook_request_timeout: Duration::from_secs(10),
+            max_webhook_connections: 64,
             max_requests_per_second: 1000,
             max_stream_wait: Duration::from_secs(5),
             keepalive_interval: Duration::from_secs(30),
@@ -367,6 +385,8 @@ impl Limits {
         }
         for (key, value) in [
             ("write_timeout", self.write_timeout),
+            ("debug_query_timeout", self.debug_query_timeout),
+            ("webhook_request_timeout", self.webhook_request_timeout),
             ("keepalive_interval", self.keepalive_interval),
             ("keepalive_timeout", self.keepalive_timeout),
             ("close_grace", self.close_grace),

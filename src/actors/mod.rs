@@ -25,7 +25,7 @@
 //! | SnapshotBuilder | [`snapshot_builder`] | `Flush`, `GetReady`, `GetPushStatus` | `Push` |
 //! | PushQueue | [`push_queue`] | `Push`, `Connect`, `PushesDone`, `Disconnect` | `Push` |
 //! | ConnectionActor, one per stream | [`connection`] | the stream's requests, `Push`, `GetStatus`, `Dump` | responses; `Connect`, `Disconnect`; `Register`, `Unregister`; through its thread's outbox `PushesDone`, `Reports` |
-//! | ConnectionDirectory | [`directory`] | `Register`, `Unregister`, `CollectStatus`, `DumpFor` | `GetStatus`, `Dump` |
+//! | ConnectionDirectory | [`directory`] | `Register`, `Unregister`, `CollectStatus`, `DumpFor`, `DumpResourcesFor` | `GetStatus`, `Dump`, `DumpResources` |
 //! | DistributionTracker | [`distribution`] | `Reports`, `GetDistribution` | |
 //! | Fleet | [`fleet`] | `SetPeers`, `GetReplica`, `GetPeers`, `StopBalancing` | (polls the peers; closes the oldest connections to rebalance) |
 //!

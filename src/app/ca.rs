@@ -2,7 +2,8 @@
 //! restored from istiod's Secrets into the directory before the CA opens it, a self-signed
 //! root kept in `istio-ca-secret` once made (`registry::kubernetes::ca_secret`), and the root
 //! published into every namespace's `istio-ca-root-cert`
-//! (`registry::kubernetes::root_cert`).
+//! (`registry::kubernetes::root_cert`) and, with `--webhook-config-name`, into the validating
+//! webhook's caBundle (`registry::kubernetes::webhook_config`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -12,7 +13,7 @@ use anyhow::Context as _;
 
 use super::Settings;
 use crate::registry::cluster::namespaces::NamespaceSelector;
-use crate::registry::kubernetes::{ca_secret, root_cert};
+use crate::registry::kubernetes::{ca_secret, root_cert, webhook_config};
 
 /// A directory the CA is to make a self-signed root in, to be kept in `istio-ca-secret`.
 pub(crate) struct Keep {
@@ -57,6 +58,7 @@ pub(crate) fn publish_root(
     client: kube::Client,
     selector: Option<NamespaceSelector>,
     ca: Arc<axon_ca::CaStore>,
+    webhook_config: Option<String>,
 ) {
     let (tx, rx) = tokio::sync::watch::channel(ca.current().root_pem().to_string());
     tokio::spawn(async move {
@@ -73,5 +75,12 @@ pub(crate) fn publish_root(
             });
         }
     });
+    if let Some(name) = webhook_config {
+        tokio::spawn(webhook_config::keep_current(
+            client.clone(),
+            name,
+            rx.clone(),
+        ));
+    }
     tokio::spawn(root_cert::publish(client, selector, rx));
 }

@@ -15,6 +15,8 @@ use axon_transport::tls::TlsReloader;
 pub struct Listeners {
     pub xds: Option<tokio::net::TcpListener>,
     pub xds_tls: Option<(tokio::net::TcpListener, Arc<TlsReloader>)>,
+    /// The validating webhook (`--webhook-addr`) and its certificate.
+    pub webhook: Option<(tokio::net::TcpListener, Arc<TlsReloader>)>,
     pub monitoring: tokio::net::TcpListener,
     pub debug: tokio::net::TcpListener,
     pub debug_token: Option<Arc<str>>,
@@ -55,6 +57,16 @@ impl Listeners {
             }
             None => None,
         };
+        let webhook = match &settings.webhook {
+            Some((addr, tls)) => {
+                let tls = TlsReloader::load(tls.clone(), ca.clone()).context("--webhook-addr")?;
+                let listener = tokio::net::TcpListener::bind(addr)
+                    .await
+                    .with_context(|| format!("--webhook-addr {addr}"))?;
+                Some((listener, Arc::new(tls)))
+            }
+            None => None,
+        };
         let monitoring = tokio::net::TcpListener::bind(settings.monitoring_addr)
             .await
             .with_context(|| format!("--monitoring-addr {}", settings.monitoring_addr))?;
@@ -78,6 +90,7 @@ impl Listeners {
         Ok(Listeners {
             xds,
             xds_tls,
+            webhook,
             monitoring,
             debug,
             debug_token,

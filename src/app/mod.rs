@@ -23,7 +23,7 @@ use std::time::Duration;
 use actix::prelude::*;
 use anyhow::Context as _;
 
-use crate::actors::connection::{ConnectionStarter, Peers};
+use crate::actors::connection::{ConnectionStarter, DebugAnswers, Peers};
 use crate::actors::debouncer::{DebounceState, Debouncer};
 use crate::actors::directory::ConnectionDirectory;
 use crate::actors::distribution::DistributionTracker;
@@ -34,6 +34,7 @@ use crate::http::debug::{self, Debug};
 use crate::http::fleet::PeerSide;
 use crate::http::monitoring::{self, Monitoring};
 use crate::http::peer_client::HttpPeers;
+use crate::http::webhook::{self, WebhookLimits};
 use crate::limits::Limits;
 use crate::registry::cluster::namespaces::NamespaceSelector;
 use crate::registry::files::watch::WatchRules;
@@ -66,6 +67,10 @@ pub struct Settings {
     pub xds_addr: Option<SocketAddr>,
     /// The TLS xDS address and where its certificates come from.
     pub xds_tls: Option<(SocketAddr, TlsSettings)>,
+    /// The webhook's address and where its certificate comes from (`--webhook-addr`).
+    pub webhook: Option<(SocketAddr, TlsSettings)>,
+    /// The ValidatingWebhookConfiguration whose caBundle axon keeps current.
+    pub webhook_config_name: Option<String>,
     /// The CA's directory (`--ca-dir`): the CA runs on the TLS port.
     pub ca_dir: Option<PathBuf>,
     pub token_auth: Option<TokenAuthMode>,
@@ -88,6 +93,8 @@ pub struct Settings {
 pub struct Handles {
     pub xds_addr: Option<SocketAddr>,
     pub xds_tls_addr: Option<SocketAddr>,
+    /// The validating webhook's address (`--webhook-addr`).
+    pub webhook_addr: Option<SocketAddr>,
     pub monitoring_addr: SocketAddr,
     pub debug_addr: SocketAddr,
     /// This replica's name.
@@ -256,16 +263,26 @@ async fn wire(
         .as_ref()
         .map(|(l, _)| l.local_addr())
         .transpose()?;
+    let webhook_addr = listeners
+        .webhook
+        .as_ref()
+        .map(|(l, _)| l.local_addr())
+        .transpose()?;
     let monitoring_addr = listeners.monitoring.local_addr()?;
     let debug_addr = listeners.debug.local_addr()?;
     let debug_token = listeners.debug_token.clone();
 
+    let replica = fleet::replica_name(settings.replica_name.as_deref());
     let starter = ConnectionStarter::new(
         Peers {
             push_queue: push_queue.clone(),
             directory: directory.clone(),
             distribution: distribution.clone(),
             metrics: metrics.clone(),
+            debug: DebugAnswers {
+                replica: replica.as_str().into(),
+                timeout: limits.debug_query_timeout,
+            },
         },
         limits.write_timeout,
         arbiters.iter().map(Arbiter::handle).collect(),
@@ -303,7 +320,6 @@ async fn wire(
             &metrics,
         ));
     }
-    let replica = fleet::replica_name(settings.replica_name.as_deref());
     let peer_source = match (&settings.peer_service, &kube_client) {
         (Some(service), Some(client)) => fleet::PeerSource::Service {
             client: client.clone(),
@@ -391,6 +407,7 @@ async fn wire(
             client.clone(),
             settings.namespace_selector.clone(),
             ca.clone(),
+            settings.webhook_config_name.clone(),
         );
     }
     let mut kubernetes = Vec::new();
@@ -409,6 +426,14 @@ async fn wire(
         let istio = IstioRegistry::new(client, kube_settings, outbox(ISTIO_SOURCE), cap).start();
         kubernetes.push(services.recipient());
         kubernetes.push(istio.recipient());
+    }
+    if let Some((listener, tls)) = listeners.webhook {
+        let limits = WebhookLimits {
+            max_request_bytes: limits.max_webhook_request_bytes,
+            request_timeout: limits.webhook_request_timeout,
+            max_connections: limits.max_webhook_connections,
+        };
+        tokio::spawn(webhook::serve(listener, tls, limits, metrics.clone()));
     }
     let debug_server = tokio::spawn(
         axum::serve(
@@ -433,6 +458,7 @@ async fn wire(
     tracing::info!(
         xds_addr = %xds_addr.map_or("off".to_string(), |a| a.to_string()),
         xds_tls_addr = %xds_tls_addr.map_or("off".to_string(), |a| a.to_string()),
+        webhook_addr = %webhook_addr.map_or("off".to_string(), |a| a.to_string()),
         %monitoring_addr,
         %debug_addr,
         config_dir = ?settings.config_dir,
@@ -444,6 +470,7 @@ async fn wire(
     let handles = Handles {
         xds_addr,
         xds_tls_addr,
+        webhook_addr,
         monitoring_addr,
         debug_addr,
         replica,
@@ -471,12 +498,13 @@ async fn wire(
 }
 
 impl Handles {
-    /// The bound addresses as JSON: `xds_addr`, `xds_tls_addr` (`null` when off),
-    /// `monitoring_addr`, `debug_addr`, `replica`.
+    /// The bound addresses as JSON: `xds_addr`, `xds_tls_addr`, `webhook_addr` (`null` when
+    /// off), `monitoring_addr`, `debug_addr`, `replica`.
     pub fn listening(&self) -> serde_json::Value {
         serde_json::json!({
             "xds_addr": self.xds_addr.map(|a| a.to_string()),
             "xds_tls_addr": self.xds_tls_addr.map(|a| a.to_string()),
+            "webhook_addr": self.webhook_addr.map(|a| a.to_string()),
             "monitoring_addr": self.monitoring_addr.to_string(),
             "debug_addr": self.debug_addr.to_string(),
             "replica": self.replica,

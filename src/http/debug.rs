@@ -1,7 +1,9 @@
 //! The debug HTTP server (istiod's debug endpoints, JSON), on `--debug-addr` (localhost by
-//! default): `/debug/syncz`, `/debug/config_dump?proxyID=…&types=…`,
+//! default): `/debug/syncz`, `/debug/config_dump?proxyID=…[&types=…|&resource=…][&include_eds]`
+//! (Envoy's admin `ConfigDump` in proto3 JSON),
 //! `/debug/authorizationz?proxyID=…`, `/debug/configz`, `/debug/push_status`, `/debug/connections`, `/debug/adsz[?push=true]`,
-//! `/debug/distribution[?key=Kind/namespace/name]`, `/debug/fleet`, `/version`.
+//! `/debug/distribution[?key=Kind/namespace/name]`, `/debug/fleet`, `/debug/nodes` (each
+//! connected proxy's Envoy `Node`, JSON lines, for `axon impact`), `/version`.
 //!
 //! Every answer comes from the actor that owns the state, by message. `/debug/syncz`,
 //! `/debug/connections` and `/debug/distribution` answer for the whole fleet with
@@ -28,7 +30,7 @@ use crate::actors::messages::GetConfigz;
 use crate::actors::snapshot_builder::{
     GetPushStatus, GetRequestAuthnSelection, GetVirtualServiceProblems, SnapshotBuilder,
 };
-use axon_xds::ResourceType;
+use axon_xds::debug::dump::DumpFilter;
 
 use super::fleet;
 
@@ -73,6 +75,7 @@ pub fn router(state: Debug) -> Router {
     Router::new()
         .route("/debug/syncz", get(syncz))
         .route("/debug/config_dump", get(config_dump))
+        .route("/debug/nodes", get(nodes))
         .route("/debug/configz", get(configz))
         .route("/debug/authorizationz", get(authorizationz))
         .route("/debug/push_status", get(push_status))
@@ -143,7 +146,11 @@ async fn guard(
 }
 
 async fn syncz(State(s): State<Debug>, Query(q): Query<HashMap<String, String>>) -> Answer {
-    let all = s.directory.send(CollectStatus).await.map_err(unavailable)?;
+    let all = s
+        .directory
+        .send(CollectStatus::default())
+        .await
+        .map_err(unavailable)?;
     if !fleet_wide(&q) {
         return Ok(Json(json!(all)));
     }
@@ -158,43 +165,69 @@ async fn syncz(State(s): State<Debug>, Query(q): Query<HashMap<String, String>>)
     Ok(Json(fleet::merge_syncz(&s.replica, json!(all), gathered)))
 }
 
-/// `types` takes istiod's short names or type URLs, comma-separated.
+/// What axon would send a connected proxy now (`?proxyID=`), as Envoy's admin
+/// `ConfigDump` in proto3 JSON, the dynamic sections as Envoy's own `/config_dump` has them
+/// (secrets' keys redacted), so that `istioctl proxy-config ... -f`, jq and diff read it:
+/// `?include_eds` adds the endpoints; `?types=cds,lds` (istiod's short names or type URLs)
+/// answers those types' resources as the configs; `?resource=dynamic_active_clusters` (Envoy's)
+/// the items of that field.
 async fn config_dump(State(s): State<Debug>, Query(q): Query<HashMap<String, String>>) -> Answer {
     let proxy = q.get("proxyID").ok_or((
         StatusCode::BAD_REQUEST,
         "proxyID is required (a connected proxy's node id)\n".to_string(),
     ))?;
-    let mut types = Vec::new();
-    for t in q
-        .get("types")
-        .into_iter()
-        .flat_map(|t| t.split(','))
-        .filter(|t| !t.is_empty())
-    {
-        let parsed = ResourceType::PUSH_ORDER
-            .into_iter()
-            .find(|x| x.short() == t || x.url() == t)
-            .ok_or((
-                StatusCode::BAD_REQUEST,
-                format!("unknown type {t:?}: use cds, eds, lds, rds\n"),
-            ))?;
-        types.push(parsed);
+    let types = DumpFilter::parse_types(q.get("types").map_or("", String::as_str))
+        .map_err(|e| (StatusCode::BAD_REQUEST, format!("types: {e}\n")))?;
+    let resource = q.get("resource").filter(|r| !r.is_empty()).cloned();
+    if resource.is_some() && !types.is_empty() {
+        return Err((
+            StatusCode::BAD_REQUEST,
+            "types and resource do not go together: types answers resources, resource a section's field\n".to_string(),
+        ));
     }
+    let filter = DumpFilter {
+        types,
+        include_eds: q.contains_key("include_eds"),
+        resource,
+    };
     let dump = s
         .directory
         .send(DumpFor {
             proxy: proxy.clone(),
+            namespace: None,
             dump: Dump {
-                types,
+                filter,
                 authorization: false,
             },
         })
         .await
+        .map_err(unavailable)?
+        .ok_or((
+            StatusCode::NOT_FOUND,
+            format!("proxy {proxy:?} is not connected\n"),
+        ))?;
+    dump.map(Json)
+        .map_err(|e| (StatusCode::BAD_REQUEST, format!("{e}\n")))
+}
+
+/// Every connected proxy's Envoy `Node` (what axon reads of it), one proto3 JSON object a
+/// line, for `axon impact --proxies http://…`; debug clients (streams that subscribe to
+/// nothing) are left out.
+async fn nodes(State(s): State<Debug>) -> Result<String, (StatusCode, String)> {
+    let all = s
+        .directory
+        .send(CollectStatus::default())
+        .await
         .map_err(unavailable)?;
-    dump.map(Json).ok_or((
-        StatusCode::NOT_FOUND,
-        format!("proxy {proxy:?} is not connected\n"),
-    ))
+    let mut lines = String::new();
+    for status in all.iter().filter(|s| !s.types.is_empty()) {
+        let Some(node) = &status.node else { continue };
+        let json = axon_xds::debug::json::to_json(&axon_xds::node::to_node(node))
+            .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")))?;
+        lines.push_str(&json.to_string());
+        lines.push('\n');
+    }
+    Ok(lines)
 }
 
 /// The AuthorizationPolicies that apply to a connected proxy (`?proxyID=`), in the order
@@ -211,17 +244,21 @@ async fn authorizationz(
         .directory
         .send(DumpFor {
             proxy: proxy.clone(),
+            namespace: None,
             dump: Dump {
-                types: Vec::new(),
                 authorization: true,
+                ..Default::default()
             },
         })
         .await
         .map_err(unavailable)?;
-    answer.map(Json).ok_or((
+    let answer = answer.ok_or((
         StatusCode::NOT_FOUND,
         format!("proxy {proxy:?} is not connected\n"),
-    ))
+    ))?;
+    answer
+        .map(Json)
+        .map_err(|e| (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")))
 }
 
 /// The config directory's configs and errors; with `--kubernetes`, each Kubernetes
@@ -278,7 +315,11 @@ async fn push_status(State(s): State<Debug>) -> Answer {
 /// Every connection, naming the replica that holds it; with `?fleet=true`, every
 /// replica's (and the peers that did not answer, under `unreachable`).
 async fn connections(State(s): State<Debug>, Query(q): Query<HashMap<String, String>>) -> Answer {
-    let all = s.directory.send(CollectStatus).await.map_err(unavailable)?;
+    let all = s
+        .directory
+        .send(CollectStatus::default())
+        .await
+        .map_err(unavailable)?;
     let brief = |c: &Value, replica: &str| {
         json!({
             "proxy": c["proxy"],

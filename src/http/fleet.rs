@@ -76,7 +76,11 @@ pub async fn replica(State(s): State<PeerSide>) -> Answer {
 pub async fn syncz(State(s): State<PeerSide>, headers: HeaderMap) -> Answer {
     s.allowed(&headers)?;
     let me = s.fleet.send(GetReplica).await.map_err(unavailable)?;
-    let all = s.directory.send(CollectStatus).await.map_err(unavailable)?;
+    let all = s
+        .directory
+        .send(CollectStatus::default())
+        .await
+        .map_err(unavailable)?;
     Ok(Json(json!({"replica": me.replica, "proxies": all})))
 }
 

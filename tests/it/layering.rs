@@ -36,7 +36,7 @@ const NOT_PURE: &[&str] = &[
 ];
 
 /// Envoy's protos: `axon-xds` alone knows them.
-const ENVOY: &[&str] = &["envoy-types", "prost"];
+const ENVOY: &[&str] = &["envoy-types", "prost", "prost-reflect"];
 
 /// TLS and certificates: decoded in `axon-config`, served by the transport.
 const TLS: &[&str] = &["rustls", "ring", "x509-parser"];

@@ -129,6 +129,14 @@ pub struct Metrics {
     /// `pilot_jwks_resolver_network_fetch_fail_total`: JWKS fetches that failed (network,
     /// status, size, time, not a JWKS).
     pub jwks_fetch_fail: prometheus::IntCounter,
+    /// `galley_validation_passed{group,version,resource}`: objects the validating webhook
+    /// allowed (istiod's name).
+    pub validation_passed: IntCounterVec,
+    /// `galley_validation_failed{group,version,resource,reason}`: objects it refused
+    /// (`invalid_config`, `yaml_decode_error`).
+    pub validation_failed: IntCounterVec,
+    /// `galley_validation_http_error{status}`: webhook requests answered with an HTTP error.
+    pub validation_http_error: IntCounterVec,
     /// `pilot_total_xds_internal_errors`: failures inside axon while serving xDS.
     pub internal_errors: prometheus::IntCounter,
     /// `axon_config_distribution_seconds`: a config change to the last affected proxy's ACK.
@@ -198,6 +206,13 @@ impl Metrics {
         };
         let by_label = |name: &str, help: &str, label: &str| {
             let c = IntCounterVec::new(Opts::new(name, help), &[label]).expect("valid metric");
+            registry
+                .register(Box::new(c.clone()))
+                .expect("unique metric");
+            c
+        };
+        let labelled = |name: &str, help: &str, labels: &[&str]| {
+            let c = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
             registry
                 .register(Box::new(c.clone()))
                 .expect("unique metric");
@@ -301,6 +316,21 @@ impl Metrics {
             jwks_fetch_fail: plain_counter(
                 "pilot_jwks_resolver_network_fetch_fail_total",
                 "Total number of failed network fetch by pilot jwks resolver",
+            ),
+            validation_passed: labelled(
+                "galley_validation_passed",
+                "Resource is valid.",
+                &["group", "version", "resource"],
+            ),
+            validation_failed: labelled(
+                "galley_validation_failed",
+                "Resource validation failed.",
+                &["group", "version", "resource", "reason"],
+            ),
+            validation_http_error: labelled(
+                "galley_validation_http_error",
+                "Resource validation http serve errors.",
+                &["status"],
             ),
             write_timeout: plain_counter(
                 "pilot_xds_write_timeout",

@@ -50,7 +50,8 @@ pub struct NodeInfo {
     /// Its Envoy has Istio's own filters (`istio.stats` among `node.extensions`): the Envoy
     /// of istio's proxy image, not an upstream build.
     pub istio_filters: bool,
-    /// `metadata.MESH_ID` and `metadata.CLUSTER_ID`, if set (tracing's Istio tags).
+    /// `metadata.MESH_ID` and `metadata.CLUSTER_ID`, if set (tracing's Istio tags; syncz
+    /// reports the cluster the proxy runs in).
     pub mesh_id: Option<String>,
     pub cluster_id: Option<String>,
     /// `metadata.PROXY_CONFIG.gatewayTopology.numTrustedProxies` (the pod's

@@ -41,6 +41,9 @@ pub struct TlsSettings {
     /// The CA bundle client certificates chain to, besides axon's CA root; with neither no
     /// client certificate is asked.
     pub client_ca: Option<PathBuf>,
+    /// Offer HTTP/1.1 besides HTTP/2 in ALPN (the webhook: the API server and any HTTPS
+    /// client); the xDS port offers HTTP/2 alone.
+    pub http1: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -227,7 +230,11 @@ fn build(
     let mut config = builder.with_single_cert(certs, key).map_err(|e| {
         TlsError::Config(format!("the serving key does not fit its certificate: {e}"))
     })?;
-    config.alpn_protocols = vec![b"h2".to_vec()];
+    config.alpn_protocols = if settings.http1 {
+        vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+    } else {
+        vec![b"h2".to_vec()]
+    };
     Ok((TlsAcceptor::from(Arc::new(config)), renew_at))
 }
 

@@ -8,11 +8,18 @@
 //! - [`resource`], [`wire`], [`decode`]: type URLs and encoded resources, responses framed by
 //!   hand, requests decoded.
 //! - [`node`]: Envoy `Node` → `axon_model::proxy::NodeInfo`.
+//! - [`debug`]: istioctl's debug types over xDS (syncz, config_dump), Envoy's admin
+//!   `ConfigDump` of a stream and its proto3 JSON; [`csds`]: streams' sync state as CSDS
+//!   `ClientConfig`s (syncz's answer); [`impact`]: what a push of a new context would send a
+//!   proxy, by the stream state machine itself (`axon impact`).
 //!
 //! Pure: no actix, tokio or tonic; it knows only `axon-model` and `axon-config`.
 
+pub mod csds;
+pub mod debug;
 pub mod decode;
 pub mod generate;
+pub mod impact;
 pub mod node;
 pub mod protocol;
 pub mod resource;

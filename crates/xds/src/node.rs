@@ -1,9 +1,10 @@
 //! Envoy `Node` → [`NodeInfo`]: the id, and the Istio metadata keys axon reads
 //! (`NAMESPACE`, `LABELS`, `GENERATOR`, `INTERCEPTION_MODE`, `SERVICE_ACCOUNT`, `IDLE_TIMEOUT`,
-//! `NETWORK`, `TLS_CLIENT_CERT_CHAIN`/`TLS_CLIENT_KEY`/`TLS_CLIENT_ROOT_CERT`, `ISTIO_VERSION`),
-//! and `locality`.
+//! `NETWORK`, `TLS_CLIENT_CERT_CHAIN`/`TLS_CLIENT_KEY`/`TLS_CLIENT_ROOT_CERT`, `ISTIO_VERSION`,
+//! `CLUSTER_ID`),
+//! and `locality`; and back ([`to_node`]).
 
-use envoy_types::pb::envoy::config::core::v3::Node;
+use envoy_types::pb::envoy::config::core::v3::{Locality as CoreLocality, Node};
 use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind};
 
 use axon_config::istio::Labels;
@@ -62,6 +63,105 @@ pub fn node_info(node: &Node) -> NodeInfo {
     }
 }
 
+/// The Envoy `Node` that reads as `info` ([`node_info`]'s inverse): what `/debug/nodes`
+/// shows of a connected proxy and `axon impact` reads back.
+pub fn to_node(info: &NodeInfo) -> Node {
+    let s = |v: &str| Value {
+        kind: Some(Kind::StringValue(v.to_string())),
+    };
+    let mut fields = std::collections::BTreeMap::new();
+    let mut put = |key: &str, value: Option<&String>| {
+        if let Some(v) = value {
+            fields.insert(key.to_string(), s(v));
+        }
+    };
+    put("NAMESPACE", info.namespace.as_ref());
+    put("GENERATOR", info.generator.as_ref());
+    put("INTERCEPTION_MODE", info.interception_mode.as_ref());
+    put("SERVICE_ACCOUNT", info.service_account.as_ref());
+    put("IDLE_TIMEOUT", info.idle_timeout.as_ref());
+    put("NETWORK", info.network.as_ref());
+    put("ISTIO_VERSION", info.istio_version.as_ref());
+    put("CLUSTER_ID", info.cluster_id.as_ref());
+    put("MESH_ID", info.mesh_id.as_ref());
+    if let Some(certs) = &info.client_certs {
+        put("TLS_CLIENT_CERT_CHAIN", Some(&certs.cert_chain));
+        put("TLS_CLIENT_KEY", Some(&certs.key));
+        put("TLS_CLIENT_ROOT_CERT", Some(&certs.root_cert));
+    }
+    let object = |fields: std::collections::HashMap<String, Value>| Value {
+        kind: Some(Kind::StructValue(Struct { fields })),
+    };
+    if !info.labels.is_empty() {
+        let labels = info.labels.iter().map(|(k, v)| (k.clone(), s(v))).collect();
+        fields.insert("LABELS".to_string(), object(labels));
+    }
+    let mut proxy_config = std::collections::HashMap::new();
+    if let Some(n) = info.num_trusted_proxies {
+        let number = Value {
+            kind: Some(Kind::NumberValue(f64::from(n))),
+        };
+        let topology = object([("numTrustedProxies".to_string(), number)].into());
+        proxy_config.insert("gatewayTopology".to_string(), topology);
+    }
+    if let Some(t) = &info.proxy_tracing {
+        let mut tracing = serde_json::json!({
+            "customTags": t.custom_tags,
+            "maxPathTagLength": t.max_path_tag_length,
+        });
+        if let Some(s) = t.sampling {
+            tracing["sampling"] = serde_json::json!(s);
+        }
+        if let Some(e) = t.enable_istio_tags {
+            tracing["enableIstioTags"] = serde_json::json!(e);
+        }
+        proxy_config.insert("tracing".to_string(), value(&tracing));
+    }
+    if !proxy_config.is_empty() {
+        fields.insert("PROXY_CONFIG".to_string(), object(proxy_config));
+    }
+    Node {
+        id: info.id.clone(),
+        cluster: info.cluster.clone(),
+        metadata: Some(Struct {
+            fields: fields.into_iter().collect(),
+        }),
+        locality: info.locality.as_ref().map(|l| CoreLocality {
+            region: l.region.clone(),
+            zone: l.zone.clone(),
+            sub_zone: l.subzone.clone(),
+        }),
+        extensions: if info.istio_filters {
+            vec![envoy_types::pb::envoy::config::core::v3::Extension {
+                name: "istio.stats".to_string(),
+                ..Default::default()
+            }]
+        } else {
+            Vec::new()
+        },
+        ..Default::default()
+    }
+}
+
+/// JSON as a protobuf `Value` (the inverse of [`json`]).
+fn value(v: &serde_json::Value) -> Value {
+    let kind = match v {
+        serde_json::Value::Null => Kind::NullValue(0),
+        serde_json::Value::Bool(b) => Kind::BoolValue(*b),
+        serde_json::Value::Number(n) => Kind::NumberValue(n.as_f64().unwrap_or_default()),
+        serde_json::Value::String(s) => Kind::StringValue(s.clone()),
+        serde_json::Value::Array(a) => {
+            Kind::ListValue(envoy_types::pb::google::protobuf::ListValue {
+                values: a.iter().map(value).collect(),
+            })
+        }
+        serde_json::Value::Object(o) => Kind::StructValue(Struct {
+            fields: o.iter().map(|(k, v)| (k.clone(), value(v))).collect(),
+        }),
+    };
+    Value { kind: Some(kind) }
+}
+
 /// The field `name` of a struct value.
 fn struct_field<'a>(v: &'a Value, name: &str) -> Option<&'a Value> {
     match &v.kind {
@@ -111,6 +211,38 @@ mod tests {
         Value {
             kind: Some(Kind::StringValue(v.to_string())),
         }
+    }
+
+    #[test]
+    fn a_node_written_back_reads_the_same() {
+        let info = NodeInfo {
+            id: "sidecar~10.0.0.1~a-1.shop~shop.svc.cluster.local".into(),
+            cluster: "a.shop".into(),
+            namespace: Some("shop".into()),
+            labels: [("app".to_string(), "a".to_string())].into(),
+            generator: Some("grpc".into()),
+            interception_mode: Some("TPROXY".into()),
+            service_account: Some("a".into()),
+            idle_timeout: Some("30s".into()),
+            locality: Some(axon_model::locality::Locality {
+                region: "r".into(),
+                zone: "z".into(),
+                subzone: "s".into(),
+            }),
+            network: Some("n1".into()),
+            client_certs: None,
+            istio_version: Some("1.28.0".into()),
+            cluster_id: Some("Kubernetes".into()),
+            mesh_id: Some("cluster.local".into()),
+            istio_filters: true,
+            proxy_tracing: axon_config::mesh::proxy_tracing_of(&serde_json::json!({
+                "sampling": 42.0,
+                "maxPathTagLength": 64.0,
+                "customTags": {"team": {"literal": {"value": "shop"}}},
+            })),
+            num_trusted_proxies: Some(2),
+        };
+        assert_eq!(node_info(&to_node(&info)), info);
     }
 
     #[test]

@@ -239,6 +239,8 @@ pub struct XdsResponse {
     pub nonce: String,
     /// Shared with every other proxy that is sent the same view of the same context.
     pub resources: std::sync::Arc<ResourceSet>,
+    /// `control_plane.identifier`: which replica answers (debug syncz answers only).
+    pub control_plane: Option<String>,
 }
 
 /// A DeltaDiscoveryRequest without protocol types.
@@ -262,6 +264,8 @@ pub struct DeltaResponse {
     pub nonce: String,
     pub resources: Vec<(Resource, String)>,
     pub removed: Vec<String>,
+    /// `control_plane.identifier`: which replica answers (debug syncz answers only).
+    pub control_plane: Option<String>,
 }
 
 /// What a stream receives, in either protocol.

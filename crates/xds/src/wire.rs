@@ -75,6 +75,14 @@ impl Writer {
         self.head.put_slice(bytes);
     }
 
+    /// A `config.core.v3.ControlPlane { identifier }` field, if there is one.
+    fn control_plane(&mut self, tag: u32, identifier: Option<&str>) {
+        if let Some(id) = identifier {
+            self.len_prefix(tag, string_field_len(1, id));
+            self.string(1, id);
+        }
+    }
+
     fn finish(self) -> Bytes {
         self.head.freeze()
     }
@@ -86,6 +94,11 @@ fn string_field_len(tag: u32, s: &str) -> usize {
     } else {
         prost::encoding::key_len(tag) + encoded_len_varint(s.len() as u64) + s.len()
     }
+}
+
+/// The encoded length of a `ControlPlane` message field, if there is one.
+fn control_plane_len(tag: u32, identifier: Option<&str>) -> usize {
+    identifier.map_or(0, |id| message_field_len(tag, string_field_len(1, id)))
 }
 
 fn message_field_len(tag: u32, len: usize) -> usize {
@@ -145,11 +158,13 @@ pub fn encode_sotw(r: &XdsResponse) -> Framed {
     let shared = r.resources.sotw_encoded(sotw_resources);
     let own = string_field_len(1, &r.version_info)
         + string_field_len(4, &r.type_url)
-        + string_field_len(5, &r.nonce);
+        + string_field_len(5, &r.nonce)
+        + control_plane_len(6, r.control_plane.as_deref());
     let mut c = prefixed(own + shared.len(), own);
     c.string(1, &r.version_info);
     c.string(4, &r.type_url);
     c.string(5, &r.nonce);
+    c.control_plane(6, r.control_plane.as_deref());
     Framed {
         head: c.finish(),
         shared,
@@ -179,11 +194,13 @@ pub fn encode_delta(r: &DeltaResponse) -> Framed {
         + resources_len
         + string_field_len(4, &r.type_url)
         + removed_len
-        + string_field_len(5, &r.nonce);
+        + string_field_len(5, &r.nonce)
+        + control_plane_len(7, r.control_plane.as_deref());
     let mut c = prefixed(len, len);
     c.string(1, &r.system_version_info);
     c.string(4, &r.type_url);
     c.string(5, &r.nonce);
+    c.control_plane(7, r.control_plane.as_deref());
     for name in &r.removed {
         c.len_prefix(6, name.len());
         c.head.put_slice(name.as_bytes());
@@ -316,6 +333,7 @@ mod tests {
             resources: std::sync::Arc::new(
                 vec![res("a", b"\x0a\x01a"), res("b", &[9u8; 300])].into(),
             ),
+            control_plane: Some("{\"ID\":\"axon-0\"}".into()),
         };
         let decoded = DiscoveryResponse::decode(unframe(encode_sotw(&r).to_bytes())).unwrap();
         assert_eq!(decoded.version_info, "7");
@@ -324,6 +342,10 @@ mod tests {
         assert_eq!(decoded.resources.len(), 2);
         assert_eq!(decoded.resources[1].value, vec![9u8; 300]);
         assert_eq!(decoded.resources[0].type_url, "type.googleapis.com/x");
+        assert_eq!(
+            decoded.control_plane.unwrap().identifier,
+            "{\"ID\":\"axon-0\"}"
+        );
     }
 
     #[test]
@@ -335,6 +357,7 @@ mod tests {
             version_info: "1".into(),
             nonce: nonce.into(),
             resources: set.clone(),
+            control_plane: None,
         };
         let (a, b) = (encode_sotw(&to("n-1")), encode_sotw(&to("n-2")));
         assert_eq!(a.len(), 5 + unframe(a.to_bytes()).len());
@@ -361,6 +384,7 @@ mod tests {
             nonce: "3-9".into(),
             resources: vec![(res("a", b"xyz"), "v1".into())],
             removed: vec!["gone".into()],
+            control_plane: Some("cp".into()),
         };
         let d = DeltaDiscoveryResponse::decode(unframe(encode_delta(&r).to_bytes())).unwrap();
         assert_eq!(
@@ -371,6 +395,7 @@ mod tests {
         assert_eq!(d.resources[0].name, "a");
         assert_eq!(d.resources[0].version, "v1");
         assert_eq!(d.resources[0].resource.as_ref().unwrap().value, b"xyz");
+        assert_eq!(d.control_plane.unwrap().identifier, "cp");
     }
 
     #[test]

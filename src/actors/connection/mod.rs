@@ -3,6 +3,9 @@
 //! pushes, writes the responses it returns, and reports its events (metrics, logs, the
 //! DistributionTracker).
 //!
+//! istioctl's debug requests (`istio.io/debug/syncz`, `config_dump`) are answered from the
+//! ConnectionDirectory (`connection/debug.rs`).
+//!
 //! Receives the stream's requests (as a stream handler), [`Push`] from the PushQueue,
 //! [`GetStatus`](super::directory::GetStatus) and [`Dump`](super::directory::Dump) from the
 //! ConnectionDirectory; sends [`Connect`] and [`Disconnect`] to the PushQueue, [`Register`] /
@@ -14,6 +17,7 @@
 //! `write_timeout` is disconnected (`pilot_xds_write_timeout`), and its push slot is given
 //! back, so that it never holds memory or the others up.
 
+mod debug;
 mod outbox;
 mod starter;
 mod status;
@@ -22,6 +26,7 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 
+pub use debug::DebugAnswers;
 pub use starter::ConnectionStarter;
 
 use super::directory::{ConnectionDirectory, Register, Unregister};
@@ -43,6 +48,8 @@ pub struct Peers {
     pub directory: Addr<ConnectionDirectory>,
     pub distribution: Addr<DistributionTracker>,
     pub metrics: Metrics,
+    /// How istioctl's xDS debug requests are answered.
+    pub debug: DebugAnswers,
 }
 
 pub struct ConnectionActor {
@@ -57,6 +64,8 @@ pub struct ConnectionActor {
     connected_at: Instant,
     /// NACK and bad-request warnings: one a minute.
     warn_limit: LogLimit,
+    /// A debug request's answer is being gathered (at most one at a time).
+    debug_in_flight: bool,
 }
 
 impl ConnectionActor {
@@ -79,6 +88,7 @@ impl ConnectionActor {
             close_reason: None,
             connected_at: Instant::now(),
             warn_limit: LogLimit::new(Duration::from_secs(60)),
+            debug_in_flight: false,
         }
     }
 
@@ -130,8 +140,10 @@ impl ConnectionActor {
         self.peers.directory.do_send(Register {
             id: self.id,
             proxy: proxy.id.clone(),
+            namespace: proxy.namespace.clone(),
             status: ctx.address().recipient(),
             dump: ctx.address().recipient(),
+            resources: ctx.address().recipient(),
         });
         let connect = Connect {
             id: self.id,
@@ -161,8 +173,12 @@ impl ConnectionActor {
         if self.stream.proxy().is_none() && !self.connect(&req, ctx) {
             return;
         }
-        let out = self.stream.on_request(req);
+        let mut out = self.stream.on_request(req);
+        let debug = out.debug.take();
         self.apply(out, ctx, false);
+        if let Some(query) = debug {
+            self.answer_debug(query, ctx);
+        }
     }
 
     /// Reports the events of an output and writes its responses; then tells the PushQueue

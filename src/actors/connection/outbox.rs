@@ -113,6 +113,10 @@ mod tests {
             directory: actix::Actor::start(ConnectionDirectory::default()),
             distribution: distribution.clone(),
             metrics,
+            debug: super::super::DebugAnswers {
+                replica: "test".into(),
+                timeout: Duration::from_secs(1),
+            },
         };
         let key = ConfigKey::new(ConfigKind::VirtualService, "a", "r");
         for proxy in ["p1", "p2"] {

@@ -14,8 +14,9 @@
 //!
 //! Beside them, [`peers`] watches the peer Service's EndpointSlices (`--peer-service`) for the
 //! Fleet actor, [`root_cert`] keeps the CA's root in the `istio-ca-root-cert` ConfigMap of
-//! every namespace (`--ca-dir`), and [`ca_secret`] keeps the CA's signing material in istiod's
-//! Secrets (`cacerts`, `istio-ca-secret`).
+//! every namespace (`--ca-dir`), [`ca_secret`] keeps the CA's signing material in istiod's
+//! Secrets (`cacerts`, `istio-ca-secret`), and [`webhook_config`] the validating webhook's
+//! caBundle (`--webhook-config-name`).
 //!
 //! The indexes ([`ServiceObjectIndex`](crate::registry::cluster::services::ServiceObjectIndex),
 //! in [`crate::registry::cluster`], which the config directory feeds too;
@@ -31,6 +32,7 @@ pub mod root_cert;
 mod service_registry;
 pub mod token_review;
 pub mod watch;
+pub mod webhook_config;
 
 use std::sync::Arc;
 use std::time::Instant;

@@ -101,7 +101,7 @@ fn sotw_versions_are_equal_across_replicas_and_a_moved_stream_is_sent_nothing() 
         let dump = a.debug_json(&format!(
             "/debug/config_dump?proxyID={GATEWAY_ID}&types=rds"
         ));
-        let route = dump["resources"]["rds"].to_string();
+        let route = dump["configs"].to_string();
         assert!(
             route.contains("envoy.filters.http.fault") && route.contains("envoy.filters.http.cors"),
             "the route has both per-filter configs: {route}"

@@ -1,5 +1,6 @@
 //! End to end through a real Envoy (and proxyless gRPC clients): each Istio feature checked with a request the rule must catch and one it must not.
 
+mod config_dump_json;
 mod config_faults;
 mod delegate;
 mod delta;

@@ -95,7 +95,8 @@ fn every_document_is_a_known_kind_in_axon_system() {
             "Role",
             "RoleBinding",
             "Service",
-            "ServiceAccount"
+            "ServiceAccount",
+            "ValidatingWebhookConfiguration"
         ])
     );
     let ns: Namespace = one(&docs, "Namespace");
@@ -142,7 +143,6 @@ fn rbac_grants_get_list_watch_on_exactly_what_axon_reads_and_token_reviews() {
         ("discovery.k8s.io", "endpointslices"),
         ("networking.istio.io", "virtualservices"),
         ("networking.istio.io", "destinationrules"),
-        ("networking.istio.io", "gateways"),
         ("networking.istio.io", "serviceentries"),
         ("networking.istio.io", "workloadentries"),
         ("networking.istio.io", "sidecars"),
@@ -167,6 +167,19 @@ fn rbac_grants_get_list_watch_on_exactly_what_axon_reads_and_token_reviews() {
             ["get", "list", "watch", "create", "update"]
                 .map(String::from)
                 .into(),
+        ),
+        // The webhook's caBundle and failurePolicy, and the dry-run Gateway that tells the
+        // API server calls the webhook.
+        (
+            (
+                "admissionregistration.k8s.io".to_string(),
+                "validatingwebhookconfigurations".to_string(),
+            ),
+            ["get", "list", "watch", "update"].map(String::from).into(),
+        ),
+        (
+            ("networking.istio.io".to_string(), "gateways".to_string()),
+            ["get", "list", "watch", "create"].map(String::from).into(),
         ),
     ])
     .collect();
@@ -233,7 +246,8 @@ fn the_deployment_runs_axon_on_kubernetes_hardened_and_probed() {
         BTreeMap::from([
             (15010, Some("grpc-xds".to_string())),
             (15012, Some("tls-xds".to_string())),
-            (15014, Some("http-monitoring".to_string()))
+            (15014, Some("http-monitoring".to_string())),
+            (15017, Some("https-webhook".to_string()))
         ])
     );
     let probe = |p: Option<&k8s_openapi::api::core::v1::Probe>| {
@@ -335,6 +349,13 @@ fn the_service_exposes_xds_and_monitoring_to_the_pods() {
                 (
                     Some("http-monitoring".to_string()),
                     Some(IntOrString::Int(15014))
+                )
+            ),
+            (
+                443,
+                (
+                    Some("https-webhook".to_string()),
+                    Some(IntOrString::Int(15017))
                 )
             ),
         ])
@@ -779,4 +800,68 @@ fn the_peer_service_is_headless_and_axon_may_read_its_endpoint_slices() {
     };
     assert_eq!(field("POD_NAME").as_deref(), Some("metadata.name"));
     assert_eq!(field("POD_IP").as_deref(), Some("status.podIP"));
+}
+
+#[test]
+fn the_validating_webhook_is_istiods_and_axon_keeps_its_ca_bundle() {
+    use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+    let docs = documents();
+    let config: ValidatingWebhookConfiguration = one(&docs, "ValidatingWebhookConfiguration");
+    let name = config.metadata.name.clone().expect("a name");
+    let webhooks = config.webhooks.expect("webhooks");
+    assert_eq!(webhooks.len(), 1);
+    let webhook = &webhooks[0];
+    assert_eq!(webhook.name, "rev.validation.istio.io");
+    // istiod's chart: fail open until the webhook serves (axon turns it to Fail), no caBundle
+    // (axon writes its CA's root).
+    assert_eq!(webhook.failure_policy.as_deref(), Some("Ignore"));
+    assert_eq!(webhook.client_config.ca_bundle, None);
+    assert_eq!(webhook.side_effects, "None");
+    assert_eq!(webhook.admission_review_versions, ["v1"]);
+    let rules = webhook.rules.as_ref().expect("rules");
+    let groups: BTreeSet<&str> = rules
+        .iter()
+        .flat_map(|r| r.api_groups.iter().flatten().map(String::as_str))
+        .collect();
+    assert!(groups.contains("networking.istio.io") && groups.contains("security.istio.io"));
+    assert!(rules.iter().all(|r| {
+        r.operations
+            .as_ref()
+            .is_some_and(|o| o == &["CREATE", "UPDATE"])
+    }));
+    // It reaches axon's webhook port through the Service.
+    let service_ref = webhook.client_config.service.as_ref().expect("a Service");
+    assert_eq!(service_ref.path.as_deref(), Some("/validate"));
+    let service: Service = named(&docs, "Service", &service_ref.name);
+    let port = service
+        .spec
+        .and_then(|s| s.ports)
+        .into_iter()
+        .flatten()
+        .find(|p| Some(p.port) == service_ref.port)
+        .expect("the Service has the webhook's port");
+    let deployment: Deployment = one(&docs, "Deployment");
+    let c = &deployment.spec.unwrap().template.spec.unwrap().containers[0];
+    let args = c.args.clone().expect("args");
+    let target = match port.target_port {
+        Some(IntOrString::Int(p)) => p,
+        other => panic!("a numeric target port: {other:?}"),
+    };
+    assert_eq!(
+        arg(&args, "--webhook-addr"),
+        Some(format!("0.0.0.0:{target}").as_str())
+    );
+    assert_eq!(arg(&args, "--webhook-config-name"), Some(name.as_str()));
+    // axon may keep it current.
+    let role: ClusterRole = named(&docs, "ClusterRole", "axon-reader");
+    let rules = role.rules.expect("rules");
+    assert!(rules.iter().any(|r| {
+        r.resources
+            .iter()
+            .flatten()
+            .any(|x| x == "validatingwebhookconfigurations")
+            && ["get", "list", "watch", "update"]
+                .iter()
+                .all(|v| r.verbs.iter().any(|x| x == v))
+    }));
 }

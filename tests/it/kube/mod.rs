@@ -9,3 +9,4 @@ mod peers;
 mod request_authentication;
 mod secrets;
 mod unapplied;
+mod webhook_config;

@@ -3,7 +3,10 @@
 mod cli;
 mod debug_surface;
 mod fleet_view;
+mod impact;
 mod in_process;
+mod istioctl;
 mod load_resume;
 mod observability;
 mod startup;
+mod webhook;

@@ -124,7 +124,7 @@ fn distribution_status_debug_endpoints_and_metrics() {
             &axon,
             &format!("/debug/config_dump?proxyID={proxy_a}&types=cds"),
         );
-        let clusters: Vec<&str> = dump["resources"]["cds"]
+        let clusters: Vec<&str> = dump["configs"]
             .as_array()
             .unwrap()
             .iter()
@@ -141,8 +141,12 @@ fn distribution_status_debug_endpoints_and_metrics() {
             "{dump}"
         );
         assert!(
-            dump["resources"].get("lds").is_none(),
-            "only the types asked"
+            dump["configs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|c| c["@type"] == "type.googleapis.com/envoy.config.cluster.v3.Cluster"),
+            "only the types asked, as Envoy's JSON: {dump}"
         );
         dir.write("broken.yaml", "kind: [unclosed");
         let configz = wait_until(Duration::from_secs(10), || {

@@ -22,6 +22,7 @@ pub struct Axon {
     child: Child,
     xds_addr: SocketAddr,
     xds_tls_addr: Option<SocketAddr>,
+    webhook_addr: Option<SocketAddr>,
     monitoring_addr: SocketAddr,
     debug_addr: SocketAddr,
     log: Arc<Mutex<String>>,
@@ -246,6 +247,7 @@ impl Axon {
                     .xds_addr
                     .expect("the harness serves plaintext xDS"),
                 xds_tls_addr: listening.xds_tls_addr,
+                webhook_addr: listening.webhook_addr,
                 monitoring_addr: listening.monitoring_addr,
                 debug_addr: listening.debug_addr,
                 log,
@@ -327,6 +329,11 @@ impl Axon {
     /// The TLS xDS address (`--xds-tls-addr`), from the `--listening-file`.
     pub fn xds_tls_addr(&self) -> Option<SocketAddr> {
         self.xds_tls_addr
+    }
+
+    /// The validating webhook's address (`--webhook-addr`), from the `--listening-file`.
+    pub fn webhook_addr(&self) -> Option<SocketAddr> {
+        self.webhook_addr
     }
 
     pub fn xds_addr(&self) -> SocketAddr {
@@ -487,6 +494,7 @@ pub fn parse_listening(log: &str) -> Option<(SocketAddr, SocketAddr)> {
 pub struct Listening {
     pub xds_addr: Option<SocketAddr>,
     pub xds_tls_addr: Option<SocketAddr>,
+    pub webhook_addr: Option<SocketAddr>,
     pub monitoring_addr: SocketAddr,
     pub debug_addr: SocketAddr,
     pub replica: String,
@@ -506,6 +514,7 @@ impl Listening {
         Some(Listening {
             xds_addr: addr("xds_addr"),
             xds_tls_addr: addr("xds_tls_addr"),
+            webhook_addr: addr("webhook_addr"),
             monitoring_addr: addr("monitoring_addr")?,
             debug_addr: addr("debug_addr")?,
             replica: v.get("replica")?.as_str()?.to_string(),

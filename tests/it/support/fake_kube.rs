@@ -20,7 +20,9 @@
 //! would.
 //!
 //! It also answers TokenReviews for the tokens a test declares ([`tokens`]), and single-object
-//! reads and writes (get, create, replace: [`objects`]).
+//! reads and writes (get, create, replace: [`objects`]), of namespaced objects and of
+//! cluster-scoped ones (ValidatingWebhookConfigurations); a `dryRun` create or replace is
+//! answered and not stored (and calls no webhook: the fake has none).
 
 #![allow(dead_code)]
 
@@ -42,7 +44,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 
 /// The collections served: path, apiVersion, kind, plural.
-const COLLECTIONS: [(&str, &str, &str); 17] = [
+const COLLECTIONS: [(&str, &str, &str); 18] = [
     ("/api/v1/namespaces", "v1", "Namespace"),
     ("/api/v1/configmaps", "v1", "ConfigMap"),
     ("/api/v1/secrets", "v1", "Secret"),
@@ -108,6 +110,11 @@ const COLLECTIONS: [(&str, &str, &str); 17] = [
         "extensions.istio.io/v1alpha1",
         "WasmPlugin",
     ),
+    (
+        "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
+        "admissionregistration.k8s.io/v1",
+        "ValidatingWebhookConfiguration",
+    ),
 ];
 
 /// The Istio API groups served (with Istio's CRDs), each at one version.
@@ -126,6 +133,8 @@ pub const CONFIG_MAPS: &str = "/api/v1/configmaps";
 pub const ENDPOINT_SLICES: &str = "/apis/discovery.k8s.io/v1/endpointslices";
 pub const VIRTUAL_SERVICES: &str = "/apis/networking.istio.io/v1/virtualservices";
 pub const PEER_AUTHENTICATIONS: &str = "/apis/security.istio.io/v1/peerauthentications";
+pub const VALIDATING_WEBHOOK_CONFIGURATIONS: &str =
+    "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations";
 
 /// The collection path of an object's apiVersion and kind.
 pub fn collection_of(api_version: &str, kind: &str) -> &'static str {
@@ -525,7 +534,8 @@ async fn handle(
     body: Bytes,
 ) -> Response {
     let path = uri.path().to_string();
-    if let Some(answer) = objects::handle(&shared, &method, &path, &body) {
+    let dry_run = query(&uri).contains_key("dryRun");
+    if let Some(answer) = objects::handle(&shared, &method, &path, &body, dry_run) {
         return answer;
     }
     let q = query(&uri);

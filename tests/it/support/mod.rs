@@ -59,6 +59,7 @@ mod envoy;
 pub mod fake_kube;
 pub mod grpc_echo;
 mod http;
+pub mod istioctl;
 mod listen_port;
 mod load;
 pub mod mesh;

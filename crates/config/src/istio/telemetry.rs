@@ -95,9 +95,13 @@ pub struct Tracing {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CustomTag {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub literal: Option<TagValue>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub environment: Option<TagSource>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub header: Option<TagSource>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub formatter: Option<TagValue>,
 }
 

@@ -27,14 +27,29 @@ pub(super) fn handle(
     method: &Method,
     path: &str,
     body: &Bytes,
+    dry_run: bool,
 ) -> Option<Response> {
-    let (head, rest) = path.split_once("/namespaces/")?;
-    let mut parts = rest.split('/');
-    let (namespace, plural, name) = (parts.next()?, parts.next()?, parts.next());
-    if parts.next().is_some() {
-        return None;
-    }
-    let collection = format!("{head}/{plural}");
+    let (namespace, collection, name) = match path.split_once("/namespaces/") {
+        Some((head, rest)) => {
+            let mut parts = rest.split('/');
+            let (namespace, plural, name) = (parts.next()?, parts.next()?, parts.next());
+            if parts.next().is_some() {
+                return None;
+            }
+            (namespace, format!("{head}/{plural}"), name)
+        }
+        // A cluster-scoped object: `/apis/G/V/PLURAL/NAME`.
+        None => {
+            let (collection, name) = path.rsplit_once('/')?;
+            let scoped = COLLECTIONS
+                .iter()
+                .any(|(p, _, k)| *p == collection && *k == "ValidatingWebhookConfiguration");
+            if !scoped {
+                return None;
+            }
+            ("", collection.to_string(), Some(name))
+        }
+    };
     let (path, _, kind) = COLLECTIONS
         .iter()
         .find(|(p, _, _)| *p == collection)
@@ -59,7 +74,9 @@ pub(super) fn handle(
                     "not JSON".into(),
                 ));
             };
-            object["metadata"]["namespace"] = json!(namespace);
+            if !namespace.is_empty() {
+                object["metadata"]["namespace"] = json!(namespace);
+            }
             let key = object_key(&object);
             let mut inner = shared.inner.lock().unwrap();
             let existing = inner.collections[path].objects.get(&key).cloned();
@@ -84,6 +101,14 @@ pub(super) fn handle(
                     }
                 }
                 (None, true) => {}
+            }
+            if dry_run {
+                let code = if create {
+                    StatusCode::CREATED
+                } else {
+                    StatusCode::OK
+                };
+                return Some(json_response(code, object));
             }
             inner.rv += 1;
             let rv = inner.rv;

@@ -6,6 +6,11 @@ use crate::resource::{DeltaRequest, DeltaResponse, ResourceType, Response};
 
 impl StreamState {
     pub(super) fn on_delta_request(&mut self, req: DeltaRequest, out: &mut Output) {
+        if crate::debug::is_debug_type(&req.type_url) {
+            let names = req.subscribe.clone();
+            self.on_debug_request(&req.type_url, names, out);
+            return;
+        }
         let Some(type_url) = ResourceType::parse(&req.type_url) else {
             self.unknown_type(&req.type_url, out);
             let version = self.context_version().unwrap_or(0);
@@ -16,6 +21,7 @@ impl StreamState {
                 nonce,
                 resources: Vec::new(),
                 removed: Vec::new(),
+                control_plane: None,
             }));
             return;
         };
@@ -54,6 +60,7 @@ impl StreamState {
             nonce: sent.nonce,
             resources: sent.resources,
             removed: sent.removed,
+            control_plane: None,
         }))
     }
 }

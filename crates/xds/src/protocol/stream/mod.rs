@@ -12,6 +12,7 @@
 //! stream generates and hands them the set. The other models are go-control-plane's
 //! `pkg/server/sotw`, `delta` and `stream`.
 
+mod debug;
 mod delta;
 #[cfg(test)]
 mod secret_tests;
@@ -112,6 +113,9 @@ pub struct Output {
     /// In the order they must be written.
     pub responses: Vec<Response>,
     pub events: Vec<Event>,
+    /// A debug request (istioctl's `istio.io/debug/*`) the shell answers: it needs the other
+    /// streams' state ([`StreamState::debug_response`] frames the answer).
+    pub debug: Option<crate::debug::DebugQuery>,
 }
 
 /// An endpoint-only push: the watched clusters whose endpoints changed, and the context and
@@ -142,6 +146,9 @@ pub struct StreamState {
     eds_only: Option<EdsOnly>,
     /// The transport verified the proxy's identity (the TLS port).
     verified: bool,
+    /// The node's `ISTIO_VERSION` and `CLUSTER_ID`, which syncz reports.
+    istio_version: Option<String>,
+    cluster_id: Option<String>,
     /// The clock that times each response's generation ([`Event::Sent`]'s `took`), given by
     /// the caller: this crate reads no clock. Without one, `took` is zero.
     clock: Option<fn() -> Instant>,
@@ -163,6 +170,8 @@ impl StreamState {
             awaiting_ack: None,
             eds_only: None,
             verified: false,
+            istio_version: None,
+            cluster_id: None,
             clock: None,
         }
     }
@@ -209,6 +218,8 @@ impl StreamState {
             CloseReason::InvalidArgument("the first request on a stream must carry a node".into())
         })?;
         let verified = self.verified;
+        self.istio_version = node.istio_version.clone();
+        self.cluster_id = node.cluster_id.clone();
         let proxy = Proxy::from_node(node)
             .map(|p| Arc::new(Proxy { verified, ..p }))
             .map_err(|e| CloseReason::InvalidArgument(e.to_string()))?;

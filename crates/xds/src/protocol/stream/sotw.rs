@@ -9,6 +9,11 @@ use crate::resource::{
 
 impl StreamState {
     pub(super) fn on_sotw_request(&mut self, req: XdsRequest, out: &mut Output) {
+        if crate::debug::is_debug_type(&req.type_url) {
+            let names = req.resource_names.iter().map(str::to_string).collect();
+            self.on_debug_request(&req.type_url, names, out);
+            return;
+        }
         let Some(type_url) = ResourceType::parse(&req.type_url) else {
             self.unknown_type(&req.type_url, out);
             let nonce = self.next_nonce(self.context_version().unwrap_or(0));
@@ -17,6 +22,7 @@ impl StreamState {
                 version_info: sotw_version(ResourceSet::default().digest()),
                 nonce,
                 resources: Default::default(),
+                control_plane: None,
             }));
             return;
         };
@@ -87,6 +93,7 @@ impl StreamState {
             version_info: sent.version,
             nonce: sent.nonce,
             resources,
+            control_plane: None,
         }))
     }
 }

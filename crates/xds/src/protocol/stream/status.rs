@@ -1,14 +1,24 @@
-//! What a stream reports to `/debug/syncz` and `/debug/config_dump`.
+//! What a stream reports to `/debug/syncz` and `/debug/authorizationz` (its config dump is
+//! `stream/debug.rs`).
 
 use serde::Serialize;
 
 use super::StreamState;
-use crate::resource::ResourceType;
 
 /// The sync state of one stream.
 #[derive(Debug, Clone, Serialize)]
 pub struct ConnectionStatus {
     pub proxy: String,
+    /// The proxy's namespace (a debug caller may be restricted to its own).
+    pub namespace: String,
+    /// The node's `CLUSTER_ID` and `ISTIO_VERSION` metadata, if set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub istio_version: Option<String>,
+    /// The node, as `/debug/nodes` shows it (not in `/debug/syncz`).
+    #[serde(skip)]
+    pub node: Option<axon_model::proxy::NodeInfo>,
     pub connection_id: u64,
     pub protocol: &'static str,
     pub connected_seconds: f64,
@@ -35,46 +45,6 @@ pub struct TypeStatus {
 }
 
 impl StreamState {
-    /// Generates, without sending, every requested type (all if empty) for the current
-    /// context, with the names the proxy subscribed (every resource of wildcard types).
-    pub fn dump(&self, types: &[ResourceType]) -> serde_json::Value {
-        let proxy_id = self.proxy.as_ref().map_or("", |p| p.id.as_str());
-        let (Some(ctx), Some(proxy), Some(scope)) = (&self.ctx, &self.proxy, &self.scope) else {
-            return serde_json::json!({"proxy": proxy_id, "error": "no config snapshot yet"});
-        };
-        let types = if types.is_empty() {
-            &ResourceType::PUSH_ORDER[..]
-        } else {
-            types
-        };
-        let mut out = serde_json::Map::new();
-        for &type_url in types {
-            let names = self.subscribed(type_url).cloned().unwrap_or_default();
-            let resources = crate::generate(type_url, ctx, proxy, scope, &names);
-            let entries: Vec<serde_json::Value> = resources
-                .iter()
-                .map(|r| {
-                    serde_json::json!({
-                        "name": r.name,
-                        "size_bytes": r.encoded_len(),
-                        "resource": crate::describe(r),
-                    })
-                })
-                .collect();
-            out.insert(
-                type_url.short().to_string(),
-                serde_json::Value::Array(entries),
-            );
-        }
-        serde_json::json!({
-            "proxy": proxy.id,
-            "version": ctx.version,
-            "sidecar": scope.sidecar.as_ref().map(|k| k.to_string()),
-            "services_in_scope": scope.services.len(),
-            "resources": out,
-        })
-    }
-
     /// The AuthorizationPolicies that apply to the stream's proxy in its current context, in
     /// the order they are evaluated (CUSTOM, AUDIT, DENY, ALLOW), as istiod's
     /// `/debug/authorizationz` lists them.
@@ -111,6 +81,14 @@ impl StreamState {
                 .as_ref()
                 .map_or("", |p| p.id.as_str())
                 .to_string(),
+            namespace: self
+                .proxy
+                .as_ref()
+                .map_or("", |p| p.namespace.as_str())
+                .to_string(),
+            cluster_id: self.cluster_id.clone(),
+            istio_version: self.istio_version.clone(),
+            node: self.node_info(),
             connection_id,
             protocol: self.protocol().name(),
             connected_seconds,
