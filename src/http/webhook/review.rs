@@ -270,13 +270,13 @@ mod tests {
         assert_eq!(gone.verdict, Verdict::Skipped);
         let gone = gone.answer;
         assert_eq!(gone["response"]["allowed"], true);
-        let telemetry = json!({
-            "apiVersion": "telemetry.istio.io/v1",
-            "kind": "Telemetry",
-            "metadata": {"name": "t", "namespace": "shop"},
-            "spec": {},
+        let wasm = json!({
+            "apiVersion": "extensions.istio.io/v1alpha1",
+            "kind": "WasmPlugin",
+            "metadata": {"name": "w", "namespace": "shop"},
+            "spec": {"url": "oci://example/stats:1"},
         });
-        let answer = review(&request("CREATE", telemetry)).unwrap().answer;
+        let answer = review(&request("CREATE", wasm)).unwrap().answer;
         assert_eq!(answer["response"]["allowed"], true);
         assert!(
             answer["response"]["warnings"][0]
@@ -293,5 +293,29 @@ mod tests {
             review(br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#),
             Err(ReviewError::NoRequest)
         ));
+    }
+
+    #[test]
+    fn a_telemetry_is_validated_as_istiod_validates_it() {
+        let telemetry = |sampling: u32| {
+            json!({
+                "apiVersion": "telemetry.istio.io/v1",
+                "kind": "Telemetry",
+                "metadata": {"name": "t", "namespace": "shop"},
+                "spec": {"tracing": [{"randomSamplingPercentage": sampling}]},
+            })
+        };
+        let ok = review(&request("CREATE", telemetry(10))).unwrap().answer;
+        assert_eq!(ok["response"]["allowed"], true, "{ok}");
+        assert!(
+            ok["response"].get("warnings").is_none_or(|w| w.is_null()),
+            "{ok}"
+        );
+        let bad = review(&request("CREATE", telemetry(101))).unwrap().answer;
+        assert_eq!(bad["response"]["allowed"], false, "{bad}");
+        assert!(
+            bad.to_string().contains("randomSamplingPercentage"),
+            "{bad}"
+        );
     }
 }
