@@ -93,21 +93,6 @@ impl TelemetryIndex {
             .map(|c| c.key.clone())
             .collect()
     }
-
-    /// What a workload is given, merged from the Telemetries that apply and the mesh config.
-    pub fn resolve(
-        &self,
-        namespace: &str,
-        labels: &Labels,
-        mesh: &MeshTelemetry,
-    ) -> ProxyTelemetry {
-        let applied: Vec<&Telemetry> = self
-            .for_workload(namespace, labels)
-            .into_iter()
-            .filter_map(|c| spec(c))
-            .collect();
-        resolve(&applied, mesh)
-    }
 }
 
 /// Which side of a proxy's traffic: a gateway and a sidecar's outbound are clients
@@ -238,6 +223,13 @@ pub struct MetricOverride {
     pub tags: Vec<(String, Option<String>)>,
 }
 
+/// What a workload is given, merged from the Telemetry configs that apply to it (in
+/// [`TelemetryIndex::for_workload`]'s order) and the mesh config.
+pub fn resolve_configs(applied: &[&Arc<Config>], mesh: &MeshTelemetry) -> ProxyTelemetry {
+    let specs: Vec<&Telemetry> = applied.iter().filter_map(|c| spec(c)).collect();
+    resolve(&specs, mesh)
+}
+
 /// istiod's resolution of the Telemetries that apply (in order) with the mesh config.
 pub fn resolve(applied: &[&Telemetry], mesh: &MeshTelemetry) -> ProxyTelemetry {
     let levels: Vec<&[AccessLogging]> = applied
@@ -331,20 +323,10 @@ pub fn problems(
         }
     }
     for p in &mesh.providers {
-        let at = match &p.kind {
-            ProviderKind::Zipkin { at, .. }
-            | ProviderKind::Datadog { at, .. }
-            | ProviderKind::Skywalking { at }
-            | ProviderKind::OpenTelemetry { at, .. }
-            | ProviderKind::HttpAls { at, .. }
-            | ProviderKind::TcpAls { at, .. }
-            | ProviderKind::OtelAls { at, .. } => at,
-            _ => continue,
+        let Some(at) = p.kind.service() else {
+            continue;
         };
-        let host = at
-            .service
-            .split_once('/')
-            .map_or(at.service.as_str(), |(_, h)| h);
+        let (_, host) = at.namespace_and_host();
         if !known_service(host) {
             out.push(format!(
                 "provider {:?}: its service {:?} is not in the registry: no proxy is sent it",

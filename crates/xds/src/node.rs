@@ -115,7 +115,7 @@ pub fn to_node(info: &NodeInfo) -> Node {
         if let Some(e) = t.enable_istio_tags {
             tracing["enableIstioTags"] = serde_json::json!(e);
         }
-        proxy_config.insert("tracing".to_string(), value(&tracing));
+        proxy_config.insert("tracing".to_string(), crate::resource::json_value(&tracing));
     }
     if !proxy_config.is_empty() {
         fields.insert("PROXY_CONFIG".to_string(), object(proxy_config));
@@ -141,25 +141,6 @@ pub fn to_node(info: &NodeInfo) -> Node {
         },
         ..Default::default()
     }
-}
-
-/// JSON as a protobuf `Value` (the inverse of [`json`]).
-fn value(v: &serde_json::Value) -> Value {
-    let kind = match v {
-        serde_json::Value::Null => Kind::NullValue(0),
-        serde_json::Value::Bool(b) => Kind::BoolValue(*b),
-        serde_json::Value::Number(n) => Kind::NumberValue(n.as_f64().unwrap_or_default()),
-        serde_json::Value::String(s) => Kind::StringValue(s.clone()),
-        serde_json::Value::Array(a) => {
-            Kind::ListValue(envoy_types::pb::google::protobuf::ListValue {
-                values: a.iter().map(value).collect(),
-            })
-        }
-        serde_json::Value::Object(o) => Kind::StructValue(Struct {
-            fields: o.iter().map(|(k, v)| (k.clone(), value(v))).collect(),
-        }),
-    };
-    Value { kind: Some(kind) }
 }
 
 /// The field `name` of a struct value.

@@ -346,6 +346,33 @@ pub(crate) fn sorted_map<V: Clone>(
     map
 }
 
+/// `google.protobuf.Struct` with its fields in key order: prost's `Struct` is a hash map,
+/// which would encode the same fields differently from map to map ([`sorted_map`]'s
+/// concern), so a struct of many fields is encoded as this instead (the same wire format).
+#[derive(Clone, PartialEq, Message)]
+pub(crate) struct SortedStruct {
+    #[prost(btree_map = "string, message", tag = "1")]
+    pub fields: std::collections::BTreeMap<String, envoy_types::pb::google::protobuf::Value>,
+}
+
+/// JSON as a protobuf `Value` (numbers as floats, as protobuf's JSON mapping has them).
+pub(crate) fn json_value(v: &serde_json::Value) -> envoy_types::pb::google::protobuf::Value {
+    use envoy_types::pb::google::protobuf::{ListValue, Struct, Value, value::Kind};
+    let kind = match v {
+        serde_json::Value::Null => Kind::NullValue(0),
+        serde_json::Value::Bool(b) => Kind::BoolValue(*b),
+        serde_json::Value::Number(n) => Kind::NumberValue(n.as_f64().unwrap_or_default()),
+        serde_json::Value::String(s) => Kind::StringValue(s.clone()),
+        serde_json::Value::Array(a) => Kind::ListValue(ListValue {
+            values: a.iter().map(json_value).collect(),
+        }),
+        serde_json::Value::Object(o) => Kind::StructValue(Struct {
+            fields: o.iter().map(|(k, v)| (k.clone(), json_value(v))).collect(),
+        }),
+    };
+    Value { kind: Some(kind) }
+}
+
 /// A message as an `Any` (its type URL and encoding), for typed configs.
 pub(crate) fn any<M: Message + Name>(msg: &M) -> Any {
     Any {

@@ -170,6 +170,16 @@ pub struct ProviderService {
     pub port: u32,
 }
 
+impl ProviderService {
+    /// The namespace `service` names (`ns/host`), if any, and its host.
+    pub fn namespace_and_host(&self) -> (Option<&str>, &str) {
+        match self.service.split_once('/') {
+            Some((ns, host)) => (Some(ns), host),
+            None => (None, &self.service),
+        }
+    }
+}
+
 /// A header a collector is sent: a value, or the value of an environment variable of axon's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProviderHeader {
@@ -233,6 +243,22 @@ pub enum ProviderKind {
     /// Lightstep and OpenCensus (deprecated: istiod configures nothing for them), SDS (not a
     /// telemetry provider).
     Inert,
+}
+
+impl ProviderKind {
+    /// The collector service of a provider that sends to one.
+    pub fn service(&self) -> Option<&ProviderService> {
+        match self {
+            ProviderKind::Zipkin { at, .. }
+            | ProviderKind::Datadog { at, .. }
+            | ProviderKind::Skywalking { at }
+            | ProviderKind::OpenTelemetry { at, .. }
+            | ProviderKind::HttpAls { at, .. }
+            | ProviderKind::TcpAls { at, .. }
+            | ProviderKind::OtelAls { at, .. } => Some(at),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -176,12 +176,9 @@ impl SidecarScope {
         // Its JWT filter reads the RequestAuthentications that apply and their fetched JWKS.
         scope.deps.extend(request_authn_deps(ctx, proxy));
         // Its access logs, tracing and stats filter, the Telemetries that apply.
-        scope
-            .deps
-            .extend(ctx.telemetry.keys_for(&proxy.namespace, &proxy.labels));
-        scope.telemetry =
-            ctx.telemetry
-                .resolve(&proxy.namespace, &proxy.labels, &ctx.mesh.telemetry);
+        let telemetries = ctx.telemetry.for_workload(&proxy.namespace, &proxy.labels);
+        scope.deps.extend(telemetries.iter().map(|c| c.key.clone()));
+        scope.telemetry = crate::telemetry::resolve_configs(&telemetries, &ctx.mesh.telemetry);
         scope
     }
 

@@ -20,7 +20,7 @@ use envoy_types::pb::envoy::extensions::access_loggers::grpc::v3::{
 use envoy_types::pb::envoy::extensions::access_loggers::open_telemetry::v3::OpenTelemetryAccessLogConfig;
 use std::collections::BTreeMap;
 
-use envoy_types::pb::google::protobuf::{Any, ListValue, Struct, Value, value};
+use envoy_types::pb::google::protobuf::{Any, Value, value};
 use envoy_types::pb::opentelemetry::proto::common::v1::{
     AnyValue, KeyValue, KeyValueList, any_value,
 };
@@ -30,7 +30,7 @@ use axon_config::mesh::{LogFormat, MeshTelemetry, ProviderKind, TelemetryProvide
 use axon_model::telemetry::LogChoice;
 
 use super::Collectors;
-use crate::resource::any;
+use crate::resource::{SortedStruct, any, json_value};
 
 /// istiod's `EnvoyTextLogFormat`.
 pub const TEXT_FORMAT: &str = "[%START_TIME%] \"%REQ(:METHOD)% %REQ(X-ENVOY-ORIGINAL-PATH?:PATH)% \
@@ -289,14 +289,8 @@ fn provider_log(
                         .collect(),
                 });
             }
-            let uses_req = body.contains("%REQ_WITHOUT_QUERY")
-                || labels
-                    .iter()
-                    .flatten()
-                    .any(|(_, v)| v.as_str().is_some_and(|s| s.contains("%REQ_WITHOUT_QUERY")));
-            if uses_req {
-                config.formatters = vec![req_without_query()];
-            }
+            let label_texts = labels.iter().flatten().filter_map(|(_, v)| v.as_str());
+            config.formatters = formatters(std::iter::once(body).chain(label_texts));
             Some(typed_log(OTEL_LOG, any(&config)))
         }
         _ => None,
@@ -353,13 +347,6 @@ struct Format {
     json: Option<BTreeMap<String, Value>>,
 }
 
-/// `google.protobuf.Struct` with its fields in key order.
-#[derive(Clone, PartialEq, prost::Message)]
-struct SortedStruct {
-    #[prost(btree_map = "string, message", tag = "1")]
-    fields: BTreeMap<String, Value>,
-}
-
 /// `SubstitutionFormatString.json_format`'s and `FileAccessLog.log_format`'s tags.
 const JSON_FORMAT_TAG: u32 = 2;
 const LOG_FORMAT_TAG: u32 = 5;
@@ -384,13 +371,18 @@ fn file_log(path: &str, format: Format) -> AccessLog {
     )
 }
 
-fn req_without_query() -> TypedExtensionConfig {
-    TypedExtensionConfig {
+/// The formatters a format of `texts` needs (istiod's `accessLogFormatters`): the
+/// `REQ_WITHOUT_QUERY` command's extension if one of them uses it.
+fn formatters<'a>(mut texts: impl Iterator<Item = &'a str>) -> Vec<TypedExtensionConfig> {
+    if !texts.any(|t| t.contains("%REQ_WITHOUT_QUERY")) {
+        return Vec::new();
+    }
+    vec![TypedExtensionConfig {
         name: REQ_WITHOUT_QUERY.to_string(),
         typed_config: Some(any(
             &envoy_types::pb::envoy::extensions::formatter::req_without_query::v3::ReqWithoutQuery::default(),
         )),
-    }
+    }]
 }
 
 /// istiod's `fileAccessLogFormat` as text: the default format, or the given one ending in a
@@ -404,11 +396,7 @@ fn text_format(text: &str, omit_empty_values: bool) -> Format {
         format!("{text}\n")
     };
     let text = SubstitutionFormatString {
-        formatters: if format.contains("%REQ_WITHOUT_QUERY") {
-            vec![req_without_query()]
-        } else {
-            Vec::new()
-        },
+        formatters: formatters(std::iter::once(format.as_str())),
         format: Some(substitution_format_string::Format::TextFormatSource(
             DataSource {
                 specifier: Some(data_source::Specifier::InlineString(format)),
@@ -445,15 +433,12 @@ fn json_format(
             })
             .collect(),
     };
-    let uses_req = fields.values().any(|v| {
-        matches!(&v.kind, Some(value::Kind::StringValue(s)) if s.contains("%REQ_WITHOUT_QUERY"))
+    let label_texts = fields.values().filter_map(|v| match &v.kind {
+        Some(value::Kind::StringValue(s)) => Some(s.as_str()),
+        _ => None,
     });
     let text = SubstitutionFormatString {
-        formatters: if uses_req {
-            vec![req_without_query()]
-        } else {
-            Vec::new()
-        },
+        formatters: formatters(label_texts),
         format: None,
         json_format_options: Some(JsonFormatOptions {
             sort_properties: false,
@@ -465,20 +450,4 @@ fn json_format(
         text,
         json: Some(fields),
     }
-}
-
-fn json_value(v: &serde_json::Value) -> Value {
-    let kind = match v {
-        serde_json::Value::Null => value::Kind::NullValue(0),
-        serde_json::Value::Bool(b) => value::Kind::BoolValue(*b),
-        serde_json::Value::Number(n) => value::Kind::NumberValue(n.as_f64().unwrap_or_default()),
-        serde_json::Value::String(s) => value::Kind::StringValue(s.clone()),
-        serde_json::Value::Array(a) => value::Kind::ListValue(ListValue {
-            values: a.iter().map(json_value).collect(),
-        }),
-        serde_json::Value::Object(o) => value::Kind::StructValue(Struct {
-            fields: o.iter().map(|(k, v)| (k.clone(), json_value(v))).collect(),
-        }),
-    };
-    Value { kind: Some(kind) }
 }

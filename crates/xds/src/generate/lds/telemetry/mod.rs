@@ -44,14 +44,9 @@ pub(super) struct Collectors<'a> {
 impl Collectors<'_> {
     /// `(hostname, cluster)` of `at`.
     pub(super) fn resolve(&self, at: &ProviderService) -> Option<(String, String)> {
-        let host = at
-            .service
-            .split_once('/')
-            .map_or(at.service.as_str(), |(_, h)| h);
+        let (namespace, host) = at.namespace_and_host();
         let service = self.ctx.service(host)?;
-        if let Some((ns, _)) = at.service.split_once('/')
-            && service.namespace != ns
-        {
+        if namespace.is_some_and(|ns| service.namespace != ns) {
             return None;
         }
         self.scope

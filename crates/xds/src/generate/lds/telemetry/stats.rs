@@ -15,6 +15,9 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
 use envoy_types::pb::google::protobuf::{Any, Duration, Struct, Value, value};
 use prost::Message;
 
+use super::super::l4::duration;
+use crate::resource::SortedStruct;
+
 use axon_config::validate::parse_duration;
 use axon_model::telemetry::{ProxyTelemetry, Side, is_prometheus};
 
@@ -66,12 +69,6 @@ struct TypedStruct {
     type_url: String,
     #[prost(message, optional, tag = "2")]
     value: Option<SortedStruct>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct SortedStruct {
-    #[prost(btree_map = "string, message", tag = "1")]
-    fields: BTreeMap<String, Value>,
 }
 
 /// istiod's `metricToPrometheusMetric`.
@@ -128,10 +125,7 @@ pub fn plugin_configs(
                 .reporting_interval
                 .as_deref()
                 .and_then(parse_duration)
-                .map(|n| Duration {
-                    seconds: (n / 1_000_000_000) as i64,
-                    nanos: (n % 1_000_000_000) as i32,
-                }),
+                .map(duration),
             metrics: on_side
                 .overrides
                 .iter()

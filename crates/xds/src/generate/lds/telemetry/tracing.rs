@@ -20,14 +20,17 @@ use envoy_types::pb::envoy::r#type::metadata::v3::{
 };
 use envoy_types::pb::envoy::r#type::tracing::v3::{CustomTag as EnvoyTag, custom_tag};
 use envoy_types::pb::envoy::r#type::v3::Percent;
-use envoy_types::pb::google::protobuf::{Any, BoolValue, Duration, UInt32Value};
+use envoy_types::pb::google::protobuf::{Any, BoolValue, UInt32Value};
 
 use axon_config::istio::CustomTag;
-use axon_config::mesh::{MeshTelemetry, ProviderHeader, ProviderKind, TelemetryProvider};
+use axon_config::mesh::{
+    MeshTelemetry, ProviderHeader, ProviderKind, ProxyTracing, TelemetryProvider,
+};
 use axon_model::proxy::{Proxy, ProxyType};
 use axon_model::telemetry::{Side, TracingConfig};
 use std::collections::BTreeMap;
 
+use super::super::l4::duration;
 use super::Collectors;
 use crate::resource::any;
 
@@ -48,19 +51,8 @@ pub(super) fn tracing(
         }
         let mut t = Tracing::default();
         sampling(&mut t, pt.sampling_percent());
-        let mut tags = if pt.enable_istio_tags.unwrap_or(true) {
-            istio_tags(proxy)
-        } else {
-            Vec::new()
-        };
-        tags.extend(custom_tags(&pt.custom_tags));
-        tags.sort_by(|a, b| a.tag.cmp(&b.tag));
-        t.custom_tags = tags;
-        if pt.max_path_tag_length != 0 {
-            t.max_path_tag_length = Some(UInt32Value {
-                value: pt.max_path_tag_length,
-            });
-        }
+        let istio = pt.enable_istio_tags.unwrap_or(true);
+        tag(&mut t, proxy, pt, istio, &pt.custom_tags);
         return (Some(t), request_id(true));
     };
     let spec = config.side(side);
@@ -78,15 +70,30 @@ pub(super) fn tracing(
         spec.random_sampling_percentage
             .unwrap_or_else(|| pt.sampling_percent()),
     );
-    let mut tags = if spec.enable_istio_tags {
-        istio_tags(proxy)
-    } else {
-        Vec::new()
-    };
-    match spec.custom_tags.as_ref().filter(|t| !t.is_empty()) {
-        Some(own) => tags.extend(custom_tags(own)),
-        None => tags.extend(custom_tags(&pt.custom_tags)),
-    }
+    let custom = spec.custom_tags.as_ref().filter(|t| !t.is_empty());
+    tag(
+        &mut t,
+        proxy,
+        pt,
+        spec.enable_istio_tags,
+        custom.unwrap_or(&pt.custom_tags),
+    );
+    t.no_context_propagation = spec.disable_context_propagation;
+    (Some(t), request_id(spec.use_request_id_for_trace_sampling))
+}
+
+/// istiod's `configureCustomTags` and the path tag length: Istio's tags if `istio`, then
+/// `custom`, sorted by name; the proxy config's `maxPathTagLength` where the provider set
+/// none.
+fn tag(
+    t: &mut Tracing,
+    proxy: &Proxy,
+    pt: &ProxyTracing,
+    istio: bool,
+    custom: &BTreeMap<String, CustomTag>,
+) {
+    let mut tags = if istio { istio_tags(proxy) } else { Vec::new() };
+    tags.extend(custom_tags(custom));
     tags.sort_by(|a, b| a.tag.cmp(&b.tag));
     t.custom_tags = tags;
     if t.max_path_tag_length.is_none() && pt.max_path_tag_length != 0 {
@@ -94,8 +101,6 @@ pub(super) fn tracing(
             value: pt.max_path_tag_length,
         });
     }
-    t.no_context_propagation = spec.disable_context_propagation;
-    (Some(t), request_id(spec.use_request_id_for_trace_sampling))
 }
 
 fn request_id(use_for_sampling: bool) -> RequestIdExtension {
@@ -236,13 +241,6 @@ fn provider_tracing(
         max_path_tag_length: (max_tag != 0).then_some(UInt32Value { value: max_tag }),
         ..Default::default()
     })
-}
-
-fn duration(nanos: i128) -> Duration {
-    Duration {
-        seconds: (nanos / 1_000_000_000) as i64,
-        nanos: (nanos % 1_000_000_000) as i32,
-    }
 }
 
 fn header(h: &ProviderHeader) -> HeaderValue {
