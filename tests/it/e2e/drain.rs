@@ -38,14 +38,8 @@ fn sigterm_drains_the_proxies_to_another_axon_without_losing_a_request() {
     let mut options = gateway_options();
     options.xds_retry_back_off = Some(("0.1s".to_string(), "0.5s".to_string()));
     options.more_xds = vec![SocketAddr::from(([127, 0, 0, 1], b_port))];
-    let (envoy, gw_port) = start_envoy_listening(
-        &a,
-        gw_port,
-        |port| format!("0.0.0.0_{port}"),
-        |port| config.write("gateway.yaml", &gateway_yaml(port)),
-        || Envoy::start(a.xds_addr(), options.clone()),
-        CONVERGE,
-    );
+    let (envoy, gw_port) =
+        start_gateway_listening_with(&a, &config, gw_port, a.xds_addr(), &options, CONVERGE);
     let gw = wait_gateway_serves_v1(&envoy, gw_port, "initial route", CONVERGE);
     assert!(
         a.wait_synced(&[GATEWAY_NODE_ID], CONVERGE),

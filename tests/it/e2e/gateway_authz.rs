@@ -32,14 +32,8 @@ fn remote_ip_blocks_behind_trusted_proxies() {
         "PROXY_CONFIG".into(),
         serde_json::json!({"gatewayTopology": {"numTrustedProxies": 1}}),
     ));
-    let (envoy, port) = start_envoy_listening(
-        &axon,
-        gw_port,
-        |port| format!("0.0.0.0_{port}"),
-        |port| config.write("gateway.yaml", &gateway_yaml(port)),
-        || Envoy::start(axon.xds_addr(), options.clone()),
-        CONVERGE,
-    );
+    let (envoy, port) =
+        start_gateway_listening_with(&axon, &config, gw_port, axon.xds_addr(), &options, CONVERGE);
     let get = |xff: &str| http_get(Envoy::local(port), "/", &[("x-forwarded-for", xff)]);
     let mut last = (0, String::new());
     let ok = wait_until(CONVERGE, || {

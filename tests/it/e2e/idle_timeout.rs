@@ -35,20 +35,12 @@ fn an_idle_downstream_connection_is_closed_after_the_node_idle_timeout() {
     config.write("backend.yaml", &backend_yaml(v1.port(), v2.port()));
     config.write("routes.yaml", ROUTES);
     let axon = Axon::start(config.path());
-    let (envoy, port) = start_envoy_listening(
-        &axon,
-        gw_port,
-        |port| format!("0.0.0.0_{port}"),
-        |port| config.write("gateway.yaml", &gateway_yaml(port)),
-        || {
-            let mut options = gateway_options();
-            options
-                .extra_metadata
-                .push(("IDLE_TIMEOUT".to_string(), serde_json::json!("1s")));
-            Envoy::start(axon.xds_addr(), options)
-        },
-        CONVERGE,
-    );
+    let mut options = gateway_options();
+    options
+        .extra_metadata
+        .push(("IDLE_TIMEOUT".to_string(), serde_json::json!("1s")));
+    let (envoy, port) =
+        start_gateway_listening_with(&axon, &config, gw_port, axon.xds_addr(), &options, CONVERGE);
     wait_for_answer("the route", CONVERGE, "backend-v1", &envoy, || {
         http_get(Envoy::local(port), "/", &[])
     });

@@ -39,14 +39,8 @@ fn mesh(port: u16) -> String {
 
 /// The gateway Envoy with `options`, listening on `gw_port`, once `CLUSTER` is in.
 fn gateway(axon: &Axon, config: &ConfigDir, gw_port: u16, options: EnvoyOptions) -> (Envoy, u16) {
-    let (envoy, port) = start_envoy_listening(
-        axon,
-        gw_port,
-        |port| format!("0.0.0.0_{port}"),
-        |port| config.write("gateway.yaml", &gateway_yaml(port)),
-        || Envoy::start(axon.xds_addr(), options.clone()),
-        CONVERGE,
-    );
+    let (envoy, port) =
+        start_gateway_listening_with(axon, config, gw_port, axon.xds_addr(), &options, CONVERGE);
     let ok = wait_until(CONVERGE, || {
         envoy.config_dump().to_string().contains(CLUSTER)
     });

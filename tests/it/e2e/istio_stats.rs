@@ -46,18 +46,10 @@ fn an_upstream_envoy_under_istios_agent_accepts_what_it_is_sent() {
     );
     config.write("telemetry.yaml", TELEMETRY);
     let axon = Axon::start_with_mesh_config(config.path(), MESH);
-    let (envoy, port) = start_envoy_listening(
-        &axon,
-        gw_port,
-        |port| format!("0.0.0.0_{port}"),
-        |port| config.write("gateway.yaml", &gateway_yaml(port)),
-        || {
-            let mut options = gateway_options();
-            options.extra_metadata = vec![("ISTIO_VERSION".into(), "1.28.0".into())];
-            Envoy::start(axon.xds_addr(), options)
-        },
-        CONVERGE,
-    );
+    let mut options = gateway_options();
+    options.extra_metadata = vec![("ISTIO_VERSION".into(), "1.28.0".into())];
+    let (envoy, port) =
+        start_gateway_listening_with(&axon, &config, gw_port, axon.xds_addr(), &options, CONVERGE);
     gw_port = port;
     wait_gateway_serves_v1(&envoy, gw_port, "the gateway", CONVERGE);
     assert_no_rejected_updates(&envoy);

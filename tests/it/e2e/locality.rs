@@ -53,14 +53,8 @@ fn start(mesh: &str) -> (ConfigDir, Axon, Envoy, u16) {
     let axon = Axon::start(config.path());
     let mut options = gateway_options();
     options.locality = Some(("r1".into(), "z1".into(), "s1".into()));
-    let (envoy, gw_port) = start_envoy_listening(
-        &axon,
-        gw_port,
-        |port| format!("0.0.0.0_{port}"),
-        |port| config.write("gateway.yaml", &gateway_yaml(port)),
-        || Envoy::start(axon.xds_addr(), options.clone()),
-        CONVERGE,
-    );
+    let (envoy, gw_port) =
+        start_gateway_listening_with(&axon, &config, gw_port, axon.xds_addr(), &options, CONVERGE);
     (config, axon, envoy, gw_port)
 }
 

@@ -63,17 +63,12 @@ fn envoy_rides_out_an_axon_restart() {
     let mut options = gateway_options();
     // Reconnect quickly once axon is back (Envoy's default backoff grows to 30 s).
     options.xds_retry_back_off = Some(("0.1s".to_string(), "0.5s".to_string()));
-    let (envoy, gw_port) = start_envoy_listening(
+    let (envoy, gw_port) = start_gateway_listening_with(
         &axon,
+        &config,
         gw_port,
-        |port| format!("0.0.0.0_{port}"),
-        |port| config.write("gateway.yaml", &gateway_yaml(port)),
-        || {
-            Envoy::start(
-                SocketAddr::from(([127, 0, 0, 1], xds_port)),
-                options.clone(),
-            )
-        },
+        SocketAddr::from(([127, 0, 0, 1], xds_port)),
+        &options,
         CONVERGE,
     );
     let mut s = Scenario {

@@ -412,14 +412,8 @@ fn without_plaintext_secrets_only_a_verified_gateway_gets_the_secret() {
         client: Some((pki.path("gateway.crt"), pki.path("gateway.key"))),
         token: None,
     });
-    let (envoy, gw_port) = start_envoy_listening(
-        &axon,
-        gw_port,
-        |port| format!("0.0.0.0_{port}"),
-        |port| config.write("gateway.yaml", &gateway_yaml(port)),
-        || Envoy::start(tls_addr, options.clone()),
-        CONVERGE,
-    );
+    let (envoy, gw_port) =
+        start_gateway_listening_with(&axon, &config, gw_port, tls_addr, &options, CONVERGE);
     wait_for_answer("mutual, verified", CONVERGE, "mtls", &envoy, || {
         let r = http_request(
             Envoy::local(gw_port),

@@ -127,12 +127,12 @@ impl World {
         options
             .extra_metadata
             .push(("CLUSTER_ID".into(), serde_json::json!(CLUSTER_ID)));
-        let (envoy, gw_port) = start_envoy_listening(
+        let (envoy, gw_port) = start_gateway_listening_with(
             &axon,
+            &config,
             gw_port,
-            |port| format!("0.0.0.0_{port}"),
-            |port| config.write("gateway.yaml", &gateway_yaml(port)),
-            || Envoy::start(axon.xds_addr(), options.clone()),
+            axon.xds_addr(),
+            &options,
             CONVERGE,
         );
         wait_gateway_route(&envoy, gw_port, "*", &[BACKEND_CLUSTER], CONVERGE);

@@ -293,14 +293,8 @@ fn to_a_mesh_external_service_the_rules_certificates_not_the_proxys_metadata_one
         ("TLS_CLIENT_KEY".into(), other.file("client.key").into()),
         ("TLS_CLIENT_ROOT_CERT".into(), pki.file("ca.crt").into()),
     ];
-    let (envoy, gw_port) = start_envoy_listening(
-        &axon,
-        gw_port,
-        |port| format!("0.0.0.0_{port}"),
-        |port| config.write("gateway.yaml", &gateway_yaml(port)),
-        || Envoy::start(axon.xds_addr(), options.clone()),
-        CONVERGE,
-    );
+    let (envoy, gw_port) =
+        start_gateway_listening_with(&axon, &config, gw_port, axon.xds_addr(), &options, CONVERGE);
     let get = |host: &str| {
         http_request(
             Envoy::local(gw_port),

@@ -319,12 +319,32 @@ pub fn start_gateway_listening(
     gw_port: u16,
     timeout: Duration,
 ) -> (Envoy, u16) {
+    start_gateway_listening_with(
+        axon,
+        config,
+        gw_port,
+        axon.xds_addr(),
+        &gateway_options(),
+        timeout,
+    )
+}
+
+/// [`start_gateway_listening`] for a gateway Envoy of `options` (its metadata, say) that
+/// asks for its config at `xds` (axon's TLS port, say).
+pub fn start_gateway_listening_with(
+    axon: &Axon,
+    config: &ConfigDir,
+    gw_port: u16,
+    xds: std::net::SocketAddr,
+    options: &EnvoyOptions,
+    timeout: Duration,
+) -> (Envoy, u16) {
     start_envoy_listening(
         axon,
         gw_port,
         |port| format!("0.0.0.0_{port}"),
         |port| config.write("gateway.yaml", &gateway_yaml(port)),
-        || Envoy::start(axon.xds_addr(), gateway_options()),
+        || Envoy::start(xds, options.clone()),
         timeout,
     )
 }
