@@ -8,8 +8,7 @@ use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::pki_types::ServerName;
 use serde_json::{Value, json};
 
 use crate::support::{Axon, ConfigDir};
@@ -22,17 +21,7 @@ fn post(
     content_type: &str,
     body: &[u8],
 ) -> (u16, String) {
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_file_iter(root).unwrap() {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let config = crate::support::pki::client_config(root, b"http/1.1");
     // The name the API server dials: the webhook Service's.
     let name = ServerName::try_from("istiod.istio-system.svc").unwrap();
     let mut conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();

@@ -96,10 +96,7 @@ impl CaCall {
     }
 
     fn tls_config(&self) -> rustls::ClientConfig {
-        let mut roots = rustls::RootCertStore::empty();
-        for cert in CertificateDer::pem_file_iter(&self.trust).unwrap() {
-            roots.add(cert.unwrap()).unwrap();
-        }
+        let roots = super::pki::roots(&self.trust);
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()

@@ -17,8 +17,7 @@ use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
 use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind};
 use prost::Message;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::pki_types::ServerName;
 
 pub const SYNCZ: &str = "istio.io/debug/syncz";
 pub const CONFIG_DUMP: &str = "istio.io/debug/config_dump";
@@ -105,17 +104,7 @@ async fn tls_connect(
     tcp: tokio::net::TcpStream,
     root: &std::path::Path,
 ) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_file_iter(root).unwrap() {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"h2".to_vec()];
+    let config = super::pki::client_config(root, b"h2");
     let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
     let name = ServerName::try_from("istiod.istio-system.svc").unwrap();
     connector.connect(name, tcp).await.expect("TLS handshake")

@@ -190,3 +190,27 @@ fn plug_in_ca_with(into: &Path, name: &str, keys: &[&str]) -> String {
     }
     root
 }
+
+/// Every certificate of the PEM file `pem`, as trusted roots.
+pub fn roots(pem: &Path) -> rustls::RootCertStore {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(pem).unwrap() {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    roots
+}
+
+/// A TLS client (ring) that trusts the roots of `root_pem`, shows no certificate of its own
+/// and offers the ALPN protocol `alpn`.
+pub fn client_config(root_pem: &Path, alpn: &[u8]) -> rustls::ClientConfig {
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots(root_pem))
+        .with_no_client_auth();
+    config.alpn_protocols = vec![alpn.to_vec()];
+    config
+}

@@ -60,10 +60,7 @@ impl TlsEchoUpstream {
         let config = match client_ca {
             None => builder.with_no_client_auth(),
             Some(ca) => {
-                let mut roots = rustls::RootCertStore::empty();
-                for c in CertificateDer::pem_file_iter(ca).unwrap() {
-                    roots.add(c.unwrap()).unwrap();
-                }
+                let roots = super::pki::roots(ca);
                 let verifier =
                     WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
                         .build()
