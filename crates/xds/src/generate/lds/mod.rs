@@ -52,7 +52,7 @@ mod l4;
 mod outbound;
 mod server_tls;
 mod sidecar_l4;
-pub mod telemetry;
+mod telemetry;
 
 use super::cds::{BLACK_HOLE, PASSTHROUGH};
 use crate::resource::{Resource, any};

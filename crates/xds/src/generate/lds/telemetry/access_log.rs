@@ -33,7 +33,7 @@ use super::Collectors;
 use crate::resource::{SortedStruct, any, json_value};
 
 /// istiod's `EnvoyTextLogFormat`.
-pub const TEXT_FORMAT: &str = "[%START_TIME%] \"%REQ(:METHOD)% %REQ(X-ENVOY-ORIGINAL-PATH?:PATH)% \
+const TEXT_FORMAT: &str = "[%START_TIME%] \"%REQ(:METHOD)% %REQ(X-ENVOY-ORIGINAL-PATH?:PATH)% \
 %PROTOCOL%\" %RESPONSE_CODE% %RESPONSE_FLAGS% %RESPONSE_CODE_DETAILS% %CONNECTION_TERMINATION_DETAILS% \
 \"%UPSTREAM_TRANSPORT_FAILURE_REASON%\" %BYTES_RECEIVED% %BYTES_SENT% %DURATION% \
 %RESP(X-ENVOY-UPSTREAM-SERVICE-TIME)% \"%REQ(X-FORWARDED-FOR)%\" \"%REQ(USER-AGENT)%\" \
@@ -42,7 +42,7 @@ pub const TEXT_FORMAT: &str = "[%START_TIME%] \"%REQ(:METHOD)% %REQ(X-ENVOY-ORIG
 %REQUESTED_SERVER_NAME% %ROUTE_NAME%\n";
 
 /// istiod's `EnvoyJSONLogFormatIstio`.
-pub const JSON_LABELS: [(&str, &str); 24] = [
+const JSON_LABELS: [(&str, &str); 24] = [
     ("start_time", "%START_TIME%"),
     ("route_name", "%ROUTE_NAME%"),
     ("method", "%REQ(:METHOD)%"),

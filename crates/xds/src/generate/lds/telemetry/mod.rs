@@ -11,8 +11,9 @@ mod access_log;
 mod stats;
 mod tracing;
 
-pub use access_log::{JSON_LABELS, TEXT_FORMAT};
-pub use stats::{MX_FILTER, PluginConfig, STATS_FILTER, plugin_configs};
+use stats::plugin_configs;
+#[cfg(test)]
+use stats::{MX_FILTER, PluginConfig, STATS_FILTER};
 
 use envoy_types::pb::envoy::config::accesslog::v3::AccessLog;
 use envoy_types::pb::envoy::config::listener::v3::{Filter, FilterChain, Listener, filter};

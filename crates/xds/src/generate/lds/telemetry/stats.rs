@@ -24,9 +24,9 @@ use axon_model::telemetry::{ProxyTelemetry, Side, is_prometheus};
 use axon_config::mesh::MeshTelemetry;
 
 /// The filter's name (istiod's `xds.StatsFilterName`).
-pub const STATS_FILTER: &str = "istio.stats";
+pub(super) const STATS_FILTER: &str = "istio.stats";
 /// The metadata exchange filters' name (istiod's `MxFilterName`).
-pub const MX_FILTER: &str = "istio.metadata_exchange";
+pub(super) const MX_FILTER: &str = "istio.metadata_exchange";
 const PLUGIN_CONFIG_URL: &str = "type.googleapis.com/stats.PluginConfig";
 const TYPED_STRUCT_URL: &str = "type.googleapis.com/xds.type.v3.TypedStruct";
 const PEER_METADATA_URL: &str = "type.googleapis.com/io.istio.http.peer_metadata.Config";
@@ -34,7 +34,7 @@ const TCP_MX_URL: &str = "type.googleapis.com/envoy.tcp.metadataexchange.config.
 
 /// `stats.MetricConfig`.
 #[derive(Clone, PartialEq, Message)]
-pub struct MetricConfig {
+pub(super) struct MetricConfig {
     #[prost(btree_map = "string, string", tag = "1")]
     pub dimensions: BTreeMap<String, String>,
     #[prost(string, tag = "2")]
@@ -49,7 +49,7 @@ pub struct MetricConfig {
 
 /// `stats.PluginConfig`, the fields istiod sets.
 #[derive(Clone, PartialEq, Message)]
-pub struct PluginConfig {
+pub(super) struct PluginConfig {
     #[prost(bool, tag = "6")]
     pub disable_host_header_fallback: bool,
     #[prost(message, optional, tag = "7")]
@@ -91,7 +91,7 @@ fn prometheus_name(metric: &str) -> &str {
 /// The `istio.stats` configs of a side (one per Prometheus provider with metrics on it), in
 /// provider name order; `gateway`: the listener is a gateway's (no host header fallback,
 /// as inbound).
-pub fn plugin_configs(
+pub(super) fn plugin_configs(
     telemetry: &ProxyTelemetry,
     mesh: &MeshTelemetry,
     side: Side,
