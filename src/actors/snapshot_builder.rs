@@ -322,8 +322,9 @@ impl Handler<Flush> for SnapshotBuilder {
                 || !Arc::ptr_eq(&old.mesh, &ctx.mesh)
                 || !Arc::ptr_eq(&old.services, &ctx.services)
         });
+        let telemetry_problems = telemetry_problems(&ctx);
         if telemetry_rebuilt {
-            for problem in telemetry_problems(&ctx) {
+            for problem in &telemetry_problems {
                 tracing::warn!(problem = %problem, "Telemetry not applied in full");
             }
         }
@@ -379,7 +380,7 @@ impl Handler<Flush> for SnapshotBuilder {
             "endpoint_sets": ctx.endpoints.by_service_port.len(),
             "virtual_service_bindings": ctx.virtual_services.by_gateway.values().map(Vec::len).sum::<usize>(),
             "virtual_service_problems": ctx.virtual_services.problems.iter().map(ToString::to_string).collect::<Vec<_>>(),
-            "telemetry_problems": telemetry_problems(&ctx),
+            "telemetry_problems": telemetry_problems,
             "telemetries": ctx.telemetry.len(),
             "destination_rule_hosts": ctx.destination_rules.by_host.len(),
             "gateways": ctx.gateways.all.len(),
