@@ -12,6 +12,10 @@ use super::istio::{
     RequestAuthentication, ServiceEntry, Sidecar, Telemetry, VirtualService, WorkloadEntry,
     WorkloadGroup,
 };
+use crate::gateway_api::{
+    BackendTlsPolicySpec, GatewayClassSpec, GatewaySpec, GrpcRouteSpec, HttpRouteSpec, L4RouteSpec,
+    ReferenceGrantSpec,
+};
 use crate::secret::TlsSecret;
 
 /// The API group of every kind axon reads.
@@ -51,6 +55,18 @@ pub enum ConfigKind {
     /// A Kubernetes `v1` Secret holding TLS material (`axon_model::secrets`); not of the
     /// networking group, so not in [`ConfigKind::ALL`].
     Secret,
+    /// `gateway.networking.k8s.io` (the Gateway API, [`crate::gateway_api`]): not of the
+    /// networking group, so not in [`ConfigKind::ALL`].
+    GatewayClass,
+    /// The Gateway API's `Gateway` (istiod's gvk `KubernetesGateway`), named so beside
+    /// Istio's [`ConfigKind::Gateway`].
+    KubernetesGateway,
+    HttpRoute,
+    GrpcRoute,
+    TlsRoute,
+    TcpRoute,
+    ReferenceGrant,
+    BackendTlsPolicy,
 }
 
 impl ConfigKind {
@@ -80,7 +96,38 @@ impl ConfigKind {
             ConfigKind::Telemetry => "Telemetry",
             ConfigKind::Jwks => "Jwks",
             ConfigKind::Secret => "Secret",
+            ConfigKind::GatewayClass => "GatewayClass",
+            ConfigKind::KubernetesGateway => "KubernetesGateway",
+            ConfigKind::HttpRoute => "HTTPRoute",
+            ConfigKind::GrpcRoute => "GRPCRoute",
+            ConfigKind::TlsRoute => "TLSRoute",
+            ConfigKind::TcpRoute => "TCPRoute",
+            ConfigKind::ReferenceGrant => "ReferenceGrant",
+            ConfigKind::BackendTlsPolicy => "BackendTLSPolicy",
         }
+    }
+
+    /// The `kind` users write: [`Self::as_str`], but `Gateway` for the Gateway API's.
+    pub fn api_kind(self) -> &'static str {
+        match self {
+            ConfigKind::KubernetesGateway => "Gateway",
+            other => other.as_str(),
+        }
+    }
+
+    /// Whether it is a kind of the Gateway API.
+    pub fn is_gateway_api(self) -> bool {
+        matches!(
+            self,
+            ConfigKind::GatewayClass
+                | ConfigKind::KubernetesGateway
+                | ConfigKind::HttpRoute
+                | ConfigKind::GrpcRoute
+                | ConfigKind::TlsRoute
+                | ConfigKind::TcpRoute
+                | ConfigKind::ReferenceGrant
+                | ConfigKind::BackendTlsPolicy
+        )
     }
 
     pub fn from_kind(kind: &str) -> Option<ConfigKind> {
@@ -135,6 +182,14 @@ pub enum Spec {
     Telemetry(Telemetry),
     Jwks(FetchedJwks),
     Secret(TlsSecret),
+    GatewayClass(GatewayClassSpec),
+    KubernetesGateway(Box<GatewaySpec>),
+    HttpRoute(HttpRouteSpec),
+    GrpcRoute(GrpcRouteSpec),
+    TlsRoute(L4RouteSpec),
+    TcpRoute(L4RouteSpec),
+    ReferenceGrant(ReferenceGrantSpec),
+    BackendTlsPolicy(BackendTlsPolicySpec),
 }
 
 impl Spec {
@@ -153,6 +208,14 @@ impl Spec {
             Spec::Telemetry(_) => ConfigKind::Telemetry,
             Spec::Jwks(_) => ConfigKind::Jwks,
             Spec::Secret(_) => ConfigKind::Secret,
+            Spec::GatewayClass(_) => ConfigKind::GatewayClass,
+            Spec::KubernetesGateway(_) => ConfigKind::KubernetesGateway,
+            Spec::HttpRoute(_) => ConfigKind::HttpRoute,
+            Spec::GrpcRoute(_) => ConfigKind::GrpcRoute,
+            Spec::TlsRoute(_) => ConfigKind::TlsRoute,
+            Spec::TcpRoute(_) => ConfigKind::TcpRoute,
+            Spec::ReferenceGrant(_) => ConfigKind::ReferenceGrant,
+            Spec::BackendTlsPolicy(_) => ConfigKind::BackendTlsPolicy,
         }
     }
 }

@@ -21,6 +21,7 @@ pub mod file_set;
 #[cfg(any(test, feature = "fixtures"))]
 #[doc(hidden)]
 pub mod fixtures;
+pub mod gateway_api;
 pub mod hash;
 pub mod host;
 pub mod istio;

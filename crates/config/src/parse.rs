@@ -43,6 +43,12 @@ pub enum DocError {
     SecurityApiVersion { kind: String, api_version: String },
     #[error("{kind}: apiVersion {api_version} is not served (want {group}/v1 or v1alpha1)", group = ISTIO_TELEMETRY_GROUP)]
     TelemetryApiVersion { kind: String, api_version: String },
+    #[error("{kind}: apiVersion {api_version} is not served (istiod reads {group}/{})", versions.join(", "), group = crate::gateway_api::GROUP)]
+    GatewayApiVersion {
+        kind: String,
+        api_version: String,
+        versions: Vec<String>,
+    },
     #[error("kind {kind} is not a kind of {group}{hint}", group = ISTIO_NETWORKING_GROUP)]
     UnknownKind { kind: String, hint: String },
     #[error("metadata.name: Required value")]
@@ -323,6 +329,20 @@ fn parse_checked(
             }
             Some(ConfigKind::Telemetry)
         }
+        (crate::gateway_api::GROUP, _) => match crate::gateway_api::kind_of(&kind) {
+            Some(config_kind) => {
+                let versions = crate::gateway_api::versions_of(config_kind);
+                if !versions.contains(&version) {
+                    return DocOutcome::Invalid(DocError::GatewayApiVersion {
+                        kind,
+                        api_version,
+                        versions: versions.iter().map(|v| v.to_string()).collect(),
+                    });
+                }
+                Some(config_kind)
+            }
+            None => return DocOutcome::Unsupported { api_version, kind },
+        },
         _ => None,
     };
     if let Some(config_kind) = own_kind {
@@ -399,6 +419,9 @@ fn build_config(
         None | Some(serde_json::Value::Null) => return Err(DocError::MissingSpec),
         Some(spec) => spec,
     };
+    if kind.is_gateway_api() {
+        return build_gateway_api(kind, namespace, name, created, metadata.labels, spec);
+    }
     let findings = schema::check(&spec, schema_of(kind));
     if !findings.unknown.is_empty() {
         return Err(DocError::Invalid(findings.unknown));
@@ -415,6 +438,28 @@ fn build_config(
         created,
         spec,
         not_applied,
+    };
+    validate::validate(&config).map_err(DocError::Invalid)?;
+    Ok(config)
+}
+
+/// A Gateway API object: decoded strictly (an unknown field is named with its path), with
+/// the CRDs' defaults, then validated.
+fn build_gateway_api(
+    kind: ConfigKind,
+    namespace: String,
+    name: String,
+    created: Option<i64>,
+    labels: Labels,
+    spec: serde_json::Value,
+) -> Result<Config, DocError> {
+    let spec = typed_spec(kind, spec)?;
+    let config = Config {
+        key: ConfigKey::new(kind, namespace, name),
+        labels,
+        created,
+        not_applied: crate::gateway_api::not_applied(&spec),
+        spec,
     };
     validate::validate(&config).map_err(DocError::Invalid)?;
     Ok(config)
@@ -494,8 +539,16 @@ fn schema_of(kind: ConfigKind) -> &'static schema::Message {
         ConfigKind::RequestAuthentication => &schema::REQUEST_AUTHENTICATION,
         ConfigKind::Telemetry => &schema::TELEMETRY,
         // Secrets are decoded by `parse_secret`, and fetched JWKS made by the resolver, never
-        // walked against a schema.
+        // walked against a schema; the Gateway API's types deny unknown fields themselves.
         ConfigKind::Secret | ConfigKind::Jwks => &NO_FIELDS,
+        ConfigKind::GatewayClass
+        | ConfigKind::KubernetesGateway
+        | ConfigKind::HttpRoute
+        | ConfigKind::GrpcRoute
+        | ConfigKind::TlsRoute
+        | ConfigKind::TcpRoute
+        | ConfigKind::ReferenceGrant
+        | ConfigKind::BackendTlsPolicy => &NO_FIELDS,
     }
 }
 
@@ -518,6 +571,14 @@ fn typed_spec(kind: ConfigKind, spec: serde_json::Value) -> Result<Spec, DocErro
         ConfigKind::AuthorizationPolicy => Spec::AuthorizationPolicy(de(spec)?),
         ConfigKind::RequestAuthentication => Spec::RequestAuthentication(de(spec)?),
         ConfigKind::Telemetry => Spec::Telemetry(de(spec)?),
+        ConfigKind::GatewayClass => Spec::GatewayClass(de(spec)?),
+        ConfigKind::KubernetesGateway => Spec::KubernetesGateway(de(spec)?),
+        ConfigKind::HttpRoute => Spec::HttpRoute(de(spec)?),
+        ConfigKind::GrpcRoute => Spec::GrpcRoute(de(spec)?),
+        ConfigKind::TlsRoute => Spec::TlsRoute(de(spec)?),
+        ConfigKind::TcpRoute => Spec::TcpRoute(de(spec)?),
+        ConfigKind::ReferenceGrant => Spec::ReferenceGrant(de(spec)?),
+        ConfigKind::BackendTlsPolicy => Spec::BackendTlsPolicy(de(spec)?),
         ConfigKind::Secret | ConfigKind::Jwks => return Err(DocError::NotAnObject),
     })
 }

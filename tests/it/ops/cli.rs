@@ -312,14 +312,14 @@ spec:
 #[test]
 fn validate_warns_of_istio_and_gateway_api_kinds_not_applied_and_strict_fails_them() {
     let dir = tempfile::tempdir().unwrap();
-    let skipped = "apiVersion: extensions.istio.io/v1alpha1\nkind: WasmPlugin\nmetadata: {name: stats, namespace: foo}\nspec: {url: oci://example/stats:1}\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: r, namespace: foo}\nspec: {}\n---\napiVersion: networking.istio.io/v1alpha3\nkind: EnvoyFilter\nmetadata: {name: f, namespace: foo}\nspec: {}\n";
+    let skipped = "apiVersion: extensions.istio.io/v1alpha1\nkind: WasmPlugin\nmetadata: {name: stats, namespace: foo}\nspec: {url: oci://example/stats:1}\n---\napiVersion: gateway.networking.k8s.io/v1alpha2\nkind: UDPRoute\nmetadata: {name: r, namespace: foo}\nspec: {}\n---\napiVersion: networking.istio.io/v1alpha3\nkind: EnvoyFilter\nmetadata: {name: f, namespace: foo}\nspec: {}\n";
     std::fs::write(dir.path().join("policy.yaml"), skipped).unwrap();
     let path = dir.path().to_str().unwrap();
     // Without --strict: warned of, and the file is still valid.
     let out = axon(&["validate", path]);
     let report = text(&out);
     assert!(out.status.success(), "{report}");
-    for kind in ["WasmPlugin", "HTTPRoute", "EnvoyFilter"] {
+    for kind in ["WasmPlugin", "UDPRoute", "EnvoyFilter"] {
         assert!(
             report.contains(&format!("warning: {kind} ("))
                 && report.contains("not applied by axon"),

@@ -34,6 +34,7 @@ mod fields;
 #[cfg(test)]
 mod fixtures;
 mod gateway;
+mod gateway_api;
 mod http_action;
 mod http_route;
 mod locality;
@@ -98,6 +99,14 @@ pub fn validate(config: &Config) -> Result<(), Vec<String>> {
         Spec::Telemetry(t) => telemetry::telemetry(&mut errs, t),
         // Checked as it is decoded (`secrets::decode`); a fetched JWKS by the resolver.
         Spec::Secret(_) | Spec::Jwks(_) => {}
+        Spec::GatewayClass(c) => gateway_api::gateway_class(&mut errs, c),
+        Spec::KubernetesGateway(g) => gateway_api::gateway(&mut errs, g),
+        Spec::HttpRoute(r) => gateway_api::http_route(&mut errs, r),
+        Spec::GrpcRoute(r) => gateway_api::grpc_route(&mut errs, r),
+        Spec::TlsRoute(r) => gateway_api::l4_route(&mut errs, config.kind(), r),
+        Spec::TcpRoute(r) => gateway_api::l4_route(&mut errs, config.kind(), r),
+        Spec::ReferenceGrant(g) => gateway_api::reference_grant(&mut errs, g),
+        Spec::BackendTlsPolicy(p) => gateway_api::backend_tls_policy(&mut errs, p),
     }
     errs.finish()
 }
