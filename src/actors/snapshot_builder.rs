@@ -394,10 +394,8 @@ impl Handler<Flush> for SnapshotBuilder {
         });
         self.current = Some(ctx.clone());
         self.ready.built(msg.sources.keys().copied());
-        let push = Push {
-            ctx,
-            request: Arc::new(msg.request),
-        };
+        let request = Arc::new(ctx.effective_request(&msg.request));
+        let push = Push { ctx, request };
         super::mailbox::tell(&self.metrics, "push_queue", &self.push_queue, push);
         self.metrics.handled("snapshot_builder", started);
     }

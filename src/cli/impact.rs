@@ -62,6 +62,8 @@ pub fn impact(
         &request,
         &old_ctx.mesh,
     ));
+    // The configs made of Gateway API objects that changed with them are changes too.
+    let request = new_ctx.effective_request(&request);
     // Per changed config, the proxies it reaches and what each is sent.
     let mut reached: BTreeMap<String, Vec<(String, Vec<&'static str>)>> = changed
         .iter()

@@ -12,6 +12,7 @@ pub mod authz;
 #[doc(hidden)]
 pub mod fixtures;
 pub mod gateway;
+pub mod gateway_api;
 pub mod identity;
 pub mod locality;
 pub mod memo;

@@ -7,6 +7,7 @@ mod delta;
 mod destination_rule;
 mod drain;
 mod gateway;
+mod gateway_api;
 mod gateway_authz;
 mod gateway_hosts;
 mod gateway_istio_mutual;

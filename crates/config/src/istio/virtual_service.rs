@@ -22,6 +22,22 @@ pub struct VirtualService {
     pub tls: Vec<serde_json::Value>,
     #[serde(default)]
     pub export_to: Vec<String>,
+    /// How its routes are read: set on VirtualServices derived from Gateway API routes.
+    #[serde(skip)]
+    pub semantics: RouteSemantics,
+    /// istiod's `internal.istio.io/parents`: `KIND/NAME.NAMESPACE` of the Gateway API routes
+    /// it was made from (`HTTPRoute/r.ns`, `TLSRoute/t.ns`).
+    #[serde(skip)]
+    pub parents: Vec<String>,
+}
+
+/// How a VirtualService's routes are read (istiod's `internal.istio.io/route-semantics`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize)]
+pub enum RouteSemantics {
+    #[default]
+    Istio,
+    /// Derived from a Gateway API route.
+    Gateway,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -109,6 +109,11 @@ pub struct PushContext {
     pub mesh: Arc<MeshConfig>,
     /// Answers computed from this context, shared by the proxies that ask the same question.
     pub memo: super::memo::Memo,
+    /// What the Gateway API objects turned into (`super::gateway_api`).
+    pub gateway_api: Arc<super::gateway_api::GatewayApiIndex>,
+    /// The derived configs (`super::gateway_api`) that changed with the request this context
+    /// was built for: pushes must treat them as updated ([`Self::effective_request`]).
+    pub derived_updates: BTreeSet<ConfigKey>,
     /// For a context made by an endpoint-only request: the `(hostname, port)`s whose
     /// endpoints differ from the previous context's (the one of version `version - 1`).
     pub endpoint_changes: Option<Arc<BTreeSet<(String, u32)>>>,
@@ -154,6 +159,37 @@ impl PushContext {
     /// Builds the next context. Without a previous one, or for a forced or unscoped full push,
     /// every index is rebuilt; otherwise only those fed by the kinds in `request`.
     pub fn build(
+        prev: Option<&PushContext>,
+        configs: &ConfigSet,
+        request: &PushRequest,
+        mesh: &Arc<MeshConfig>,
+    ) -> Self {
+        let expanded =
+            super::gateway_api::expand(prev.map(|p| p.gateway_api.as_ref()), configs, request);
+        let Some((gateway_api, configs, expanded_request)) = expanded else {
+            return PushContext::build_istio(prev, configs, request, mesh);
+        };
+        let mut ctx = PushContext::build_istio(prev, &configs, &expanded_request, mesh);
+        ctx.derived_updates = expanded_request
+            .configs_updated
+            .difference(&request.configs_updated)
+            .cloned()
+            .collect();
+        ctx.gateway_api = gateway_api;
+        ctx
+    }
+
+    /// `request` as the pushes of this context must read it: with the derived configs that
+    /// changed ([`Self::derived_updates`]).
+    pub fn effective_request(&self, request: &PushRequest) -> PushRequest {
+        let mut request = request.clone();
+        request
+            .configs_updated
+            .extend(self.derived_updates.iter().cloned());
+        request
+    }
+
+    fn build_istio(
         prev: Option<&PushContext>,
         configs: &ConfigSet,
         request: &PushRequest,
@@ -259,6 +295,8 @@ impl PushContext {
             jwks,
             mesh: mesh.clone(),
             memo: Default::default(),
+            gateway_api: Default::default(),
+            derived_updates: Default::default(),
         }
     }
 
@@ -284,6 +322,8 @@ impl PushContext {
             mesh: mesh.clone(),
             memo: Default::default(),
             endpoint_changes: None,
+            gateway_api: Default::default(),
+            derived_updates: Default::default(),
         }
     }
 

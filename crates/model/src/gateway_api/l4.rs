@@ -1,0 +1,163 @@
+//! TCPRoutes and TLSRoutes into VirtualServices of `tcp` and `tls` routes (istiod's
+//! `TCPRouteCollection`, `TLSRouteCollection`, `convertTCPRoute`, `convertTLSRoute`): one
+//! VirtualService per accepted listener (TLSRoutes: per hostname within the listener's),
+//! named `NAME~tcp~N~…` and `NAME~tls~N~…`, not merged across routes. A rule without weighted
+//! backends routes to a cluster that does not exist, so connections fail.
+
+use std::collections::BTreeSet;
+
+use axon_config::config::{Config, ConfigKey, ConfigKind, Spec};
+use axon_config::gateway_api::routes::L4RouteRule;
+use axon_config::istio::{RouteSemantics, VirtualService};
+use serde_json::json;
+
+use super::backends::{BackendError, destination};
+use super::http::parent_name;
+use super::listeners::Gateways;
+use super::parents::subset_of;
+use super::{DERIVED_MARK, Inputs, Problems, parents};
+
+pub(crate) fn convert_route(
+    inputs: &Inputs,
+    gateways: &Gateways,
+    route: &Config,
+    problems: &mut Problems,
+) -> Vec<Config> {
+    let (Spec::TcpRoute(spec) | Spec::TlsRoute(spec)) = &route.spec else {
+        return Vec::new();
+    };
+    let kind = route.kind();
+    let tls = kind == ConfigKind::TlsRoute;
+    let parents = parents::resolve(
+        gateways,
+        route,
+        kind,
+        &spec.parent_refs,
+        &spec.hostnames,
+        problems,
+    );
+    let mut rules = Vec::new();
+    for rule in &spec.rules {
+        match rule_routes(inputs, route, rule) {
+            Ok((dests, soft)) => {
+                if let Some(e) = soft {
+                    problems.add(&route.key, e);
+                }
+                rules.push(dests);
+            }
+            Err(e) => {
+                problems.add(&route.key, format!("not served: {e}"));
+                return Vec::new();
+            }
+        }
+    }
+    let route_hosts: Vec<String> = if spec.hostnames.is_empty() {
+        vec!["*".into()]
+    } else {
+        spec.hostnames.clone()
+    };
+    let mut out = Vec::new();
+    let mut count = 0;
+    for parent in parents::accepted(&parents) {
+        let (vs_hosts, sni) = if !tls {
+            (vec!["*".to_string()], Vec::new())
+        } else {
+            let listener = &parent.listener.original_hostname;
+            (
+                intersection(&route_hosts, listener),
+                intersection(&route_hosts, listener),
+            )
+        };
+        for h in vs_hosts {
+            let (name, blocks) = if tls {
+                let blocks: Vec<serde_json::Value> = rules
+                    .iter()
+                    .filter(|_| !sni.is_empty())
+                    .map(|dests| json!({"match": [{"sniHosts": sni}], "route": dests}))
+                    .collect();
+                (
+                    format!("{}~tls~{count}~{DERIVED_MARK}", route.name()),
+                    blocks,
+                )
+            } else {
+                let blocks = rules.iter().map(|dests| json!({"route": dests})).collect();
+                (
+                    format!("{}~tcp~{count}~{DERIVED_MARK}", route.name()),
+                    blocks,
+                )
+            };
+            count += 1;
+            let mut vs = VirtualService {
+                hosts: vec![h],
+                gateways: vec![parent.listener.internal_name.clone()],
+                semantics: RouteSemantics::Gateway,
+                parents: vec![parent_name(route)],
+                ..Default::default()
+            };
+            if tls {
+                vs.tls = blocks;
+            } else {
+                vs.tcp = blocks;
+            }
+            out.push(Config {
+                key: ConfigKey::new(ConfigKind::VirtualService, route.namespace(), name),
+                labels: Default::default(),
+                created: route.created,
+                spec: Spec::VirtualService(vs),
+                not_applied: Vec::new(),
+            });
+        }
+    }
+    out
+}
+
+/// The `route` of one rule, and the last soft backend error.
+fn rule_routes(
+    inputs: &Inputs,
+    route: &Config,
+    rule: &L4RouteRule,
+) -> Result<(Vec<serde_json::Value>, Option<String>), String> {
+    let kept: Vec<_> = rule.backend_refs.iter().filter(|b| b.weight != 0).collect();
+    if kept.is_empty() {
+        return Ok((
+            vec![
+                json!({"destination": {"host": "internal.cluster.local", "subset": "zero-weight", "port": {"number": 65535}}}),
+            ],
+            None,
+        ));
+    }
+    let single = kept.len() == 1;
+    let mut soft = None;
+    let mut out = Vec::new();
+    for b in kept {
+        let (dest, error) = destination(inputs, route, route.kind(), &b.object(), true);
+        match error {
+            Some(BackendError::Hard(e)) => return Err(e),
+            Some(BackendError::Soft(e)) => soft = Some(e),
+            None => {}
+        }
+        let mut d = json!({"destination": {"host": dest.host}});
+        if let Some(p) = dest.port {
+            d["destination"]["port"] = json!({"number": p.number});
+        }
+        if !single {
+            d["weight"] = json!(b.weight);
+        }
+        out.push(d);
+    }
+    Ok((out, soft))
+}
+
+/// istio's `host.Names.Intersection` of the route's hostnames and a listener's: the more
+/// specific of each overlapping pair, sorted, each once.
+fn intersection(routes: &[String], listener: &str) -> Vec<String> {
+    let mut out = BTreeSet::new();
+    for r in routes {
+        if subset_of(r, listener) {
+            out.insert(r.clone());
+        } else if subset_of(listener, r) {
+            out.insert(listener.to_string());
+        }
+    }
+    out.into_iter().collect()
+}
