@@ -23,7 +23,10 @@ pub use authorization_policy::{
     PolicyTargetRef, Rule as AuthzRule, Source as AuthzSource,
 };
 pub use destination_rule::{DestinationRule, MatchLabels, Subset};
-pub use gateway::{Gateway, GatewayPort, Server, ServerTlsMode, ServerTlsSettings, TlsCertificate};
+pub use gateway::{
+    Gateway, GatewayApiSelection, GatewayPort, Server, ServerTlsMode, ServerTlsSettings,
+    TlsCertificate,
+};
 pub use peer_authentication::{MtlsMode, PeerAuthentication, PeerMtls};
 pub use request_authentication::{
     ClaimToHeader, FetchedJwks, GATEWAY_API_GROUP, JwksSource, JwtHeader, JwtRule,
@@ -40,8 +43,8 @@ pub use virtual_service::{
     CorsPolicy, Delegate, Destination, FaultAbort, FaultDelay, GRPC_STATUS_CODES, HeaderOperations,
     Headers, HttpBody, HttpDirectResponse, HttpFault, HttpMatchRequest, HttpMirrorPolicy,
     HttpRedirect, HttpRetry, HttpRewrite, HttpRoute, HttpRouteDestination, JWT_CLAIM_HEADER,
-    L4MatchAttributes, Percent, PortSelector, RegexRewrite, RouteDestination, StringMatch,
-    TcpRoute, TlsMatchAttributes, TlsRoute, VirtualService, routing_claim,
+    L4MatchAttributes, Percent, PortSelector, RegexRewrite, RouteDestination, RouteSemantics,
+    StringMatch, TcpRoute, TlsMatchAttributes, TlsRoute, VirtualService, routing_claim,
 };
 pub use workload_entry::{WorkloadEntry, WorkloadGroup};
 

@@ -22,6 +22,36 @@ pub struct VirtualService {
     pub tls: Vec<serde_json::Value>,
     #[serde(default)]
     pub export_to: Vec<String>,
+    /// How the routes are read: [`RouteSemantics::Gateway`] for one converted from Gateway
+    /// API routes (istiod's `internal.istio.io/route-semantics`). Never read from a file.
+    #[serde(skip)]
+    pub semantics: RouteSemantics,
+    /// istiod's `internal.istio.io/parents`: `KIND/NAME.NAMESPACE` of the Gateway API routes
+    /// it was made from (`HTTPRoute/r.ns`, `TLSRoute/t.ns`). Never read from a file.
+    #[serde(skip)]
+    pub parents: Vec<String>,
+}
+
+/// How a VirtualService's routes are read (istiod's `internal.istio.io/route-semantics`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize)]
+pub enum RouteSemantics {
+    /// A user's VirtualService.
+    #[default]
+    Istio,
+    /// Derived from a Gateway API route.
+    Gateway,
+}
+
+impl VirtualService {
+    /// Whether the routes have Gateway API semantics (istiod's `UseGatewaySemantics`).
+    pub fn gateway_semantics(&self) -> bool {
+        self.semantics == RouteSemantics::Gateway
+    }
+
+    /// Whether it was made from a TLSRoute (a `parents` entry `TLSRoute/…`).
+    pub fn from_tls_route(&self) -> bool {
+        self.parents.iter().any(|p| p.starts_with("TLSRoute/"))
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
