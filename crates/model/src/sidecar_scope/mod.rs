@@ -299,9 +299,9 @@ fn scope_key(ctx: &PushContext, proxy: &Proxy) -> String {
         // And the ports its own Service maps (the ports its listeners listen on).
         ProxyType::Router => format!(
             "{}|{:?}",
-            ctx.gateways()
-                .filter(|(_, gw)| proxy.matches_selector(&gw.selector))
-                .map(|(c, _)| c.key.to_string())
+            gateway::gateways_for(ctx, proxy)
+                .iter()
+                .map(gateway::SelectedGateway::key_part)
                 .collect::<Vec<_>>()
                 .join(","),
             gateway::workload_ports(ctx, proxy)
@@ -566,10 +566,8 @@ fn candidate_services<'a>(
 fn gateway_scope(ctx: &PushContext, proxy: &Proxy) -> SidecarScope {
     let mut scope = SidecarScope::default();
     let merged = gateway::merge(ctx, proxy);
-    for (config, gw) in ctx.gateways() {
-        if proxy.matches_selector(&gw.selector) {
-            scope.deps.insert(config.key.clone());
-        }
+    for selected in gateway::gateways_for(ctx, proxy) {
+        scope.deps.insert(selected.config.key.clone());
     }
     for name in gateway::terminated_credentials(merged.servers()) {
         let reference = super::secrets::SecretRef::parse(
