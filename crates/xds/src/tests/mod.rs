@@ -388,6 +388,7 @@ spec:
 
 mod delegate;
 mod gateway_hosts;
+mod gateway_semantics;
 mod gateway_tls;
 mod hash;
 mod locality;

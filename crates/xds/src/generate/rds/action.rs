@@ -13,7 +13,8 @@ use envoy_types::pb::envoy::config::route::v3::{
     redirect_action::{PathRewriteSpecifier, RedirectResponseCode, SchemeRewriteSpecifier},
     retry_policy::{RetryBackOff, RetryHostPredicate, RetryPriority},
     route::Action,
-    route_action::{ClusterSpecifier, HostRewriteSpecifier},
+    route_action::{ClusterNotFoundResponseCode, ClusterSpecifier, HostRewriteSpecifier},
+    route_match::PathSpecifier,
     weighted_cluster::{ClusterWeight, cluster_weight},
 };
 use envoy_types::pb::envoy::extensions::retry::host::previous_hosts::v3::PreviousHostsPredicate;
@@ -39,14 +40,17 @@ pub(super) const DEFAULT_RETRY_ON: &str =
 
 /// A route for `http` (of a VirtualService in `namespace`, which short hosts resolve in) on
 /// a listener of `port` of `proxy`, without its name and match (one per match block, set by
-/// the caller). `None`: nothing to serve (no destination, or a redirect code Envoy has no
-/// name for).
+/// the caller, then [`strip_matched_prefix`]). `None`: nothing to serve (no destination, or
+/// a redirect code Envoy has no name for). Under Gateway API semantics (`gateway_semantics`)
+/// a destination that is no cluster answers 500, not 404 (istiod's
+/// `applyHTTPRouteDestination`: the share of a backend that is not found or not allowed).
 pub(super) fn translate(
     ctx: &PushContext,
     proxy: &Proxy,
     namespace: &str,
     http: &HttpRoute,
     port: u32,
+    gateway_semantics: bool,
 ) -> Option<Route> {
     let ops = http
         .headers
@@ -65,18 +69,60 @@ pub(super) fn translate(
     } else if let Some(direct) = &http.direct_response {
         Action::DirectResponse(direct_response(direct))
     } else {
-        Action::Route(route_action(
-            ctx,
-            proxy,
-            namespace,
-            http,
-            ops.authority,
-            port,
-            &mut out,
-        )?)
+        let mut action = route_action(ctx, proxy, namespace, http, ops.authority, port, &mut out)?;
+        if gateway_semantics {
+            action.cluster_not_found_response_code =
+                ClusterNotFoundResponseCode::InternalServerError as i32;
+        }
+        Action::Route(action)
     });
     out.typed_per_filter_config = crate::resource::sorted_map(filters::per_filter_configs(http));
     Some(out)
+}
+
+/// Under Gateway API semantics, a `rewrite.uri` of `/` (a URLRewrite's ReplacePrefixMatch
+/// `/`) removes the matched prefix rather than replacing it: the regex
+/// `^PREFIX(/?)(.*)` → `/\2`, PREFIX the route's path-separated prefix quoted (empty for
+/// any other match, which then keeps the path as is), as istiod's
+/// `applyHTTPRouteDestination`; Envoy's `prefix_rewrite` would turn `/api/x` into `//x`.
+/// A `uriRegexRewrite` wins, as there.
+pub(super) fn strip_matched_prefix(route: &mut Route, http: &HttpRoute) {
+    let Some(rewrite) = &http.rewrite else { return };
+    if rewrite.uri_regex_rewrite.is_some() || rewrite.uri != "/" {
+        return;
+    }
+    let Some(Action::Route(action)) = &mut route.action else {
+        return;
+    };
+    let prefix = match route
+        .r#match
+        .as_ref()
+        .and_then(|m| m.path_specifier.as_ref())
+    {
+        Some(PathSpecifier::PathSeparatedPrefix(p)) => p.as_str(),
+        _ => "",
+    };
+    action.prefix_rewrite.clear();
+    action.regex_rewrite = Some(RegexMatchAndSubstitute {
+        pattern: Some(RegexMatcher {
+            regex: format!("^{}(/?)(.*)", quote_meta(prefix)),
+            ..Default::default()
+        }),
+        // The `/` kept when the whole path was the prefix.
+        substitution: r"/\2".to_string(),
+    });
+}
+
+/// Go's `regexp.QuoteMeta`: a backslash before each of `\.+*?()|[]{}^$`.
+fn quote_meta(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if r"\.+*?()|[]{}^$".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// A route's destinations and their policies. Header operations of a single destination

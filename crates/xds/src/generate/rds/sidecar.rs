@@ -254,7 +254,7 @@ fn catch_all_virtual_host(scope: &SidecarScope) -> VirtualHost {
             domains: vec!["*".to_string()],
             routes: vec![Route {
                 name: "block_all".to_string(),
-                r#match: Some(route_match(None)),
+                r#match: Some(route_match(None, false)),
                 action: Some(Action::DirectResponse(DirectResponseAction {
                     status: 502,
                     ..Default::default()
@@ -274,7 +274,7 @@ fn catch_all_virtual_host(scope: &SidecarScope) -> VirtualHost {
         domains: vec!["*".to_string()],
         routes: vec![Route {
             name: "allow_any".to_string(),
-            r#match: Some(route_match(None)),
+            r#match: Some(route_match(None, false)),
             action: Some(Action::Route(passthrough_action(cluster))),
             ..Default::default()
         }],
@@ -386,7 +386,7 @@ fn default_route(ctx: &PushContext, proxy: &Proxy, service: &Service, service_po
     };
     Route {
         name: "default".to_string(),
-        r#match: Some(route_match(None)),
+        r#match: Some(route_match(None, false)),
         action: Some(Action::Route(action)),
         ..Default::default()
     }
