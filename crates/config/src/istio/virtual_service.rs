@@ -48,6 +48,17 @@ impl VirtualService {
         self.semantics == RouteSemantics::Gateway
     }
 
+    /// Host `h` of this VirtualService in `namespace` as istiod reads it: a short name
+    /// resolved in the namespace (`ResolveVirtualServiceShortnames`), except under Gateway
+    /// API semantics, whose hosts are taken as they are (istiod's `mergeVirtualServices`).
+    pub fn resolve_host(&self, h: &str, namespace: &str) -> String {
+        if self.gateway_semantics() {
+            h.to_string()
+        } else {
+            crate::host::resolve(h, namespace)
+        }
+    }
+
     /// Whether it was made from a TLSRoute (a `parents` entry `TLSRoute/…`).
     pub fn from_tls_route(&self) -> bool {
         self.parents.iter().any(|p| p.starts_with("TLSRoute/"))

@@ -387,6 +387,7 @@ spec:
 }
 
 mod delegate;
+mod gamma;
 mod gateway_hosts;
 mod gateway_semantics;
 mod gateway_tls;

@@ -11,7 +11,6 @@ use std::collections::BTreeMap;
 use envoy_types::pb::envoy::config::listener::v3::Filter;
 
 use super::l4::{L4Port, multi_match, route_filters, single_match};
-use axon_config::host;
 use axon_model::gateway::GatewayServer;
 use axon_model::proxy::Proxy;
 use axon_model::push_context::PushContext;
@@ -44,7 +43,7 @@ pub(super) fn tcp_filters(ctx: &PushContext, proxy: &Proxy, server: &GatewayServ
         let hosts: Vec<String> = vs
             .hosts
             .iter()
-            .map(|h| host::resolve(h, config.namespace()))
+            .map(|h| vs.resolve_host(h, config.namespace()))
             .collect();
         if !server.matches_any_host(&hosts, config.namespace()) {
             continue;
@@ -75,7 +74,7 @@ pub(super) fn passthrough_chains(
         let hosts: Vec<String> = vs
             .hosts
             .iter()
-            .map(|h| host::resolve(h, config.namespace()))
+            .map(|h| vs.resolve_host(h, config.namespace()))
             .collect();
         if !server.matches_any_host(&hosts, config.namespace()) {
             continue;
