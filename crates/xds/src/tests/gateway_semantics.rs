@@ -183,3 +183,51 @@ fn a_gateway_api_route_answers_500_for_a_missing_cluster() {
             .all(|r| action(r).cluster_not_found_response_code == 0)
     );
 }
+
+#[test]
+fn a_gateway_api_routes_destination_hosts_are_taken_as_they_are() {
+    // Two shares: a short host, and a denied backend's empty destination (the converter's
+    // `Destination{}`). Under gateway semantics neither is resolved in the namespace
+    // (istiod resolves no shortname of such a VirtualService); both are clusters that do not
+    // exist, answered 500.
+    let yaml = ROUTES.replace(
+        "  http:\n  - name: strip",
+        "  http:\n  - name: shares\n    match: [{uri: {prefix: /shares}}]\n    route: [{destination: {host: web, port: {number: 80}}, weight: 50}, {destination: {host: denied}, weight: 50}]\n  - name: strip",
+    );
+    let clusters = |semantics: RouteSemantics| -> Vec<String> {
+        let ctx = context_marked(&yaml, |c| {
+            if let Spec::VirtualService(vs) = &mut c.spec {
+                vs.semantics = semantics;
+                vs.http[0].route[1].destination.as_mut().unwrap().host = String::new();
+            }
+        });
+        let gw = proxy(
+            "router",
+            "10.1.1.1",
+            "istio-system",
+            &[("istio", "ingressgateway")],
+        );
+        let configs: Vec<RouteConfiguration> = decode(&generate_for(
+            ResourceType::Route,
+            &ctx,
+            &gw,
+            &names(&["http.8080"]),
+        ));
+        let r = &configs[0].virtual_hosts[0].routes[0];
+        let Some(ClusterSpecifier::WeightedClusters(w)) = &action(r).cluster_specifier else {
+            panic!("{r:?}")
+        };
+        w.clusters.iter().map(|c| c.name.clone()).collect()
+    };
+    assert_eq!(
+        clusters(RouteSemantics::Gateway),
+        ["outbound|80||web", "outbound|8080||"]
+    );
+    assert_eq!(
+        clusters(RouteSemantics::Istio),
+        [
+            "outbound|80||web.shop.svc.cluster.local",
+            "outbound|8080||.shop.svc.cluster.local"
+        ]
+    );
+}

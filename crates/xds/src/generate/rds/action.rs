@@ -38,19 +38,38 @@ use axon_model::service::outbound_cluster_name;
 pub(super) const DEFAULT_RETRY_ON: &str =
     "connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes";
 
-/// A route for `http` (of a VirtualService in `namespace`, which short hosts resolve in) on
-/// a listener of `port` of `proxy`, without its name and match (one per match block, set by
-/// the caller, then [`strip_matched_prefix`]). `None`: nothing to serve (no destination, or
-/// a redirect code Envoy has no name for). Under Gateway API semantics (`gateway_semantics`)
-/// a destination that is no cluster answers 500, not 404 (istiod's
-/// `applyHTTPRouteDestination`: the share of a backend that is not found or not allowed).
+/// How a VirtualService's destination hosts read: short names resolved in its namespace,
+/// except under Gateway API semantics, where they are taken as they are (istiod resolves no
+/// shortname of such a VirtualService, `mergeVirtualServices`: a denied backend's empty
+/// host stays empty).
+#[derive(Clone, Copy)]
+pub(super) struct Hosts<'a> {
+    pub(super) namespace: &'a str,
+    pub(super) gateway_semantics: bool,
+}
+
+impl Hosts<'_> {
+    pub(super) fn resolve(&self, h: &str) -> String {
+        if self.gateway_semantics {
+            h.to_string()
+        } else {
+            host::resolve(h, self.namespace)
+        }
+    }
+}
+
+/// A route for `http` (of a VirtualService whose hosts read as `hosts` says) on a listener
+/// of `port` of `proxy`, without its name and match (one per match block, set by the caller,
+/// then [`strip_matched_prefix`]). `None`: nothing to serve (no destination, or a redirect
+/// code Envoy has no name for). Under Gateway API semantics a destination that is no
+/// cluster answers 500, not 404 (istiod's `applyHTTPRouteDestination`: the share of a
+/// backend that is not found or not allowed).
 pub(super) fn translate(
     ctx: &PushContext,
     proxy: &Proxy,
-    namespace: &str,
+    hosts: Hosts,
     http: &HttpRoute,
     port: u32,
-    gateway_semantics: bool,
 ) -> Option<Route> {
     let ops = http
         .headers
@@ -69,8 +88,8 @@ pub(super) fn translate(
     } else if let Some(direct) = &http.direct_response {
         Action::DirectResponse(direct_response(direct))
     } else {
-        let mut action = route_action(ctx, proxy, namespace, http, ops.authority, port, &mut out)?;
-        if gateway_semantics {
+        let mut action = route_action(ctx, proxy, hosts, http, ops.authority, port, &mut out)?;
+        if hosts.gateway_semantics {
             action.cluster_not_found_response_code =
                 ClusterNotFoundResponseCode::InternalServerError as i32;
         }
@@ -130,7 +149,7 @@ fn quote_meta(s: &str) -> String {
 fn route_action(
     ctx: &PushContext,
     proxy: &Proxy,
-    namespace: &str,
+    hosts: Hosts,
     http: &HttpRoute,
     mut authority: Option<String>,
     port: u32,
@@ -165,7 +184,7 @@ fn route_action(
     let destinations: Vec<(&HttpRouteDestination, String)> = http
         .route
         .iter()
-        .filter_map(|rd| Some((rd, cluster_of(ctx, namespace, rd, port)?)))
+        .filter_map(|rd| Some((rd, cluster_of(ctx, hosts, rd, port)?)))
         .collect();
     match destinations.as_slice() {
         [] => return None,
@@ -194,25 +213,23 @@ fn route_action(
     }
     action.hash_policy = destinations
         .iter()
-        .filter_map(|(rd, _)| {
-            hash::for_destination(ctx, proxy, namespace, rd.destination.as_ref()?)
-        })
+        .filter_map(|(rd, _)| hash::for_destination(ctx, proxy, hosts, rd.destination.as_ref()?))
         .collect();
     action.retry_policy = retry_policy(http.retries.as_ref());
     action.request_mirror_policies =
-        filters::mirror_policies(http, |d| cluster_name(ctx, namespace, d, port));
+        filters::mirror_policies(http, |d| cluster_name(ctx, hosts, d, port));
     Some(action)
 }
 
 fn cluster_of(
     ctx: &PushContext,
-    namespace: &str,
+    hosts: Hosts,
     rd: &HttpRouteDestination,
     listener_port: u32,
 ) -> Option<String> {
     Some(cluster_name(
         ctx,
-        namespace,
+        hosts,
         rd.destination.as_ref()?,
         listener_port,
     ))
@@ -223,8 +240,8 @@ fn cluster_of(
 /// port it was called on). For a sidecar istiod looks the service up among those on the
 /// listener's port only, so a one-port service on another port would get the listener's
 /// port, a cluster that does not exist: axon keeps its port.
-fn cluster_name(ctx: &PushContext, namespace: &str, d: &Destination, listener_port: u32) -> String {
-    let hostname = host::resolve(&d.host, namespace);
+fn cluster_name(ctx: &PushContext, hosts: Hosts, d: &Destination, listener_port: u32) -> String {
+    let hostname = hosts.resolve(&d.host);
     let port = d
         .port
         .as_ref()

@@ -70,14 +70,11 @@ fn translate_all(
     let mut out = Vec::new();
     let gateway_semantics = vs.gateway_semantics();
     for http in &vs.http {
-        let Some(template) = action::translate(
-            ctx,
-            target.proxy,
-            config.namespace(),
-            http,
-            target.port,
+        let hosts = action::Hosts {
+            namespace: config.namespace(),
             gateway_semantics,
-        ) else {
+        };
+        let Some(template) = action::translate(ctx, target.proxy, hosts, http, target.port) else {
             // As istiod: an HTTPRoute without match blocks ends the list, routed or not.
             if http.matches.is_empty() {
                 break;
