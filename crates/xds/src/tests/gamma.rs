@@ -114,3 +114,65 @@ fn a_gateway_api_wildcard_names_no_service() {
     );
     assert_eq!(route_of(&vhosts(GAMMA, false, "third"), API), "wild");
 }
+
+#[test]
+fn a_gateway_api_routes_short_host_names_no_service_of_its_namespace() {
+    // A TCP service `db` in prod and a route naming it by its short name: a user's
+    // VirtualService resolves it in prod and routes `db` to `api`; a Gateway API route's
+    // host is taken as it is, so names no service, and `db` goes to its own cluster.
+    use envoy_types::pb::envoy::config::listener::v3::{Listener, filter};
+    use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{
+        TcpProxy, tcp_proxy::ClusterSpecifier as TcpCluster,
+    };
+    let yaml = "apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: db, namespace: prod}
+spec:
+  hosts: [db.prod.svc.cluster.local]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  ports: [{number: 5432, name: tcp, protocol: TCP}]
+  endpoints: [{address: 10.0.0.3}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: db, namespace: prod}
+spec:
+  hosts: [db]
+  tcp: [{route: [{destination: {host: api.prod.svc.cluster.local, port: {number: 80}}}]}]
+";
+    let cluster = |marked: bool| -> String {
+        let ctx = if marked {
+            context_marked(yaml, mark)
+        } else {
+            context(yaml)
+        };
+        let client = proxy("sidecar", "10.0.9.9", "prod", &[]);
+        let listeners: Vec<Listener> = decode(&generate_for(
+            ResourceType::Listener,
+            &ctx,
+            &client,
+            &names(&[]),
+        ));
+        let l = listeners
+            .iter()
+            .find(|l| l.name == "0.0.0.0_5432")
+            .unwrap_or_else(|| {
+                panic!(
+                    "{:?}",
+                    listeners.iter().map(|l| &l.name).collect::<Vec<_>>()
+                )
+            });
+        let Some(filter::ConfigType::TypedConfig(any)) = &l.filter_chains[0].filters[0].config_type
+        else {
+            panic!("{l:?}")
+        };
+        let p = TcpProxy::decode(any.value.as_ref()).unwrap();
+        match p.cluster_specifier {
+            Some(TcpCluster::Cluster(c)) => c,
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(cluster(false), "outbound|80||api.prod.svc.cluster.local");
+    assert_eq!(cluster(true), "outbound|5432||db.prod.svc.cluster.local");
+}
