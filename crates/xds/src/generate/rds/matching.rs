@@ -2,8 +2,8 @@
 //! the path (case-insensitive with `ignoreUriCase`), the header matchers (`headers`, then
 //! `withoutHeaders` inverted, sorted by name), the `:method`, `:authority` and `:scheme`
 //! pseudo-header matchers, the query parameter matchers, and JWT claim headers as dynamic
-//! metadata matchers ([`claims`]); a Gateway API route's prefixes are path-separated. Which match blocks apply to a
-//! proxy at all is [`super::route`]'s business.
+//! metadata matchers ([`claims`]); a Gateway API route's prefixes are path-separated. Which
+//! match blocks apply to a proxy at all is [`super::route`]'s business.
 
 use std::collections::BTreeMap;
 

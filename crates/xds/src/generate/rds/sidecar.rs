@@ -14,10 +14,10 @@
 //! does so only on port 80 (istiod's "gross HACK"), and otherwise routes nothing there. A
 //! service no VirtualService routes goes straight to its cluster. A VirtualService made from
 //! Gateway API routes (GAMMA) expands no wildcard to services, and routes only where one of
-//! its services, or the proxy, is in its namespace ([`gateway_route_applies`]). Domains are unique over
-//! the configuration (the first virtual host keeps one); the virtual hosts are sorted by
-//! name, and `allow_any` (`*`, to the original destination) comes last. As istiod for an
-//! Envoy sidecar, domains carry no port and the port is ignored in host matching; a
+//! its services, or the proxy, is in its namespace ([`gateway_route_applies`]). Domains are
+//! unique over the configuration (the first virtual host keeps one); the virtual hosts are
+//! sorted by name, and `allow_any` (`*`, to the original destination) comes last. As istiod
+//! for an Envoy sidecar, domains carry no port and the port is ignored in host matching; a
 //! proxyless gRPC client's (`xds/grpc.rs`) carry `host:port` too.
 
 use std::collections::BTreeSet;
@@ -344,6 +344,8 @@ pub(crate) fn sidecar_virtual_host(
     let routes = egress
         .virtual_services_for(&service.hostname)
         .into_iter()
+        // A Gateway API route names the service itself, and applies here (one host each:
+        // the route of a parent Service).
         .filter(|(config, vs)| {
             !vs.gateway_semantics()
                 || (names_exactly(config, vs, &service.hostname)
