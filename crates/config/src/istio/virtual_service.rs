@@ -62,7 +62,9 @@ impl VirtualService {
     /// Whether it was made from a TLSRoute: its parents start `TLSRoute/` (istiod reads the
     /// joined `internal.istio.io/parents`; a TLSRoute's VirtualService has no other parent).
     pub fn from_tls_route(&self) -> bool {
-        self.parents.first().is_some_and(|p| p.starts_with("TLSRoute/"))
+        self.parents
+            .first()
+            .is_some_and(|p| p.starts_with("TLSRoute/"))
     }
 }
 
