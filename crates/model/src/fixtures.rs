@@ -6,6 +6,7 @@ use std::time::Instant;
 use super::proxy::{NodeInfo, Proxy};
 use super::push_context::PushContext;
 use super::push_request::{PushRequest, TriggerReason};
+use axon_config::config::Config;
 use axon_config::config_set::ConfigSet;
 use axon_config::parse::{DocOutcome, parse_documents};
 
@@ -25,6 +26,21 @@ pub fn configs(yaml: &str) -> ConfigSet {
 pub fn context(yaml: &str) -> PushContext {
     let req = PushRequest::full_push(TriggerReason::Config, Instant::now());
     PushContext::build(None, &configs(yaml), &req, &Arc::default())
+}
+
+/// [`context`], each config first passed through `mark`: to set what no file can (the
+/// marks of configs made from Gateway API objects).
+pub fn context_marked(yaml: &str, mark: impl Fn(&mut Config)) -> PushContext {
+    let configs = configs(yaml)
+        .into_iter()
+        .map(|(key, config)| {
+            let mut config = Arc::unwrap_or_clone(config);
+            mark(&mut config);
+            (key, Arc::new(config))
+        })
+        .collect();
+    let req = PushRequest::full_push(TriggerReason::Config, Instant::now());
+    PushContext::build(None, &configs, &req, &Arc::default())
 }
 
 /// A proxy with Istio's node id `TYPE~IP~POD.NS~NS.svc.cluster.local`.

@@ -11,25 +11,25 @@ pub struct Gateway {
     pub servers: Vec<Server>,
     #[serde(default)]
     pub selector: Labels,
-    /// Set on a Gateway derived from a Gateway API Gateway: which proxies serve it
-    /// (istiod's `internal.istio.io/gateway-service` and friends); `None` for a user's
-    /// Gateway, selected by `selector`.
+    /// Set on a Gateway derived from a Gateway API Gateway: which proxies serve it (istiod's
+    /// `internal.istio.io/gateway-service` and friends); `None` for a user's Gateway,
+    /// selected by `selector`. Never read from a file.
     #[serde(skip)]
     pub gateway_api: Option<GatewayApiSelection>,
 }
 
 /// Which proxies serve a Gateway derived from a Gateway API Gateway.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize)]
 pub struct GatewayApiSelection {
-    /// The Gateway API Gateway's name (proxies labelled
-    /// `gateway.networking.k8s.io/gateway-name: NAME` in the Gateway's namespace serve it
-    /// when `managed`).
+    /// The Gateway API Gateway's name (proxies labelled `gateway.networking.k8s.io/gateway-name:
+    /// NAME` in the Gateway's namespace serve it when `managed`).
     pub gateway_name: String,
-    /// Hostnames (FQDN) of the Services whose workloads serve it, in the Gateway's namespace.
+    /// Hostnames (FQDN, `NAME-istio.NS.svc.cluster.local` or the manual `spec.addresses`
+    /// Service) of the Services whose workloads serve it, in the Gateway's namespace.
     pub services: Vec<String>,
     /// Automated deployment (no Hostname addresses).
     pub managed: bool,
-    /// The service account the managed deployment runs as.
+    /// The service account the managed deployment runs as (for SDS later; carried only).
     pub service_account: Option<String>,
 }
 

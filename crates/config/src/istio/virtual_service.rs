@@ -22,11 +22,12 @@ pub struct VirtualService {
     pub tls: Vec<serde_json::Value>,
     #[serde(default)]
     pub export_to: Vec<String>,
-    /// How its routes are read: set on VirtualServices derived from Gateway API routes.
+    /// How the routes are read: [`RouteSemantics::Gateway`] for one converted from Gateway
+    /// API routes (istiod's `internal.istio.io/route-semantics`). Never read from a file.
     #[serde(skip)]
     pub semantics: RouteSemantics,
     /// istiod's `internal.istio.io/parents`: `KIND/NAME.NAMESPACE` of the Gateway API routes
-    /// it was made from (`HTTPRoute/r.ns`, `TLSRoute/t.ns`).
+    /// it was made from (`HTTPRoute/r.ns`, `TLSRoute/t.ns`). Never read from a file.
     #[serde(skip)]
     pub parents: Vec<String>,
 }
@@ -34,10 +35,37 @@ pub struct VirtualService {
 /// How a VirtualService's routes are read (istiod's `internal.istio.io/route-semantics`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize)]
 pub enum RouteSemantics {
+    /// A user's VirtualService.
     #[default]
     Istio,
     /// Derived from a Gateway API route.
     Gateway,
+}
+
+impl VirtualService {
+    /// Whether the routes have Gateway API semantics (istiod's `UseGatewaySemantics`).
+    pub fn gateway_semantics(&self) -> bool {
+        self.semantics == RouteSemantics::Gateway
+    }
+
+    /// Host `h` of this VirtualService in `namespace` as istiod reads it: a short name
+    /// resolved in the namespace (`ResolveVirtualServiceShortnames`), except under Gateway
+    /// API semantics, whose hosts are taken as they are (istiod's `mergeVirtualServices`).
+    pub fn resolve_host(&self, h: &str, namespace: &str) -> String {
+        if self.gateway_semantics() {
+            h.to_string()
+        } else {
+            crate::host::resolve(h, namespace)
+        }
+    }
+
+    /// Whether it was made from a TLSRoute: its parents start `TLSRoute/` (istiod reads the
+    /// joined `internal.istio.io/parents`; a TLSRoute's VirtualService has no other parent).
+    pub fn from_tls_route(&self) -> bool {
+        self.parents
+            .first()
+            .is_some_and(|p| p.starts_with("TLSRoute/"))
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

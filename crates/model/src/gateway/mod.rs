@@ -245,18 +245,16 @@ pub fn terminated_credentials<'a: 'b, 'b>(
         .collect()
 }
 
-/// The merged gateway of `proxy`: every server of the Gateways whose selector matches it.
+/// The merged gateway of `proxy`: every server of the Gateways that apply to it
+/// ([`gateways_for`]), on each port it listens on there.
 pub fn merge<'a>(ctx: &'a PushContext, proxy: &Proxy) -> MergedGateway<'a> {
-    let ports = workload_ports(ctx, proxy);
     let mut m = Merger::default();
-    for (config, gateway) in ctx.gateways() {
-        if !proxy.matches_selector(&gateway.selector) {
-            continue;
-        }
-        for server in &gateway.servers {
+    for selected in gateways_for(ctx, proxy) {
+        for server in &selected.gateway.servers {
             let Some(port) = &server.port else { continue };
-            let listen_port = resolve_port(port.number, &ports);
-            m.add(server_of(config, server, listen_port));
+            for listen_port in selected.listen_ports(port.number) {
+                m.add(server_of(selected.config, server, listen_port));
+            }
         }
     }
     m.done
@@ -264,7 +262,8 @@ pub fn merge<'a>(ctx: &'a PushContext, proxy: &Proxy) -> MergedGateway<'a> {
 
 /// The gateway workload's Service ports at its address: service port → the port its
 /// endpoint listens on, the first of each (istiod's `resolvePorts` with the legacy
-/// selector: the first Service port that matches, else the port as is).
+/// selector: the first Service port that matches, else the port as is). A Gateway API
+/// Gateway's ports go through its own Services only ([`SelectedGateway::listen_ports`]).
 pub fn workload_ports(ctx: &PushContext, proxy: &Proxy) -> BTreeMap<u32, u32> {
     let mut out = BTreeMap::new();
     for (_, service_port, endpoint_port) in ctx
@@ -487,7 +486,9 @@ impl<'a> Merger<'a> {
 }
 
 mod credentials;
+mod selection;
 pub use credentials::{MissingCredential, missing_credentials};
+pub use selection::{SelectedGateway, gateways_for};
 
 #[cfg(test)]
 mod tests;

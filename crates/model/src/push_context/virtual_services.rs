@@ -2,6 +2,8 @@
 //! merged VirtualServices: root VirtualServices with their delegates merged in
 //! ([`super::delegate`]), by the gateway (`namespace/name`, or `mesh`) they bind and by the
 //! hosts they route; delegates (no hosts) are not indexed, so never served on their own.
+//! Those made from Gateway API routes (`RouteSemantics::Gateway`) merge no delegates and
+//! keep their hosts as written (istiod's `mergeVirtualServices`).
 //! Also the order in which a proxy sees them ([`PushContext::virtual_services_for_gateway_proxy`]).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -11,7 +13,6 @@ use super::{PushContext, of_kind};
 use crate::visibility::ExportTo;
 use axon_config::config::{Config, ConfigKey, ConfigKind, Spec};
 use axon_config::config_set::ConfigSet;
-use axon_config::host;
 use axon_config::istio::{Labels, VirtualService};
 
 /// VirtualServices by the gateway (`namespace/name`, or `mesh`) they bind, and by the
@@ -72,7 +73,8 @@ pub(super) fn index_virtual_services(
         if vs.hosts.is_empty() {
             continue;
         }
-        let config = if super::delegate::is_root(vs) {
+        // Gateway API routes merge no delegates (istiod's `mergeVirtualServices`).
+        let config = if super::delegate::is_root(vs) && !vs.gateway_semantics() {
             let merged = super::delegate::merge_root(
                 config,
                 vs,
@@ -124,7 +126,7 @@ pub(super) fn index_virtual_services(
         let hosts: BTreeSet<String> = vs
             .hosts
             .iter()
-            .map(|h| host::resolve(h, config.namespace()))
+            .map(|h| vs.resolve_host(h, config.namespace()))
             .collect();
         for h in hosts {
             index.by_host.entry(h).or_default().push(config.clone());
@@ -214,17 +216,18 @@ impl PushContext {
     /// The VirtualServices a proxy in `proxy_namespace` sees for the gateway named
     /// `namespace/name` (or `mesh`), in istiod's order (`VirtualServicesForGateway`): those
     /// exported to their own namespace only when it is the proxy's, then those of other
-    /// namespaces exported to the proxy's, then those exported everywhere; each group by
-    /// creation time, then name, then namespace ([`Config::creation_order`]). `exportTo` is
-    /// read against the namespace of the proxy (for a gateway, its Envoy's, not the Gateway
-    /// resource's), as istiod.
+    /// namespaces exported to the proxy's, then those exported everywhere, of which those
+    /// made from Gateway API routes in the proxy's namespace first (istiod's "consumer
+    /// override"); each group by creation time, then name, then namespace
+    /// ([`Config::creation_order`]). `exportTo` is read against the namespace of the proxy
+    /// (for a gateway, its Envoy's, not the Gateway resource's), as istiod.
     pub fn virtual_services_for_gateway_proxy(
         &self,
         gateway: &str,
         proxy_namespace: &str,
     ) -> Vec<(&Config, &VirtualService)> {
         let configs = self.virtual_services.by_gateway.get(gateway);
-        self.in_proxy_order(configs.into_iter().flatten(), proxy_namespace)
+        self.ordered(configs.into_iter().flatten(), proxy_namespace, false)
             .into_iter()
             .filter_map(|c| match &c.spec {
                 Spec::VirtualService(vs) => Some((c.as_ref(), vs)),
@@ -233,14 +236,28 @@ impl PushContext {
             .collect()
     }
 
-    /// `configs` (VirtualServices) that a proxy in `proxy_namespace` sees, in istiod's order
-    /// (see [`Self::virtual_services_for_gateway_proxy`]).
+    /// `configs` (mesh VirtualServices) that a sidecar in `proxy_namespace` sees, in istiod's
+    /// order (`SelectVirtualServices`): the groups of
+    /// [`Self::virtual_services_for_gateway_proxy`], in each of which those made from Gateway
+    /// API routes in the proxy's namespace come first.
     pub fn in_proxy_order<'a>(
         &self,
         configs: impl IntoIterator<Item = &'a Arc<Config>>,
         proxy_namespace: &str,
     ) -> Vec<&'a Arc<Config>> {
-        let mut out: Vec<(u8, &Arc<Config>)> = configs
+        self.ordered(configs, proxy_namespace, true)
+    }
+
+    /// The order of both: by exportTo group, then (in every group for a sidecar, in the
+    /// public one for a gateway) Gateway API routes of the proxy's namespace first, then
+    /// by creation.
+    fn ordered<'a>(
+        &self,
+        configs: impl IntoIterator<Item = &'a Arc<Config>>,
+        proxy_namespace: &str,
+        sidecar: bool,
+    ) -> Vec<&'a Arc<Config>> {
+        let mut out: Vec<((u8, bool), &Arc<Config>)> = configs
             .into_iter()
             .filter_map(|c| {
                 let Spec::VirtualService(vs) = &c.spec else {
@@ -256,10 +273,15 @@ impl PushContext {
                     _ if c.namespace() == proxy_namespace => 0,
                     _ => 1,
                 };
-                Some((group, c))
+                let consumer = vs.gateway_semantics() && c.namespace() == proxy_namespace;
+                let first = consumer && (sidecar || group == 2);
+                Some(((group, !first), c))
             })
             .collect();
         out.sort_by(|(ga, a), (gb, b)| ga.cmp(gb).then_with(|| a.creation_order(b)));
         out.into_iter().map(|(_, c)| c).collect()
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -81,6 +81,24 @@ impl EgressScope {
         self.imports.iter().any(|i| i.imports(namespace, host))
     }
 
+    /// Whether the listener imports VirtualService `vs` (of `config`): one of its hosts
+    /// overlaps an import of its namespace (istiod's `VSMatches`); one made from Gateway API
+    /// routes needs a host within an import (`*.com` is not imported by `a.com`), as a
+    /// service does.
+    fn imports_virtual_service(&self, config: &Config, vs: &VirtualService) -> bool {
+        let ns = config.namespace();
+        vs.hosts.iter().any(|h| {
+            let h = vs.resolve_host(h, ns);
+            if vs.gateway_semantics() {
+                self.imports
+                    .iter()
+                    .any(|i| i.imports(ns, &h) && host::matches(&i.host, &h))
+            } else {
+                self.imports(ns, &h)
+            }
+        })
+    }
+
     /// The imported VirtualServices that may route `hostname` for this sidecar, as istiod
     /// picks them (`MostSpecificHostMatch` over the VirtualServices in the proxy's order):
     /// those that name it exactly, in that order (the first with a route for the proxy
@@ -94,7 +112,7 @@ impl EgressScope {
                 continue;
             };
             for h in &vs.hosts {
-                let h = host::resolve(h, c.namespace());
+                let h = vs.resolve_host(h, c.namespace());
                 if h == hostname {
                     exact.push((c.as_ref(), vs));
                     break;
@@ -299,9 +317,9 @@ fn scope_key(ctx: &PushContext, proxy: &Proxy) -> String {
         // And the ports its own Service maps (the ports its listeners listen on).
         ProxyType::Router => format!(
             "{}|{:?}",
-            ctx.gateways()
-                .filter(|(_, gw)| proxy.matches_selector(&gw.selector))
-                .map(|(c, _)| c.key.to_string())
+            gateway::gateways_for(ctx, proxy)
+                .iter()
+                .map(gateway::SelectedGateway::key_part)
                 .collect::<Vec<_>>()
                 .join(","),
             gateway::workload_ports(ctx, proxy)
@@ -532,10 +550,9 @@ fn sidecar_scope(ctx: &PushContext, proxy: &Proxy) -> SidecarScope {
             .in_proxy_order(mesh.into_iter().flatten(), &proxy.namespace)
             .into_iter()
             .filter(|c| match &c.spec {
-                axon_config::config::Spec::VirtualService(vs) => vs
-                    .hosts
-                    .iter()
-                    .any(|h| egress.imports(c.namespace(), &host::resolve(h, c.namespace()))),
+                axon_config::config::Spec::VirtualService(vs) => {
+                    egress.imports_virtual_service(c, vs)
+                }
                 _ => false,
             })
             .cloned()
@@ -566,10 +583,8 @@ fn candidate_services<'a>(
 fn gateway_scope(ctx: &PushContext, proxy: &Proxy) -> SidecarScope {
     let mut scope = SidecarScope::default();
     let merged = gateway::merge(ctx, proxy);
-    for (config, gw) in ctx.gateways() {
-        if proxy.matches_selector(&gw.selector) {
-            scope.deps.insert(config.key.clone());
-        }
+    for selected in gateway::gateways_for(ctx, proxy) {
+        scope.deps.insert(selected.config.key.clone());
     }
     for name in gateway::terminated_credentials(merged.servers()) {
         let reference = super::secrets::SecretRef::parse(

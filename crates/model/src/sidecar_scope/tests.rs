@@ -266,3 +266,45 @@ spec: {address: 10.9.0.2, labels: {app: kafka}}
         "each endpoint leaves its own address out of the headless listeners"
     );
 }
+
+#[test]
+fn a_gateway_api_route_is_imported_only_within_an_egress_host() {
+    // The Sidecar imports `a.example.com`; the route names `*.example.com`: a user's
+    // VirtualService overlaps it and is imported, a Gateway API route is not within it
+    // (istiod's `VSMatches` under gateway semantics: `SubsetOf`).
+    let yaml = "apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata: {name: default, namespace: apps}
+spec:
+  egress: [{hosts: [\"*/a.example.com\", \"*/b.example.com\"]}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: wide, namespace: routes}
+spec:
+  hosts: [\"*.example.com\"]
+  http: [{route: [{destination: {host: a.example.com}}]}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: narrow, namespace: routes}
+spec:
+  hosts: [b.example.com]
+  http: [{route: [{destination: {host: b.example.com}}]}]
+";
+    let imported = |ctx: &PushContext| -> Vec<String> {
+        let scope = SidecarScope::compute(ctx, &proxy("sidecar", "10.0.0.5", "apps", &[]));
+        scope.egress[0]
+            .virtual_services
+            .iter()
+            .map(|c| c.name().to_string())
+            .collect()
+    };
+    assert_eq!(imported(&context(yaml)), ["narrow", "wide"]);
+    let marked = crate::fixtures::context_marked(yaml, |c| {
+        if let axon_config::config::Spec::VirtualService(vs) = &mut c.spec {
+            vs.semantics = axon_config::istio::RouteSemantics::Gateway;
+        }
+    });
+    assert_eq!(imported(&marked), ["narrow"]);
+}

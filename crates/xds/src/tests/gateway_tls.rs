@@ -287,3 +287,50 @@ fn a_server_whose_credential_is_missing_gets_no_filter_chain() {
         .collect();
     assert_eq!(sni, [&vec!["b.example.com".to_string()]]);
 }
+
+/// A terminating TLS server on 9443 and a VirtualService `tls-route` with only a `tls` block
+/// for it, marked with `parents`; the listeners of the gateway.
+fn terminated_tls_route(parents: &[&str]) -> Vec<Listener> {
+    let yaml = MESH.replace(
+        "  - port: {number: 9000, name: tcp, protocol: TCP}\n    hosts: [\"*\"]\n",
+        "  - port: {number: 9443, name: tls-term, protocol: TLS}\n    hosts: [t.example.com]\n    tls: {mode: SIMPLE, credentialName: t}\n",
+    ) + "---\napiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: tls-route, namespace: shop}\nspec:\n  hosts: [t.example.com]\n  gateways: [istio-system/edge]\n  tls:\n  - match: [{sniHosts: [t.example.com]}]\n    route: [{destination: {host: echo.shop.svc.cluster.local, port: {number: 9000}}}]\n";
+    let parents: Vec<String> = parents.iter().map(|p| p.to_string()).collect();
+    let ctx = axon_model::fixtures::context_marked(&with_secrets(&yaml, &["a-cert", "t"]), |c| {
+        if let axon_config::config::Spec::VirtualService(vs) = &mut c.spec
+            && c.key.name == "tls-route"
+        {
+            vs.semantics = axon_config::istio::RouteSemantics::Gateway;
+            vs.parents = parents.clone();
+        }
+    });
+    decode(&generate_for(
+        ResourceType::Listener,
+        &ctx,
+        &gateway_proxy(&[("istio", "ingressgateway")]),
+        &names(&[]),
+    ))
+}
+
+#[test]
+fn a_tls_routes_tls_blocks_are_tcp_routes_on_a_terminating_server() {
+    let all = terminated_tls_route(&["TLSRoute/tls-route.shop"]);
+    let tls = all
+        .iter()
+        .find(|l| l.name == "0.0.0.0_9443")
+        .expect("a listener for the terminating server");
+    let chain = &tls.filter_chains[0];
+    assert!(chain.transport_socket.is_some(), "TLS terminated");
+    let proxy: TcpProxy = typed(&chain.filters[0].config_type);
+    assert_eq!(
+        proxy.cluster_specifier,
+        Some(TcpCluster::Cluster(
+            "outbound|9000||echo.shop.svc.cluster.local".into()
+        ))
+    );
+    // Not from a TLSRoute (a user's, or another route kind's): no `tcp` route, no listener.
+    for parents in [&[][..], &["HTTPRoute/tls-route.shop"][..]] {
+        let all = terminated_tls_route(parents);
+        assert!(all.iter().all(|l| l.name != "0.0.0.0_9443"), "{parents:?}");
+    }
+}

@@ -387,7 +387,9 @@ spec:
 }
 
 mod delegate;
+mod gamma;
 mod gateway_hosts;
+mod gateway_semantics;
 mod gateway_tls;
 mod hash;
 mod locality;

@@ -2,7 +2,9 @@
 //! `buildGatewayNetworkFiltersFromTCPRoutes` and `…FromTLSRoutes` (`gateway.go`): of the
 //! VirtualServices bound to the server's Gateway (in istiod's order) that have a host the
 //! server serves, the first `tcp` route whose match blocks match the server's port and gateway
-//! (opaque TCP, or TLS terminated); for PASSTHROUGH, every `tls` route's match block that
+//! (opaque TCP, or TLS terminated), else, for a VirtualService made from a TLSRoute, its first
+//! `tls` route with a matching block (a TLSRoute on a terminating listener); for
+//! PASSTHROUGH, every `tls` route's match block that
 //! matches, as a filter chain for its `sniHosts` (a block naming an SNI host an earlier one
 //! on the listener took is skipped, as Envoy would refuse two chains that match alike).
 
@@ -11,8 +13,7 @@ use std::collections::BTreeMap;
 use envoy_types::pb::envoy::config::listener::v3::Filter;
 
 use super::l4::{L4Port, multi_match, route_filters, single_match};
-use axon_config::host;
-use axon_model::gateway::GatewayServer;
+use axon_model::gateway::{GatewayServer, ServerKind};
 use axon_model::proxy::Proxy;
 use axon_model::push_context::PushContext;
 
@@ -44,7 +45,7 @@ pub(super) fn tcp_filters(ctx: &PushContext, proxy: &Proxy, server: &GatewayServ
         let hosts: Vec<String> = vs
             .hosts
             .iter()
-            .map(|h| host::resolve(h, config.namespace()))
+            .map(|h| vs.resolve_host(h, config.namespace()))
             .collect();
         if !server.matches_any_host(&hosts, config.namespace()) {
             continue;
@@ -56,6 +57,23 @@ pub(super) fn tcp_filters(ctx: &PushContext, proxy: &Proxy, server: &GatewayServ
                 continue;
             }
             return route_filters(ctx, proxy, config, &tcp.route, l4_port(server));
+        }
+        // A TLSRoute's VirtualService has `tls` blocks only: on a server that is not
+        // passthrough (its TLS terminated), their first matching block is served as TCP.
+        let passthrough = matches!(
+            server.kind(),
+            ServerKind::Passthrough | ServerKind::AutoPassthrough
+        );
+        if vs.from_tls_route() && !passthrough {
+            for tls in vs.tls_routes() {
+                if tls
+                    .matches
+                    .iter()
+                    .any(|m| single_match(&m.to_l4(), port, &server.gateway, config.namespace()))
+                {
+                    return route_filters(ctx, proxy, config, &tls.route, l4_port(server));
+                }
+            }
         }
     }
     Vec::new()
@@ -75,7 +93,7 @@ pub(super) fn passthrough_chains(
         let hosts: Vec<String> = vs
             .hosts
             .iter()
-            .map(|h| host::resolve(h, config.namespace()))
+            .map(|h| vs.resolve_host(h, config.namespace()))
             .collect();
         if !server.matches_any_host(&hosts, config.namespace()) {
             continue;

@@ -22,7 +22,7 @@ use envoy_types::pb::envoy::r#type::v3::{HashPolicy, hash_policy};
 use envoy_types::pb::google::protobuf::Duration;
 
 use crate::resource::any;
-use axon_config::config::Config;
+use axon_config::config::{Config, Spec};
 use axon_config::host;
 use axon_config::istio::{DestinationRule, L4MatchAttributes, RouteDestination};
 use axon_model::proxy::Proxy;
@@ -53,9 +53,14 @@ pub(super) fn route_filters(
     let Some((first, _)) = destinations.first() else {
         return Vec::new();
     };
-    let first_host = host::resolve(&first.host, namespace);
+    // A Gateway API route's hosts are taken as they are (istiod resolves no shortname of it).
+    let resolve = |h: &str| match &config.spec {
+        Spec::VirtualService(vs) => vs.resolve_host(h, namespace),
+        _ => host::resolve(h, namespace),
+    };
+    let first_host = resolve(&first.host);
     let cluster_of = |d: &axon_config::istio::Destination| {
-        let hostname = host::resolve(&d.host, namespace);
+        let hostname = resolve(&d.host);
         let explicit = d.port.as_ref().map(|p| p.number).filter(|p| *p != 0);
         let only = ctx
             .service(&hostname)

@@ -83,7 +83,7 @@ pub(super) fn service_chains(
             axon_config::config::Spec::VirtualService(vs) => vs
                 .hosts
                 .iter()
-                .any(|h| host::matches(&host::resolve(h, c.namespace()), &service.hostname))
+                .any(|h| host::matches(&vs.resolve_host(h, c.namespace()), &service.hostname))
                 .then_some((c.as_ref(), vs)),
             _ => None,
         })

@@ -13,7 +13,8 @@ use envoy_types::pb::envoy::config::route::v3::{
     redirect_action::{PathRewriteSpecifier, RedirectResponseCode, SchemeRewriteSpecifier},
     retry_policy::{RetryBackOff, RetryHostPredicate, RetryPriority},
     route::Action,
-    route_action::{ClusterSpecifier, HostRewriteSpecifier},
+    route_action::{ClusterNotFoundResponseCode, ClusterSpecifier, HostRewriteSpecifier},
+    route_match::PathSpecifier,
     weighted_cluster::{ClusterWeight, cluster_weight},
 };
 use envoy_types::pb::envoy::extensions::retry::host::previous_hosts::v3::PreviousHostsPredicate;
@@ -37,14 +38,36 @@ use axon_model::service::outbound_cluster_name;
 pub(super) const DEFAULT_RETRY_ON: &str =
     "connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes";
 
-/// A route for `http` (of a VirtualService in `namespace`, which short hosts resolve in) on
-/// a listener of `port` of `proxy`, without its name and match (one per match block, set by
-/// the caller). `None`: nothing to serve (no destination, or a redirect code Envoy has no
-/// name for).
+/// How a VirtualService's destination hosts read: short names resolved in its namespace,
+/// except under Gateway API semantics, where they are taken as they are (istiod resolves no
+/// shortname of such a VirtualService, `mergeVirtualServices`: a denied backend's empty
+/// host stays empty).
+#[derive(Clone, Copy)]
+pub(super) struct Hosts<'a> {
+    pub(super) namespace: &'a str,
+    pub(super) gateway_semantics: bool,
+}
+
+impl Hosts<'_> {
+    pub(super) fn resolve(&self, h: &str) -> String {
+        if self.gateway_semantics {
+            h.to_string()
+        } else {
+            host::resolve(h, self.namespace)
+        }
+    }
+}
+
+/// A route for `http` (of a VirtualService whose hosts read as `hosts` says) on a listener
+/// of `port` of `proxy`, without its name and match (one per match block, set by the caller,
+/// then [`strip_matched_prefix`]). `None`: nothing to serve (no destination, or a redirect
+/// code Envoy has no name for). Under Gateway API semantics a destination that is no
+/// cluster answers 500, not 404 (istiod's `applyHTTPRouteDestination`: the share of a
+/// backend that is not found or not allowed).
 pub(super) fn translate(
     ctx: &PushContext,
     proxy: &Proxy,
-    namespace: &str,
+    hosts: Hosts,
     http: &HttpRoute,
     port: u32,
 ) -> Option<Route> {
@@ -65,18 +88,60 @@ pub(super) fn translate(
     } else if let Some(direct) = &http.direct_response {
         Action::DirectResponse(direct_response(direct))
     } else {
-        Action::Route(route_action(
-            ctx,
-            proxy,
-            namespace,
-            http,
-            ops.authority,
-            port,
-            &mut out,
-        )?)
+        let mut action = route_action(ctx, proxy, hosts, http, ops.authority, port, &mut out)?;
+        if hosts.gateway_semantics {
+            action.cluster_not_found_response_code =
+                ClusterNotFoundResponseCode::InternalServerError as i32;
+        }
+        Action::Route(action)
     });
     out.typed_per_filter_config = crate::resource::sorted_map(filters::per_filter_configs(http));
     Some(out)
+}
+
+/// Under Gateway API semantics, a `rewrite.uri` of `/` (a URLRewrite's ReplacePrefixMatch
+/// `/`) removes the matched prefix rather than replacing it: the regex
+/// `^PREFIX(/?)(.*)` → `/\2`, PREFIX the route's path-separated prefix quoted (empty for
+/// any other match, which then keeps the path as is), as istiod's
+/// `applyHTTPRouteDestination`; Envoy's `prefix_rewrite` would turn `/api/x` into `//x`.
+/// A `uriRegexRewrite` wins, as there.
+pub(super) fn strip_matched_prefix(route: &mut Route, http: &HttpRoute) {
+    let Some(rewrite) = &http.rewrite else { return };
+    if rewrite.uri_regex_rewrite.is_some() || rewrite.uri != "/" {
+        return;
+    }
+    let Some(Action::Route(action)) = &mut route.action else {
+        return;
+    };
+    let prefix = match route
+        .r#match
+        .as_ref()
+        .and_then(|m| m.path_specifier.as_ref())
+    {
+        Some(PathSpecifier::PathSeparatedPrefix(p)) => p.as_str(),
+        _ => "",
+    };
+    action.prefix_rewrite.clear();
+    action.regex_rewrite = Some(RegexMatchAndSubstitute {
+        pattern: Some(RegexMatcher {
+            regex: format!("^{}(/?)(.*)", quote_meta(prefix)),
+            ..Default::default()
+        }),
+        // The `/` kept when the whole path was the prefix.
+        substitution: r"/\2".to_string(),
+    });
+}
+
+/// Go's `regexp.QuoteMeta`: a backslash before each of `\.+*?()|[]{}^$`.
+fn quote_meta(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if r"\.+*?()|[]{}^$".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// A route's destinations and their policies. Header operations of a single destination
@@ -84,7 +149,7 @@ pub(super) fn translate(
 fn route_action(
     ctx: &PushContext,
     proxy: &Proxy,
-    namespace: &str,
+    hosts: Hosts,
     http: &HttpRoute,
     mut authority: Option<String>,
     port: u32,
@@ -119,7 +184,7 @@ fn route_action(
     let destinations: Vec<(&HttpRouteDestination, String)> = http
         .route
         .iter()
-        .filter_map(|rd| Some((rd, cluster_of(ctx, namespace, rd, port)?)))
+        .filter_map(|rd| Some((rd, cluster_of(ctx, hosts, rd, port)?)))
         .collect();
     match destinations.as_slice() {
         [] => return None,
@@ -148,25 +213,23 @@ fn route_action(
     }
     action.hash_policy = destinations
         .iter()
-        .filter_map(|(rd, _)| {
-            hash::for_destination(ctx, proxy, namespace, rd.destination.as_ref()?)
-        })
+        .filter_map(|(rd, _)| hash::for_destination(ctx, proxy, hosts, rd.destination.as_ref()?))
         .collect();
     action.retry_policy = retry_policy(http.retries.as_ref());
     action.request_mirror_policies =
-        filters::mirror_policies(http, |d| cluster_name(ctx, namespace, d, port));
+        filters::mirror_policies(http, |d| cluster_name(ctx, hosts, d, port));
     Some(action)
 }
 
 fn cluster_of(
     ctx: &PushContext,
-    namespace: &str,
+    hosts: Hosts,
     rd: &HttpRouteDestination,
     listener_port: u32,
 ) -> Option<String> {
     Some(cluster_name(
         ctx,
-        namespace,
+        hosts,
         rd.destination.as_ref()?,
         listener_port,
     ))
@@ -177,8 +240,8 @@ fn cluster_of(
 /// port it was called on). For a sidecar istiod looks the service up among those on the
 /// listener's port only, so a one-port service on another port would get the listener's
 /// port, a cluster that does not exist: axon keeps its port.
-fn cluster_name(ctx: &PushContext, namespace: &str, d: &Destination, listener_port: u32) -> String {
-    let hostname = host::resolve(&d.host, namespace);
+fn cluster_name(ctx: &PushContext, hosts: Hosts, d: &Destination, listener_port: u32) -> String {
+    let hostname = hosts.resolve(&d.host);
     let port = d
         .port
         .as_ref()

@@ -8,23 +8,22 @@ use envoy_types::pb::envoy::config::route::v3::route_action::hash_policy::{
     ConnectionProperties, Cookie, CookieAttribute, Header, PolicySpecifier, QueryParameter,
 };
 
-use axon_config::host;
 use axon_config::istio::Destination;
 use axon_config::istio::traffic_policy::ConsistentHash;
 use axon_model::proxy::Proxy;
 use axon_model::push_context::PushContext;
 use axon_model::traffic_policy::{route_hash, service_hash};
 
-/// The hash policy of a route to `d` (of a VirtualService in `namespace`), from the
-/// DestinationRule `proxy` uses for its host (as istiod's `hashForVirtualService`: its
-/// namespace, and a `workloadSelector` rule that selects it).
+/// The hash policy of a route to `d` (of a VirtualService whose hosts read as `hosts`
+/// says), from the DestinationRule `proxy` uses for its host (as istiod's
+/// `hashForVirtualService`: its namespace, and a `workloadSelector` rule that selects it).
 pub(super) fn for_destination(
     ctx: &PushContext,
     proxy: &Proxy,
-    namespace: &str,
+    hosts: super::action::Hosts,
     d: &Destination,
 ) -> Option<HashPolicy> {
-    let hostname = host::resolve(&d.host, namespace);
+    let hostname = hosts.resolve(&d.host);
     let chosen =
         ctx.destination_rule_for_workload(&hostname, &proxy.namespace, Some(&proxy.labels))?;
     let port = d.port.as_ref().map(|p| p.number).filter(|p| *p != 0);

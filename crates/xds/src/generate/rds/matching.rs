@@ -2,8 +2,8 @@
 //! the path (case-insensitive with `ignoreUriCase`), the header matchers (`headers`, then
 //! `withoutHeaders` inverted, sorted by name), the `:method`, `:authority` and `:scheme`
 //! pseudo-header matchers, the query parameter matchers, and JWT claim headers as dynamic
-//! metadata matchers ([`claims`]). Which match blocks apply to a
-//! proxy at all is [`super::route`]'s business.
+//! metadata matchers ([`claims`]); a Gateway API route's prefixes are path-separated. Which
+//! match blocks apply to a proxy at all is [`super::route`]'s business.
 
 use std::collections::BTreeMap;
 
@@ -20,7 +20,11 @@ use axon_config::istio::{HttpMatchRequest, StringMatch, routing_claim};
 
 mod claims;
 
-pub(super) fn route_match(m: Option<&HttpMatchRequest>) -> RouteMatch {
+/// The RouteMatch of match block `m` (none: every path). Under Gateway API semantics
+/// (`gateway_semantics`, istiod's `UseGatewaySemantics`) a `uri.prefix` other than `/` is a
+/// path-separated prefix, its one trailing `/` trimmed: `/api/` matches `/api` and `/api/x`,
+/// never `/apix` (as istiod's `translateRouteMatch`).
+pub(super) fn route_match(m: Option<&HttpMatchRequest>, gateway_semantics: bool) -> RouteMatch {
     let mut out = RouteMatch {
         path_specifier: Some(PathSpecifier::Prefix("/".to_string())),
         ..Default::default()
@@ -47,7 +51,12 @@ pub(super) fn route_match(m: Option<&HttpMatchRequest>) -> RouteMatch {
         out.path_specifier = Some(if let Some(exact) = &uri.exact {
             PathSpecifier::Path(exact.clone())
         } else if let Some(prefix) = &uri.prefix {
-            PathSpecifier::Prefix(prefix.clone())
+            if gateway_semantics && prefix != "/" {
+                let path = prefix.strip_suffix('/').unwrap_or(prefix);
+                PathSpecifier::PathSeparatedPrefix(path.to_string())
+            } else {
+                PathSpecifier::Prefix(prefix.clone())
+            }
         } else if let Some(regex) = &uri.regex {
             PathSpecifier::SafeRegex(regex_matcher(regex))
         } else if let Some(suffix) = &uri.suffix {

@@ -108,7 +108,7 @@ fn gateway_virtual_hosts(
             let vs_hosts: Vec<String> = vs
                 .hosts
                 .iter()
-                .map(|h| host::resolve(h, config.namespace()))
+                .map(|h| vs.resolve_host(h, config.namespace()))
                 .collect();
             let hosts = server.hosts_for(&vs_hosts, config.namespace());
             if hosts.is_empty() {

@@ -6,7 +6,10 @@
 //! whose match blocks applies gives no route. Nothing after a catch-all is kept: not the
 //! HTTPRoutes after one with no match block, nor anything after a match block whose route
 //! is a catch-all ([`is_catch_all`]). On a gateway, the routes of several VirtualServices
-//! share a virtual host, their catch-alls moved last ([`sort_vhost_routes`]).
+//! share a virtual host, their catch-alls moved last ([`sort_vhost_routes`]). A VirtualService
+//! made from Gateway API routes (`RouteSemantics::Gateway`) reads as istiod's
+//! `UseGatewaySemantics` makes it: path-separated prefixes, a prefix-stripping rewrite, 500
+//! for a destination that is no cluster.
 
 use envoy_types::pb::envoy::config::route::v3::{
     Route, route::Action, route_action::MaxStreamDuration, route_match::PathSpecifier,
@@ -65,10 +68,13 @@ fn translate_all(
     target: RouteTarget,
 ) -> Vec<Route> {
     let mut out = Vec::new();
+    let gateway_semantics = vs.gateway_semantics();
     for http in &vs.http {
-        let Some(template) =
-            action::translate(ctx, target.proxy, config.namespace(), http, target.port)
-        else {
+        let hosts = action::Hosts {
+            namespace: config.namespace(),
+            gateway_semantics,
+        };
+        let Some(template) = action::translate(ctx, target.proxy, hosts, http, target.port) else {
             // As istiod: an HTTPRoute without match blocks ends the list, routed or not.
             if http.matches.is_empty() {
                 break;
@@ -85,12 +91,15 @@ fn translate_all(
                 .collect()
         };
         for m in &matches {
-            let route = Route {
+            let mut route = Route {
                 name: route_name(http, *m),
-                r#match: Some(route_match(*m)),
+                r#match: Some(route_match(*m, gateway_semantics)),
                 stat_prefix: m.map(|m| m.stat_prefix.clone()).unwrap_or_default(),
                 ..template.clone()
             };
+            if gateway_semantics {
+                action::strip_matched_prefix(&mut route, http);
+            }
             let catch_all = is_catch_all(&route);
             out.push(route);
             // Routes are matched in order: nothing after a catch-all is ever reached.

@@ -12,10 +12,12 @@
 //! (the first with routes for the proxy wins a service) and gets a virtual host for each of
 //! its other hosts, the host alone as domain; a VirtualService with no service on the port
 //! does so only on port 80 (istiod's "gross HACK"), and otherwise routes nothing there. A
-//! service no VirtualService routes goes straight to its cluster. Domains are unique over
-//! the configuration (the first virtual host keeps one); the virtual hosts are sorted by
-//! name, and `allow_any` (`*`, to the original destination) comes last. As istiod for an
-//! Envoy sidecar, domains carry no port and the port is ignored in host matching; a
+//! service no VirtualService routes goes straight to its cluster. A VirtualService made from
+//! Gateway API routes (GAMMA) expands no wildcard to services, and routes only where one of
+//! its services, or the proxy, is in its namespace ([`gateway_route_applies`]). Domains are
+//! unique over the configuration (the first virtual host keeps one); the virtual hosts are
+//! sorted by name, and `allow_any` (`*`, to the original destination) comes last. As istiod
+//! for an Envoy sidecar, domains carry no port and the port is ignored in host matching; a
 //! proxyless gRPC client's (`xds/grpc.rs`) carry `host:port` too.
 
 use std::collections::BTreeSet;
@@ -115,12 +117,17 @@ fn split_hosts<'a>(
         others: Vec::new(),
     };
     for h in &vs.hosts {
-        let h = host::resolve(h, config.namespace()).to_lowercase();
+        let h = vs.resolve_host(h, config.namespace()).to_lowercase();
         if !h.starts_with('*') {
             match on_port.iter().find(|s| s.hostname == h) {
                 Some(found) => split.services.push(*found),
                 None => split.others.push(h),
             }
+            continue;
+        }
+        // A Gateway API route's wildcard names no service.
+        if vs.gateway_semantics() {
+            split.others.push(h);
             continue;
         }
         let matching: Vec<&&Service> = on_port
@@ -143,6 +150,16 @@ fn split_hosts<'a>(
         }
     }
     split
+}
+
+/// Whether a VirtualService made from Gateway API routes (of `config`) may route `service`
+/// for `proxy`: the service or the proxy is in the route's namespace (istiod's
+/// `buildSidecarVirtualHostsForVirtualService`: a producer route applies to every client, a
+/// consumer route to its own namespace's). As there, a route none of whose services passes
+/// routes nothing, not even its other hosts, and one with a service that passes routes all
+/// of its services.
+fn gateway_route_applies(config: &Config, service: &Service, proxy: &Proxy) -> bool {
+    service.namespace == config.namespace() || proxy.namespace == config.namespace()
 }
 
 /// Virtual hosts with unique names and domains, as istiod's `buildVirtualHost` and
@@ -205,6 +222,14 @@ fn sidecar_virtual_hosts(
         if split.services.is_empty() && port != NON_REGISTRY_PORT {
             continue;
         }
+        if vs.gateway_semantics()
+            && !split
+                .services
+                .iter()
+                .any(|s| gateway_route_applies(config, s, proxy))
+        {
+            continue;
+        }
         let target = RouteTarget {
             proxy,
             gateway: "mesh",
@@ -254,7 +279,7 @@ fn catch_all_virtual_host(scope: &SidecarScope) -> VirtualHost {
             domains: vec!["*".to_string()],
             routes: vec![Route {
                 name: "block_all".to_string(),
-                r#match: Some(route_match(None)),
+                r#match: Some(route_match(None, false)),
                 action: Some(Action::DirectResponse(DirectResponseAction {
                     status: 502,
                     ..Default::default()
@@ -274,7 +299,7 @@ fn catch_all_virtual_host(scope: &SidecarScope) -> VirtualHost {
         domains: vec!["*".to_string()],
         routes: vec![Route {
             name: "allow_any".to_string(),
-            r#match: Some(route_match(None)),
+            r#match: Some(route_match(None, false)),
             action: Some(Action::Route(passthrough_action(cluster))),
             ..Default::default()
         }],
@@ -319,6 +344,13 @@ pub(crate) fn sidecar_virtual_host(
     let routes = egress
         .virtual_services_for(&service.hostname)
         .into_iter()
+        // A Gateway API route names the service itself, and applies here (one host each:
+        // the route of a parent Service).
+        .filter(|(config, vs)| {
+            !vs.gateway_semantics()
+                || (names_exactly(config, vs, &service.hostname)
+                    && gateway_route_applies(config, service, proxy))
+        })
         .map(|(config, vs)| {
             let target = RouteTarget {
                 proxy,
@@ -330,6 +362,14 @@ pub(crate) fn sidecar_virtual_host(
         .find(|routes| !routes.is_empty())
         .unwrap_or_else(|| vec![default_route(ctx, proxy, service, service_port)]);
     service_vhost(proxy, service, listener_port, routes)
+}
+
+/// Whether `vs` (of `config`) names `hostname` itself, not by a wildcard.
+fn names_exactly(config: &Config, vs: &VirtualService, hostname: &str) -> bool {
+    vs.hosts.iter().any(|h| {
+        vs.resolve_host(h, config.namespace())
+            .eq_ignore_ascii_case(hostname)
+    })
 }
 
 fn service_vhost(
@@ -386,7 +426,7 @@ fn default_route(ctx: &PushContext, proxy: &Proxy, service: &Service, service_po
     };
     Route {
         name: "default".to_string(),
-        r#match: Some(route_match(None)),
+        r#match: Some(route_match(None, false)),
         action: Some(Action::Route(action)),
         ..Default::default()
     }

@@ -16,7 +16,7 @@ use axon_config::istio::HttpMatchRequest;
 /// The RouteMatch of one match block written as YAML.
 fn translate(yaml: &str) -> RouteMatch {
     let m: HttpMatchRequest = serde_norway::from_str(yaml).expect("a match block");
-    route_match(Some(&m))
+    route_match(Some(&m), false)
 }
 
 fn exact(v: &str) -> StringMatcher {
@@ -59,7 +59,7 @@ fn case_sensitive(value: bool) -> Option<BoolValue> {
 #[test]
 fn no_match_block_is_prefix_slash_and_says_nothing_of_case() {
     assert_eq!(
-        route_match(None),
+        route_match(None, false),
         RouteMatch {
             path_specifier: Some(PathSpecifier::Prefix("/".into())),
             ..Default::default()
