@@ -131,10 +131,8 @@ pub fn not_applied(spec: &crate::config::Spec) -> Vec<String> {
                 }
             }
         }
-        Spec::GatewayClass(c) => {
-            if c.parameters_ref.is_some() {
-                out.push("spec.parametersRef".into());
-            }
+        Spec::GatewayClass(c) if c.parameters_ref.is_some() => {
+            out.push("spec.parametersRef".into());
         }
         Spec::BackendTlsPolicy(_) => {
             out.push("spec: BackendTLSPolicy is not applied by axon yet".into())

@@ -29,8 +29,8 @@ pub(crate) fn hosts_match(a: &str, b: &str) -> bool {
 /// istio's `host.Name.SubsetOf`: every host `a` matches is matched by `b`.
 pub(crate) fn subset_of(a: &str, b: &str) -> bool {
     if let Some(suffix) = b.strip_prefix('*') {
-        if a.starts_with('*') {
-            return a.len() >= b.len() && a[1..].ends_with(suffix);
+        if let Some(rest) = a.strip_prefix('*') {
+            return a.len() >= b.len() && rest.ends_with(suffix);
         }
         return a.ends_with(suffix);
     }

@@ -185,6 +185,23 @@ impl Conformance {
         );
     }
 
+    /// Waits until `GET path` with `headers` on `port` for `example.com` is answered 200 by
+    /// `backend`.
+    pub fn wait_for_with(&self, port: u64, path: &str, headers: &[(&str, &str)], backend: &str) {
+        let mut last = HttpResponse::default();
+        let ok = wait_until(CONVERGE, || {
+            last = self.request(port, "GET", "example.com", path, headers);
+            last.status == 200 && answered_by(&last) == Some(backend.to_string())
+        });
+        assert!(
+            ok,
+            "GET {path} {headers:?} never reached {backend}: last {} {}\n{}",
+            last.status,
+            last.body,
+            support::scenario::describe_envoy(&self.envoy)
+        );
+    }
+
     /// Waits until `GET path` on `port` is answered 200 by any backend.
     pub fn wait_for_any(&self, port: u64, path: &str) {
         let mut last = HttpResponse::default();
