@@ -4,6 +4,9 @@
 
 mod destination_rule;
 mod gateway;
+mod gateway_api;
+
+pub use gateway_api::gateway_api_notes;
 
 use super::config::Spec;
 

@@ -115,6 +115,39 @@ impl ConfigKind {
         }
     }
 
+    /// The kinds of the Gateway API axon reads, with the versions istiod reads each in
+    /// (`pkg/config/schema/gvk`), its first the preferred.
+    pub const GATEWAY_API: [(ConfigKind, &'static [&'static str]); 8] = [
+        (ConfigKind::GatewayClass, &["v1", "v1beta1", "v1alpha2"]),
+        (
+            ConfigKind::KubernetesGateway,
+            &["v1", "v1beta1", "v1alpha2"],
+        ),
+        (ConfigKind::HttpRoute, &["v1", "v1beta1", "v1alpha2"]),
+        (ConfigKind::GrpcRoute, &["v1", "v1alpha2"]),
+        (ConfigKind::TlsRoute, &["v1", "v1alpha2"]),
+        (ConfigKind::TcpRoute, &["v1", "v1alpha2"]),
+        (ConfigKind::ReferenceGrant, &["v1", "v1beta1", "v1alpha2"]),
+        (ConfigKind::BackendTlsPolicy, &["v1"]),
+    ];
+
+    /// The Gateway API kind named `kind` as users write it (`Gateway` is
+    /// [`ConfigKind::KubernetesGateway`]).
+    pub fn from_gateway_api_kind(kind: &str) -> Option<ConfigKind> {
+        Self::GATEWAY_API
+            .iter()
+            .map(|(k, _)| *k)
+            .find(|k| k.api_kind() == kind)
+    }
+
+    /// The versions a Gateway API kind is read in (none for other kinds).
+    pub fn gateway_api_versions(self) -> &'static [&'static str] {
+        Self::GATEWAY_API
+            .iter()
+            .find(|(k, _)| *k == self)
+            .map_or(&[], |(_, v)| v)
+    }
+
     /// Whether it is a kind of the Gateway API.
     pub fn is_gateway_api(self) -> bool {
         matches!(

@@ -329,9 +329,9 @@ fn parse_checked(
             }
             Some(ConfigKind::Telemetry)
         }
-        (crate::gateway_api::GROUP, _) => match crate::gateway_api::kind_of(&kind) {
+        (crate::gateway_api::GROUP, _) => match ConfigKind::from_gateway_api_kind(&kind) {
             Some(config_kind) => {
-                let versions = crate::gateway_api::versions_of(config_kind);
+                let versions = config_kind.gateway_api_versions();
                 if !versions.contains(&version) {
                     return DocOutcome::Invalid(DocError::GatewayApiVersion {
                         kind,
@@ -458,7 +458,7 @@ fn build_gateway_api(
         key: ConfigKey::new(kind, namespace, name),
         labels,
         created,
-        not_applied: crate::gateway_api::not_applied(&spec),
+        not_applied: super::applied::gateway_api_notes(&spec),
         spec,
     };
     validate::validate(&config).map_err(DocError::Invalid)?;

@@ -37,13 +37,19 @@ pub use axon_config::secret::{
 
 /// istiod's prefix of a Kubernetes Secret's SDS name.
 pub const KUBERNETES_PREFIX: &str = "kubernetes://";
+/// istiod's prefix of the SDS name of a Secret a Gateway API listener refers to
+/// (`KubernetesGatewaySecretType`): always `kubernetes-gateway://NAMESPACE/NAME`, possibly of
+/// another namespace than the proxy's (a ReferenceGrant allowed it).
+pub const KUBERNETES_GATEWAY_PREFIX: &str = "kubernetes-gateway://";
 /// istiod's suffix of the SDS name of a Secret's roots (`SdsCaSuffix`).
 pub const CA_SUFFIX: &str = "-cacert";
 
 /// The SDS name of a `credentialName` (istiod's `ToResourceName`): `kubernetes://NAME`, or the
 /// name as is when it already has that prefix.
 pub fn resource_name(credential_name: &str) -> String {
-    if credential_name.starts_with(KUBERNETES_PREFIX) {
+    if credential_name.starts_with(KUBERNETES_PREFIX)
+        || credential_name.starts_with(KUBERNETES_GATEWAY_PREFIX)
+    {
         credential_name.to_string()
     } else {
         format!("{KUBERNETES_PREFIX}{credential_name}")
@@ -68,17 +74,24 @@ pub struct SecretRef {
     pub name: String,
     /// `-cacert`: the roots only.
     pub ca_only: bool,
+    /// A `kubernetes-gateway://` name: a Gateway API listener's certificate, which a proxy
+    /// may read from another namespace when its Gateway refers to it.
+    pub gateway: bool,
 }
 
 impl SecretRef {
     /// istiod's `ParseResourceName` for `kubernetes://`: `NAME` is in `proxy_namespace`,
     /// `NAMESPACE/NAME` names its namespace. `None` for any other name.
     pub fn parse(resource_name: &str, proxy_namespace: &str) -> Option<SecretRef> {
-        let rest = resource_name.strip_prefix(KUBERNETES_PREFIX)?;
+        let (rest, gateway) = match resource_name.strip_prefix(KUBERNETES_GATEWAY_PREFIX) {
+            Some(rest) => (rest, true),
+            None => (resource_name.strip_prefix(KUBERNETES_PREFIX)?, false),
+        };
         let mut parts = rest.split('/');
         let first = parts.next().unwrap_or_default();
         let (namespace, name) = match parts.next() {
             Some(name) => (first, name),
+            None if gateway => return None,
             None => (proxy_namespace, first),
         };
         if name.is_empty() || namespace.is_empty() {
@@ -88,6 +101,7 @@ impl SecretRef {
             namespace: namespace.to_string(),
             name: name.to_string(),
             ca_only: name.ends_with(CA_SUFFIX),
+            gateway,
         })
     }
 
@@ -213,7 +227,10 @@ impl SecretIndex {
                 name: credential_name.into(),
             });
         };
-        if reference.namespace != namespace {
+        // A Gateway API listener's certificate may be of another namespace: the conversion
+        // let it through only where a ReferenceGrant allows it (istiod's
+        // `VerifiedCertificateReferences`).
+        if reference.namespace != namespace && !reference.gateway {
             return Err(SecretProblem::OtherNamespace {
                 namespace: reference.namespace,
                 name: reference.name,

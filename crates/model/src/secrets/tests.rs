@@ -31,6 +31,23 @@ fn names_resolve_as_istiod_parses_them() {
     );
     assert_eq!(SecretRef::parse("file-root:/ca.pem", "shop"), None);
     assert_eq!(SecretRef::parse("kubernetes://", "shop"), None);
+    // A Gateway API listener's: always NAMESPACE/NAME, kept as is, possibly of another
+    // namespace than the proxy's.
+    assert_eq!(
+        resource_name("kubernetes-gateway://infra/cert"),
+        "kubernetes-gateway://infra/cert"
+    );
+    let r = SecretRef::parse("kubernetes-gateway://infra/cert", "shop").unwrap();
+    assert_eq!(
+        (r.namespace.as_str(), r.name.as_str(), r.gateway),
+        ("infra", "cert", true)
+    );
+    assert_eq!(SecretRef::parse("kubernetes-gateway://cert", "shop"), None);
+    assert!(
+        !SecretRef::parse("kubernetes://infra/cert", "shop")
+            .unwrap()
+            .gateway
+    );
 }
 
 fn index(secrets: &[(&str, &str, serde_json::Value)]) -> SecretIndex {

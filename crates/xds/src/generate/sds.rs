@@ -94,7 +94,9 @@ fn lookup<'a>(ctx: &'a PushContext, proxy: &Proxy, name: &str) -> Lookup<'a> {
     if name.starts_with(CERT_PREFIX) || name.starts_with(ROOT_PREFIX) {
         return Lookup::File;
     }
-    if !name.starts_with(axon_model::secrets::KUBERNETES_PREFIX) {
+    if !name.starts_with(axon_model::secrets::KUBERNETES_PREFIX)
+        && !name.starts_with(axon_model::secrets::KUBERNETES_GATEWAY_PREFIX)
+    {
         return Lookup::Other;
     }
     let problem = |reason: String, unauthorized: bool| SdsProblem {
@@ -111,7 +113,24 @@ fn lookup<'a>(ctx: &'a PushContext, proxy: &Proxy, name: &str) -> Lookup<'a> {
     let Some(reference) = SecretRef::parse(name, &proxy.namespace) else {
         return Lookup::Kubernetes(Err(problem("not a Secret name".into(), false)));
     };
-    if reference.namespace != proxy.namespace {
+    if reference.gateway {
+        // istiod's `VerifiedCertificateReferences`: a `kubernetes-gateway://` Secret is served
+        // to a proxy only when a Gateway it serves refers to it (the conversion checked the
+        // ReferenceGrants of another namespace's).
+        let merged = axon_model::gateway::merge(ctx, proxy);
+        let referred = axon_model::gateway::terminated_credentials(merged.servers())
+            .iter()
+            .any(|c| {
+                axon_model::secrets::resource_name(c)
+                    == name.trim_end_matches(axon_model::secrets::CA_SUFFIX)
+            });
+        if !referred {
+            return Lookup::Kubernetes(Err(problem(
+                "no Gateway this proxy serves refers to this kubernetes-gateway:// Secret".into(),
+                true,
+            )));
+        }
+    } else if reference.namespace != proxy.namespace {
         return Lookup::Kubernetes(Err(problem(
             format!(
                 "the Secret is in namespace {}, the proxy in {}: a proxy reads Secrets of its own namespace only",
@@ -391,5 +410,46 @@ mod tests {
             ..proxy("shop")
         };
         assert_eq!(generate(&ctx, &verified, &names).len(), 1);
+    }
+
+    #[test]
+    fn a_gateway_api_certificate_is_served_to_the_proxies_of_gateways_referring_to_it() {
+        let (cert, key) = axon_config::fixtures::self_signed("example.org", 2);
+        let data = serde_json::json!({"tls.crt": cert, "tls.key": key});
+        let yaml = format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: cert, namespace: certs}}\nstringData: {data}\n---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: gw, namespace: infra}}
+spec:
+  gatewayClassName: istio
+  listeners: [{{name: https, port: 443, protocol: HTTPS, tls: {{certificateRefs: [{{name: cert, namespace: certs}}]}}}}]
+---
+apiVersion: gateway.networking.k8s.io/v1beta1
+kind: ReferenceGrant
+metadata: {{name: g, namespace: certs}}
+spec:
+  from: [{{group: gateway.networking.k8s.io, kind: Gateway, namespace: infra}}]
+  to: [{{group: '', kind: Secret}}]
+"
+        );
+        let ctx = axon_model::fixtures::context(&yaml);
+        let names = BTreeSet::from(["kubernetes-gateway://certs/cert".to_string()]);
+        let ours = axon_model::fixtures::proxy(
+            "router",
+            "10.0.0.1",
+            "infra",
+            &[("gateway.networking.k8s.io/gateway-name", "gw")],
+        );
+        assert_eq!(generate(&ctx, &ours, &names).len(), 1);
+        // Another gateway's proxy, of the same namespace: refused.
+        let theirs = axon_model::fixtures::proxy(
+            "router",
+            "10.0.0.2",
+            "infra",
+            &[("gateway.networking.k8s.io/gateway-name", "other")],
+        );
+        assert!(generate(&ctx, &theirs, &names).is_empty());
+        assert!(problems(&ctx, &theirs, &names)[0].unauthorized);
     }
 }

@@ -12,6 +12,7 @@
 //! variable each test prints that it was not run, and passes.
 
 mod http;
+mod https;
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -77,7 +78,17 @@ impl Conformance {
     /// The world of `case` (a file of the corpus's `gateway-api/`), served by the Envoy of
     /// Gateway `gateway` of `gateway-conformance-infra`; `None` when the corpus is not set.
     pub fn start(case: &str, gateway: &str) -> Option<Conformance> {
+        Self::start_with(case, gateway, Vec::new())
+    }
+
+    /// [`Conformance::start`] with `extra` objects (the Secrets the suite makes).
+    pub fn start_with(
+        case: &str,
+        gateway: &str,
+        extra: Vec<serde_json::Value>,
+    ) -> Option<Conformance> {
         let mut docs = documents(&corpus_file("base__manifests.yaml")?);
+        docs.extend(extra);
         docs.extend(documents(&corpus_file(case)?));
         let config = ConfigDir::new();
         let mut ports = BTreeMap::new();

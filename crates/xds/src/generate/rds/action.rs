@@ -24,9 +24,9 @@ use envoy_types::pb::google::protobuf::UInt32Value;
 
 use super::hash;
 use super::headers::{self, Operations};
+pub(super) use super::hosts::Hosts;
 use super::{duration, filters};
 use crate::resource::any;
-use axon_config::host;
 use axon_config::istio::{
     Destination, HttpDirectResponse, HttpRedirect, HttpRetry, HttpRoute, HttpRouteDestination,
 };
@@ -37,26 +37,6 @@ use axon_model::service::outbound_cluster_name;
 /// istiod's `retry_on` when a route sets no `retries`.
 pub(super) const DEFAULT_RETRY_ON: &str =
     "connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes";
-
-/// How a VirtualService's destination hosts read: short names resolved in its namespace,
-/// except under Gateway API semantics, where they are taken as they are (istiod resolves no
-/// shortname of such a VirtualService, `mergeVirtualServices`: a denied backend's empty
-/// host stays empty).
-#[derive(Clone, Copy)]
-pub(super) struct Hosts<'a> {
-    pub(super) namespace: &'a str,
-    pub(super) gateway_semantics: bool,
-}
-
-impl Hosts<'_> {
-    pub(super) fn resolve(&self, h: &str) -> String {
-        if self.gateway_semantics {
-            h.to_string()
-        } else {
-            host::resolve(h, self.namespace)
-        }
-    }
-}
 
 /// A route for `http` (of a VirtualService whose hosts read as `hosts` says) on a listener
 /// of `port` of `proxy`, without its name and match (one per match block, set by the caller,

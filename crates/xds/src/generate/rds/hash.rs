@@ -20,7 +20,7 @@ use axon_model::traffic_policy::{route_hash, service_hash};
 pub(super) fn for_destination(
     ctx: &PushContext,
     proxy: &Proxy,
-    hosts: super::action::Hosts,
+    hosts: super::hosts::Hosts,
     d: &Destination,
 ) -> Option<HashPolicy> {
     let hostname = hosts.resolve(&d.host);

@@ -20,6 +20,7 @@ mod action;
 mod filters;
 mod hash;
 mod headers;
+mod hosts;
 mod matching;
 mod route;
 mod sidecar;
