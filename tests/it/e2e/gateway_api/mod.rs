@@ -11,6 +11,7 @@
 //! automated deployment labels it (`gateway.networking.k8s.io/gateway-name`). Without the
 //! variable each test prints that it was not run, and passes.
 
+mod filters;
 mod http;
 mod https;
 
@@ -71,7 +72,7 @@ pub(super) struct Conformance {
     pub envoy: Envoy,
     /// Gateway listener port (as the manifests write it) → the port Envoy listens on.
     pub ports: BTreeMap<u64, u16>,
-    pub _backends: BTreeMap<String, EchoUpstream>,
+    pub backends: BTreeMap<String, EchoUpstream>,
 }
 
 impl Conformance {
@@ -157,7 +158,7 @@ impl Conformance {
             _axon: axon,
             envoy,
             ports,
-            _backends: backends,
+            backends,
         })
     }
 
