@@ -15,7 +15,7 @@ use crate::support::{Axon, ConfigDir, wait_until};
 /// A Service `name` in `ns` at `cluster_ip` with one port (`port_name`, `port` to
 /// `APP`-style `target`), its EndpointSlice at `pods` and the Pods themselves (labels
 /// `app: NAME, version: VERSION`).
-fn cluster(
+pub(super) fn cluster(
     name: &str,
     ns: &str,
     cluster_ip: Ipv4Addr,

@@ -18,6 +18,7 @@
 
 mod authz;
 mod capture;
+mod gateway_api;
 mod identity;
 mod kubernetes;
 mod mtls;

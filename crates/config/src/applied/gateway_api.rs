@@ -6,19 +6,29 @@ pub fn gateway_api_notes(spec: &crate::config::Spec) -> Vec<String> {
     use crate::config::Spec;
     let mut out = Vec::new();
     use crate::gateway_api::{FromNamespaces, ParentReference};
-    let mut parents = |refs: &[ParentReference]| {
+    // `mesh`: whether the kind is served as a mesh route (GAMMA) when its parent is a
+    // Service or a ServiceEntry.
+    let mut parents = |refs: &[ParentReference], mesh: bool| {
         for (i, r) in refs.iter().enumerate() {
-            if !r.is_gateway() {
-                out.push(format!(
-                    "spec.parentRefs[{i}]: a parent of kind {}/{} (a mesh route) is not served by axon yet",
-                    r.group, r.kind
-                ));
+            let mesh_parent =
+                r.is_service() || (r.group == "networking.istio.io" && r.kind == "ServiceEntry");
+            if r.is_gateway() || (mesh && mesh_parent) {
+                continue;
             }
+            let why = if mesh_parent {
+                "a mesh route of this kind is not served by axon yet"
+            } else {
+                "a parent of this kind is another controller's (istiod ignores it)"
+            };
+            out.push(format!(
+                "spec.parentRefs[{i}]: kind {}/{}: {why}",
+                r.group, r.kind
+            ));
         }
     };
     match spec {
         Spec::HttpRoute(r) => {
-            parents(&r.parent_refs);
+            parents(&r.parent_refs, true);
             for (i, rule) in r.rules.iter().enumerate() {
                 if rule.session_persistence.is_some() {
                     out.push(format!("spec.rules[{i}].sessionPersistence"));
@@ -26,14 +36,14 @@ pub fn gateway_api_notes(spec: &crate::config::Spec) -> Vec<String> {
             }
         }
         Spec::GrpcRoute(r) => {
-            parents(&r.parent_refs);
+            parents(&r.parent_refs, true);
             for (i, rule) in r.rules.iter().enumerate() {
                 if rule.session_persistence.is_some() {
                     out.push(format!("spec.rules[{i}].sessionPersistence"));
                 }
             }
         }
-        Spec::TlsRoute(r) | Spec::TcpRoute(r) => parents(&r.parent_refs),
+        Spec::TlsRoute(r) | Spec::TcpRoute(r) => parents(&r.parent_refs, false),
         Spec::KubernetesGateway(g) => {
             if g.infrastructure.is_some() {
                 out.push("spec.infrastructure: axon deploys no gateway yet".into());

@@ -50,15 +50,32 @@ pub(crate) fn convert_route(
     let kind = route.kind();
     let parents = parents::resolve(gateways, route, kind, refs, hostnames, problems);
     let accepted = parents::accepted(&parents);
-    if accepted.is_empty() {
+    let mesh = mesh_parents(inputs, route, refs, problems);
+    if accepted.is_empty() && mesh.is_empty() {
         return Vec::new();
     }
-    let routes = match convert_rules(inputs, route, true, problems) {
-        Ok(routes) => routes,
+    // An error that is no backend's (an unsupported filter) drops the route for every parent.
+    let mut convert = |enforce_grants| match convert_rules(inputs, route, enforce_grants, problems)
+    {
+        Ok(routes) => Some(routes),
         Err(e) => {
             problems.add(&route.key, format!("not served: {e}"));
-            return Vec::new();
+            None
         }
+    };
+    let gateway_routes = if accepted.is_empty() {
+        Some(Vec::new())
+    } else {
+        convert(true)
+    };
+    // Mesh routes check no ReferenceGrant (istiod: `enforceRefGrant = !mesh`).
+    let mesh_routes = if mesh.is_empty() {
+        Some(Vec::new())
+    } else {
+        convert(false)
+    };
+    let (Some(routes), Some(mesh_routes)) = (gateway_routes, mesh_routes) else {
+        return Vec::new();
     };
     let star = vec!["*".to_string()];
     let hosts = if hostnames.is_empty() {
@@ -82,6 +99,85 @@ pub(crate) fn convert_route(
                 },
             });
         }
+    }
+    for (hosts, port) in mesh {
+        let mut http = mesh_routes.clone();
+        if let Some(port) = port {
+            for r in &mut http {
+                if r.matches.is_empty() {
+                    r.matches.push(HttpMatchRequest::default());
+                }
+                for m in &mut r.matches {
+                    m.port = Some(port);
+                }
+            }
+        }
+        let prefix = match port {
+            Some(p) => format!("{}/{p}", route.namespace()),
+            None => route.namespace().to_string(),
+        };
+        for h in hosts {
+            out.push(Piece {
+                key: format!("{prefix}/{h}"),
+                route: route.clone(),
+                vs: VirtualService {
+                    hosts: vec![h],
+                    gateways: vec!["mesh".to_string()],
+                    http: http.clone(),
+                    semantics: RouteSemantics::Gateway,
+                    parents: vec![parent_name(route)],
+                    ..Default::default()
+                },
+            });
+        }
+    }
+    out
+}
+
+/// The mesh parents of a route (GAMMA: a parentRef to a Service, or a ServiceEntry): the
+/// hosts its VirtualService is for, and the parentRef's port (istiod's `meshParentKey`,
+/// `referenceAllowed` for Services: the Service must exist).
+fn mesh_parents(
+    inputs: &Inputs,
+    route: &Config,
+    refs: &[axon_config::gateway_api::ParentReference],
+    problems: &mut Problems,
+) -> Vec<(Vec<String>, Option<u32>)> {
+    let mut out = Vec::new();
+    for r in refs {
+        let ns = r
+            .namespace
+            .clone()
+            .unwrap_or_else(|| route.namespace().to_string());
+        let hosts = if r.is_service() {
+            let host = axon_config::host::resolve(&r.name, &ns);
+            if !inputs.services.contains_key(&host) {
+                problems.add(
+                    &route.key,
+                    format!("parent service: {:?} not found (NoMatchingParent)", r.name),
+                );
+                continue;
+            }
+            vec![host]
+        } else if r.group == "networking.istio.io" && r.kind == "ServiceEntry" {
+            let key = ConfigKey::new(ConfigKind::ServiceEntry, ns.as_str(), r.name.as_str());
+            match inputs.configs.get(&key).map(|c| &c.spec) {
+                Some(Spec::ServiceEntry(se)) => se.hosts.clone(),
+                _ => {
+                    problems.add(
+                        &route.key,
+                        format!(
+                            "parent service entry: {:?} not found (NoMatchingParent)",
+                            r.name
+                        ),
+                    );
+                    continue;
+                }
+            }
+        } else {
+            continue;
+        };
+        out.push((hosts, r.port));
     }
     out
 }

@@ -291,3 +291,44 @@ spec:
     );
     assert_eq!(request.configs_updated, [route_key, vs_key].into());
 }
+
+#[test]
+fn a_route_whose_parent_is_a_service_is_a_mesh_route() {
+    let yaml = format!(
+        "{GW}---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: m, namespace: apps}}
+spec:
+  parentRefs: [{{group: '', kind: Service, name: v1, namespace: infra, port: 8080}}, {{group: '', kind: Service, name: gone}}]
+  rules: [{{backendRefs: [{{name: v1, namespace: infra, port: 8080}}]}}]
+"
+    );
+    let index = convert(&configs(&yaml));
+    let key = ConfigKey::new(
+        ConfigKind::VirtualService,
+        "apps",
+        "apps~8080~v1.infra.svc.cluster.local",
+    );
+    let Spec::VirtualService(v) = &index
+        .derived
+        .get(&key)
+        .expect("the mesh VirtualService")
+        .spec
+    else {
+        panic!()
+    };
+    assert_eq!(v.gateways, ["mesh"]);
+    assert_eq!(v.hosts, ["v1.infra.svc.cluster.local"]);
+    // The parentRef's port on every match; no ReferenceGrant needed for a mesh route.
+    assert_eq!(v.http[0].matches[0].port, Some(8080));
+    assert_eq!(
+        v.http[0].route[0].destination.as_ref().unwrap().host,
+        "v1.infra.svc.cluster.local"
+    );
+    let problems = index.problems[&ConfigKey::new(ConfigKind::HttpRoute, "apps", "m")].join("\n");
+    assert!(
+        problems.contains("parent service: \"gone\" not found"),
+        "{problems}"
+    );
+}
