@@ -103,6 +103,27 @@ pub struct GetPushStatus;
 #[rtype(result = "serde_json::Value")]
 pub struct GetVirtualServiceProblems;
 
+/// The Gateway API objects' status and problems in the current context
+/// (`/debug/configz`, under `gateway_api`): `{"status": {KEY: STATUS}, "problems": {KEY: [..]}}`.
+#[derive(Message)]
+#[rtype(result = "serde_json::Value")]
+pub struct GetGatewayApiStatus;
+
+impl Handler<GetGatewayApiStatus> for SnapshotBuilder {
+    type Result = MessageResult<GetGatewayApiStatus>;
+
+    fn handle(&mut self, _: GetGatewayApiStatus, _: &mut Context<Self>) -> Self::Result {
+        let Some(ctx) = &self.current else {
+            return MessageResult(serde_json::json!({"status": {}, "problems": {}}));
+        };
+        let index = &ctx.gateway_api;
+        MessageResult(serde_json::json!({
+            "status": index.status.iter().map(|(k, v)| (k.to_string(), v.clone())).collect::<serde_json::Map<_, _>>(),
+            "problems": index.problems.iter().map(|(k, v)| (k.to_string(), serde_json::json!(v))).collect::<serde_json::Map<_, _>>(),
+        }))
+    }
+}
+
 /// How many workloads each RequestAuthentication and AuthorizationPolicy of the current
 /// context applies to (`/debug/configz`), by `kind/namespace/name`.
 #[derive(Message)]
@@ -301,6 +322,19 @@ impl Handler<Flush> for SnapshotBuilder {
                 *current = wanted;
                 modified
             });
+        }
+        // What of the Gateway API objects is not served (a listener, a backend, a parent),
+        // logged once per rebuilt index.
+        if self
+            .current
+            .as_ref()
+            .is_none_or(|old| !Arc::ptr_eq(&old.gateway_api, &ctx.gateway_api))
+        {
+            for (key, problems) in &ctx.gateway_api.problems {
+                for problem in problems {
+                    tracing::warn!(config = %key, problem = %problem, "Gateway API object not served in full");
+                }
+            }
         }
         // What the VirtualService merge dropped, logged once per rebuilt index.
         let vs_rebuilt = self

@@ -122,6 +122,23 @@ pub fn validate(path: &Path, strict: bool, out: &mut impl std::io::Write) -> any
             writeln!(out, "{place}: warning: {problem}")?;
         }
     }
+    // What of the Gateway API objects is not served, and the conditions istiod would write
+    // on them that are not True.
+    let mut gateway_api_problems = 0;
+    for (key, problems) in &ctx.gateway_api.problems {
+        let place = set.place(key).map_or(String::new(), |p| format!("{p}: "));
+        for problem in problems {
+            gateway_api_problems += 1;
+            writeln!(out, "{place}warning: {key}: {problem}")?;
+        }
+    }
+    for (key, status) in &ctx.gateway_api.status {
+        let place = set.place(key).map_or(String::new(), |p| format!("{p}: "));
+        for (line, wrong) in gateway_api_conditions(status) {
+            let level = if wrong { "warning" } else { "note" };
+            writeln!(out, "{place}{level}: {key}: {line}")?;
+        }
+    }
     // How many of the workloads read here each RequestAuthentication and AuthorizationPolicy
     // applies to.
     for (key, n) in ctx
@@ -136,7 +153,8 @@ pub fn validate(path: &Path, strict: bool, out: &mut impl std::io::Write) -> any
             if n == 1 { "" } else { "s" }
         )?;
     }
-    let fails = strict && (not_applied > 0 || dropped > 0 || !problems.is_empty());
+    let fails = strict
+        && (not_applied > 0 || dropped > 0 || !problems.is_empty() || gateway_api_problems > 0);
     // The count of Kubernetes objects only when there are some: the line is otherwise as it was.
     let objects = match set.objects().len() {
         0 => String::new(),
@@ -158,4 +176,62 @@ pub fn validate(path: &Path, strict: bool, out: &mut impl std::io::Write) -> any
         if fails { " (--strict: that fails)" } else { "" }
     )?;
     Ok(errors == 0 && !fails)
+}
+
+/// The conditions of a Gateway API object's status, one line per object, listener and parent:
+/// those that are as they should be named together (`listener http (1 attached routes):
+/// Accepted, Programmed, ResolvedRefs, no conflicts`), each other one with its reason and
+/// message (`parent Gateway/gw: ResolvedRefs=False (BackendNotFound: ...)`). The second of
+/// each pair says whether anything is wrong.
+fn gateway_api_conditions(status: &serde_json::Value) -> Vec<(String, bool)> {
+    let list = |v: &serde_json::Value| v.as_array().cloned().unwrap_or_default();
+    let summarize = |prefix: String, conditions: &serde_json::Value| -> (String, bool) {
+        let mut good = Vec::new();
+        let mut bad = Vec::new();
+        for c in list(conditions) {
+            let kind = c["type"].as_str().unwrap_or_default();
+            let ok = (c["status"] == "True") != (kind == "Conflicted");
+            if ok {
+                good.push(if kind == "Conflicted" {
+                    "no conflicts".to_string()
+                } else {
+                    kind.to_string()
+                });
+            } else {
+                bad.push(format!(
+                    "{kind}={} ({}: {})",
+                    c["status"].as_str().unwrap_or_default(),
+                    c["reason"].as_str().unwrap_or_default(),
+                    c["message"].as_str().unwrap_or_default()
+                ));
+            }
+        }
+        let wrong = !bad.is_empty();
+        bad.extend((!good.is_empty()).then(|| good.join(", ")));
+        (format!("{prefix}{}", bad.join("; ")), wrong)
+    };
+    let mut out = vec![summarize(String::new(), &status["conditions"])];
+    for l in list(&status["listeners"]) {
+        let prefix = format!(
+            "listener {} ({} attached routes): ",
+            l["name"].as_str().unwrap_or_default(),
+            l["attachedRoutes"]
+        );
+        out.push(summarize(prefix, &l["conditions"]));
+    }
+    for p in list(&status["parents"]) {
+        let r = &p["parentRef"];
+        let prefix = format!(
+            "parent {}/{}{}: ",
+            r["kind"].as_str().unwrap_or_default(),
+            r["name"].as_str().unwrap_or_default(),
+            r["sectionName"]
+                .as_str()
+                .map(|s| format!("/{s}"))
+                .unwrap_or_default()
+        );
+        out.push(summarize(prefix, &p["conditions"]));
+    }
+    out.retain(|(line, _)| !line.is_empty());
+    out
 }

@@ -28,7 +28,8 @@ use crate::actors::fleet::{Fleet, PeerClient};
 use crate::actors::messages::ForcePush;
 use crate::actors::messages::GetConfigz;
 use crate::actors::snapshot_builder::{
-    GetPushStatus, GetRequestAuthnSelection, GetVirtualServiceProblems, SnapshotBuilder,
+    GetGatewayApiStatus, GetPushStatus, GetRequestAuthnSelection, GetVirtualServiceProblems,
+    SnapshotBuilder,
 };
 use axon_xds::debug::dump::DumpFilter;
 
@@ -266,7 +267,8 @@ async fn authorizationz(
 /// VirtualServices (delegates, hosts several mesh VirtualServices name), from the
 /// SnapshotBuilder, under `virtual_service_problems`; and how many workloads each
 /// RequestAuthentication and AuthorizationPolicy applies to, under
-/// `request_authentication_workloads` and `authorization_policy_workloads`.
+/// `request_authentication_workloads` and `authorization_policy_workloads`; and the Gateway
+/// API objects' status and problems under `gateway_api`.
 async fn configz(State(s): State<Debug>) -> Answer {
     let mut out = match &s.registry {
         Some(registry) => registry.send(GetConfigz).await.map_err(unavailable)?,
@@ -292,6 +294,11 @@ async fn configz(State(s): State<Debug>) -> Answer {
             .collect::<serde_json::Map<_, _>>()
             .into()
     };
+    out["gateway_api"] = s
+        .builder
+        .send(GetGatewayApiStatus)
+        .await
+        .map_err(unavailable)?;
     out["request_authentication_workloads"] = of_kind("RequestAuthentication");
     out["authorization_policy_workloads"] = of_kind("AuthorizationPolicy");
     if !s.kubernetes.is_empty() {

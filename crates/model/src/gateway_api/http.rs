@@ -177,6 +177,14 @@ fn mesh_parents(
         } else {
             continue;
         };
+        problems
+            .1
+            .entry(route.key.clone())
+            .or_default()
+            .push(super::status::Verdict {
+                parent_ref: r.clone(),
+                accepted: Ok(()),
+            });
         out.push((hosts, r.port));
     }
     out

@@ -57,7 +57,7 @@ pub(crate) fn convert_gateways(inputs: &Inputs, problems: &mut Problems) -> Gate
                 problems.add(
                     &config.key,
                     format!(
-                        "listener {:?}: {conflict}: it conflicts with an earlier listener of the Gateway and is not served",
+                        "listener {:?}: Listener has a conflict with another listener attached to the same Gateway: not served ({conflict})",
                         l.name
                     ),
                 );
@@ -169,7 +169,10 @@ fn protocol<'a>(l: &'a Listener, key: &ConfigKey, problems: &mut Problems) -> Op
             };
             problems.add(
                 key,
-                format!("listener {:?}: protocol {p:?} is unsupported{hint}", l.name),
+                format!(
+                    "listener {:?}: protocol {p:?} is unsupported{hint} (UnsupportedProtocol)",
+                    l.name
+                ),
             );
             None
         }
@@ -353,6 +356,11 @@ fn tls(
             &ns,
         ) {
             problems.add(&config.key, format!("listener {:?}: certificateRef {ns}/{} is not permitted by any ReferenceGrant (RefNotPermitted)", l.name, r.name));
+            continue;
+        }
+        let secret = ConfigKey::new(ConfigKind::Secret, ns.as_str(), r.name.as_str());
+        if !inputs.configs.contains_key(&secret) {
+            problems.add(&config.key, format!("listener {:?}: invalid certificate reference {ns}/{}, secret {ns}/{} not found (InvalidCertificateRef)", l.name, r.name, r.name));
             continue;
         }
         credentials.push(format!("kubernetes-gateway://{ns}/{}", r.name));

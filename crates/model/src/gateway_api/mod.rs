@@ -21,6 +21,7 @@ mod http;
 mod l4;
 mod listeners;
 mod parents;
+mod status;
 #[cfg(test)]
 mod tests;
 
@@ -54,6 +55,9 @@ pub struct GatewayApiIndex {
     /// backend, a parent not found, an unsupported filter), for logs, `axon validate` and
     /// `/debug/configz`.
     pub problems: BTreeMap<ConfigKey, Vec<String>>,
+    /// Per Gateway API object axon controls, its `status` as istiod would write it
+    /// (conditions without times; `observedGeneration` left to the writer).
+    pub status: BTreeMap<ConfigKey, serde_json::Value>,
 }
 
 impl GatewayApiIndex {
@@ -96,6 +100,7 @@ pub fn convert(configs: &ConfigSet) -> GatewayApiIndex {
             out.derived.insert(vs.key.clone(), Arc::new(vs));
         }
     }
+    out.status = status::compute(&inputs, &gateways, &problems);
     out.problems = problems.0;
     out
 }
@@ -139,9 +144,14 @@ pub fn expand(
     Some((Arc::new(index), all, request))
 }
 
-/// Problems per Gateway API object.
+/// Problems per Gateway API object, and what status needs beside them: each route's verdict
+/// per parentRef, and how many routes each listener took.
 #[derive(Debug, Default)]
-pub(crate) struct Problems(BTreeMap<ConfigKey, Vec<String>>);
+pub(crate) struct Problems(
+    BTreeMap<ConfigKey, Vec<String>>,
+    pub(crate) BTreeMap<ConfigKey, Vec<status::Verdict>>,
+    pub(crate) BTreeMap<String, u32>,
+);
 
 impl Problems {
     pub(crate) fn add(&mut self, key: &ConfigKey, message: impl Into<String>) {

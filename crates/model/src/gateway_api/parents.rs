@@ -65,6 +65,7 @@ pub(crate) fn resolve<'a>(
             );
             continue;
         };
+        let first = out.len();
         for l in listeners {
             let banned = listeners
                 .iter()
@@ -79,32 +80,57 @@ pub(crate) fn resolve<'a>(
                 banned,
             });
         }
-        let accepted = out.iter().any(|p| {
-            p.denied.is_none()
-                && p.listener
-                    .internal_name
-                    .starts_with(&format!("{ns}/{}~", r.name))
-        });
-        if !accepted {
-            let reasons: BTreeSet<&str> = out
+        let mine: Vec<&RouteParent> = out[first..].iter().collect();
+        for p in mine.iter().filter(|p| p.denied.is_none()) {
+            *problems
+                .2
+                .entry(p.listener.internal_name.clone())
+                .or_default() += 1;
+        }
+        let verdict = if mine.iter().any(|p| p.denied.is_none()) {
+            Ok(())
+        } else {
+            // istiod's `rankParentError`: the lowest rank wins, equal ones are joined.
+            let rank = |reason: &str| match reason {
+                "NotAllowedByListeners" => 0,
+                "NoMatchingListenerHostname" => 1,
+                "ParentRefConflict" => 2,
+                _ => 3,
+            };
+            let denied: Vec<(&str, &str)> = mine
                 .iter()
-                .filter(|p| {
-                    p.listener
-                        .internal_name
-                        .starts_with(&format!("{ns}/{}~", r.name))
-                })
                 .filter_map(|p| p.denied.as_deref())
+                .map(|m| (super::status::reason_of(m).unwrap_or("NoMatchingParent"), m))
                 .collect();
-            let reasons: Vec<&str> = reasons.into_iter().collect();
+            let best = denied.iter().map(|(r, _)| rank(r)).min().unwrap_or(3);
+            let reason = denied
+                .iter()
+                .find(|(r, _)| rank(r) == best)
+                .map_or("NoMatchingParent", |(r, _)| *r);
+            let mut messages: Vec<&str> = denied
+                .iter()
+                .filter(|(r, _)| rank(r) == best)
+                .map(|(_, m)| super::status::without_reason(m))
+                .collect();
+            messages.dedup();
             problems.add(
                 &route.key,
                 format!(
-                    "not accepted by Gateway {ns}/{}: {}",
+                    "not accepted by Gateway {ns}/{}: {} ({reason})",
                     r.name,
-                    reasons.join("; ")
+                    messages.join("; ")
                 ),
             );
-        }
+            Err((reason.to_string(), messages.join("; ")))
+        };
+        problems
+            .1
+            .entry(route.key.clone())
+            .or_default()
+            .push(super::status::Verdict {
+                parent_ref: r.clone(),
+                accepted: verdict,
+            });
     }
     out
 }

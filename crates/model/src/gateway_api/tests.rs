@@ -66,7 +66,11 @@ fn a_gateway_becomes_one_istio_gateway_per_listener_without_conflicts() {
     assert!(sel.managed);
     let problems =
         index.problems[&ConfigKey::new(ConfigKind::KubernetesGateway, "infra", "gw")].join("\n");
-    assert!(problems.contains("\"dup\": ProtocolConflict"), "{problems}");
+    assert!(
+        problems.contains("\"dup\": Listener has a conflict")
+            && problems.contains("(ProtocolConflict)"),
+        "{problems}"
+    );
     assert!(
         problems.contains("protocol \"UDP\" is unsupported"),
         "{problems}"
@@ -331,4 +335,47 @@ spec:
         problems.contains("parent service: \"gone\" not found"),
         "{problems}"
     );
+}
+
+#[test]
+fn status_is_what_istiod_writes() {
+    let yaml = format!(
+        "{GW}---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: r, namespace: infra}}
+spec:
+  parentRefs: [{{name: gw, sectionName: http}}, {{name: gw, sectionName: nope}}]
+  rules: [{{backendRefs: [{{name: gone, port: 8080}}]}}]
+"
+    );
+    let index = convert(&configs(&yaml));
+    let gw = &index.status[&ConfigKey::new(ConfigKind::KubernetesGateway, "infra", "gw")];
+    // Two listeners of five are invalid (a conflict, UDP): accepted, with a reason.
+    assert_eq!(gw["conditions"][0]["reason"], "ListenersNotValid");
+    assert_eq!(gw["conditions"][0]["status"], "True");
+    // No Service `gw-istio`: not programmed, as istiod says of a Gateway without one.
+    assert_eq!(gw["conditions"][1]["status"], "False");
+    let listeners = gw["listeners"].as_array().unwrap();
+    let http = listeners.iter().find(|l| l["name"] == "http").unwrap();
+    assert_eq!(http["attachedRoutes"], 1);
+    assert_eq!(http["supportedKinds"][0]["kind"], "HTTPRoute");
+    let dup = listeners.iter().find(|l| l["name"] == "dup").unwrap();
+    assert_eq!(dup["conditions"][1]["type"], "Conflicted");
+    assert_eq!(dup["conditions"][1]["status"], "True");
+    assert_eq!(dup["conditions"][1]["reason"], "ProtocolConflict");
+    let udp = listeners.iter().find(|l| l["name"] == "udp").unwrap();
+    assert_eq!(udp["conditions"][0]["reason"], "UnsupportedProtocol");
+
+    let route = &index.status[&ConfigKey::new(ConfigKind::HttpRoute, "infra", "r")];
+    let parents = route["parents"].as_array().unwrap();
+    assert_eq!(parents.len(), 2);
+    assert_eq!(parents[0]["conditions"][0]["status"], "True");
+    assert_eq!(parents[0]["controllerName"], "istio.io/gateway-controller");
+    assert_eq!(parents[1]["conditions"][0]["reason"], "NoMatchingParent");
+    assert_eq!(
+        parents[1]["conditions"][0]["message"],
+        "sectionName \"nope\" not found"
+    );
+    assert_eq!(parents[0]["conditions"][1]["reason"], "BackendNotFound");
 }
