@@ -9,7 +9,7 @@ use crate::support::pki::Pki;
 use crate::support::wait_until;
 
 /// The suite's TLS Secret `NAME` of `namespace`, for the hosts of `san`.
-fn tls_secret(pki: &Pki, namespace: &str, name: &str, san: &str) -> serde_json::Value {
+pub(super) fn tls_secret(pki: &Pki, namespace: &str, name: &str, san: &str) -> serde_json::Value {
     pki.issue(name, san);
     let read = |f: String| std::fs::read_to_string(pki.path(&f)).unwrap();
     serde_json::json!({

@@ -14,6 +14,7 @@
 mod filters;
 mod http;
 mod https;
+mod tls;
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -88,6 +89,17 @@ impl Conformance {
         gateway: &str,
         extra: Vec<serde_json::Value>,
     ) -> Option<Conformance> {
+        Self::start_full(case, gateway, extra, &[])
+    }
+
+    /// [`Conformance::start_with`], with the ports of `upstreams` `(service, port name,
+    /// port)` served by the test's own upstreams (a TLS or TCP echo) instead of the echo.
+    pub fn start_full(
+        case: &str,
+        gateway: &str,
+        extra: Vec<serde_json::Value>,
+        upstreams: &[(&str, &str, u16)],
+    ) -> Option<Conformance> {
         let mut docs = documents(&corpus_file("base__manifests.yaml")?);
         docs.extend(extra);
         docs.extend(documents(&corpus_file(case)?));
@@ -123,9 +135,14 @@ impl Conformance {
                     .into_iter()
                     .flatten()
                     .map(|p| {
-                        let mut out = serde_json::json!({"port": echo.port(), "protocol": "TCP"});
-                        if let Some(n) = p["name"].as_str() {
-                            out["name"] = serde_json::json!(n);
+                        let port_name = p["name"].as_str().unwrap_or_default();
+                        let port = upstreams
+                            .iter()
+                            .find(|(s, n, _)| *s == name && *n == port_name)
+                            .map_or(echo.port(), |(_, _, port)| *port);
+                        let mut out = serde_json::json!({"port": port, "protocol": "TCP"});
+                        if !port_name.is_empty() {
+                            out["name"] = serde_json::json!(port_name);
                         }
                         out
                     })
