@@ -8,7 +8,9 @@ serialization.
       Serves `/echo.Echo/Say` on ADDRESS:PORT (ADDRESS defaults to 127.0.0.1;
       0.0.0.0 in a mesh pod), answering PREFIX + request bytes (PREFIX
       defaults to "echo:"), after N seconds for a request `sleep:N`. Prints
-      "listening PORT" once ready.
+      "listening PORT" once ready. With `--service NAME` it also serves NAME's
+      methods `Echo` and `EchoTwo` (the Gateway API conformance suite's GrpcEcho),
+      answering PREFIX, the method and the request's metadata (`k=v;...`).
 
   echo.py client TARGET [MESSAGE] [--deadline SECONDS] [--header K=V ...] [--authority A]
       Reads GRPC_XDS_BOOTSTRAP (done by grpc itself for xds:/// targets),
@@ -17,6 +19,8 @@ serialization.
       DEADLINE_EXCEEDED until the overall deadline (default 20 s). Prints
       "reply: <reply>" and exits 0, or prints the last error and exits 1.
       --authority sets the calls' :authority (a sidecar routes by it).
+      --method /SERVICE/METHOD calls that method instead; --once makes one call
+      and prints its status code on failure (`code: UNIMPLEMENTED`).
 """
 
 import sys
@@ -28,8 +32,17 @@ import grpc
 METHOD = "/echo.Echo/Say"
 
 
-def serve(port, prefix, address):
+def serve(port, prefix, address, service=None):
     prefix_bytes = prefix.encode()
+
+    def echo_of(method):
+        def handle(request, context):
+            meta = ";".join("%s=%s" % (k, v) for k, v in context.invocation_metadata())
+            return prefix_bytes + ("%s|%s|" % (method, meta)).encode() + request
+
+        return grpc.unary_unary_rpc_method_handler(
+            handle, request_deserializer=None, response_serializer=None
+        )
 
     def say(request, context):
         # `sleep:SECONDS` answers after that long (a slow upstream).
@@ -47,6 +60,14 @@ def serve(port, prefix, address):
     )
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
     server.add_generic_rpc_handlers((handler,))
+    if service:
+        server.add_generic_rpc_handlers(
+            (
+                grpc.method_handlers_generic_handler(
+                    service, {"Echo": echo_of("Echo"), "EchoTwo": echo_of("EchoTwo")}
+                ),
+            )
+        )
     bound = server.add_insecure_port("%s:%d" % (address, port))
     if bound != port:
         print("could not bind %s:%d (got %d)" % (address, port, bound), flush=True)
@@ -56,7 +77,7 @@ def serve(port, prefix, address):
     server.wait_for_termination()
 
 
-def client(target, message, deadline_s, headers, authority=None):
+def client(target, message, deadline_s, headers, authority=None, method=METHOD, once=False):
     import os
 
     print("GRPC_XDS_BOOTSTRAP=%s" % os.environ.get("GRPC_XDS_BOOTSTRAP"), flush=True)
@@ -64,7 +85,7 @@ def client(target, message, deadline_s, headers, authority=None):
     options = [("grpc.default_authority", authority)] if authority else None
     channel = grpc.insecure_channel(target, options=options)
     say = channel.unary_unary(
-        METHOD, request_serializer=None, response_deserializer=None
+        method, request_serializer=None, response_deserializer=None
     )
     last = None
     attempt = 0
@@ -85,6 +106,10 @@ def client(target, message, deadline_s, headers, authority=None):
             channel.close()
             sys.exit(0)
         except grpc.RpcError as e:
+            if once:
+                print("code: %s" % e.code().name, flush=True)
+                channel.close()
+                sys.exit(1)
             err = "%s: %s" % (e.code(), e.details())
             if err == last:
                 repeats += 1
@@ -116,8 +141,13 @@ def main(argv):
             i = rest.index("--bind")
             address = rest[i + 1]
             del rest[i : i + 2]
+        service = None
+        if "--service" in rest:
+            i = rest.index("--service")
+            service = rest[i + 1]
+            del rest[i : i + 2]
         prefix = rest[0] if rest else "echo:"
-        serve(port, prefix, address)
+        serve(port, prefix, address, service)
     elif len(argv) >= 2 and argv[1] == "client":
         target = argv[2]
         rest = argv[3:]
@@ -125,6 +155,8 @@ def main(argv):
         deadline_s = 20.0
         headers = []
         authority = None
+        method = METHOD
+        once = False
         i = 0
         positional = []
         while i < len(rest):
@@ -134,6 +166,12 @@ def main(argv):
             elif rest[i] == "--authority":
                 authority = rest[i + 1]
                 i += 2
+            elif rest[i] == "--method":
+                method = rest[i + 1]
+                i += 2
+            elif rest[i] == "--once":
+                once = True
+                i += 1
             elif rest[i] == "--header":
                 k, _, v = rest[i + 1].partition("=")
                 headers.append((k.lower(), v))
@@ -143,7 +181,7 @@ def main(argv):
                 i += 1
         if positional:
             message = positional[0]
-        client(target, message, deadline_s, headers, authority)
+        client(target, message, deadline_s, headers, authority, method, once)
     else:
         print(__doc__, file=sys.stderr)
         sys.exit(2)

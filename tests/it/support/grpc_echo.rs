@@ -89,6 +89,25 @@ impl EchoServer {
         panic!("{last_failure}");
     }
 
+    /// [`EchoServer::start`] serving also `service`'s `Echo` and `EchoTwo` (the Gateway API
+    /// conformance suite's GrpcEcho).
+    pub fn start_service(prefix: &str, service: &str) -> EchoServer {
+        let python = grpc_python();
+        let mut last_failure = String::new();
+        for _ in 0..3 {
+            match Self::spawn(
+                Command::new(&python),
+                free_port(),
+                prefix,
+                &["--service", service],
+            ) {
+                Ok(server) => return server,
+                Err(failure) => last_failure = failure,
+            }
+        }
+        panic!("{last_failure}");
+    }
+
     /// Starts `echo.py server PORT PREFIX` on 0.0.0.0:`port` in `pod` (its application,
     /// reached at the pod's IP) and waits until it listens.
     pub fn start_in(pod: &Pod, port: u16, prefix: &str) -> EchoServer {

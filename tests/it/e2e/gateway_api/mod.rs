@@ -12,6 +12,7 @@
 //! variable each test prints that it was not run, and passes.
 
 mod filters;
+mod grpc;
 mod http;
 mod https;
 mod tls;
