@@ -25,8 +25,8 @@ mod secret;
 #[cfg(test)]
 use documents::go_yaml_flow_compat;
 use documents::{Lines, file_lines, read_document, split_documents};
-use secret::{is_secret, now_seconds};
-pub use secret::{parse_cluster_secret, parse_secret};
+use secret::{is_config_map, is_secret, now_seconds};
+pub use secret::{parse_cluster_secret, parse_config_map, parse_secret};
 
 /// Why one document was not accepted.
 #[derive(Debug, Clone, PartialEq, Error)]
@@ -297,6 +297,9 @@ fn parse_checked(
 ) -> DocOutcome {
     if is_secret(&value) {
         return parse_secret(&value, default_namespace, now_seconds(), true);
+    }
+    if is_config_map(&value) {
+        return parse_config_map(&value, default_namespace, now_seconds());
     }
     if let Some(kind) = kubernetes::object_kind(&value) {
         return kubernetes::parse_object(kind, value, default_namespace, check);

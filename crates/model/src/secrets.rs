@@ -41,6 +41,11 @@ pub const KUBERNETES_PREFIX: &str = "kubernetes://";
 /// (`KubernetesGatewaySecretType`): always `kubernetes-gateway://NAMESPACE/NAME`, possibly of
 /// another namespace than the proxy's (a ReferenceGrant allowed it).
 pub const KUBERNETES_GATEWAY_PREFIX: &str = "kubernetes-gateway://";
+/// istiod's prefix of the SDS name of a ConfigMap's CA (`KubernetesConfigMapType`):
+/// `configmap://NAMESPACE/NAME`, the roots of its `ca.crt`, readable by any proxy (a CA is
+/// public). Held in the index as the Secret `configmap/NAME` of its namespace
+/// ([`configmap_secret_name`]).
+pub const KUBERNETES_CONFIGMAP_PREFIX: &str = "configmap://";
 /// istiod's suffix of the SDS name of a Secret's roots (`SdsCaSuffix`).
 pub const CA_SUFFIX: &str = "-cacert";
 
@@ -49,6 +54,7 @@ pub const CA_SUFFIX: &str = "-cacert";
 pub fn resource_name(credential_name: &str) -> String {
     if credential_name.starts_with(KUBERNETES_PREFIX)
         || credential_name.starts_with(KUBERNETES_GATEWAY_PREFIX)
+        || credential_name.starts_with(KUBERNETES_CONFIGMAP_PREFIX)
     {
         credential_name.to_string()
     } else {
@@ -59,6 +65,11 @@ pub fn resource_name(credential_name: &str) -> String {
 /// The SDS name of the roots of a `credentialName`: `kubernetes://NAME-cacert`.
 pub fn ca_resource_name(credential_name: &str) -> String {
     resource_name(&format!("{credential_name}{CA_SUFFIX}"))
+}
+
+/// The name a ConfigMap's CA is held by in the index (no Secret can have it: a `/`).
+pub fn configmap_secret_name(name: &str) -> String {
+    format!("configmap/{name}")
 }
 
 /// The key a Secret is pushed by.
@@ -77,12 +88,27 @@ pub struct SecretRef {
     /// A `kubernetes-gateway://` name: a Gateway API listener's certificate, which a proxy
     /// may read from another namespace when its Gateway refers to it.
     pub gateway: bool,
+    /// A `configmap://` name: a ConfigMap's CA, public.
+    pub configmap: bool,
 }
 
 impl SecretRef {
     /// istiod's `ParseResourceName` for `kubernetes://`: `NAME` is in `proxy_namespace`,
     /// `NAMESPACE/NAME` names its namespace. `None` for any other name.
     pub fn parse(resource_name: &str, proxy_namespace: &str) -> Option<SecretRef> {
+        if let Some(rest) = resource_name.strip_prefix(KUBERNETES_CONFIGMAP_PREFIX) {
+            let (namespace, name) = rest.split_once('/')?;
+            if namespace.is_empty() || name.is_empty() || name.contains('/') {
+                return None;
+            }
+            return Some(SecretRef {
+                namespace: namespace.to_string(),
+                name: configmap_secret_name(name),
+                ca_only: true,
+                gateway: false,
+                configmap: true,
+            });
+        }
         let (rest, gateway) = match resource_name.strip_prefix(KUBERNETES_GATEWAY_PREFIX) {
             Some(rest) => (rest, true),
             None => (resource_name.strip_prefix(KUBERNETES_PREFIX)?, false),
@@ -102,6 +128,7 @@ impl SecretRef {
             name: name.to_string(),
             ca_only: name.ends_with(CA_SUFFIX),
             gateway,
+            configmap: false,
         })
     }
 
@@ -230,7 +257,7 @@ impl SecretIndex {
         // A Gateway API listener's certificate may be of another namespace: the conversion
         // let it through only where a ReferenceGrant allows it (istiod's
         // `VerifiedCertificateReferences`).
-        if reference.namespace != namespace && !reference.gateway {
+        if reference.namespace != namespace && !reference.gateway && !reference.configmap {
             return Err(SecretProblem::OtherNamespace {
                 namespace: reference.namespace,
                 name: reference.name,

@@ -9,6 +9,53 @@ pub(super) fn is_secret(value: &serde_json::Value) -> bool {
         && value.get("kind").and_then(|v| v.as_str()) == Some("Secret")
 }
 
+/// Whether an object is a Kubernetes `v1` ConfigMap.
+pub(super) fn is_config_map(value: &serde_json::Value) -> bool {
+    value.get("apiVersion").and_then(|v| v.as_str()) == Some("v1")
+        && value.get("kind").and_then(|v| v.as_str()) == Some("ConfigMap")
+}
+
+/// A `v1` ConfigMap holding a CA (`ca.crt`, as a BackendTLSPolicy's `caCertificateRefs` and
+/// istiod's `configmap://` read it) as a config of kind Secret named `configmap/NAME` (no
+/// Secret can be named so), its roots checked at `now`. Any other ConfigMap is
+/// [`DocOutcome::Unsupported`].
+pub fn parse_config_map(
+    value: &serde_json::Value,
+    default_namespace: &str,
+    now: i64,
+) -> DocOutcome {
+    let unsupported = || DocOutcome::Unsupported {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+    };
+    let Some(ca) = value.get("data").and_then(|d| d.get("ca.crt")) else {
+        return unsupported();
+    };
+    let metadata: Metadata = match value.get("metadata").cloned().map(serde_json::from_value) {
+        None => Metadata::default(),
+        Some(Ok(m)) => m,
+        Some(Err(_)) => return DocOutcome::Invalid(DocError::NotAnObject),
+    };
+    let result = identity(&metadata, default_namespace).and_then(|(namespace, name, created)| {
+        let as_secret = serde_json::json!({"stringData": {"ca.crt": ca}});
+        let Some(secret) = crate::secret::decode_secret(&as_secret, now)? else {
+            return Ok(None);
+        };
+        Ok(Some(Config {
+            key: ConfigKey::new(ConfigKind::Secret, namespace, format!("configmap/{name}")),
+            labels: metadata.labels.clone(),
+            created,
+            spec: Spec::Secret(secret),
+            not_applied: Vec::new(),
+        }))
+    });
+    match result {
+        Ok(Some(config)) => DocOutcome::Config(Box::new(config)),
+        Ok(None) => unsupported(),
+        Err(e) => DocOutcome::Invalid(e),
+    }
+}
+
 pub(super) fn now_seconds() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

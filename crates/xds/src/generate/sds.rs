@@ -96,6 +96,7 @@ fn lookup<'a>(ctx: &'a PushContext, proxy: &Proxy, name: &str) -> Lookup<'a> {
     }
     if !name.starts_with(axon_model::secrets::KUBERNETES_PREFIX)
         && !name.starts_with(axon_model::secrets::KUBERNETES_GATEWAY_PREFIX)
+        && !name.starts_with(axon_model::secrets::KUBERNETES_CONFIGMAP_PREFIX)
     {
         return Lookup::Other;
     }
@@ -104,6 +105,15 @@ fn lookup<'a>(ctx: &'a PushContext, proxy: &Proxy, name: &str) -> Lookup<'a> {
         reason,
         unauthorized,
     };
+    // A ConfigMap's CA is public: any proxy may read it (istiod's `filterAuthorizedResources`).
+    if let Some(reference) = SecretRef::parse(name, &proxy.namespace).filter(|r| r.configmap) {
+        return Lookup::Kubernetes(
+            ctx.secrets
+                .resolve(&reference)
+                .map(|found| (reference, found))
+                .map_err(|e: SecretProblem| problem(e.to_string(), false)),
+        );
+    }
     if !proxy.verified && !ctx.mesh.plaintext_secrets {
         return Lookup::Kubernetes(Err(problem(
             "the proxy's identity is not verified (the plaintext port, with --plaintext-secrets false)".into(),
