@@ -3,7 +3,8 @@
 //! held, and the routes derived from them reach the gateway's proxy (a router labelled
 //! `gateway.networking.k8s.io/gateway-name`); an HTTPRoute with an unknown field is refused
 //! with its reason and the last valid one kept; an edit of its path is pushed. The same
-//! objects in a config directory are the same configs. Without the Gateway API's CRDs the
+//! objects in a config directory are the same configs (the GatewayClass of no namespace in
+//! both). Without the Gateway API's CRDs the
 //! Istio kinds are watched alone.
 
 use std::time::Duration;
@@ -34,6 +35,13 @@ const KINDS: [&str; 8] = [
     "ReferenceGrant",
     "BackendTlsPolicy",
 ];
+
+/// The class `istio` (cluster-scoped), as istiod creates it.
+fn gateway_class() -> Value {
+    json!({"apiVersion": GROUP_V1, "kind": "GatewayClass",
+           "metadata": {"name": "istio"},
+           "spec": {"controllerName": "istio.io/gateway-controller"}})
+}
 
 fn gateway() -> Value {
     json!({"apiVersion": GROUP_V1, "kind": "Gateway",
@@ -85,6 +93,7 @@ fn apply_world(api: &FakeKube) {
         ("http", 8080),
         &[("10.1.0.7", "web-1")],
     ));
+    api.apply(gateway_class());
     api.apply(gateway());
     api.apply(http_route("/api"));
     api.apply(reference_grant());
@@ -165,6 +174,7 @@ fn gateway_api_objects_from_the_api_server_route_the_gateway_and_a_bad_edit_is_r
     assert_eq!(
         held,
         [
+            "GatewayClass/istio",
             "KubernetesGateway/gw",
             "HttpRoute/web",
             "ReferenceGrant/from-shop"
@@ -233,10 +243,15 @@ fn the_same_gateway_api_objects_in_a_directory_are_the_same_configs() {
     let from_api = start(&api, dir.path());
 
     let config = ConfigDir::new();
-    let docs: Vec<String> = [gateway(), http_route("/api"), reference_grant()]
-        .iter()
-        .map(|d| serde_norway::to_string(d).expect("YAML"))
-        .collect();
+    let docs: Vec<String> = [
+        gateway_class(),
+        gateway(),
+        http_route("/api"),
+        reference_grant(),
+    ]
+    .iter()
+    .map(|d| serde_norway::to_string(d).expect("YAML"))
+    .collect();
     config.write("gateway-api.yaml", &docs.join("---\n"));
     let from_files = Axon::start(config.path());
     assert!(
@@ -247,7 +262,7 @@ fn the_same_gateway_api_objects_in_a_directory_are_the_same_configs() {
     );
     let files = gateway_api_configs(&from_files.debug_json("/debug/configz")["configs"]);
     let kube = gateway_api_configs(&istio_registry(&from_api)["configs"]);
-    assert_eq!(files.len(), 3, "{files:?}");
+    assert_eq!(files.len(), 4, "{files:?}");
     assert_eq!(files, kube, "the directory's configs are the API server's");
 }
 
