@@ -203,42 +203,45 @@ pub async fn unapplied_kinds(
         .iter()
         .filter(|g| MEANING_GROUPS.contains(&g.name.as_str()))
     {
-        let Some(version) = group
-            .preferred_version
-            .as_ref()
-            .or_else(|| group.versions.first())
-        else {
-            continue;
-        };
-        let list = client
-            .list_api_group_resources(&version.group_version)
-            .await?;
-        for resource in list.resources.iter().filter(|r| !r.name.contains('/')) {
-            if is_watched(&group.name, &resource.kind) {
-                continue;
-            }
-            let ar = ApiResource {
-                group: group.name.clone(),
-                version: version.version.clone(),
-                api_version: version.group_version.clone(),
-                kind: resource.kind.clone(),
-                plural: resource.name.clone(),
-            };
-            let api = Api::<DynamicObject>::all_with(client.clone(), &ar);
-            let params = kube::api::ListParams::default().limit(1);
-            let Ok(list) = api.list(&params).await else {
-                continue;
-            };
-            if let Some(object) = list.items.first() {
-                out.push(Unapplied {
-                    kind: resource.kind.clone(),
+        // Every served version, the preferred first: a kind served only at an older one
+        // (UDPRoute at v1alpha2 beside the group's v1) is found, each kind once.
+        let preferred = group.preferred_version.as_ref();
+        let versions = preferred
+            .into_iter()
+            .chain(group.versions.iter().filter(|v| preferred != Some(*v)));
+        let mut seen: Vec<String> = Vec::new();
+        for version in versions {
+            let list = client
+                .list_api_group_resources(&version.group_version)
+                .await?;
+            for resource in list.resources.iter().filter(|r| !r.name.contains('/')) {
+                if is_watched(&group.name, &resource.kind) || seen.contains(&resource.kind) {
+                    continue;
+                }
+                seen.push(resource.kind.clone());
+                let ar = ApiResource {
+                    group: group.name.clone(),
+                    version: version.version.clone(),
                     api_version: version.group_version.clone(),
-                    example: format!(
-                        "{}/{}",
-                        object.metadata.namespace.as_deref().unwrap_or(""),
-                        object.metadata.name.as_deref().unwrap_or("")
-                    ),
-                });
+                    kind: resource.kind.clone(),
+                    plural: resource.name.clone(),
+                };
+                let api = Api::<DynamicObject>::all_with(client.clone(), &ar);
+                let params = kube::api::ListParams::default().limit(1);
+                let Ok(list) = api.list(&params).await else {
+                    continue;
+                };
+                if let Some(object) = list.items.first() {
+                    out.push(Unapplied {
+                        kind: resource.kind.clone(),
+                        api_version: version.group_version.clone(),
+                        example: format!(
+                            "{}/{}",
+                            object.metadata.namespace.as_deref().unwrap_or(""),
+                            object.metadata.name.as_deref().unwrap_or("")
+                        ),
+                    });
+                }
             }
         }
     }

@@ -1,7 +1,7 @@
 //! The collections the fake API server serves, and their paths.
 
 /// The collections served: path, apiVersion, kind, plural.
-pub(super) const COLLECTIONS: [(&str, &str, &str); 26] = [
+pub(super) const COLLECTIONS: [(&str, &str, &str); 27] = [
     ("/api/v1/namespaces", "v1", "Namespace"),
     ("/api/v1/configmaps", "v1", "ConfigMap"),
     ("/api/v1/secrets", "v1", "Secret"),
@@ -106,6 +106,12 @@ pub(super) const COLLECTIONS: [(&str, &str, &str); 26] = [
         "/apis/gateway.networking.k8s.io/v1/backendtlspolicies",
         "gateway.networking.k8s.io/v1",
         "BackendTLSPolicy",
+    ),
+    // Served at v1alpha2 only (the experimental channel), and not read by axon.
+    (
+        "/apis/gateway.networking.k8s.io/v1alpha2/udproutes",
+        "gateway.networking.k8s.io/v1alpha2",
+        "UDPRoute",
     ),
     (
         "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",

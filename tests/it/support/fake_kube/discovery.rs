@@ -1,7 +1,8 @@
 //! Discovery of the fake API server: `GET /apis` (APIGroupList) and `GET /apis/G/V`
 //! (APIResourceList) for the CRD groups it serves: the Istio groups, each at one version,
 //! and the Gateway API's `gateway.networking.k8s.io` at v1 (the eight kinds axon reads),
-//! v1beta1 (ReferenceGrant) and v1alpha2 (TLSRoute, TCPRoute). The objects of
+//! v1beta1 (ReferenceGrant) and v1alpha2 (TLSRoute, TCPRoute, and UDPRoute, which axon does
+//! not read: served at v1alpha2 only). The objects of
 //! the older versions are not served (their collections are v1's only).
 
 use serde_json::{Value, json};
@@ -19,7 +20,7 @@ const ISTIO_GROUPS: [(&str, &str); 4] = [
 pub const GATEWAY_API_GROUP: &str = "gateway.networking.k8s.io";
 
 /// The Gateway API's served versions, preferred first, with the kinds each serves besides
-/// the collections of [`COLLECTIONS`] (v1's): `(kind, plural)`.
+/// its collections of [`COLLECTIONS`]: `(kind, plural)`.
 const GATEWAY_API_VERSIONS: [(&str, &[(&str, &str)]); 3] = [
     ("v1", &[]),
     ("v1beta1", &[("ReferenceGrant", "referencegrants")]),
