@@ -2,10 +2,10 @@
 //! watched as the Istio kinds are): a Gateway of class `istio` and an HTTPRoute to it are
 //! held, and the routes derived from them reach the gateway's proxy (a router labelled
 //! `gateway.networking.k8s.io/gateway-name`); an HTTPRoute with an unknown field is refused
-//! with its reason and the last valid one kept; an edit of its path is pushed. The same
-//! objects in a config directory are the same configs (the GatewayClass of no namespace in
-//! both). Without the Gateway API's CRDs the
-//! Istio kinds are watched alone.
+//! with its reason and the last valid one kept; an edit of its path is pushed, and so is its
+//! deletion. The same objects in a config directory are the same configs (the GatewayClass
+//! of no namespace in both). Without the Gateway API's CRDs the Istio kinds are watched
+//! alone.
 
 use std::time::Duration;
 
@@ -230,9 +230,14 @@ fn gateway_api_objects_from_the_api_server_route_the_gateway_and_a_bad_edit_is_r
             }
         };
         assert_eq!(prefixes(&rds), ["/v2"], "{rds:?}");
+        let registry = istio_registry(&axon);
+        assert_eq!(registry["errors"], json!([]), "{registry}");
+
+        // Deleted: the host's routes go with it.
+        api.delete(GROUP_V1, "HTTPRoute", "shop", "web");
+        let rds = next_rds(&mut c).await;
+        assert!(prefixes(&rds).is_empty(), "{rds:?}");
     });
-    let registry = istio_registry(&axon);
-    assert_eq!(registry["errors"], json!([]), "{registry}");
 }
 
 #[test]
