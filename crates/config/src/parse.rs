@@ -417,7 +417,12 @@ fn build_config(
     spec: Option<serde_json::Value>,
     default_namespace: &str,
 ) -> Result<Config, DocError> {
-    let (namespace, name, created) = identity(&metadata, default_namespace)?;
+    let (mut namespace, name, created) = identity(&metadata, default_namespace)?;
+    if kind == ConfigKind::GatewayClass {
+        // Cluster-scoped: of no namespace, as the API server serves it and istiod keys it,
+        // whatever the document or its directory says.
+        namespace.clear();
+    }
     let spec = match spec {
         None | Some(serde_json::Value::Null) => return Err(DocError::MissingSpec),
         Some(spec) => spec,

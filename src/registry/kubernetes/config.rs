@@ -1,5 +1,5 @@
-//! The index of Istio config read from Kubernetes (networking.istio.io objects, and the TLS
-//! Secrets: a Secret without TLS keys is not held).
+//! The index of Istio config read from Kubernetes (the Istio kinds, the Gateway API kinds,
+//! and the TLS Secrets: a Secret without TLS keys is not held).
 //!
 //! Owned by the IstioRegistry, which feeds it watch events per kind. Each object arrives as
 //! JSON (a kube `DynamicObject`) and is typed and validated by [`parse_value`], exactly as a
@@ -172,14 +172,15 @@ impl IstioObjectIndex {
             .unwrap_or_default()
             .to_string();
         let key = ObjKey::new(namespace, name);
-        if !self.namespaces.allows(&key.namespace) {
+        // A cluster-scoped object (a GatewayClass) is of no namespace: never filtered out.
+        if !key.namespace.is_empty() && !self.namespaces.allows(&key.namespace) {
             self.rejected.remove(&(kind, key.clone()));
             return Some((key, None, None));
         }
         // List items may come without apiVersion and kind: the watch says what they are.
         if let Some(map) = object.as_object_mut() {
             map.insert("apiVersion".into(), api_version.into());
-            map.insert("kind".into(), kind.as_str().into());
+            map.insert("kind".into(), kind.api_kind().into());
         }
         let outcome = if kind == ConfigKind::Secret {
             parse_cluster_secret(&object, &key.namespace)
@@ -208,7 +209,8 @@ impl IstioObjectIndex {
             DocOutcome::Unsupported { api_version, kind } => {
                 format!("{kind} ({api_version}) is not served")
             }
-            // The kinds watched here are Istio's and Secrets: never one of these.
+            // The kinds watched here are Istio's, the Gateway API's and Secrets: never one of
+            // these.
             DocOutcome::Kubernetes(object) => format!("{} is not Istio config", object.key),
         };
         let previous = self.kinds.get(&kind).and_then(|s| s.get(&key)).cloned();
@@ -374,5 +376,68 @@ mod tests {
         // The namespace stops matching: purged.
         idx.apply_namespace(&ns("shop", false));
         assert!(idx.configs().is_empty());
+    }
+
+    const GATEWAY_API: &str = "gateway.networking.k8s.io/v1";
+
+    fn http_route(path: &str) -> serde_json::Value {
+        json!({
+            "metadata": {"name": "web", "namespace": "shop"},
+            "spec": {"parentRefs": [{"name": "gw"}],
+                     "rules": [{"matches": [{"path": {"value": path}}],
+                                "backendRefs": [{"name": "web", "port": 8080}]}]},
+        })
+    }
+
+    #[test]
+    fn gateway_api_objects_are_typed_and_a_bad_update_keeps_the_last_good_one() {
+        let mut idx = IstioObjectIndex::new(NamespaceFilter::new(None));
+        // List items come without kind: the Gateway API's Gateway is named `Gateway`.
+        let gw = json!({"metadata": {"name": "gw", "namespace": "shop"},
+            "spec": {"gatewayClassName": "istio",
+                     "listeners": [{"name": "http", "port": 8080, "protocol": "HTTP"}]}});
+        assert_eq!(
+            idx.apply(ConfigKind::KubernetesGateway, GATEWAY_API, gw),
+            None
+        );
+        assert_eq!(
+            idx.apply(ConfigKind::HttpRoute, GATEWAY_API, http_route("/api")),
+            None
+        );
+        let keys: Vec<String> = idx.configs().keys().map(ToString::to_string).collect();
+        assert_eq!(keys, ["KubernetesGateway/shop/gw", "HTTPRoute/shop/web"]);
+        let good = idx.configs();
+        let mut bad = http_route("/v2");
+        bad["spec"]["rules"][0]["colour"] = json!("blue");
+        let r = idx
+            .apply(ConfigKind::HttpRoute, GATEWAY_API, bad)
+            .expect("an unknown field is rejected");
+        assert!(r.kept_previous && r.reason.contains("colour"), "{r}");
+        assert!(compare(&good, &idx.configs()).0.is_empty());
+        // A version istiod does not read the kind in is refused with the versions it reads.
+        let r = idx
+            .apply(
+                ConfigKind::HttpRoute,
+                "gateway.networking.k8s.io/v1alpha3",
+                http_route("/api"),
+            )
+            .expect("rejected");
+        assert!(r.reason.contains("v1beta1"), "{r}");
+    }
+
+    #[test]
+    fn a_cluster_scoped_gateway_class_passes_the_namespace_selector() {
+        let filter = NamespaceFilter::new(Some("mesh=on".parse().unwrap()));
+        let mut idx = IstioObjectIndex::new(filter);
+        let class = json!({"metadata": {"name": "istio"},
+            "spec": {"controllerName": "istio.io/gateway-controller"}});
+        assert_eq!(
+            idx.apply(ConfigKind::GatewayClass, GATEWAY_API, class),
+            None
+        );
+        // A namespaced one of a namespace not selected is dropped.
+        idx.apply(ConfigKind::HttpRoute, GATEWAY_API, http_route("/api"));
+        let keys: Vec<String> = idx.configs().keys().map(ToString::to_string).collect();
+        assert_eq!(keys, ["GatewayClass//istio"]);
     }
 }

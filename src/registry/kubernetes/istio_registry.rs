@@ -1,7 +1,10 @@
-//! The IstioRegistry: the networking.istio.io kinds the API server serves (found by
-//! discovery), TLS Secrets (`v1` Secrets, as istiod's credentials controller watches them;
-//! and, with a namespace selector, Namespaces) watched into a [`IstioObjectIndex`], whose
-//! configs it sends as source `kubernetes-istio` through its [`Outbox`].
+//! The IstioRegistry: the Istio kinds (networking, security, telemetry.istio.io) and the
+//! Gateway API kinds (gateway.networking.k8s.io) the API server serves, each at its best
+//! served version (found by discovery: `watch::config_resources`; a kind whose CRD is not
+//! installed is not watched), TLS Secrets (`v1` Secrets, as istiod's credentials controller
+//! watches them; and, with a namespace selector, Namespaces) watched into a
+//! [`IstioObjectIndex`], whose configs it sends as source `kubernetes-istio` through its
+//! [`Outbox`].
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -20,8 +23,9 @@ use crate::registry::kubernetes::config::{IstioObjectIndex, Rejected};
 use crate::registry::kubernetes::watch::{self, WatchEvent, WatchKind, WatchTask};
 use crate::registry::outbox::Outbox;
 use axon_config::config::ConfigKind;
+use axon_config::gateway_api;
 
-/// networking.istio.io objects (and Namespaces with a selector) → Configs.
+/// Istio and Gateway API objects (and Namespaces with a selector) → Configs.
 pub struct IstioRegistry {
     client: Client,
     settings: Settings,
@@ -58,15 +62,24 @@ impl IstioRegistry {
     fn discover(&mut self, ctx: &mut Context<Self>) {
         let client = self.client.clone();
         ctx.spawn(
-            async move { watch::istio_resources(&client).await }
+            async move { watch::config_resources(&client).await }
                 .into_actor(self)
                 .map(|result, act, ctx| match result {
                     Ok(resources) => {
-                        if resources.is_empty() {
+                        if !resources.iter().any(|(k, _)| !k.is_gateway_api()) {
                             tracing::warn!("networking.istio.io is not served (no Istio CRDs): no Istio config from Kubernetes");
                         }
+                        let missing: Vec<&str> = gateway_api::KINDS
+                            .iter()
+                            .map(|(k, _)| *k)
+                            .filter(|k| !resources.iter().any(|(r, _)| r == k))
+                            .map(ConfigKind::api_kind)
+                            .collect();
+                        if !missing.is_empty() {
+                            tracing::info!(kinds = %missing.join(", "), "Gateway API kinds not served (CRDs not installed): not watched");
+                        }
                         for (kind, ar) in &resources {
-                            tracing::info!(%kind, api_version = %ar.api_version, "watching Istio config");
+                            tracing::info!(%kind, api_version = %ar.api_version, "watching config");
                         }
                         act.resources = Some(resources);
                         act.report_unapplied(ctx);
@@ -93,8 +106,9 @@ impl IstioRegistry {
     /// (what they say is not enforced), once, at start.
     fn report_unapplied(&mut self, ctx: &mut Context<Self>) {
         let client = self.client.clone();
+        let watched = self.resources.clone().unwrap_or_default();
         ctx.spawn(
-            async move { watch::unapplied_kinds(&client).await }
+            async move { watch::unapplied_kinds(&client, &watched).await }
                 .into_actor(self)
                 .map(|result, _, _| match result {
                     Ok(kinds) => {

@@ -1,4 +1,4 @@
-//! Kubernetes as a source of services and Istio config.
+//! Kubernetes as a source of services, Istio config and the Gateway API.
 //!
 //! ```text
 //!  API server ──list/watch──▶ watch.rs (kube watcher tasks, one per kind, with backoff)
@@ -6,7 +6,7 @@
 //!                               │ awaited: a watcher waits for its registry
 //!                               ▼
 //!  ServiceRegistry  (cluster::services: Service, EndpointSlice, Pod, Namespace → ServiceEntries)
-//!  IstioRegistry    (config.rs: networking.istio.io objects → Configs)
+//!  IstioRegistry    (config.rs: Istio and gateway.networking.k8s.io objects → Configs)
 //!                               │ ConfigUpdate { source: "kubernetes" | "kubernetes-istio" },
 //!                               ▼ through each one's Outbox
 //!                           Debouncer

@@ -150,6 +150,14 @@ fn rbac_grants_get_list_watch_on_exactly_what_axon_reads_and_token_reviews() {
         ("security.istio.io", "authorizationpolicies"),
         ("security.istio.io", "requestauthentications"),
         ("telemetry.istio.io", "telemetries"),
+        ("gateway.networking.k8s.io", "gatewayclasses"),
+        ("gateway.networking.k8s.io", "gateways"),
+        ("gateway.networking.k8s.io", "httproutes"),
+        ("gateway.networking.k8s.io", "grpcroutes"),
+        ("gateway.networking.k8s.io", "tlsroutes"),
+        ("gateway.networking.k8s.io", "tcproutes"),
+        ("gateway.networking.k8s.io", "referencegrants"),
+        ("gateway.networking.k8s.io", "backendtlspolicies"),
     ]
     .into_iter()
     .map(|(g, r)| ((g.to_string(), r.to_string()), read.clone()))

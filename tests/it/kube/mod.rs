@@ -3,6 +3,7 @@
 
 mod directory;
 mod fake_api;
+mod gateway_api;
 mod manifests;
 mod peer_authentication;
 mod peers;

@@ -1,10 +1,11 @@
 //! An in-process fake Kubernetes API server on 127.0.0.1, for kube's real client.
 //!
 //! It speaks what axon's watchers use, over plain HTTP/1.1:
-//! - discovery: `GET /apis` (APIGroupList) and `GET /apis/networking.istio.io/v1` and
-//!   `/apis/security.istio.io/v1` (APIResourceList);
+//! - discovery: `GET /apis` (APIGroupList) and `GET /apis/G/V` (APIResourceList) of the
+//!   Istio groups and the Gateway API ([`discovery`]);
 //! - list: `GET /api/v1/services`, `/api/v1/pods`, `/api/v1/namespaces`,
 //!   `/apis/discovery.k8s.io/v1/endpointslices`, `/apis/networking.istio.io/v1/PLURAL`,
+//!   `/apis/gateway.networking.k8s.io/v1/PLURAL` (the eight Gateway API kinds axon reads),
 //!   with `metadata.resourceVersion` and `labelSelector` (equality terms), and each in one
 //!   namespace (`/apis/G/V/namespaces/NS/PLURAL`);
 //! - watch: `?watch=true&resourceVersion=N`, a chunked stream of newline-delimited JSON
@@ -21,13 +22,21 @@
 //!
 //! It also answers TokenReviews for the tokens a test declares ([`tokens`]), and single-object
 //! reads and writes (get, create, replace: [`objects`]), of namespaced objects and of
-//! cluster-scoped ones (ValidatingWebhookConfigurations); a `dryRun` create or replace is
+//! cluster-scoped ones (ValidatingWebhookConfigurations, GatewayClasses); a `dryRun` create or replace is
 //! answered and not stored (and calls no webhook: the fake has none).
 
 #![allow(dead_code)]
 
+mod builders;
+mod collections;
+mod discovery;
 mod objects;
 mod tokens;
+
+pub use builders::*;
+pub use collections::*;
+
+use discovery::Served;
 
 use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
@@ -42,108 +51,6 @@ use axum::http::{StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
-
-/// The collections served: path, apiVersion, kind, plural.
-const COLLECTIONS: [(&str, &str, &str); 18] = [
-    ("/api/v1/namespaces", "v1", "Namespace"),
-    ("/api/v1/configmaps", "v1", "ConfigMap"),
-    ("/api/v1/secrets", "v1", "Secret"),
-    ("/api/v1/services", "v1", "Service"),
-    ("/api/v1/pods", "v1", "Pod"),
-    (
-        "/apis/discovery.k8s.io/v1/endpointslices",
-        "discovery.k8s.io/v1",
-        "EndpointSlice",
-    ),
-    (
-        "/apis/networking.istio.io/v1/virtualservices",
-        "networking.istio.io/v1",
-        "VirtualService",
-    ),
-    (
-        "/apis/networking.istio.io/v1/destinationrules",
-        "networking.istio.io/v1",
-        "DestinationRule",
-    ),
-    (
-        "/apis/networking.istio.io/v1/gateways",
-        "networking.istio.io/v1",
-        "Gateway",
-    ),
-    (
-        "/apis/networking.istio.io/v1/serviceentries",
-        "networking.istio.io/v1",
-        "ServiceEntry",
-    ),
-    (
-        "/apis/networking.istio.io/v1/workloadentries",
-        "networking.istio.io/v1",
-        "WorkloadEntry",
-    ),
-    (
-        "/apis/networking.istio.io/v1/sidecars",
-        "networking.istio.io/v1",
-        "Sidecar",
-    ),
-    (
-        "/apis/security.istio.io/v1/peerauthentications",
-        "security.istio.io/v1",
-        "PeerAuthentication",
-    ),
-    (
-        "/apis/security.istio.io/v1/authorizationpolicies",
-        "security.istio.io/v1",
-        "AuthorizationPolicy",
-    ),
-    (
-        "/apis/security.istio.io/v1/requestauthentications",
-        "security.istio.io/v1",
-        "RequestAuthentication",
-    ),
-    (
-        "/apis/telemetry.istio.io/v1/telemetries",
-        "telemetry.istio.io/v1",
-        "Telemetry",
-    ),
-    (
-        "/apis/extensions.istio.io/v1alpha1/wasmplugins",
-        "extensions.istio.io/v1alpha1",
-        "WasmPlugin",
-    ),
-    (
-        "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
-        "admissionregistration.k8s.io/v1",
-        "ValidatingWebhookConfiguration",
-    ),
-];
-
-/// The Istio API groups served (with Istio's CRDs), each at one version.
-const ISTIO_GROUPS: [(&str, &str); 4] = [
-    ("networking.istio.io", "v1"),
-    ("security.istio.io", "v1"),
-    ("telemetry.istio.io", "v1"),
-    ("extensions.istio.io", "v1alpha1"),
-];
-
-pub const SERVICES: &str = "/api/v1/services";
-pub const PODS: &str = "/api/v1/pods";
-pub const NAMESPACES: &str = "/api/v1/namespaces";
-pub const SECRETS: &str = "/api/v1/secrets";
-pub const CONFIG_MAPS: &str = "/api/v1/configmaps";
-pub const ENDPOINT_SLICES: &str = "/apis/discovery.k8s.io/v1/endpointslices";
-pub const VIRTUAL_SERVICES: &str = "/apis/networking.istio.io/v1/virtualservices";
-pub const PEER_AUTHENTICATIONS: &str = "/apis/security.istio.io/v1/peerauthentications";
-pub const VALIDATING_WEBHOOK_CONFIGURATIONS: &str =
-    "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations";
-
-/// The collection path of an object's apiVersion and kind.
-pub fn collection_of(api_version: &str, kind: &str) -> &'static str {
-    COLLECTIONS
-        .iter()
-        .find(|(_, v, k)| *v == api_version && *k == kind)
-        .map(|(p, _, _)| *p)
-        .unwrap_or_else(|| panic!("the fake API serves no {api_version} {kind}"))
-}
 
 struct Watcher {
     tx: UnboundedSender<Bytes>,
@@ -175,7 +82,7 @@ struct Collection {
 struct Inner {
     rv: u64,
     collections: BTreeMap<&'static str, Collection>,
-    serve_istio: bool,
+    served: Served,
 }
 
 struct Shared {
@@ -193,13 +100,20 @@ pub struct FakeKube {
 }
 
 impl FakeKube {
-    /// Starts a server that serves networking.istio.io too.
+    /// Starts a server that serves the Istio groups and the Gateway API too.
     pub fn start() -> FakeKube {
         Self::start_with(true)
     }
 
-    /// Starts a server; without `serve_istio`, discovery has no networking.istio.io.
-    pub fn start_with(serve_istio: bool) -> FakeKube {
+    /// Starts a server; without `serve_crds`, discovery has neither the Istio groups nor
+    /// the Gateway API (no CRDs installed).
+    pub fn start_with(serve_crds: bool) -> FakeKube {
+        Self::start_serving(serve_crds, serve_crds)
+    }
+
+    /// Starts a server serving the Istio groups if `istio`, the Gateway API if
+    /// `gateway_api`.
+    pub fn start_serving(istio: bool, gateway_api: bool) -> FakeKube {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -212,7 +126,7 @@ impl FakeKube {
                     .iter()
                     .map(|(p, _, _)| (*p, Collection::default()))
                     .collect(),
-                serve_istio,
+                served: Served { istio, gateway_api },
             }),
             released: tokio::sync::watch::Sender::new(0),
         });
@@ -539,23 +453,22 @@ async fn handle(
         return answer;
     }
     let q = query(&uri);
-    let serve_istio = shared.inner.lock().unwrap().serve_istio;
+    let served = shared.inner.lock().unwrap().served;
     if path == "/apis" {
-        return json_response(StatusCode::OK, api_groups(serve_istio));
+        return json_response(StatusCode::OK, served.api_groups());
     }
-    if serve_istio
-        && let Some(group_version) = path
-            .strip_prefix("/apis/")
-            .filter(|gv| ISTIO_GROUPS.iter().any(|(g, v)| format!("{g}/{v}") == *gv))
+    if let Some(list) = path
+        .strip_prefix("/apis/")
+        .and_then(|gv| served.resources(gv))
     {
-        return json_response(StatusCode::OK, istio_resources(group_version));
+        return json_response(StatusCode::OK, list);
     }
     let (path, namespace) = split_namespace(&path);
     let Some((path, api_version, kind)) = COLLECTIONS.iter().find(|(p, _, _)| *p == path).copied()
     else {
         return not_found(&path);
     };
-    if path.contains(".istio.io") && !serve_istio {
+    if !served.serves_path(path) {
         return not_found(path);
     }
     let watch = matches!(q.get("watch").map(String::as_str), Some("true" | "1"));
@@ -668,111 +581,4 @@ fn watch_response(
         .header(header::CONTENT_TYPE, "application/json")
         .body(Body::from_stream(stream))
         .expect("a watch response")
-}
-
-fn api_groups(serve_istio: bool) -> Value {
-    let mut groups = vec![json!({
-        "name": "discovery.k8s.io",
-        "versions": [{"groupVersion": "discovery.k8s.io/v1", "version": "v1"}],
-        "preferredVersion": {"groupVersion": "discovery.k8s.io/v1", "version": "v1"},
-    })];
-    if serve_istio {
-        for (group, version) in ISTIO_GROUPS {
-            groups.push(json!({
-                "name": group,
-                "versions": [{"groupVersion": format!("{group}/{version}"), "version": version}],
-                "preferredVersion": {"groupVersion": format!("{group}/{version}"), "version": version},
-            }));
-        }
-    }
-    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
-}
-
-fn istio_resources(group_version: &str) -> Value {
-    let resources: Vec<Value> = COLLECTIONS
-        .iter()
-        .filter(|(_, v, _)| *v == group_version)
-        .map(|(p, _, kind)| {
-            let plural = p.rsplit('/').next().unwrap_or_default();
-            json!({
-                "name": plural,
-                "singularName": kind.to_ascii_lowercase(),
-                "namespaced": true,
-                "kind": kind,
-                "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
-            })
-        })
-        .collect();
-    json!({
-        "kind": "APIResourceList",
-        "apiVersion": "v1",
-        "groupVersion": group_version,
-        "resources": resources,
-    })
-}
-
-// ---------------------------------------------------------------------------------------
-// Object builders (JSON, as the API server serves them)
-// ---------------------------------------------------------------------------------------
-
-fn labels_json(labels: &[(&str, &str)]) -> Value {
-    Value::Object(
-        labels
-            .iter()
-            .map(|(k, v)| (k.to_string(), json!(v)))
-            .collect(),
-    )
-}
-
-pub fn namespace(name: &str, labels: &[(&str, &str)]) -> Value {
-    json!({"apiVersion": "v1", "kind": "Namespace",
-           "metadata": {"name": name, "labels": labels_json(labels)}})
-}
-
-/// A ClusterIP Service with `(name, port)` ports.
-pub fn service(ns: &str, name: &str, ports: &[(&str, u16)]) -> Value {
-    let ports: Vec<Value> = ports
-        .iter()
-        .map(|(n, p)| json!({"name": n, "port": p, "protocol": "TCP", "targetPort": p}))
-        .collect();
-    json!({"apiVersion": "v1", "kind": "Service",
-           "metadata": {"name": name, "namespace": ns},
-           "spec": {"type": "ClusterIP", "clusterIP": "10.96.0.10", "clusterIPs": ["10.96.0.10"], "ports": ports}})
-}
-
-/// A Pod with labels.
-pub fn pod(ns: &str, name: &str, labels: &[(&str, &str)]) -> Value {
-    json!({"apiVersion": "v1", "kind": "Pod",
-           "metadata": {"name": name, "namespace": ns, "labels": labels_json(labels)},
-           "spec": {"serviceAccountName": "default", "containers": [{"name": "app", "image": "app"}]},
-           "status": {"phase": "Running", "podIP": "127.0.0.1"}})
-}
-
-/// An EndpointSlice of `service`, with one `(port name, port)` and `(address, pod)`
-/// endpoints, all ready.
-pub fn endpoint_slice(
-    ns: &str,
-    name: &str,
-    service: &str,
-    port: (&str, u16),
-    endpoints: &[(&str, &str)],
-) -> Value {
-    let endpoints: Vec<Value> = endpoints
-        .iter()
-        .map(|(addr, pod)| {
-            json!({"addresses": [addr], "conditions": {"ready": true},
-                   "targetRef": {"kind": "Pod", "namespace": ns, "name": pod}})
-        })
-        .collect();
-    json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-           "metadata": {"name": name, "namespace": ns,
-                        "labels": {"kubernetes.io/service-name": service}},
-           "addressType": "IPv4",
-           "ports": [{"name": port.0, "port": port.1, "protocol": "TCP"}],
-           "endpoints": endpoints})
-}
-
-/// An Istio object from YAML (apiVersion, kind, metadata and spec).
-pub fn istio(yaml: &str) -> Value {
-    serde_norway::from_str(yaml).expect("valid Istio YAML")
 }

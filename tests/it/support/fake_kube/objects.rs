@@ -1,6 +1,6 @@
 //! Single objects of the fake API server, for clients that write: `GET`, `PUT` (replace) and
 //! `DELETE` of `/api/v1/namespaces/NS/PLURAL/NAME`, and `POST` (create) of
-//! `/api/v1/namespaces/NS/PLURAL`, with the API server's answers (404 NotFound, 409
+//! `/api/v1/namespaces/NS/PLURAL` (of a cluster-scoped kind: `/apis/G/V/PLURAL[/NAME]`), with the API server's answers (404 NotFound, 409
 //! AlreadyExists, a 409 Conflict for a replace of a stale resourceVersion). Every write gets
 //! the next resourceVersion and goes to open watches, as [`super::FakeKube::apply`] does; the
 //! writes are counted per collection ([`super::FakeKube::writes`]).
@@ -10,6 +10,7 @@ use axum::http::{Method, StatusCode};
 use axum::response::Response;
 use serde_json::{Value, json};
 
+use super::discovery::CLUSTER_SCOPED;
 use super::{COLLECTIONS, Shared, json_response, not_found, object_key};
 
 fn status(code: StatusCode, reason: &str, message: String) -> Response {
@@ -38,16 +39,22 @@ pub(super) fn handle(
             }
             (namespace, format!("{head}/{plural}"), name)
         }
-        // A cluster-scoped object: `/apis/G/V/PLURAL/NAME`.
+        // A cluster-scoped object, `/apis/G/V/PLURAL/NAME`, or its collection (a create).
         None => {
-            let (collection, name) = path.rsplit_once('/')?;
-            let scoped = COLLECTIONS
-                .iter()
-                .any(|(p, _, k)| *p == collection && *k == "ValidatingWebhookConfiguration");
-            if !scoped {
-                return None;
+            let cluster_scoped = |collection: &str| {
+                COLLECTIONS
+                    .iter()
+                    .any(|(p, _, k)| *p == collection && CLUSTER_SCOPED.contains(k))
+            };
+            if *method == Method::POST && cluster_scoped(path) {
+                ("", path.to_string(), None)
+            } else {
+                let (collection, name) = path.rsplit_once('/')?;
+                if !cluster_scoped(collection) {
+                    return None;
+                }
+                ("", collection.to_string(), Some(name))
             }
-            ("", collection.to_string(), Some(name))
         }
     };
     let (path, _, kind) = COLLECTIONS

@@ -254,3 +254,14 @@ fn gateway_and_policy_cel_rules() {
     );
     assert!(e.contains("Unsupported value"), "{e}");
 }
+
+#[test]
+fn a_gateway_class_is_of_no_namespace() {
+    // Cluster-scoped: the directory's default namespace (or one written) is not its own.
+    let DocOutcome::Config(c) = outcome(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: istio, namespace: shop}\nspec: {controllerName: istio.io/gateway-controller}\n",
+    ) else {
+        panic!()
+    };
+    assert_eq!(c.key.to_string(), "GatewayClass//istio");
+}
