@@ -23,7 +23,6 @@ use crate::registry::kubernetes::config::{IstioObjectIndex, Rejected};
 use crate::registry::kubernetes::watch::{self, WatchEvent, WatchKind, WatchTask};
 use crate::registry::outbox::Outbox;
 use axon_config::config::ConfigKind;
-use axon_config::gateway_api;
 
 /// Istio and Gateway API objects (and Namespaces with a selector) → Configs.
 pub struct IstioRegistry {
@@ -69,7 +68,7 @@ impl IstioRegistry {
                         if !resources.iter().any(|(k, _)| !k.is_gateway_api()) {
                             tracing::warn!("networking.istio.io is not served (no Istio CRDs): no Istio config from Kubernetes");
                         }
-                        let missing: Vec<&str> = gateway_api::KINDS
+                        let missing: Vec<&str> = ConfigKind::GATEWAY_API
                             .iter()
                             .map(|(k, _)| *k)
                             .filter(|k| !resources.iter().any(|(r, _)| r == k))

@@ -256,7 +256,7 @@ struct GroupKinds {
 
 /// What axon reads from Kubernetes besides Services: the Istio kinds (v1, then v1beta1,
 /// then v1alpha3; v1alpha1 for Telemetry) and the Gateway API's
-/// ([`gateway_api::KINDS`]: each kind in istiod's order of versions).
+/// ([`ConfigKind::GATEWAY_API`]: each kind in istiod's order of versions).
 fn config_groups() -> [GroupKinds; 4] {
     let of = |kinds: &[ConfigKind], versions: &'static [&'static str]| {
         kinds.iter().map(|k| (*k, versions)).collect()
@@ -276,7 +276,7 @@ fn config_groups() -> [GroupKinds; 4] {
         },
         GroupKinds {
             group: gateway_api::GROUP,
-            kinds: gateway_api::KINDS.to_vec(),
+            kinds: ConfigKind::GATEWAY_API.to_vec(),
         },
     ]
 }
