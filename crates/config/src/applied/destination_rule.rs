@@ -1,8 +1,7 @@
 //! The values of a DestinationRule's traffic policies that axon accepts and does not apply:
 //! `tls.mode: ISTIO_MUTUAL` (applied only for proxies beside istio's agent, which serves
-//! istiod's SDS names `default` and `ROOTCA`, or with metadata certificates) and a
-//! `configmap://` `credentialName` (axon serves Secrets, not ConfigMaps), wherever a `tls`
-//! block is (the rule, a port, a subset, a subset's port).
+//! istiod's SDS names `default` and `ROOTCA`, or with metadata certificates), wherever a
+//! `tls` block is (the rule, a port, a subset, a subset's port).
 
 use crate::istio::DestinationRule;
 use crate::istio::traffic_policy::{ClientTls, TlsMode, TrafficPolicy};
@@ -35,12 +34,6 @@ fn policy_notes(policy: &TrafficPolicy, path: &str, out: &mut Vec<String>) {
 }
 
 fn tls_note(tls: Option<&ClientTls>, path: &str, out: &mut Vec<String>) {
-    if tls.is_some_and(|t| t.credential_name.starts_with("configmap://")) {
-        out.push(format!(
-            "{path}.tls.credentialName: a configmap:// credential is not served (axon serves \
-             Secrets only); the cluster sends plaintext"
-        ));
-    }
     if tls.is_some_and(|t| t.mode == TlsMode::IstioMutual) {
         out.push(format!(
             "{path}.tls.mode: ISTIO_MUTUAL is applied for proxies run by istio's agent \

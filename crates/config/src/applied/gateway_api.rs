@@ -67,9 +67,6 @@ pub fn gateway_api_notes(spec: &crate::config::Spec) -> Vec<String> {
         Spec::GatewayClass(c) if c.parameters_ref.is_some() => {
             out.push("spec.parametersRef".into());
         }
-        Spec::BackendTlsPolicy(_) => {
-            out.push("spec: BackendTLSPolicy is not applied by axon yet".into())
-        }
         _ => {}
     }
     out

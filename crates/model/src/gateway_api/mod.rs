@@ -10,12 +10,14 @@
 //!   (`http`, `parents`); TCPRoutes and TLSRoutes become VirtualServices of `tcp` and
 //!   `tls` routes (`l4`);
 //! - backends resolve to Service hostnames; a reference to another namespace needs a
-//!   ReferenceGrant (`backends`).
+//!   ReferenceGrant (`backends`);
+//! - BackendTLSPolicies become DestinationRules of the backends' TLS (`backend_tls`).
 //!
 //! [`expand`] adds the derived configs to the registries' [`ConfigSet`] and tells which of
 //! them changed, so the rest of the model (indexes, scopes, `needs_push`) sees only Istio
 //! kinds. Pure: a function of the config set.
 
+mod backend_tls;
 mod backends;
 mod http;
 mod l4;
@@ -99,6 +101,9 @@ pub fn convert(configs: &ConfigSet) -> GatewayApiIndex {
         for vs in l4::convert_route(&inputs, &gateways, route, &mut problems) {
             out.derived.insert(vs.key.clone(), Arc::new(vs));
         }
+    }
+    for dr in backend_tls::convert(&inputs, &mut problems) {
+        out.derived.insert(dr.key.clone(), Arc::new(dr));
     }
     out.status = status::compute(&inputs, &gateways, &problems);
     out.problems = problems.0;

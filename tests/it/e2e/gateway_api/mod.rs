@@ -11,6 +11,7 @@
 //! automated deployment labels it (`gateway.networking.k8s.io/gateway-name`). Without the
 //! variable each test prints that it was not run, and passes.
 
+mod backend_tls;
 mod filters;
 mod grpc;
 mod http;

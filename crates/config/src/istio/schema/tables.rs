@@ -1493,8 +1493,8 @@ pub(super) static OUTLIER_DETECTION: Message = Message {
 };
 
 // Applied: `cds::tls`, certificates read by Envoy from the files, or `credentialName` from a
-// Secret over SDS (`xds::sds`). `mode: ISTIO_MUTUAL` and `configmap://` credentials are noted
-// by `model::applied`.
+// Secret (or a ConfigMap's CA, `configmap://`) over SDS (`xds::sds`). `mode: ISTIO_MUTUAL`
+// is noted by `model::applied`.
 pub(super) static CLIENT_TLS_SETTINGS: Message = Message {
     name: "ClientTLSSettings",
     fields: &[

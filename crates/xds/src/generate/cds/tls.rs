@@ -15,8 +15,8 @@
 //! certificate of MUTUAL is the SDS secret `kubernetes://NAME` and the roots (unless
 //! `insecureSkipVerify`) `kubernetes://NAME-cacert`, which `sds` serves from the Secret of the
 //! proxy's namespace. As istiod, a sidecar whose DestinationRule has no `workloadSelector`
-//! sends no TLS for it (the credential would reach every sidecar of the rule's scope), and a
-//! `configmap://` credential is not served (`model::applied` reports it).
+//! sends no TLS for it (the credential would reach every sidecar of the rule's scope) unless
+//! it is a `configmap://` CA, which any proxy may read.
 //!
 //! `ISTIO_MUTUAL` (istiod's `buildUpstreamTLSSettings` and its `ISTIO_MUTUAL` context): the
 //! workload certificate `default` and roots `ROOTCA` over the agent's `sds-grpc` cluster, the
@@ -58,15 +58,12 @@ use axon_model::secrets;
 /// Envoy's name of the TLS transport socket.
 const TLS_SOCKET: &str = "envoy.transport_sockets.tls";
 
-/// istiod's prefix of a ConfigMap credential, which axon does not serve.
-pub(super) const CONFIGMAP_PREFIX: &str = "configmap://";
-
-/// Whether axon translates `tls` (the other modes and ConfigMap credentials are reported).
+/// Whether axon translates `tls` (the other modes are reported).
 pub(super) fn is_translated(tls: &ClientTls) -> bool {
     matches!(
         tls.mode,
         TlsMode::Simple | TlsMode::Mutual | TlsMode::IstioMutual
-    ) && !tls.credential_name.starts_with(CONFIGMAP_PREFIX)
+    )
 }
 
 /// The agent's SDS cluster, in istio's bootstrap.
@@ -110,7 +107,13 @@ pub(super) fn apply(
     let Some(tls) = tls.filter(|t| is_translated(t)) else {
         return;
     };
-    if !tls.credential_name.is_empty() && sidecar_without_selector {
+    // istiod's `privilegedCredentialLookup`: a ConfigMap's CA is anyone's to read.
+    if !tls.credential_name.is_empty()
+        && !tls
+            .credential_name
+            .starts_with(secrets::KUBERNETES_CONFIGMAP_PREFIX)
+        && sidecar_without_selector
+    {
         return;
     }
     // istiod's `buildUpstreamTLSSettings`: the metadata certificates replace MUTUAL's and
