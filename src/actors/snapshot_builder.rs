@@ -164,6 +164,10 @@ pub struct SnapshotBuilder {
     /// Where the JWKS sources of each built context's RequestAuthentications go (the JWKS
     /// resolver); none: not sent.
     jwks_wanted: Option<tokio::sync::watch::Sender<JwksWanted>>,
+    /// Where each built context's Gateway API statuses go (the Kubernetes status writer);
+    /// none: not sent.
+    gateway_status:
+        Option<tokio::sync::watch::Sender<crate::registry::kubernetes::gateway_status::Desired>>,
 }
 
 /// The JWKS sources a context's rules read, with their fetch timeouts in nanoseconds.
@@ -185,8 +189,19 @@ impl SnapshotBuilder {
             metrics,
             ready: Readiness::new(ready_after),
             jwks_wanted: None,
+            gateway_status: None,
             mailbox_capacity,
         }
+    }
+
+    /// Sends each built context's Gateway API statuses to `writer` (the Kubernetes status
+    /// writer, `registry::kubernetes::gateway_status`) when they changed.
+    pub fn with_gateway_status(
+        mut self,
+        writer: tokio::sync::watch::Sender<crate::registry::kubernetes::gateway_status::Desired>,
+    ) -> Self {
+        self.gateway_status = Some(writer);
+        self
     }
 
     /// Sends each built context's JWKS sources to `resolver` when its RequestAuthentications
@@ -335,6 +350,17 @@ impl Handler<Flush> for SnapshotBuilder {
                     tracing::warn!(config = %key, problem = %problem, "Gateway API object not served in full");
                 }
             }
+        }
+        // The Gateway API statuses, to the Kubernetes status writer when they changed.
+        if let Some(writer) = &self.gateway_status {
+            let wanted = &ctx.gateway_api.status;
+            writer.send_if_modified(|current| {
+                let modified = current.as_ref() != wanted;
+                if modified {
+                    *current = Arc::new(wanted.clone());
+                }
+                modified
+            });
         }
         // What the VirtualService merge dropped, logged once per rebuilt index.
         let vs_rebuilt = self

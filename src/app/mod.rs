@@ -231,15 +231,29 @@ async fn wire(
             metrics.clone(),
         ),
     );
-    let builder: Addr<SnapshotBuilder> = SnapshotBuilder::new(
+    let replica = fleet::replica_name(settings.replica_name.as_deref());
+    let mut builder = SnapshotBuilder::new(
         mesh,
         push_queue.clone().recipient(),
         metrics.clone(),
         &ready_after,
         cap,
     )
-    .with_jwks_resolver(jwks_resolver)
-    .start();
+    .with_jwks_resolver(jwks_resolver);
+    // The Gateway API statuses, written by the holder of the status Lease.
+    if let Some(client) = &kube_client {
+        let (writer, desired) = tokio::sync::watch::channel(Default::default());
+        builder = builder.with_gateway_status(writer);
+        let namespace = client.default_namespace().to_string();
+        tokio::spawn(crate::registry::kubernetes::gateway_status::run(
+            client.clone(),
+            namespace,
+            replica.to_string(),
+            desired,
+            crate::registry::kubernetes::gateway_status::Timing::default(),
+        ));
+    }
+    let builder: Addr<SnapshotBuilder> = builder.start();
     let debouncer = debouncer_ctx.run(Debouncer::new(
         DebounceState::new(
             limits.debounce_after,
@@ -272,7 +286,6 @@ async fn wire(
     let debug_addr = listeners.debug.local_addr()?;
     let debug_token = listeners.debug_token.clone();
 
-    let replica = fleet::replica_name(settings.replica_name.as_deref());
     let starter = ConnectionStarter::new(
         Peers {
             push_queue: push_queue.clone(),

@@ -26,6 +26,7 @@
 
 pub mod ca_secret;
 pub mod config;
+pub mod gateway_status;
 mod istio_registry;
 pub mod peers;
 pub mod root_cert;

@@ -190,6 +190,26 @@ fn rbac_grants_get_list_watch_on_exactly_what_axon_reads_and_token_reviews() {
             ["get", "list", "watch", "create"].map(String::from).into(),
         ),
     ])
+    // The Gateway API status, written by the holder of the status Lease.
+    .chain(
+        [
+            "gatewayclasses",
+            "gateways",
+            "httproutes",
+            "grpcroutes",
+            "tlsroutes",
+            "tcproutes",
+        ]
+        .map(|r| {
+            (
+                (
+                    "gateway.networking.k8s.io".to_string(),
+                    format!("{r}/status"),
+                ),
+                ["get", "patch", "update"].map(String::from).into(),
+            )
+        }),
+    )
     .collect();
     assert_eq!(granted, expected);
 

@@ -31,6 +31,7 @@ mod builders;
 mod collections;
 mod discovery;
 mod objects;
+mod status;
 mod tokens;
 
 pub use builders::*;
@@ -81,6 +82,8 @@ struct Collection {
 
 struct Inner {
     rv: u64,
+    /// Writes of status subresources (`status.rs`).
+    status_writes: u64,
     collections: BTreeMap<&'static str, Collection>,
     served: Served,
 }
@@ -122,6 +125,7 @@ impl FakeKube {
         let shared = Arc::new(Shared {
             inner: Mutex::new(Inner {
                 rv: 1,
+                status_writes: 0,
                 collections: COLLECTIONS
                     .iter()
                     .map(|(p, _, _)| (*p, Collection::default()))
@@ -218,6 +222,11 @@ impl FakeKube {
     /// Objects of `path` created or replaced by clients.
     pub fn writes(&self, path: &str) -> u64 {
         self.shared.inner.lock().unwrap().collections[path].writes
+    }
+
+    /// Status subresource writes, of every collection.
+    pub fn status_writes(&self) -> u64 {
+        self.shared.inner.lock().unwrap().status_writes
     }
 
     /// List requests of `path` wait until [`FakeKube::release_lists`].
@@ -449,6 +458,9 @@ async fn handle(
 ) -> Response {
     let path = uri.path().to_string();
     let dry_run = query(&uri).contains_key("dryRun");
+    if let Some(answer) = status::handle(&shared, &method, &path, &body) {
+        return answer;
+    }
     if let Some(answer) = objects::handle(&shared, &method, &path, &body, dry_run) {
         return answer;
     }

@@ -1,7 +1,12 @@
 //! The collections the fake API server serves, and their paths.
 
 /// The collections served: path, apiVersion, kind, plural.
-pub(super) const COLLECTIONS: [(&str, &str, &str); 27] = [
+pub(super) const COLLECTIONS: [(&str, &str, &str); 28] = [
+    (
+        "/apis/coordination.k8s.io/v1/leases",
+        "coordination.k8s.io/v1",
+        "Lease",
+    ),
     ("/api/v1/namespaces", "v1", "Namespace"),
     ("/api/v1/configmaps", "v1", "ConfigMap"),
     ("/api/v1/secrets", "v1", "Secret"),

@@ -1,0 +1,305 @@
+//! The Gateway API status writer: what the SnapshotBuilder computed of each Gateway API
+//! object's status (`axon_model::gateway_api`, conditions without times) is written to the
+//! API server by one replica at a time, as istiod's status controller does
+//! (`istio-gateway-status-leader`): the holder of the `coordination.k8s.io/v1` Lease
+//! [`LEASE`] in axon's namespace.
+//!
+//! For each object whose desired status changed, the writer reads the object, merges: a
+//! condition whose type, status, reason and message are unchanged keeps its
+//! `lastTransitionTime` (istiod's `UpdateConditionIfChanged`), `observedGeneration` is the
+//! object's `metadata.generation`, and a route's `status.parents` entries of other
+//! controllers are kept; and `PATCH`es `…/status` (a JSON merge patch) only when the result
+//! differs from what the object has, so an unchanged status is never rewritten. Objects are
+//! written one at a time; a failed write is retried at the next turn.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use axon_config::config::{ConfigKey, ConfigKind};
+use axon_config::gateway_api::{GROUP, ISTIO_CONTROLLER};
+
+/// The Lease whose holder writes status (istiod's is `istio-gateway-status-leader`).
+pub const LEASE: &str = "axon-gateway-status-leader";
+
+/// The desired statuses, by object.
+pub type Desired = Arc<BTreeMap<ConfigKey, Value>>;
+
+/// How long a Lease lasts unrenewed, and how often the holder renews it (client-go's
+/// leader election defaults: 15 s and 10 s; a candidate retries as often).
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    pub lease: Duration,
+    pub renew: Duration,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Timing {
+            lease: Duration::from_secs(15),
+            renew: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Runs the writer until `desired`'s sender is dropped.
+pub async fn run(
+    client: kube::Client,
+    namespace: String,
+    identity: String,
+    mut desired: watch::Receiver<Desired>,
+    timing: Timing,
+) {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &namespace);
+    let mut leader = false;
+    // What was last seen written, per object, to skip reading objects whose desired status
+    // did not change since.
+    let mut written: BTreeMap<ConfigKey, Value> = BTreeMap::new();
+    loop {
+        let now_leader = acquire(&leases, &identity, timing).await;
+        if now_leader != leader {
+            tracing::info!(lease = LEASE, %namespace, %identity, leader = now_leader, "Gateway API status leadership changed");
+            leader = now_leader;
+            written.clear();
+        }
+        if leader {
+            let wanted = desired.borrow_and_update().clone();
+            for (key, status) in wanted.iter() {
+                if written.get(key) == Some(status) {
+                    continue;
+                }
+                match write(&client, key, status).await {
+                    Ok(()) => {
+                        written.insert(key.clone(), status.clone());
+                    }
+                    Err(e) => {
+                        tracing::warn!(config = %key, error = %e, "Gateway API status not written; retried at the next turn")
+                    }
+                }
+            }
+            written.retain(|k, _| wanted.contains_key(k));
+        }
+        tokio::select! {
+            changed = desired.changed() => if changed.is_err() { return },
+            _ = tokio::time::sleep(timing.renew) => {}
+        }
+    }
+}
+
+/// Takes or renews the Lease: whether this replica holds it now.
+async fn acquire(leases: &Api<Lease>, identity: &str, timing: Timing) -> bool {
+    let now = MicroTime(jiff_now());
+    let spec = |transitions: i32, acquired: Option<MicroTime>| LeaseSpec {
+        holder_identity: Some(identity.to_string()),
+        lease_duration_seconds: Some(timing.lease.as_secs() as i32),
+        acquire_time: acquired.or_else(|| Some(now.clone())),
+        renew_time: Some(now.clone()),
+        lease_transitions: Some(transitions),
+        ..Default::default()
+    };
+    match leases.get_opt(LEASE).await {
+        Ok(None) => {
+            let lease = Lease {
+                metadata: ObjectMeta {
+                    name: Some(LEASE.to_string()),
+                    ..Default::default()
+                },
+                spec: Some(spec(0, None)),
+            };
+            leases.create(&PostParams::default(), &lease).await.is_ok()
+        }
+        Ok(Some(mut lease)) => {
+            let current = lease.spec.clone().unwrap_or_default();
+            let ours = current.holder_identity.as_deref() == Some(identity);
+            let expired = current.renew_time.as_ref().is_none_or(|t| {
+                let lasts = current.lease_duration_seconds.unwrap_or(15).max(1) as i64;
+                t.0.as_second() + lasts < now.0.as_second()
+            });
+            if !ours && !expired {
+                return false;
+            }
+            let transitions = current.lease_transitions.unwrap_or(0) + i32::from(!ours);
+            let acquired = if ours { current.acquire_time } else { None };
+            lease.spec = Some(spec(transitions, acquired));
+            // A replace with the resourceVersion read: another replica's write in between
+            // makes it a conflict, and this one not the holder.
+            leases
+                .replace(LEASE, &PostParams::default(), &lease)
+                .await
+                .is_ok()
+        }
+        Err(e) => {
+            tracing::warn!(lease = LEASE, error = %e, "the Gateway API status Lease cannot be read");
+            false
+        }
+    }
+}
+
+fn jiff_now() -> k8s_openapi::jiff::Timestamp {
+    k8s_openapi::jiff::Timestamp::now()
+}
+
+/// The API resource of a kind (its v1, which every Gateway API kind with a status serves).
+fn resource(kind: ConfigKind) -> Option<ApiResource> {
+    let plural = match kind {
+        ConfigKind::GatewayClass => "gatewayclasses",
+        ConfigKind::KubernetesGateway => "gateways",
+        ConfigKind::HttpRoute => "httproutes",
+        ConfigKind::GrpcRoute => "grpcroutes",
+        ConfigKind::TlsRoute => "tlsroutes",
+        ConfigKind::TcpRoute => "tcproutes",
+        _ => return None,
+    };
+    Some(ApiResource {
+        group: GROUP.to_string(),
+        version: "v1".to_string(),
+        api_version: format!("{GROUP}/v1"),
+        kind: kind.api_kind().to_string(),
+        plural: plural.to_string(),
+    })
+}
+
+/// Reads `key`'s object, merges `desired` into its status and patches it when different.
+async fn write(client: &kube::Client, key: &ConfigKey, desired: &Value) -> Result<(), kube::Error> {
+    let Some(ar) = resource(key.kind) else {
+        return Ok(());
+    };
+    let api: Api<DynamicObject> = if key.kind == ConfigKind::GatewayClass {
+        Api::all_with(client.clone(), &ar)
+    } else {
+        Api::namespaced_with(client.clone(), &key.namespace, &ar)
+    };
+    let Some(object) = api.get_opt(&key.name).await? else {
+        return Ok(());
+    };
+    let current = object.data.get("status").cloned().unwrap_or(Value::Null);
+    let generation = object.metadata.generation;
+    let merged = merge(&current, desired, generation, &now_rfc3339());
+    if merged == current {
+        return Ok(());
+    }
+    api.patch_status(
+        &key.name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": merged})),
+    )
+    .await?;
+    tracing::debug!(config = %key, "Gateway API status written");
+    Ok(())
+}
+
+fn now_rfc3339() -> String {
+    jiff_now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+/// The status to write: `desired` with times and generations, over `current`.
+pub fn merge(current: &Value, desired: &Value, generation: Option<i64>, now: &str) -> Value {
+    let mut out = desired.clone();
+    if let Some(conditions) = out.get_mut("conditions") {
+        *conditions = merge_conditions(&current["conditions"], conditions, generation, now);
+    }
+    if let Some(listeners) = out.get_mut("listeners").and_then(Value::as_array_mut) {
+        for l in listeners {
+            let old = current["listeners"]
+                .as_array()
+                .and_then(|ls| ls.iter().find(|o| o["name"] == l["name"]))
+                .map_or(Value::Null, |o| o["conditions"].clone());
+            l["conditions"] = merge_conditions(&old, &l["conditions"], generation, now);
+        }
+    }
+    if let Some(parents) = out.get_mut("parents").and_then(Value::as_array_mut) {
+        let old_parents = current["parents"].as_array().cloned().unwrap_or_default();
+        for p in parents.iter_mut() {
+            let old = old_parents
+                .iter()
+                .find(|o| {
+                    o["controllerName"] == ISTIO_CONTROLLER && o["parentRef"] == p["parentRef"]
+                })
+                .map_or(Value::Null, |o| o["conditions"].clone());
+            p["conditions"] = merge_conditions(&old, &p["conditions"], generation, now);
+        }
+        // Other controllers' entries stay as they are, first.
+        let others: Vec<Value> = old_parents
+            .into_iter()
+            .filter(|o| o["controllerName"] != ISTIO_CONTROLLER)
+            .collect();
+        let ours = std::mem::take(parents);
+        *parents = others.into_iter().chain(ours).collect();
+    }
+    out
+}
+
+/// istiod's `UpdateConditionIfChanged` over each desired condition.
+fn merge_conditions(current: &Value, desired: &Value, generation: Option<i64>, now: &str) -> Value {
+    let desired = desired.as_array().cloned().unwrap_or_default();
+    Value::Array(
+        desired
+            .into_iter()
+            .map(|mut c| {
+                let same = current.as_array().and_then(|cs| {
+                    cs.iter().find(|o| {
+                        o["type"] == c["type"]
+                            && o["status"] == c["status"]
+                            && o["reason"] == c["reason"]
+                            && o["message"] == c["message"]
+                    })
+                });
+                c["lastTransitionTime"] = same
+                    .map(|o| o["lastTransitionTime"].clone())
+                    .filter(|t| !t.is_null())
+                    .unwrap_or_else(|| json!(now));
+                if let Some(g) = generation {
+                    c["observedGeneration"] = json!(g);
+                }
+                c
+            })
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unchanged_condition_keeps_its_time_and_other_controllers_entries_stay() {
+        let desired = json!({"parents": [{"parentRef": {"name": "gw"}, "controllerName": ISTIO_CONTROLLER,
+            "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted", "message": "Route was valid"}]}]});
+        let first = merge(&Value::Null, &desired, Some(3), "2026-01-01T00:00:00Z");
+        assert_eq!(
+            first["parents"][0]["conditions"][0]["lastTransitionTime"],
+            "2026-01-01T00:00:00Z"
+        );
+        assert_eq!(
+            first["parents"][0]["conditions"][0]["observedGeneration"],
+            3
+        );
+        // The same again later: nothing changes, so nothing is written.
+        assert_eq!(
+            merge(&first, &desired, Some(3), "2026-02-02T00:00:00Z"),
+            first
+        );
+        // Another controller's entry is kept.
+        let mut current = first.clone();
+        current["parents"].as_array_mut().unwrap().push(
+            json!({"parentRef": {"name": "x"}, "controllerName": "other.io/c", "conditions": []}),
+        );
+        let merged = merge(&current, &desired, Some(3), "2026-02-02T00:00:00Z");
+        assert_eq!(merged["parents"].as_array().unwrap().len(), 2);
+        assert_eq!(merged["parents"][0]["controllerName"], "other.io/c");
+        // A changed condition gets the new time.
+        let changed = json!({"parents": [{"parentRef": {"name": "gw"}, "controllerName": ISTIO_CONTROLLER,
+            "conditions": [{"type": "Accepted", "status": "False", "reason": "NoMatchingParent", "message": "m"}]}]});
+        let merged = merge(&first, &changed, Some(4), "2026-02-02T00:00:00Z");
+        assert_eq!(
+            merged["parents"][0]["conditions"][0]["lastTransitionTime"],
+            "2026-02-02T00:00:00Z"
+        );
+    }
+}
