@@ -18,6 +18,11 @@ pub struct DestinationRule {
     pub export_to: Vec<String>,
     pub workload_selector: Option<MatchLabels>,
     pub traffic_policy: Option<PolicyDoc>,
+    /// Made of a Gateway API BackendTLSPolicy (istiod's `internal.istio.io/parents` on a
+    /// DestinationRule): merged under a user's rule for the same host, the user's fields
+    /// winning ([`PolicyDoc::under`]).
+    #[serde(skip)]
+    pub backend_policy: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -24,6 +24,63 @@ impl<'de> Deserialize<'de> for PolicyDoc {
     }
 }
 
+impl PolicyDoc {
+    /// istiod's `mergeBackendPolicyTrafficPolicy`: `user`'s policy over `backend`'s (a
+    /// BackendTLSPolicy's): each top-level field `user` sets wins, the rest is `backend`'s;
+    /// ports: a port both set takes `user`'s fields and `backend`'s where `user` has none,
+    /// a port only `backend` sets is added.
+    pub fn under(user: Option<&PolicyDoc>, backend: Option<&PolicyDoc>) -> Option<PolicyDoc> {
+        let (user, backend) = match (user, backend) {
+            (None, b) => return b.cloned(),
+            (u, None) => return u.cloned(),
+            (Some(u), Some(b)) => (&u.json, &b.json),
+        };
+        let mut merged = serde_json::Map::new();
+        for key in [
+            "connectionPool",
+            "loadBalancer",
+            "outlierDetection",
+            "tls",
+            "tunnel",
+            "proxyProtocol",
+            "retryBudget",
+        ] {
+            if let Some(v) = user.get(key).or_else(|| backend.get(key)) {
+                merged.insert(key.to_string(), v.clone());
+            }
+        }
+        let number = |p: &serde_json::Value| p["port"]["number"].as_u64();
+        let mut ports: Vec<serde_json::Value> = user["portLevelSettings"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        for bp in backend["portLevelSettings"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            match ports.iter_mut().find(|p| number(p) == number(bp)) {
+                Some(up) => {
+                    for key in ["loadBalancer", "connectionPool", "outlierDetection", "tls"] {
+                        if up.get(key).is_none_or(|v| v.is_null())
+                            && let Some(v) = bp.get(key)
+                        {
+                            up[key] = v.clone();
+                        }
+                    }
+                }
+                None => ports.push(bp.clone()),
+            }
+        }
+        if !ports.is_empty() {
+            merged.insert("portLevelSettings".into(), serde_json::Value::Array(ports));
+        }
+        let json = serde_json::Value::Object(merged);
+        let policy = serde_json::from_value(json.clone()).unwrap_or_default();
+        Some(PolicyDoc { json, policy })
+    }
+}
+
 impl Serialize for PolicyDoc {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         self.json.serialize(s)

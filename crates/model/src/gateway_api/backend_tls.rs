@@ -155,12 +155,15 @@ pub(crate) fn convert(inputs: &Inputs, problems: &mut Problems) -> Vec<Config> {
             format!("{name}~{DERIVED_MARK}")
         };
         let spec = json!({"host": host, "trafficPolicy": policy});
-        match serde_json::from_value(spec) {
-            Ok(dr) => out.push(Config {
+        match serde_json::from_value::<axon_config::istio::DestinationRule>(spec) {
+            Ok(mut dr) => out.push(Config {
                 key: ConfigKey::new(ConfigKind::DestinationRule, ns, dr_name),
                 labels: Default::default(),
                 created,
-                spec: Spec::DestinationRule(dr),
+                spec: Spec::DestinationRule({
+                    dr.backend_policy = true;
+                    dr
+                }),
                 not_applied: Vec::new(),
             }),
             Err(e) => undecodable(problems, &ns, &name, &e.to_string()),

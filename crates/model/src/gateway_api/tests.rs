@@ -430,3 +430,35 @@ spec:
         problems("newer")
     );
 }
+
+#[test]
+fn a_backend_tls_policy_merges_under_a_users_destination_rule() {
+    let yaml = format!(
+        "{GW}---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {{name: user, namespace: infra, creationTimestamp: '2024-01-01T00:00:00Z'}}
+spec:
+  host: v1.infra.svc.cluster.local
+  trafficPolicy: {{loadBalancer: {{simple: ROUND_ROBIN}}, portLevelSettings: [{{port: {{number: 8080}}, connectionPool: {{tcp: {{maxConnections: 7}}}}}}]}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: BackendTLSPolicy
+metadata: {{name: p, namespace: infra, creationTimestamp: '2024-01-02T00:00:00Z'}}
+spec:
+  targetRefs: [{{group: '', kind: Service, name: v1, sectionName: http}}]
+  validation: {{hostname: v1.example.com, wellKnownCACertificates: System}}
+"
+    );
+    let ctx = crate::fixtures::context(&yaml);
+    let chosen = ctx
+        .destination_rule_for_workload("v1.infra.svc.cluster.local", "infra", None)
+        .expect("a rule");
+    let json = &chosen.rule.traffic_policy.as_ref().unwrap().json;
+    // The user's fields win, the policy's TLS fills the port the user set no TLS on.
+    assert_eq!(json["loadBalancer"]["simple"], "ROUND_ROBIN");
+    let port = &json["portLevelSettings"][0];
+    assert_eq!(port["connectionPool"]["tcp"]["maxConnections"], 7);
+    assert_eq!(port["tls"]["sni"], "v1.example.com");
+    assert_eq!(chosen.configs.len(), 2);
+}

@@ -97,8 +97,24 @@ impl PushContext {
                     merged.subsets.push(subset.clone());
                 }
             }
-            if merged.traffic_policy.is_none() {
-                merged.traffic_policy = later.traffic_policy.clone();
+            // istiod's `mergeDestinationRule`: of one origin (both the user's, or both made
+            // of BackendTLSPolicies) the first policy wins; a user's rule and a policy's
+            // merge, the user's fields winning.
+            if merged.backend_policy == later.backend_policy {
+                if merged.traffic_policy.is_none() {
+                    merged.traffic_policy = later.traffic_policy.clone();
+                }
+            } else if later.backend_policy {
+                merged.traffic_policy = axon_config::istio::traffic_policy::PolicyDoc::under(
+                    merged.traffic_policy.as_ref(),
+                    later.traffic_policy.as_ref(),
+                );
+            } else {
+                merged.traffic_policy = axon_config::istio::traffic_policy::PolicyDoc::under(
+                    later.traffic_policy.as_ref(),
+                    merged.traffic_policy.as_ref(),
+                );
+                merged.backend_policy = false;
             }
         }
         Some(ChosenRule {
