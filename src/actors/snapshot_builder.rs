@@ -166,9 +166,13 @@ pub struct SnapshotBuilder {
     jwks_wanted: Option<tokio::sync::watch::Sender<JwksWanted>>,
     /// Where each built context's Gateway API statuses go (the Kubernetes status writer);
     /// none: not sent.
-    gateway_status:
-        Option<tokio::sync::watch::Sender<crate::registry::kubernetes::gateway_status::Desired>>,
+    gateway_status: Option<tokio::sync::watch::Sender<GatewayApiStatuses>>,
 }
+
+/// The Gateway API objects' statuses of a built context, by object (what the Kubernetes
+/// status writer writes).
+pub type GatewayApiStatuses =
+    Arc<std::collections::BTreeMap<axon_config::config::ConfigKey, serde_json::Value>>;
 
 /// The JWKS sources a context's rules read, with their fetch timeouts in nanoseconds.
 pub type JwksWanted = std::collections::BTreeMap<axon_config::istio::JwksSource, i128>;
@@ -198,7 +202,7 @@ impl SnapshotBuilder {
     /// writer, `registry::kubernetes::gateway_status`) when they changed.
     pub fn with_gateway_status(
         mut self,
-        writer: tokio::sync::watch::Sender<crate::registry::kubernetes::gateway_status::Desired>,
+        writer: tokio::sync::watch::Sender<GatewayApiStatuses>,
     ) -> Self {
         self.gateway_status = Some(writer);
         self

@@ -13,7 +13,6 @@
 //! written one at a time; a failed write is retried at the next turn.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -28,8 +27,8 @@ use axon_config::gateway_api::{GROUP, ISTIO_CONTROLLER};
 /// The Lease whose holder writes status (istiod's is `istio-gateway-status-leader`).
 pub const LEASE: &str = "axon-gateway-status-leader";
 
-/// The desired statuses, by object.
-pub type Desired = Arc<BTreeMap<ConfigKey, Value>>;
+/// The desired statuses, by object, as the SnapshotBuilder sends them.
+pub use crate::actors::snapshot_builder::GatewayApiStatuses as Desired;
 
 /// How long a Lease lasts unrenewed, and how often the holder renews it (client-go's
 /// leader election defaults: 15 s and 10 s; a candidate retries as often).

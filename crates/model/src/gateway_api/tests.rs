@@ -354,8 +354,10 @@ spec:
     // Two listeners of five are invalid (a conflict, UDP): accepted, with a reason.
     assert_eq!(gw["conditions"][0]["reason"], "ListenersNotValid");
     assert_eq!(gw["conditions"][0]["status"], "True");
-    // No Service `gw-istio`: not programmed, as istiod says of a Gateway without one.
+    // No Service `gw-istio`: not programmed, as istiod says of a Gateway without one, and no
+    // address.
     assert_eq!(gw["conditions"][1]["status"], "False");
+    assert!(gw.get("addresses").is_none(), "{gw}");
     let listeners = gw["listeners"].as_array().unwrap();
     let http = listeners.iter().find(|l| l["name"] == "http").unwrap();
     assert_eq!(http["attachedRoutes"], 1);
