@@ -67,6 +67,10 @@ pub enum ConfigKind {
     TcpRoute,
     ReferenceGrant,
     BackendTlsPolicy,
+    /// A Kubernetes Namespace, its labels in [`Config::labels`] (the Gateway API's
+    /// `allowedRoutes.namespaces.selector` reads them); made by the registries of Kubernetes
+    /// objects, not written as a config. Its key: namespace empty, name the Namespace's.
+    Namespace,
 }
 
 impl ConfigKind {
@@ -104,6 +108,7 @@ impl ConfigKind {
             ConfigKind::TcpRoute => "TCPRoute",
             ConfigKind::ReferenceGrant => "ReferenceGrant",
             ConfigKind::BackendTlsPolicy => "BackendTLSPolicy",
+            ConfigKind::Namespace => "Namespace",
         }
     }
 
@@ -223,7 +228,13 @@ pub enum Spec {
     TcpRoute(L4RouteSpec),
     ReferenceGrant(ReferenceGrantSpec),
     BackendTlsPolicy(BackendTlsPolicySpec),
+    /// A Namespace: its labels are the config's.
+    Namespace(NamespaceInfo),
 }
+
+/// What axon holds of a Namespace beyond its labels: nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct NamespaceInfo {}
 
 impl Spec {
     pub fn kind(&self) -> ConfigKind {
@@ -249,6 +260,7 @@ impl Spec {
             Spec::TcpRoute(_) => ConfigKind::TcpRoute,
             Spec::ReferenceGrant(_) => ConfigKind::ReferenceGrant,
             Spec::BackendTlsPolicy(_) => ConfigKind::BackendTlsPolicy,
+            Spec::Namespace(_) => ConfigKind::Namespace,
         }
     }
 }

@@ -10,10 +10,11 @@
 //! ```
 //!
 //! [`services`] is the index (with [`namespaces`], the `--namespace-selector` filter the
-//! Namespaces' labels feed; [`store`], watch-list semantics; [`protocol`], a port's
-//! protocol); [`objects`] decodes the objects of a config directory into their k8s-openapi
+//! Namespaces' labels feed; [`namespace_labels`], those labels held as Namespace configs;
+//! [`store`], watch-list semantics; [`protocol`], a port's protocol); [`objects`] decodes the objects of a config directory into their k8s-openapi
 //! types and feeds them to the index.
 
+pub mod namespace_labels;
 pub mod namespaces;
 pub mod objects;
 pub mod protocol;

@@ -109,6 +109,8 @@ pub struct ServiceObjectIndex {
     configs: ConfigSet,
     /// `configs` as last handed out, while nothing is dirty.
     shared: Option<Arc<ConfigSet>>,
+    /// The Namespaces' labels, held as configs too.
+    namespace_labels: super::namespace_labels::NamespaceLabels,
 }
 
 impl ServiceObjectIndex {
@@ -124,6 +126,7 @@ impl ServiceObjectIndex {
             dirty: BTreeSet::new(),
             configs: ConfigSet::new(),
             shared: None,
+            namespace_labels: Default::default(),
         }
     }
 
@@ -140,7 +143,10 @@ impl ServiceObjectIndex {
 
     pub fn init(&mut self, kind: ServiceKind) {
         match kind {
-            ServiceKind::Namespace => self.namespaces.init(),
+            ServiceKind::Namespace => {
+                self.namespaces.init();
+                self.namespace_labels.init();
+            }
             ServiceKind::Service => self.services.init(),
             ServiceKind::EndpointSlice => self.slices.init(),
             ServiceKind::Pod => self.pods.init(),
@@ -152,6 +158,7 @@ impl ServiceObjectIndex {
     pub fn init_done(&mut self, kind: ServiceKind) -> NamespaceChange {
         match kind {
             ServiceKind::Namespace => {
+                self.namespace_labels.init_done();
                 let change = self.namespaces.init_done();
                 self.purge(&change);
                 return change;
@@ -413,23 +420,29 @@ impl ServiceObjectIndex {
 
     /// A Namespace was added or changed; see [`ServiceObjectIndex::init_done`] for the result.
     pub fn apply_namespace(&mut self, ns: &Namespace) -> NamespaceChange {
+        self.namespace_labels.apply(ns);
         let change = self.namespaces.apply(ns);
         self.purge(&change);
         change
     }
 
     pub fn delete_namespace(&mut self, ns: &Namespace) -> NamespaceChange {
+        self.namespace_labels.delete(ns);
         let change = self.namespaces.delete(ns);
         self.purge(&change);
         change
     }
 
     pub fn init_namespace(&mut self, ns: &Namespace) {
+        self.namespace_labels.init_apply(ns);
         self.namespaces.init_apply(ns);
     }
 
     /// Drops every object of the namespaces no longer selected.
     fn purge(&mut self, change: &NamespaceChange) {
+        if !change.added.is_empty() || !change.removed.is_empty() {
+            self.namespace_labels.touch();
+        }
         for ns in &change.removed {
             for c in self.services.purge_namespace(ns) {
                 self.dirty.insert(c.key);
@@ -449,9 +462,15 @@ impl ServiceObjectIndex {
     /// their `Arc`, so comparing with the previous set is cheap.
     pub fn configs(&mut self) -> Arc<ConfigSet> {
         if self.dirty.is_empty()
+            && !self.namespace_labels.dirty()
             && let Some(shared) = &self.shared
         {
             return shared.clone();
+        }
+        if self.namespace_labels.dirty() {
+            let filter = &self.namespaces;
+            self.namespace_labels
+                .update(&mut self.configs, |ns| filter.allows(ns));
         }
         for key in std::mem::take(&mut self.dirty) {
             let config_key = ConfigKey::new(

@@ -132,12 +132,13 @@ impl Actor for ServiceRegistry {
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         ctx.set_mailbox_capacity(self.mailbox_capacity);
-        if self.settings.namespace_selector.is_some() {
-            // The Namespaces first: the other kinds are watched once they are listed.
-            let api = Api::<Namespace>::all(self.client.clone());
-            let config = namespace_config(&self.settings);
-            self.watching(WatchKind::Namespace, api, config, ctx.address().recipient());
-        } else {
+        // The Namespaces (their labels: the Gateway API's `allowedRoutes` selectors read them;
+        // with a selector, which are read): with a selector they are listed first, the other
+        // kinds watched once they are.
+        let api = Api::<Namespace>::all(self.client.clone());
+        let config = namespace_config(&self.settings);
+        self.watching(WatchKind::Namespace, api, config, ctx.address().recipient());
+        if self.settings.namespace_selector.is_none() {
             self.watch_namespaced_kinds(ctx);
         }
     }

@@ -265,12 +265,17 @@ fn a_cluster_in_a_config_directory_is_served_as_the_api_server_serves_it() {
     wait_ready(&from_files);
     wait_ready(&from_api);
 
-    // The same ServiceEntries, made by the one translation (the hidden namespace's dropped).
+    // The same ServiceEntries, made by the one translation (the hidden namespace's dropped),
+    // and the selected Namespace with its labels.
     let files_configz = from_files.debug_json("/debug/configz");
     let api_configz = from_api.debug_json("/debug/configz");
     let entries = &files_configz["configs"];
     let text = entries.to_string();
-    assert_eq!(entries.as_array().map(Vec::len), Some(2), "{files_configz}");
+    assert_eq!(entries.as_array().map(Vec::len), Some(3), "{files_configz}");
+    assert!(
+        text.contains(r#""kind":"Namespace","name":"shop""#),
+        "{files_configz}"
+    );
     assert!(
         text.contains("svc:web") && text.contains("svc:db") && !text.contains("hidden"),
         "web and db only: {files_configz}"

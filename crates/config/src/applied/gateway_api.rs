@@ -5,7 +5,7 @@
 pub fn gateway_api_notes(spec: &crate::config::Spec) -> Vec<String> {
     use crate::config::Spec;
     let mut out = Vec::new();
-    use crate::gateway_api::{FromNamespaces, ParentReference};
+    use crate::gateway_api::ParentReference;
     // `mesh`: whether the kind is served as a mesh route (GAMMA) when its parent is a
     // Service or a ServiceEntry.
     let mut parents = |refs: &[ParentReference], mesh: bool| {
@@ -54,13 +54,6 @@ pub fn gateway_api_notes(spec: &crate::config::Spec) -> Vec<String> {
                 }
                 if tls.backend.is_some() {
                     out.push("spec.tls.backend".into());
-                }
-            }
-            for (i, l) in g.listeners.iter().enumerate() {
-                if l.allowed_routes.namespaces.from == FromNamespaces::Selector {
-                    out.push(format!(
-                        "spec.listeners[{i}].allowedRoutes.namespaces.selector: namespace labels are not read: only kubernetes.io/metadata.name is matched"
-                    ));
                 }
             }
         }

@@ -241,12 +241,17 @@ fn hostnames(inputs: &Inputs, namespace: &str, l: &Listener) -> Vec<String> {
         .collect()
 }
 
-/// The namespaces the config set knows of, with their labels: those of its objects (the
-/// labels of a Namespace object are not part of the set).
+/// The namespaces the config set knows of, with their labels: the Namespaces the registries
+/// hold (with their labels), and the namespaces of any config (their name only).
 fn namespaces(inputs: &Inputs) -> Vec<(String, BTreeMap<String, String>)> {
     let mut out: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
-    for key in inputs.configs.keys() {
-        if !key.namespace.is_empty() {
+    for (key, config) in inputs.configs {
+        if key.kind == ConfigKind::Namespace {
+            out.insert(
+                key.name.clone(),
+                config.labels.clone().into_iter().collect(),
+            );
+        } else if !key.namespace.is_empty() {
             out.entry(key.namespace.clone()).or_default();
         }
     }

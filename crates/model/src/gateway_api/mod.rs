@@ -119,7 +119,11 @@ pub fn expand(
     request: &PushRequest,
 ) -> Option<(Arc<GatewayApiIndex>, ConfigSet, PushRequest)> {
     let relevant = |k: &ConfigKey| {
-        k.kind.is_gateway_api() || matches!(k.kind, ConfigKind::ServiceEntry | ConfigKind::Secret)
+        k.kind.is_gateway_api()
+            || matches!(
+                k.kind,
+                ConfigKind::ServiceEntry | ConfigKind::Secret | ConfigKind::Namespace
+            )
     };
     let has_any = configs.keys().any(|k| k.kind.is_gateway_api());
     if !has_any && prev.is_none_or(GatewayApiIndex::is_empty) {

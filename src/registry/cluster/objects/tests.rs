@@ -71,7 +71,8 @@ impl Dir {
 fn a_cluster_in_files_becomes_the_service_entries_of_the_api_server() {
     let mut dir = Dir::new(None);
     let (changed, _) = dir.write("cluster.yaml", Some(&cluster(&slice("10.1.0.5"))));
-    assert_eq!(changed, ["ServiceEntry/shop/svc:web"]);
+    // The Service's entry, and the Namespace (its labels, for the Gateway API's selectors).
+    assert_eq!(changed, ["ServiceEntry/shop/svc:web", "Namespace//shop"]);
     let se = dir.entry().expect("an entry");
     assert_eq!(se.hosts, ["web.shop.svc.cluster.local"]);
     assert_eq!(se.addresses, ["10.96.0.7"]);
@@ -88,9 +89,9 @@ fn a_cluster_in_files_becomes_the_service_entries_of_the_api_server() {
     // A Pod label edit too.
     let relabeled = cluster(&slice("10.1.0.6")).replace("version: v1", "version: v2");
     assert!(dir.write("cluster.yaml", Some(&relabeled)).1);
-    // The Service gone: its entry is removed.
+    // The Service (and the Namespace) gone: its entry is removed.
     let (changed, endpoints_only) = dir.write("cluster.yaml", Some(&slice("10.1.0.6")));
-    assert_eq!((changed.len(), endpoints_only), (1, false));
+    assert_eq!((changed.len(), endpoints_only), (2, false));
     assert!(dir.configs.is_empty());
 }
 

@@ -426,7 +426,17 @@ fn the_namespace_selector_drops_other_namespaces() {
     idx.apply_service(&mk_service("shop", "reviews", &[("http", 9080)]));
     idx.apply_service(&mk_service("other", "secret", &[("http", 9080)]));
     idx.apply_pod(&mk_pod("other", "p", &[]));
-    assert_eq!(idx.configs().len(), 1);
+    // The service of `shop`, and `shop` itself (its labels); nothing of `other`.
+    let configs = idx.configs();
+    let kinds: Vec<(ConfigKind, &str)> =
+        configs.keys().map(|k| (k.kind, k.name.as_str())).collect();
+    assert_eq!(
+        kinds,
+        [
+            (ConfigKind::ServiceEntry, "svc:reviews"),
+            (ConfigKind::Namespace, "shop")
+        ]
+    );
     assert_eq!(
         idx.counts()["pods"],
         0,
