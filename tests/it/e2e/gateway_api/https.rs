@@ -73,3 +73,86 @@ fn httproute_https_listener() {
     // A host no route names: the listener takes it (its certificate is valid) and 404s.
     assert_eq!(https(&pki, "unknown-example.org", port), "status 404");
 }
+
+/// The `gateway_api` status of the Gateway `name` of the suite's namespace, from
+/// `/debug/configz`.
+fn gateway_status(world: &Conformance, name: &str) -> serde_json::Value {
+    let configz = world.axon.debug_json("/debug/configz");
+    configz["gateway_api"]["status"][format!("KubernetesGateway/gateway-conformance-infra/{name}")]
+        .clone()
+}
+
+fn listener_condition(status: &serde_json::Value, kind: &str) -> (String, String) {
+    let c = status["listeners"][0]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == kind).cloned())
+        .unwrap_or_default();
+    (
+        c["status"].as_str().unwrap_or_default().to_string(),
+        c["reason"].as_str().unwrap_or_default().to_string(),
+    )
+}
+
+#[test]
+fn gateway_secret_reference_grant_specific() {
+    let pki = Pki::new();
+    let secret = tls_secret(
+        &pki,
+        "gateway-conformance-web-backend",
+        "certificate",
+        "DNS:example.com",
+    );
+    let gw = "gateway-secret-reference-grant-specific";
+    let Some(world) = Conformance::start_with(
+        "gateway-secret-reference-grant-specific.yaml",
+        gw,
+        vec![secret],
+    ) else {
+        return;
+    };
+    let port = world.ports[&443];
+    // The certificate of another namespace, granted: served (no route: 404 over TLS).
+    let mut last = String::new();
+    assert!(
+        wait_until(super::CONVERGE, || {
+            last = https(&pki, "example.com", port);
+            last == "status 404"
+        }),
+        "the granted certificate is not served: {last}\n{}",
+        crate::support::scenario::describe_envoy(&world.envoy)
+    );
+    let status = gateway_status(&world, gw);
+    assert_eq!(
+        listener_condition(&status, "ResolvedRefs").0,
+        "True",
+        "{status}"
+    );
+    assert_eq!(
+        listener_condition(&status, "Programmed").0,
+        "True",
+        "{status}"
+    );
+    // Without the grant: not permitted, and no certificate is served for the listener.
+    let text = std::fs::read_to_string(world.config.file("manifests.yaml")).unwrap();
+    let without: Vec<&str> = text
+        .split("---\n")
+        .filter(|d| !d.contains("name: reference-grant-specific"))
+        .collect();
+    world.config.write("manifests.yaml", &without.join("---\n"));
+    assert!(
+        wait_until(super::CONVERGE, || listener_condition(
+            &gateway_status(&world, gw),
+            "ResolvedRefs"
+        ) == (
+            "False".to_string(),
+            "RefNotPermitted".to_string()
+        )),
+        "{}",
+        gateway_status(&world, gw)
+    );
+    assert!(
+        wait_until(super::CONVERGE, || https(&pki, "example.com", port)
+            .starts_with("error")),
+        "the certificate is still served without its grant"
+    );
+}

@@ -71,7 +71,7 @@ fn write_documents(config: &ConfigDir, file: &str, docs: &[serde_json::Value]) {
 /// Envoy of one Gateway of the base manifests.
 pub(super) struct Conformance {
     pub config: ConfigDir,
-    pub _axon: Axon,
+    pub axon: Axon,
     pub envoy: Envoy,
     /// Gateway listener port (as the manifests write it) → the port Envoy listens on.
     pub ports: BTreeMap<u64, u16>,
@@ -174,7 +174,7 @@ impl Conformance {
         );
         Some(Conformance {
             config,
-            _axon: axon,
+            axon,
             envoy,
             ports,
             backends,
