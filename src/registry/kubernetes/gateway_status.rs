@@ -27,6 +27,9 @@ use axon_config::gateway_api::{GROUP, ISTIO_CONTROLLER};
 /// The Lease whose holder writes status (istiod's is `istio-gateway-status-leader`).
 pub const LEASE: &str = "axon-gateway-status-leader";
 
+/// istiod's mesh controller: the controller of a policy's ancestor that is its own target.
+const MESH_CONTROLLER: &str = "istio.io/mesh-controller";
+
 /// The desired statuses, by object, as the SnapshotBuilder sends them.
 pub use crate::actors::snapshot_builder::GatewayApiStatuses as Desired;
 
@@ -153,6 +156,7 @@ fn resource(kind: ConfigKind) -> Option<ApiResource> {
         ConfigKind::GrpcRoute => "grpcroutes",
         ConfigKind::TlsRoute => "tlsroutes",
         ConfigKind::TcpRoute => "tcproutes",
+        ConfigKind::BackendTlsPolicy => "backendtlspolicies",
         _ => return None,
     };
     Some(ApiResource {
@@ -211,6 +215,22 @@ pub fn merge(current: &Value, desired: &Value, generation: Option<i64>, now: &st
                 .map_or(Value::Null, |o| o["conditions"].clone());
             l["conditions"] = merge_conditions(&old, &l["conditions"], generation, now);
         }
+    }
+    if let Some(ancestors) = out.get_mut("ancestors").and_then(Value::as_array_mut) {
+        let old_ancestors = current["ancestors"].as_array().cloned().unwrap_or_default();
+        let ours = |o: &Value| {
+            o["controllerName"] == ISTIO_CONTROLLER || o["controllerName"] == MESH_CONTROLLER
+        };
+        for a in ancestors.iter_mut() {
+            let old = old_ancestors
+                .iter()
+                .find(|o| ours(o) && o["ancestorRef"] == a["ancestorRef"])
+                .map_or(Value::Null, |o| o["conditions"].clone());
+            a["conditions"] = merge_conditions(&old, &a["conditions"], generation, now);
+        }
+        let others: Vec<Value> = old_ancestors.into_iter().filter(|o| !ours(o)).collect();
+        let mine = std::mem::take(ancestors);
+        *ancestors = others.into_iter().chain(mine).collect();
     }
     if let Some(parents) = out.get_mut("parents").and_then(Value::as_array_mut) {
         let old_parents = current["parents"].as_array().cloned().unwrap_or_default();

@@ -199,6 +199,7 @@ fn rbac_grants_get_list_watch_on_exactly_what_axon_reads_and_token_reviews() {
             "grpcroutes",
             "tlsroutes",
             "tcproutes",
+            "backendtlspolicies",
         ]
         .map(|r| {
             (

@@ -222,6 +222,7 @@ pub(crate) fn compute(
             json!({"conditions": [accepted, programmed], "listeners": listeners}),
         );
     }
+    backend_tls_policies(inputs, problems, &mut out);
     for (key, verdicts) in &problems.1 {
         let messages = problems.0.get(key).map(Vec::as_slice).unwrap_or_default();
         let unresolved = messages.iter().rev().find(|m| {
@@ -266,6 +267,130 @@ pub(crate) fn compute(
             })
             .collect();
         out.insert(key.clone(), json!({"parents": parents}));
+    }
+    out
+}
+
+/// istiod's mesh controller, the ancestor controller of a policy's own target.
+const MESH_CONTROLLER: &str = "istio.io/mesh-controller";
+
+/// BackendTLSPolicies' `status.ancestors` (istiod's `BackendTLSPolicyCollection`): per
+/// target, the target itself (the mesh controller's) and each Gateway whose routes reach it.
+fn backend_tls_policies(
+    inputs: &Inputs,
+    problems: &Problems,
+    out: &mut BTreeMap<ConfigKey, Value>,
+) {
+    for c in of_kind(inputs.configs, ConfigKind::BackendTlsPolicy) {
+        let Spec::BackendTlsPolicy(spec) = &c.spec else {
+            continue;
+        };
+        let messages = problems
+            .0
+            .get(&c.key)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        let with = |reasons: &[&str]| {
+            messages
+                .iter()
+                .find(|m| reason_of(m).is_some_and(|r| reasons.contains(&r)))
+                .map(|m| {
+                    (
+                        reason_of(m).unwrap_or_default().to_string(),
+                        without_reason(m).to_string(),
+                    )
+                })
+        };
+        let ca = with(&["InvalidCACertificateRef", "InvalidKind"]);
+        let accepted = match (with(&["Conflicted", "TargetNotFound"]), &ca) {
+            (Some((r, m)), _) => condition("Accepted", false, &r, &m),
+            (None, Some((_, m))) => condition("Accepted", false, "NoValidCACertificate", m),
+            _ => condition("Accepted", true, "Accepted", "Configuration is valid"),
+        };
+        let resolved = match &ca {
+            Some((r, m)) => condition("ResolvedRefs", false, r, m),
+            None => condition(
+                "ResolvedRefs",
+                true,
+                "ResolvedRefs",
+                "Configuration is valid",
+            ),
+        };
+        let conditions = json!([accepted, resolved]);
+        let mut ancestors = Vec::new();
+        let mut gateways = std::collections::BTreeSet::new();
+        for t in &spec.target_refs {
+            let mut parent = json!({"group": t.group, "kind": t.kind, "name": t.name});
+            if let Some(section) = &t.section_name {
+                parent["sectionName"] = json!(section);
+            }
+            ancestors.push(json!({"ancestorRef": parent, "controllerName": MESH_CONTROLLER, "conditions": conditions}));
+            if t.group.is_empty() && t.kind == "Service" {
+                gateways.extend(gateways_reaching(inputs, c.namespace(), &t.name));
+            }
+        }
+        for (_, name) in gateways {
+            ancestors.push(json!({
+                "ancestorRef": {"group": GROUP, "kind": "Gateway", "name": name},
+                "controllerName": ISTIO_CONTROLLER,
+                "conditions": conditions,
+            }));
+        }
+        out.insert(c.key.clone(), json!({"ancestors": ancestors}));
+    }
+}
+
+/// A backendRef as `(kind, namespace, name)`.
+type BackendName<'a> = (&'a str, Option<&'a String>, &'a str);
+
+/// The Gateways (namespace, name) of the routes with a backendRef to Service `name` of
+/// `namespace` (istiod's `extractAncestorBackends`).
+fn gateways_reaching(inputs: &Inputs, namespace: &str, name: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for route in inputs.configs.values() {
+        let (parents, backends): (&[ParentReference], Vec<BackendName>) = match &route.spec {
+            Spec::HttpRoute(r) => (
+                &r.parent_refs,
+                r.rules
+                    .iter()
+                    .flat_map(|x| &x.backend_refs)
+                    .map(|b| (b.kind.as_str(), b.namespace.as_ref(), b.name.as_str()))
+                    .collect(),
+            ),
+            Spec::GrpcRoute(r) => (
+                &r.parent_refs,
+                r.rules
+                    .iter()
+                    .flat_map(|x| &x.backend_refs)
+                    .map(|b| (b.kind.as_str(), b.namespace.as_ref(), b.name.as_str()))
+                    .collect(),
+            ),
+            Spec::TlsRoute(r) | Spec::TcpRoute(r) => (
+                &r.parent_refs,
+                r.rules
+                    .iter()
+                    .flat_map(|x| &x.backend_refs)
+                    .map(|b| (b.kind.as_str(), b.namespace.as_ref(), b.name.as_str()))
+                    .collect(),
+            ),
+            _ => continue,
+        };
+        let reaches = backends.iter().any(|(kind, ns, n)| {
+            *kind == "Service"
+                && *n == name
+                && ns.map_or(route.namespace(), String::as_str) == namespace
+        });
+        if !reaches {
+            continue;
+        }
+        for p in parents.iter().filter(|p| p.is_gateway()) {
+            out.push((
+                p.namespace
+                    .clone()
+                    .unwrap_or_else(|| route.namespace().to_string()),
+                p.name.clone(),
+            ));
+        }
     }
     out
 }
