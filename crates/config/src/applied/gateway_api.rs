@@ -48,13 +48,8 @@ pub fn gateway_api_notes(spec: &crate::config::Spec) -> Vec<String> {
             if g.infrastructure.is_some() {
                 out.push("spec.infrastructure: axon deploys no gateway yet".into());
             }
-            if let Some(tls) = &g.tls {
-                if tls.frontend.is_some() {
-                    out.push("spec.tls.frontend".into());
-                }
-                if tls.backend.is_some() {
-                    out.push("spec.tls.backend".into());
-                }
+            if g.tls.as_ref().is_some_and(|t| t.backend.is_some()) {
+                out.push("spec.tls.backend".into());
             }
         }
         Spec::GatewayClass(c) if c.parameters_ref.is_some() => {

@@ -375,8 +375,31 @@ fn tls(
         1 => out["credentialName"] = json!(credentials[0]),
         _ => out["credentialNames"] = json!(credentials),
     }
+    if let Some(validation) = frontend_validation(config, l) {
+        super::frontend::apply(inputs, config, l, validation, mode, &mut out, problems);
+    }
     if let Some(suites) = t.options.get("gateway.istio.io/tls-cipher-suites") {
         out["cipherSuites"] = json!(suites.split(',').map(str::trim).collect::<Vec<_>>());
     }
     Some(out)
+}
+
+/// istiod's `resolveGatewayTLS`: the Gateway's `spec.tls.frontend` validation of the
+/// listener's port, else its default.
+fn frontend_validation<'a>(
+    config: &'a Config,
+    l: &Listener,
+) -> Option<&'a axon_config::gateway_api::gateway::FrontendValidation> {
+    let Spec::KubernetesGateway(gw) = &config.spec else {
+        return None;
+    };
+    let frontend = gw.tls.as_ref()?.frontend.as_ref()?;
+    let tls = frontend
+        .per_port
+        .iter()
+        .find(|p| p.port == l.port)
+        .map_or(&frontend.default, |p| &p.tls);
+    tls.validation
+        .as_ref()
+        .filter(|v| !v.ca_certificate_refs.is_empty())
 }

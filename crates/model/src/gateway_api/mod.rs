@@ -19,6 +19,7 @@
 
 mod backend_tls;
 mod backends;
+mod frontend;
 mod http;
 mod l4;
 mod listeners;

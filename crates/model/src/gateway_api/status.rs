@@ -100,6 +100,15 @@ pub(crate) fn compute(
                 "InvalidCertificateRef",
                 "RefNotPermitted",
                 "InvalidRouteKinds",
+                "InvalidCACertificateRef",
+                "InvalidCACertificateKind",
+            ]);
+            // istiod: a CA reference that cannot be used (or any reference not permitted)
+            // makes the listener not accepted, `NoValidCACertificate`.
+            let no_ca = with(&[
+                "InvalidCACertificateRef",
+                "InvalidCACertificateKind",
+                "RefNotPermitted",
             ]);
             let info = infos.iter().find(|i| i.section_name == l.name);
             let kinds: Vec<Value> = info
@@ -114,8 +123,13 @@ pub(crate) fn compute(
                 .and_then(|i| problems.2.get(&i.internal_name))
                 .copied()
                 .unwrap_or(0);
-            let accepted = match (&conflict, &protocol) {
-                (Some((r, m)), _) | (None, Some((r, m))) => condition("Accepted", false, r, m),
+            let accepted = match (&conflict, &protocol, &no_ca) {
+                (Some((r, m)), _, _) | (None, Some((r, m)), _) => {
+                    condition("Accepted", false, r, m)
+                }
+                (None, None, Some((_, m))) => {
+                    condition("Accepted", false, "NoValidCACertificate", m)
+                }
                 _ => condition("Accepted", true, "Accepted", "No errors found"),
             };
             let programmed = match (&conflict, &protocol, &refs) {

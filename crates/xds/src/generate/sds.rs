@@ -128,12 +128,14 @@ fn lookup<'a>(ctx: &'a PushContext, proxy: &Proxy, name: &str) -> Lookup<'a> {
         // to a proxy only when a Gateway it serves refers to it (the conversion checked the
         // ReferenceGrants of another namespace's).
         let merged = axon_model::gateway::merge(ctx, proxy);
+        let base = name.trim_end_matches(axon_model::secrets::CA_SUFFIX);
         let referred = axon_model::gateway::terminated_credentials(merged.servers())
             .iter()
-            .any(|c| {
-                axon_model::secrets::resource_name(c)
-                    == name.trim_end_matches(axon_model::secrets::CA_SUFFIX)
-            });
+            .any(|c| axon_model::secrets::resource_name(c) == base)
+            || merged
+                .servers()
+                .filter_map(|s| s.tls.as_ref())
+                .any(|t| t.ca_cert_credential_name == name);
         if !referred {
             return Lookup::Kubernetes(Err(problem(
                 "no Gateway this proxy serves refers to this kubernetes-gateway:// Secret".into(),
