@@ -14,6 +14,7 @@
 //! protocol); [`objects`] decodes the objects of a config directory into their k8s-openapi
 //! types and feeds them to the index.
 
+pub mod gateway_deployment;
 pub mod namespaces;
 pub mod objects;
 pub mod protocol;
