@@ -1,0 +1,300 @@
+//! The automated deployment of Gateways, as istiod's deployment controller
+//! (`pilot/pkg/config/kube/gatewaycommon/deploymentcontroller.go`): for each managed Gateway
+//! of class `istio`, the ServiceAccount, Deployment and Service that
+//! [`gateway_deployment::render`] makes, written by **server-side apply** (field manager
+//! `istio.io/gateway-controller`, forced) so that what others set on them is kept.
+//!
+//! [`GatewayDeployer`] is a tokio task, not an actor (as the JWKS resolver and
+//! `root_cert::publish`): a kube watcher of Gateways (with backoff) drives it. It writes an
+//! object only when its rendering differs from what it last applied; a Gateway that switches
+//! to manual addresses (a Hostname) has its three objects deleted (when they are owned by
+//! it); a deleted Gateway's objects are left to the API server's garbage collector (their
+//! ownerReference), as istiod does. A failed write is logged and tried again at the
+//! Gateway's next event, or at the watch's next relist.
+//!
+//! TODO(leader election): istiod applies from the leader of the `istio-gateway-deployment`
+//! lease only; axon's deployer runs on every replica (identical server-side applies are
+//! idempotent). Hold the Lease the status writer's election provides once it lands.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Debug;
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Service, ServiceAccount};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, Resource};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::registry::cluster::gateway_deployment::{
+    self, DeploymentSettings, FIELD_MANAGER, GatewayObject, MANAGED_LABEL, Rendered,
+};
+use axon_config::gateway_api::{self, GatewaySpec};
+
+/// Applies the objects of managed Gateways; see the module's description.
+pub struct GatewayDeployer {
+    client: Client,
+    settings: DeploymentSettings,
+    /// What was last applied, by the Gateway's namespace and name.
+    applied: HashMap<(String, String), Rendered>,
+}
+
+/// One Gateway as the watch gives it: its metadata and its typed spec.
+struct Gateway {
+    namespace: String,
+    name: String,
+    uid: String,
+    labels: BTreeMap<String, String>,
+    annotations: BTreeMap<String, String>,
+    spec: GatewaySpec,
+}
+
+impl GatewayDeployer {
+    pub fn new(client: Client, settings: DeploymentSettings) -> Self {
+        GatewayDeployer {
+            client,
+            settings,
+            applied: HashMap::new(),
+        }
+    }
+
+    /// Finds the served Gateway resource and keeps the Gateways' objects applied; returns
+    /// when the Gateway API is not served (no CRDs) or the watch ends.
+    pub async fn run(mut self) {
+        let resource = loop {
+            match gateway_resource(&self.client).await {
+                Ok(found) => break found,
+                Err(error) => {
+                    tracing::warn!(%error, "gateway deployment: discovery failed; retrying");
+                    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+                }
+            }
+        };
+        let Some(resource) = resource else {
+            tracing::info!("Gateways not served (no Gateway API CRDs): no automated deployment");
+            return;
+        };
+        self.watch(resource).await;
+    }
+
+    async fn watch(&mut self, resource: ApiResource) {
+        let api = Api::<DynamicObject>::all_with(self.client.clone(), &resource);
+        let mut stream = watcher(api, watcher::Config::default())
+            .default_backoff()
+            .boxed();
+        while let Some(next) = stream.next().await {
+            match next {
+                Ok(watcher::Event::Apply(obj) | watcher::Event::InitApply(obj)) => {
+                    if let Some(gw) = decode(&obj) {
+                        self.reconcile(&gw).await;
+                    }
+                }
+                Ok(watcher::Event::Delete(obj)) => {
+                    // The garbage collector deletes what the Gateway owned.
+                    let meta = &obj.metadata;
+                    self.applied.remove(&(
+                        meta.namespace.clone().unwrap_or_default(),
+                        meta.name.clone().unwrap_or_default(),
+                    ));
+                }
+                Ok(watcher::Event::Init | watcher::Event::InitDone) => {}
+                Err(error) => {
+                    tracing::warn!(%error, "watching Gateways for deployment failed; retrying with backoff");
+                }
+            }
+        }
+    }
+
+    /// Applies `gw`'s objects when they changed; deletes them when it is no longer managed.
+    async fn reconcile(&mut self, gw: &Gateway) {
+        let key = (gw.namespace.clone(), gw.name.clone());
+        // Rendered before any await: the borrowing view is not held across one.
+        let (rendered, name) = {
+            let object = GatewayObject {
+                namespace: &gw.namespace,
+                name: &gw.name,
+                uid: &gw.uid,
+                labels: &gw.labels,
+                annotations: &gw.annotations,
+                spec: &gw.spec,
+            };
+            (
+                gateway_deployment::render(&object, &self.settings),
+                gateway_deployment::deployment_name(&object),
+            )
+        };
+        match rendered {
+            Some(rendered) => {
+                if self.applied.get(&key) == Some(&rendered) {
+                    return;
+                }
+                match self.apply(&rendered).await {
+                    Ok(()) => {
+                        tracing::info!(namespace = %gw.namespace, gateway = %gw.name, "gateway deployment applied");
+                        self.applied.insert(key, rendered);
+                    }
+                    Err(error) => {
+                        tracing::warn!(namespace = %gw.namespace, gateway = %gw.name, %error, "applying the gateway deployment failed");
+                        self.applied.remove(&key);
+                    }
+                }
+            }
+            None if gw.spec.gateway_class_name == gateway_deployment::CLASS => {
+                // Manual addresses: what the controller made for it goes.
+                let account = gw
+                    .annotations
+                    .get("gateway.istio.io/service-account")
+                    .cloned()
+                    .unwrap_or_else(|| name.clone());
+                match delete_all(
+                    &self.client,
+                    gw.namespace.clone(),
+                    name,
+                    account,
+                    gw.uid.clone(),
+                )
+                .await
+                {
+                    Ok(()) => {
+                        self.applied.remove(&key);
+                    }
+                    Err(error) => {
+                        tracing::warn!(namespace = %gw.namespace, gateway = %gw.name, %error, "deleting the gateway deployment failed")
+                    }
+                }
+            }
+            None => {}
+        }
+    }
+
+    async fn apply(&self, r: &Rendered) -> kube::Result<()> {
+        apply(&self.client, &r.service_account).await?;
+        apply(&self.client, &r.deployment).await?;
+        apply(&self.client, &r.service).await?;
+        Ok(())
+    }
+}
+
+/// The Gateway resource at its first served version of istiod's (v1, then v1beta1); `None`
+/// when neither serves it.
+async fn gateway_resource(client: &Client) -> kube::Result<Option<ApiResource>> {
+    let groups = client.list_api_groups().await?;
+    let Some(group) = groups
+        .groups
+        .into_iter()
+        .find(|g| g.name == gateway_api::GROUP)
+    else {
+        return Ok(None);
+    };
+    for version in ["v1", "v1beta1"] {
+        if !group.versions.iter().any(|v| v.version == version) {
+            continue;
+        }
+        let api_version = format!("{}/{version}", gateway_api::GROUP);
+        let list = client.list_api_group_resources(&api_version).await?;
+        if let Some(r) = list
+            .resources
+            .iter()
+            .find(|r| r.kind == "Gateway" && !r.name.contains('/'))
+        {
+            return Ok(Some(ApiResource {
+                group: gateway_api::GROUP.to_string(),
+                version: version.to_string(),
+                api_version,
+                kind: r.kind.clone(),
+                plural: r.name.clone(),
+            }));
+        }
+    }
+    Ok(None)
+}
+
+/// The Gateway of a watched object; `None` (logged) when its spec does not decode.
+fn decode(obj: &DynamicObject) -> Option<Gateway> {
+    let meta = &obj.metadata;
+    let namespace = meta.namespace.clone().unwrap_or_default();
+    let name = meta.name.clone().unwrap_or_default();
+    let spec = match serde_json::from_value::<GatewaySpec>(obj.data["spec"].clone()) {
+        Ok(spec) => spec,
+        Err(error) => {
+            tracing::warn!(%namespace, gateway = %name, %error, "gateway deployment: the Gateway's spec does not decode; skipped");
+            return None;
+        }
+    };
+    Some(Gateway {
+        namespace,
+        name,
+        uid: meta.uid.clone().unwrap_or_default(),
+        labels: meta.labels.clone().unwrap_or_default(),
+        annotations: meta.annotations.clone().unwrap_or_default(),
+        spec,
+    })
+}
+
+/// Server-side applies `object` in its namespace, as istiod's patcher does.
+async fn apply<K>(client: &Client, object: &K) -> kube::Result<()>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + Serialize
+        + Debug,
+    K::DynamicType: Default,
+{
+    let meta = object.meta();
+    let ns: String = meta.namespace.clone().unwrap_or_default();
+    let name: String = meta.name.clone().unwrap_or_default();
+    let api = Api::<K>::namespaced(client.clone(), &ns);
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    api.patch(&name, &params, &Patch::Apply(object)).await?;
+    Ok(())
+}
+
+/// Deletes the Deployment and Service `name` and the ServiceAccount `account` of `namespace`
+/// that the Gateway of `uid` owns.
+async fn delete_all(
+    client: &Client,
+    namespace: String,
+    name: String,
+    account: String,
+    uid: String,
+) -> kube::Result<()> {
+    delete_owned::<Deployment>(client, &namespace, &name, &uid).await?;
+    delete_owned::<Service>(client, &namespace, &name, &uid).await?;
+    delete_owned::<ServiceAccount>(client, &namespace, &account, &uid).await
+}
+
+/// Deletes `namespace/name` if it is managed by the controller and owned by the Gateway
+/// of `uid`; an absent object is no error.
+async fn delete_owned<K>(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    uid: &str,
+) -> kube::Result<()>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope> + Clone + DeserializeOwned + Debug,
+    K::DynamicType: Default,
+{
+    let api = Api::<K>::namespaced(client.clone(), namespace);
+    let Some(current) = api.get_opt(name).await? else {
+        return Ok(());
+    };
+    let meta = current.meta();
+    let managed = meta
+        .labels
+        .as_ref()
+        .is_some_and(|l| l.contains_key(MANAGED_LABEL));
+    let owned = meta
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.kind == "Gateway" && o.uid == uid);
+    if managed && owned {
+        api.delete(name, &DeleteParams::default()).await?;
+        tracing::info!(%namespace, %name, kind = %K::kind(&Default::default()), "deleted: its Gateway has manual addresses now");
+    }
+    Ok(())
+}
