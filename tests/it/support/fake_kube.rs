@@ -21,7 +21,8 @@
 //! would.
 //!
 //! It also answers TokenReviews for the tokens a test declares ([`tokens`]), and single-object
-//! reads and writes (get, create, replace: [`objects`]), of namespaced objects and of
+//! reads and writes (get, create, replace, server-side apply as create-or-replace, delete:
+//! [`objects`]; ServiceAccounts and `apps/v1` Deployments too), of namespaced objects and of
 //! cluster-scoped ones (ValidatingWebhookConfigurations, GatewayClasses); a `dryRun` create or replace is
 //! answered and not stored (and calls no webhook: the fake has none).
 
@@ -445,10 +446,16 @@ async fn handle(
     State(shared): State<Arc<Shared>>,
     method: axum::http::Method,
     uri: Uri,
+    headers: axum::http::HeaderMap,
     body: Bytes,
 ) -> Response {
     let path = uri.path().to_string();
     let dry_run = query(&uri).contains_key("dryRun");
+    if method == axum::http::Method::PATCH
+        && let Some(refused) = refuse_patch(&uri, &headers)
+    {
+        return refused;
+    }
     if let Some(answer) = objects::handle(&shared, &method, &path, &body, dry_run) {
         return answer;
     }
@@ -481,6 +488,31 @@ async fn handle(
     } else {
         list_response(&shared, path, api_version, kind, selector).await
     }
+}
+
+/// A `PATCH` the fake does not take: only server-side applies
+/// (`application/apply-patch+yaml`) with a `fieldManager` (as the API server requires) and
+/// `force=true` (as istiod's controller sends them).
+fn refuse_patch(uri: &Uri, headers: &axum::http::HeaderMap) -> Option<Response> {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let q = query(uri);
+    let problem = if content_type != "application/apply-patch+yaml" {
+        format!("the fake API takes server-side applies only, not {content_type:?}")
+    } else if q.get("fieldManager").is_none_or(|m| m.is_empty()) {
+        "fieldManager is required for apply requests".to_string()
+    } else if q.get("force").map(String::as_str) != Some("true") {
+        "the fake API takes forced applies only".to_string()
+    } else {
+        return None;
+    };
+    Some(json_response(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+               "message": problem, "reason": "Invalid", "code": 422}),
+    ))
 }
 
 async fn list_response(
