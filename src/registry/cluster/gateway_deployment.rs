@@ -35,6 +35,8 @@ pub const GATEWAY_CLASS_LABEL: &str = "gateway.networking.k8s.io/gateway-class-n
 /// The label `apply` adds to what the controller manages, and its value.
 pub const MANAGED_LABEL: &str = "gateway.istio.io/managed";
 pub const MANAGED_VALUE: &str = "istio.io-gateway-controller";
+/// The ambient label istiod sets to `none` unless the Gateway sets it.
+const DATAPLANE_MODE_LABEL: &str = "istio.io/dataplane-mode";
 /// The field manager of the server-side applies.
 pub const FIELD_MANAGER: &str = "istio.io/gateway-controller";
 
@@ -108,7 +110,8 @@ pub fn render(gw: &GatewayObject<'_>, settings: &DeploymentSettings) -> Option<R
         .unwrap_or_else(|| name.clone());
     let infra = gw.spec.infrastructure.as_ref();
     // istiod's extractInfrastructureMetadata: the infrastructure's when it sets any, else
-    // the Gateway's own.
+    // the Gateway's own (an empty `infrastructure.labels: {}` counts as unset here, where
+    // istiod takes it as set).
     let infra_labels = match infra.filter(|i| !i.labels.is_empty()) {
         Some(i) => i.labels.clone(),
         None => gw.labels.clone(),
@@ -123,6 +126,11 @@ pub fn render(gw: &GatewayObject<'_>, settings: &DeploymentSettings) -> Option<R
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     let mut labels = infra_labels;
+    // istiod's setLabelOverrides (ambient waypoints on, its default): a gateway is kept out of
+    // ambient capture unless its labels say otherwise.
+    if !gw.labels.contains_key(DATAPLANE_MODE_LABEL) && !labels.contains_key(DATAPLANE_MODE_LABEL) {
+        labels.insert(DATAPLANE_MODE_LABEL.into(), "none".into());
+    }
     labels.insert(GATEWAY_NAME_LABEL.into(), gw.name.into());
     labels.insert(GATEWAY_CLASS_LABEL.into(), CLASS.into());
     labels.insert(MANAGED_LABEL.into(), MANAGED_VALUE.into());

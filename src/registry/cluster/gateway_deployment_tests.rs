@@ -82,6 +82,7 @@ fn a_gateway_with_two_listeners_gets_its_account_deployment_and_service() {
     let owner = json!([{"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
                         "name": "gw", "uid": "uid-1"}]);
     let labels = json!({"team": "a",
+        "istio.io/dataplane-mode": "none",
         "gateway.networking.k8s.io/gateway-name": "gw",
         "gateway.networking.k8s.io/gateway-class-name": "istio",
         "gateway.istio.io/managed": "istio.io-gateway-controller"});
