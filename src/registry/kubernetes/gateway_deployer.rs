@@ -6,20 +6,23 @@
 //!
 //! [`GatewayDeployer`] is a tokio task, not an actor (as the JWKS resolver and
 //! `root_cert::publish`): a kube watcher of Gateways (with backoff) drives it. It writes an
-//! object only when its rendering differs from what it last applied; a Gateway that switches
+//! object only when its rendering differs from what it last applied, and again when one of
+//! them is deleted by someone else (a watch of the objects labelled `gateway.istio.io/managed`;
+//! an edit by someone else is undone only when the rendering changes); a Gateway that switches
 //! to manual addresses (a Hostname) has its three objects deleted (when they are owned by
 //! it); a deleted Gateway's objects are left to the API server's garbage collector (their
-//! ownerReference), as istiod does. A failed write is logged and tried again at the
-//! Gateway's next event, or at the watch's next relist.
+//! ownerReference), as istiod does. A failed write is logged and tried again every 5 s.
 //!
 //! TODO(leader election): istiod applies from the leader of the `istio-gateway-deployment`
 //! lease only; axon's deployer runs on every replica (identical server-side applies are
 //! idempotent). Hold the Lease the status writer's election provides once it lands.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Debug;
+use std::time::Duration;
 
 use futures::StreamExt;
+use futures::stream::BoxStream;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Service, ServiceAccount};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
@@ -29,7 +32,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::registry::cluster::gateway_deployment::{
-    self, DeploymentSettings, FIELD_MANAGER, GatewayObject, MANAGED_LABEL, Rendered,
+    self, DeploymentSettings, FIELD_MANAGER, GatewayObject, MANAGED_LABEL, MANAGED_VALUE, Rendered,
 };
 use axon_config::gateway_api::{self, GatewaySpec};
 
@@ -38,10 +41,21 @@ pub struct GatewayDeployer {
     client: Client,
     settings: DeploymentSettings,
     /// What was last applied, by the Gateway's namespace and name.
-    applied: HashMap<(String, String), Rendered>,
+    applied: HashMap<Key, Rendered>,
+    /// The Gateways watched.
+    gateways: HashMap<Key, Gateway>,
+    /// The Gateways whose last apply or delete failed, tried again every [`RETRY`].
+    failed: BTreeSet<Key>,
 }
 
+/// A Gateway's namespace and name.
+type Key = (String, String);
+
+/// How often failed applies and deletes are tried again.
+const RETRY: Duration = Duration::from_secs(5);
+
 /// One Gateway as the watch gives it: its metadata and its typed spec.
+#[derive(Clone)]
 struct Gateway {
     namespace: String,
     name: String,
@@ -51,12 +65,20 @@ struct Gateway {
     spec: GatewaySpec,
 }
 
+impl Gateway {
+    fn key(&self) -> Key {
+        (self.namespace.clone(), self.name.clone())
+    }
+}
+
 impl GatewayDeployer {
     pub fn new(client: Client, settings: DeploymentSettings) -> Self {
         GatewayDeployer {
             client,
             settings,
             applied: HashMap::new(),
+            gateways: HashMap::new(),
+            failed: BTreeSet::new(),
         }
     }
 
@@ -68,7 +90,7 @@ impl GatewayDeployer {
                 Ok(found) => break found,
                 Err(error) => {
                     tracing::warn!(%error, "gateway deployment: discovery failed; retrying");
-                    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+                    tokio::time::sleep(RETRY).await;
                 }
             }
         };
@@ -81,27 +103,57 @@ impl GatewayDeployer {
 
     async fn watch(&mut self, resource: ApiResource) {
         let api = Api::<DynamicObject>::all_with(self.client.clone(), &resource);
-        let mut stream = watcher(api, watcher::Config::default())
+        let mut gateways = watcher(api, watcher::Config::default())
             .default_backoff()
             .boxed();
-        while let Some(next) = stream.next().await {
-            match next {
-                Ok(watcher::Event::Apply(obj) | watcher::Event::InitApply(obj)) => {
-                    if let Some(gw) = decode(&obj) {
+        let mut owned = futures::stream::select_all([
+            owned_deletions::<Deployment>(&self.client),
+            owned_deletions::<Service>(&self.client),
+            owned_deletions::<ServiceAccount>(&self.client),
+        ]);
+        let mut retry = tokio::time::interval(RETRY);
+        loop {
+            tokio::select! {
+                next = gateways.next() => match next {
+                    Some(Ok(watcher::Event::Apply(obj) | watcher::Event::InitApply(obj))) => {
+                        if let Some(gw) = decode(&obj) {
+                            self.gateways.insert(gw.key(), gw.clone());
+                            self.reconcile(&gw).await;
+                        }
+                    }
+                    Some(Ok(watcher::Event::Delete(obj))) => {
+                        // The garbage collector deletes what the Gateway owned.
+                        let meta = &obj.metadata;
+                        let key = (
+                            meta.namespace.clone().unwrap_or_default(),
+                            meta.name.clone().unwrap_or_default(),
+                        );
+                        self.applied.remove(&key);
+                        self.failed.remove(&key);
+                        self.gateways.remove(&key);
+                    }
+                    Some(Ok(watcher::Event::Init | watcher::Event::InitDone)) => {}
+                    Some(Err(error)) => {
+                        tracing::warn!(%error, "watching Gateways for deployment failed; retrying with backoff");
+                    }
+                    None => return,
+                },
+                // One of the objects it applied was deleted by someone else: put back.
+                Some(key) = owned.next() => {
+                    if self.applied.remove(&key).is_some()
+                        && let Some(gw) = self.gateways.get(&key).cloned()
+                    {
+                        tracing::info!(namespace = %gw.namespace, gateway = %gw.name, "a gateway deployment object was deleted; applying again");
                         self.reconcile(&gw).await;
                     }
                 }
-                Ok(watcher::Event::Delete(obj)) => {
-                    // The garbage collector deletes what the Gateway owned.
-                    let meta = &obj.metadata;
-                    self.applied.remove(&(
-                        meta.namespace.clone().unwrap_or_default(),
-                        meta.name.clone().unwrap_or_default(),
-                    ));
-                }
-                Ok(watcher::Event::Init | watcher::Event::InitDone) => {}
-                Err(error) => {
-                    tracing::warn!(%error, "watching Gateways for deployment failed; retrying with backoff");
+                _ = retry.tick(), if !self.failed.is_empty() => {
+                    let keys: Vec<_> = self.failed.iter().cloned().collect();
+                    for key in keys {
+                        if let Some(gw) = self.gateways.get(&key).cloned() {
+                            self.reconcile(&gw).await;
+                        }
+                    }
                 }
             }
         }
@@ -109,7 +161,7 @@ impl GatewayDeployer {
 
     /// Applies `gw`'s objects when they changed; deletes them when it is no longer managed.
     async fn reconcile(&mut self, gw: &Gateway) {
-        let key = (gw.namespace.clone(), gw.name.clone());
+        let key = gw.key();
         // Rendered before any await: the borrowing view is not held across one.
         let (rendered, name) = {
             let object = GatewayObject {
@@ -133,11 +185,13 @@ impl GatewayDeployer {
                 match self.apply(&rendered).await {
                     Ok(()) => {
                         tracing::info!(namespace = %gw.namespace, gateway = %gw.name, "gateway deployment applied");
+                        self.failed.remove(&key);
                         self.applied.insert(key, rendered);
                     }
                     Err(error) => {
-                        tracing::warn!(namespace = %gw.namespace, gateway = %gw.name, %error, "applying the gateway deployment failed");
+                        tracing::warn!(namespace = %gw.namespace, gateway = %gw.name, %error, "applying the gateway deployment failed; retrying");
                         self.applied.remove(&key);
+                        self.failed.insert(key);
                     }
                 }
             }
@@ -159,13 +213,17 @@ impl GatewayDeployer {
                 {
                     Ok(()) => {
                         self.applied.remove(&key);
+                        self.failed.remove(&key);
                     }
                     Err(error) => {
-                        tracing::warn!(namespace = %gw.namespace, gateway = %gw.name, %error, "deleting the gateway deployment failed")
+                        tracing::warn!(namespace = %gw.namespace, gateway = %gw.name, %error, "deleting the gateway deployment failed; retrying");
+                        self.failed.insert(key);
                     }
                 }
             }
-            None => {}
+            None => {
+                self.failed.remove(&key);
+            }
         }
     }
 
@@ -209,6 +267,31 @@ async fn gateway_resource(client: &Client) -> kube::Result<Option<ApiResource>> 
         }
     }
     Ok(None)
+}
+
+/// The Gateways (namespace, name) whose managed objects of kind `K` are deleted: a watch of
+/// the objects labelled `gateway.istio.io/managed`, each deletion named by its owner.
+fn owned_deletions<K>(client: &Client) -> BoxStream<'static, Key>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    K::DynamicType: Default,
+{
+    let config = watcher::Config::default().labels(&format!("{MANAGED_LABEL}={MANAGED_VALUE}"));
+    watcher(Api::<K>::all(client.clone()), config)
+        .default_backoff()
+        .filter_map(|event| async move {
+            let watcher::Event::Delete(object) = event.ok()? else {
+                return None;
+            };
+            let meta = object.meta();
+            let owner = meta
+                .owner_references
+                .iter()
+                .flatten()
+                .find(|o| o.kind == "Gateway")?;
+            Some((meta.namespace.clone()?, owner.name.clone()))
+        })
+        .boxed()
 }
 
 /// The Gateway of a watched object; `None` (logged) when its spec does not decode.

@@ -2,7 +2,8 @@
 //! `--kubernetes`), against the fake API server: a managed Gateway of class `istio` gets the
 //! ServiceAccount, Deployment and Service `NAME-istio` (server-side applied, owned by the
 //! Gateway, labelled and selected by its name); an edit of its listeners reaches the
-//! Service's ports; an event that renders the same objects writes nothing; a Gateway with a
+//! Service's ports; an event that renders the same objects writes nothing; a deployed object
+//! deleted by someone else is put back; a Gateway with a
 //! Hostname address gets nothing, and one that switches to such an address loses its
 //! objects.
 
@@ -161,6 +162,17 @@ fn a_managed_gateway_is_deployed_updated_and_removed_when_it_turns_manual() {
     );
     // The Gateway with a Hostname address got nothing.
     assert!(!exists_any(&api, "manual-istio"));
+
+    // A deployed object deleted by someone else is put back.
+    let uid = api.get(DEPLOYMENTS, "shop", "zz-istio").unwrap()["metadata"]["uid"].clone();
+    api.delete("apps/v1", "Deployment", "shop", "zz-istio");
+    assert!(
+        wait_until(CONVERGE, || api
+            .get(DEPLOYMENTS, "shop", "zz-istio")
+            .is_some_and(|d| d["metadata"]["uid"] != uid)),
+        "never put back:\n{}",
+        axon.logs()
+    );
 
     // Switched to a Hostname address: its objects are deleted.
     api.apply(gateway("gw", listeners(true), hostname()));
