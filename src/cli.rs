@@ -458,3 +458,46 @@ impl std::str::FromStr for XdsAddr {
             .map_err(|e| format!("{e}: want HOST:PORT or off"))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn serve(args: &[&str]) -> Settings {
+        let argv = ["axon", "serve"].iter().chain(args).copied();
+        let Command::Serve(args) = Cli::try_parse_from(argv).unwrap().command else {
+            panic!("not serve");
+        };
+        settings(args).unwrap()
+    }
+
+    #[test]
+    fn gateway_deployment_is_on_with_kubernetes_unless_turned_off() {
+        let on = serve(&["--kubernetes", "--trust-domain", "example.org"])
+            .gateway_deployment
+            .expect("on by default");
+        assert_eq!(on.proxy_image, "docker.io/istio/proxyv2:1.28.0");
+        assert!(on.discovery_address.starts_with("istiod."), "{on:?}");
+        assert!(on.discovery_address.ends_with(".svc:15012"), "{on:?}");
+        assert_eq!(on.trust_domain, "example.org");
+        assert_eq!(on.mesh_id, "example.org");
+        assert_eq!(on.cluster_id, "Kubernetes");
+        assert_eq!(on.domain_suffix, "cluster.local");
+        let set = serve(&[
+            "--kubernetes",
+            "--gateway-proxy-image",
+            "img:1",
+            "--gateway-discovery-address",
+            "axon.axon-system.svc:15012",
+        ])
+        .gateway_deployment
+        .unwrap();
+        assert_eq!(set.proxy_image, "img:1");
+        assert_eq!(set.discovery_address, "axon.axon-system.svc:15012");
+        let off = serve(&["--kubernetes", "--gateway-deployment", "false"]);
+        assert!(off.gateway_deployment.is_none());
+        let dir = std::env::temp_dir();
+        let files_only = serve(&["--config-dir", dir.to_str().unwrap()]);
+        assert!(files_only.gateway_deployment.is_none());
+    }
+}
