@@ -430,7 +430,8 @@ async fn wire(
         )
         .start();
         if let Some(deployment) = settings.gateway_deployment.clone() {
-            tokio::spawn(GatewayDeployer::new(client.clone(), deployment).run());
+            let selector = settings.namespace_selector.clone();
+            tokio::spawn(GatewayDeployer::new(client.clone(), deployment, selector).run());
         }
         let istio = IstioRegistry::new(client, kube_settings, outbox(ISTIO_SOURCE), cap).start();
         kubernetes.push(services.recipient());

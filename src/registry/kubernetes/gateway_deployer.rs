@@ -24,7 +24,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{Namespace, Service, ServiceAccount};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
@@ -34,6 +34,7 @@ use serde::de::DeserializeOwned;
 use crate::registry::cluster::gateway_deployment::{
     self, DeploymentSettings, FIELD_MANAGER, GatewayObject, MANAGED_LABEL, MANAGED_VALUE, Rendered,
 };
+use crate::registry::cluster::namespaces::NamespaceSelector;
 use axon_config::gateway_api::{self, GatewaySpec};
 
 /// Applies the objects of managed Gateways; see the module's description.
@@ -46,6 +47,12 @@ pub struct GatewayDeployer {
     gateways: HashMap<Key, Gateway>,
     /// The Gateways whose last apply or delete failed, tried again every [`RETRY`].
     failed: BTreeSet<Key>,
+    /// With `--namespace-selector`: the selector and the namespaces it selects now (as
+    /// istiod's controller reads only the discovery namespaces' Gateways).
+    selector: Option<NamespaceSelector>,
+    selected: BTreeSet<String>,
+    /// The namespaces of a relist of Namespaces under way.
+    relisting: BTreeSet<String>,
 }
 
 /// A Gateway's namespace and name.
@@ -72,10 +79,17 @@ impl Gateway {
 }
 
 impl GatewayDeployer {
-    pub fn new(client: Client, settings: DeploymentSettings) -> Self {
+    pub fn new(
+        client: Client,
+        settings: DeploymentSettings,
+        selector: Option<NamespaceSelector>,
+    ) -> Self {
         GatewayDeployer {
             client,
             settings,
+            selector,
+            selected: BTreeSet::new(),
+            relisting: BTreeSet::new(),
             applied: HashMap::new(),
             gateways: HashMap::new(),
             failed: BTreeSet::new(),
@@ -111,9 +125,30 @@ impl GatewayDeployer {
             owned_deletions::<Service>(&self.client),
             owned_deletions::<ServiceAccount>(&self.client),
         ]);
+        let mut namespaces = match &self.selector {
+            Some(selector) => {
+                let config = watcher::Config::default().labels(&selector.to_label_selector());
+                watcher(Api::<Namespace>::all(self.client.clone()), config)
+                    .default_backoff()
+                    .boxed()
+            }
+            None => futures::stream::pending().boxed(),
+        };
         let mut retry = tokio::time::interval(RETRY);
         loop {
             tokio::select! {
+                Some(event) = namespaces.next() => {
+                    let newly = self.namespace_event(event);
+                    let due: Vec<Gateway> = self
+                        .gateways
+                        .values()
+                        .filter(|gw| newly.contains(&gw.namespace))
+                        .cloned()
+                        .collect();
+                    for gw in due {
+                        self.reconcile(&gw).await;
+                    }
+                }
                 next = gateways.next() => match next {
                     Some(Ok(watcher::Event::Apply(obj) | watcher::Event::InitApply(obj))) => {
                         if let Some(gw) = decode(&obj) {
@@ -159,9 +194,47 @@ impl GatewayDeployer {
         }
     }
 
+    /// Follows the selected namespaces; returns those newly selected.
+    fn namespace_event(
+        &mut self,
+        event: Result<watcher::Event<Namespace>, watcher::Error>,
+    ) -> BTreeSet<String> {
+        let name = |ns: &Namespace| ns.metadata.name.clone().unwrap_or_default();
+        match event {
+            Ok(watcher::Event::Init) => self.relisting.clear(),
+            Ok(watcher::Event::InitApply(ns)) => {
+                self.relisting.insert(name(&ns));
+            }
+            Ok(watcher::Event::InitDone) => {
+                let listed = std::mem::take(&mut self.relisting);
+                let newly = listed.difference(&self.selected).cloned().collect();
+                self.selected = listed;
+                return newly;
+            }
+            Ok(watcher::Event::Apply(ns)) => {
+                let name = name(&ns);
+                if self.selected.insert(name.clone()) {
+                    return BTreeSet::from([name]);
+                }
+            }
+            Ok(watcher::Event::Delete(ns)) => {
+                self.selected.remove(&name(&ns));
+            }
+            Err(error) => {
+                tracing::warn!(%error, "watching Namespaces for gateway deployment failed; retrying with backoff");
+            }
+        }
+        BTreeSet::new()
+    }
+
     /// Applies `gw`'s objects when they changed; deletes them when it is no longer managed.
+    /// A Gateway of a namespace `--namespace-selector` leaves out is not touched.
     async fn reconcile(&mut self, gw: &Gateway) {
         let key = gw.key();
+        if self.selector.is_some() && !self.selected.contains(&gw.namespace) {
+            self.failed.remove(&key);
+            return;
+        }
         // Rendered before any await: the borrowing view is not held across one.
         let (rendered, name) = {
             let object = GatewayObject {

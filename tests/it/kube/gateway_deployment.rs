@@ -5,7 +5,7 @@
 //! Service's ports; an event that renders the same objects writes nothing; a deployed object
 //! deleted by someone else is put back; a Gateway with a
 //! Hostname address gets nothing, and one that switches to such an address loses its
-//! objects.
+//! objects. With `--namespace-selector`, only the selected namespaces' Gateways are deployed.
 
 use std::time::Duration;
 
@@ -19,8 +19,12 @@ const GROUP_V1: &str = "gateway.networking.k8s.io/v1";
 const KINDS: [&str; 3] = [SERVICE_ACCOUNTS, DEPLOYMENTS, SERVICES];
 
 fn gateway(name: &str, listeners: Value, addresses: Value) -> Value {
+    gateway_in("shop", name, listeners, addresses)
+}
+
+fn gateway_in(ns: &str, name: &str, listeners: Value, addresses: Value) -> Value {
     json!({"apiVersion": GROUP_V1, "kind": "Gateway",
-           "metadata": {"name": name, "namespace": "shop", "uid": format!("{name}-uid"),
+           "metadata": {"name": name, "namespace": ns, "uid": format!("{ns}-{name}-uid"),
                         "labels": {"team": "web"}},
            "spec": {"gatewayClassName": "istio", "listeners": listeners, "addresses": addresses}})
 }
@@ -60,7 +64,11 @@ fn ports(api: &FakeKube, name: &str) -> Vec<(String, i64, String)> {
 }
 
 fn exists_all(api: &FakeKube, name: &str) -> bool {
-    KINDS.iter().all(|k| api.get(k, "shop", name).is_some())
+    exists_all_in(api, "shop", name)
+}
+
+fn exists_all_in(api: &FakeKube, ns: &str, name: &str) -> bool {
+    KINDS.iter().all(|k| api.get(k, ns, name).is_some())
 }
 
 fn exists_any(api: &FakeKube, name: &str) -> bool {
@@ -90,7 +98,8 @@ fn a_managed_gateway_is_deployed_updated_and_removed_when_it_turns_manual() {
         axon.logs()
     );
 
-    let owner = json!([{"apiVersion": GROUP_V1, "kind": "Gateway", "name": "gw", "uid": "gw-uid"}]);
+    let owner =
+        json!([{"apiVersion": GROUP_V1, "kind": "Gateway", "name": "gw", "uid": "shop-gw-uid"}]);
     for kind in KINDS {
         let object = api.get(kind, "shop", "gw-istio").unwrap();
         let meta = &object["metadata"];
@@ -182,4 +191,38 @@ fn a_managed_gateway_is_deployed_updated_and_removed_when_it_turns_manual() {
         axon.logs()
     );
     assert!(exists_all(&api, "zz-istio"));
+}
+
+#[test]
+fn only_the_gateways_of_selected_namespaces_are_deployed() {
+    let api = FakeKube::start();
+    api.apply(namespace("shop", &[("mesh", "on")]));
+    api.apply(namespace("other", &[]));
+    api.apply(gateway_in("other", "gw", listeners(false), json!([])));
+    api.apply(gateway_in("shop", "gw", listeners(false), json!([])));
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = api.write_kubeconfig(dir.path()).display().to_string();
+    let axon = Axon::start_with_env(
+        None,
+        &["--kubernetes", "--namespace-selector", "mesh=on"],
+        &[("KUBECONFIG", kubeconfig.as_str())],
+    );
+    assert!(
+        wait_until(CONVERGE, || exists_all_in(&api, "shop", "gw-istio")),
+        "never deployed:\n{}",
+        axon.logs()
+    );
+    // Listed first, and left out.
+    assert!(
+        KINDS
+            .iter()
+            .all(|k| api.get(k, "other", "gw-istio").is_none())
+    );
+    // Selected once labelled.
+    api.apply(namespace("other", &[("mesh", "on")]));
+    assert!(
+        wait_until(CONVERGE, || exists_all_in(&api, "other", "gw-istio")),
+        "never deployed once selected:\n{}",
+        axon.logs()
+    );
 }
