@@ -9,20 +9,23 @@
 //! `GatewayDeployer` in `registry::kubernetes` applies them. Only Gateways of class `istio`
 //! that istiod manages (`IsManaged`: no address, or one of type IPAddress) get any.
 //! Not rendered (istiod's optional parts): the HorizontalPodAutoscaler and
-//! PodDisruptionBudget of class-default or `parametersRef` overlays, resources, probes'
-//! and log-level annotations, native sidecars, ambient and east-west variants.
+//! PodDisruptionBudget of class-default or `parametersRef` overlays, resources, the
+//! log-level and proxy-image annotations, native sidecars, ambient and east-west variants.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
     Capabilities, ConfigMapVolumeSource, Container, ContainerPort, DownwardAPIVolumeFile,
-    DownwardAPIVolumeSource, EmptyDirVolumeSource, EnvVar, EnvVarSource, ObjectFieldSelector,
-    PodSecurityContext, PodSpec, PodTemplateSpec, ProjectedVolumeSource, SecurityContext, Service,
-    ServiceAccount, ServiceAccountTokenProjection, ServicePort, ServiceSpec, Sysctl, Volume,
-    VolumeMount, VolumeProjection,
+    DownwardAPIVolumeSource, EmptyDirVolumeSource, EnvVar, EnvVarSource, HTTPGetAction,
+    ObjectFieldSelector, PodSecurityContext, PodSpec, PodTemplateSpec, Probe,
+    ProjectedVolumeSource, ResourceFieldSelector, SecurityContext, Service, ServiceAccount,
+    ServiceAccountTokenProjection, ServicePort, ServiceSpec, Sysctl, Volume, VolumeMount,
+    VolumeProjection,
 };
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use axon_config::gateway_api::GatewaySpec;
 
@@ -281,6 +284,39 @@ fn env_field(name: &str, path: &str) -> EnvVar {
     }
 }
 
+fn env_resource(name: &str, resource: &str) -> EnvVar {
+    EnvVar {
+        name: name.into(),
+        value_from: Some(EnvVarSource {
+            resource_field_ref: Some(ResourceFieldSelector {
+                resource: resource.into(),
+                divisor: Some(Quantity("1".into())),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The template's probes of pilot-agent's `/healthz/ready` on the status port.
+fn ready_probe(failures: i32, initial_delay: i32, period: i32) -> Probe {
+    Probe {
+        failure_threshold: Some(failures),
+        http_get: Some(HTTPGetAction {
+            path: Some("/healthz/ready".into()),
+            port: IntOrString::Int(15021),
+            scheme: Some("HTTP".into()),
+            ..Default::default()
+        }),
+        initial_delay_seconds: Some(initial_delay),
+        period_seconds: Some(period),
+        success_threshold: Some(1),
+        timeout_seconds: Some(1),
+        ..Default::default()
+    }
+}
+
 fn mount(name: &str, path: &str) -> VolumeMount {
     VolumeMount {
         name: name.into(),
@@ -312,9 +348,11 @@ fn pod_spec(namespace: &str, name: &str, service_account: &str, s: &DeploymentSe
         env_field("INSTANCE_IP", "status.podIP"),
         env_field("SERVICE_ACCOUNT", "spec.serviceAccountName"),
         env_field("HOST_IP", "status.hostIP"),
+        env_resource("ISTIO_CPU_LIMIT", "limits.cpu"),
         env("PROXY_CONFIG", &proxy_config),
         env("ISTIO_META_POD_PORTS", "[]"),
         env("ISTIO_META_APP_CONTAINERS", ""),
+        env_resource("GOMEMLIMIT", "limits.memory"),
         env("ISTIO_META_CLUSTER_ID", &s.cluster_id),
         env_field("ISTIO_META_NODE_NAME", "spec.nodeName"),
         env("ISTIO_META_INTERCEPTION_MODE", "REDIRECT"),
@@ -357,6 +395,8 @@ fn pod_spec(namespace: &str, name: &str, service_account: &str, s: &DeploymentSe
             port(15090, "http-envoy-prom"),
         ]),
         env: Some(env),
+        startup_probe: Some(ready_probe(30, 1, 1)),
+        readiness_probe: Some(ready_probe(4, 0, 15)),
         security_context: Some(SecurityContext {
             capabilities: Some(Capabilities {
                 drop: Some(vec!["ALL".into()]),

@@ -160,6 +160,15 @@ fn a_gateway_with_two_listeners_gets_its_account_deployment_and_service() {
     );
     assert_eq!(env["ISTIO_META_MESH_ID"], "cluster.local");
     assert_eq!(env["TRUST_DOMAIN"], "cluster.local");
+    assert_eq!(
+        env["GOMEMLIMIT"],
+        json!({"resourceFieldRef": {"resource": "limits.memory", "divisor": "1"}})
+    );
+    assert_eq!(
+        c["readinessProbe"]["httpGet"],
+        json!({"path": "/healthz/ready", "port": 15021, "scheme": "HTTP"})
+    );
+    assert_eq!(c["startupProbe"]["failureThreshold"], 30);
     let volumes = pod["volumes"].as_array().unwrap();
     let volume = |name: &str| volumes.iter().find(|v| v["name"] == name).unwrap().clone();
     assert_eq!(
