@@ -389,7 +389,9 @@ fn decode(obj: &DynamicObject) -> Option<Gateway> {
     })
 }
 
-/// Server-side applies `object` in its namespace, as istiod's patcher does.
+/// Server-side applies `object` in its namespace, as istiod's patcher does, unless an object
+/// of that name exists without the `gateway.istio.io/managed` label (istiod's `canManage`:
+/// what someone else made is not taken over; logged and skipped).
 async fn apply<K>(client: &Client, object: &K) -> kube::Result<()>
 where
     K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
@@ -403,6 +405,18 @@ where
     let ns: String = meta.namespace.clone().unwrap_or_default();
     let name: String = meta.name.clone().unwrap_or_default();
     let api = Api::<K>::namespaced(client.clone(), &ns);
+    if let Some(current) = api.get_opt(&name).await? {
+        let managed = current
+            .meta()
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.contains_key(MANAGED_LABEL));
+        if !managed {
+            let kind = K::kind(&Default::default()).to_string();
+            tracing::info!(namespace = %ns, %name, %kind, "exists and is not managed by the gateway controller; left alone");
+            return Ok(());
+        }
+    }
     let params = PatchParams::apply(FIELD_MANAGER).force();
     api.patch(&name, &params, &Patch::Apply(object)).await?;
     Ok(())

@@ -6,6 +6,7 @@
 //! deleted by someone else is put back; a Gateway with a
 //! Hostname address gets nothing, and one that switches to such an address loses its
 //! objects. With `--namespace-selector`, only the selected namespaces' Gateways are deployed.
+//! An object of the same name that the controller does not manage is left alone.
 
 use std::time::Duration;
 
@@ -224,5 +225,35 @@ fn only_the_gateways_of_selected_namespaces_are_deployed() {
         wait_until(CONVERGE, || exists_all_in(&api, "other", "gw-istio")),
         "never deployed once selected:\n{}",
         axon.logs()
+    );
+}
+
+#[test]
+fn an_object_of_the_same_name_made_by_someone_else_is_left_alone() {
+    let api = FakeKube::start();
+    api.apply(namespace("shop", &[]));
+    api.apply(service("shop", "gw-istio", &[("http", 80)]));
+    api.apply(gateway("gw", listeners(false), json!([])));
+    // Listed after gw: once its objects exist, gw's were handled.
+    api.apply(gateway("zz", listeners(false), json!([])));
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = api.write_kubeconfig(dir.path()).display().to_string();
+    let axon = Axon::start_with_env(
+        None,
+        &["--kubernetes"],
+        &[("KUBECONFIG", kubeconfig.as_str())],
+    );
+    assert!(
+        wait_until(CONVERGE, || exists_all(&api, "zz-istio")),
+        "never deployed:\n{}",
+        axon.logs()
+    );
+    assert!(api.get(DEPLOYMENTS, "shop", "gw-istio").is_some());
+    assert!(api.get(SERVICE_ACCOUNTS, "shop", "gw-istio").is_some());
+    // istiod's canManage: the Service without the managed label is not taken over.
+    assert_eq!(api.writes(SERVICES), 1, "zz-istio's only");
+    assert_eq!(
+        ports(&api, "gw-istio"),
+        [("http".to_string(), 80, String::new())]
     );
 }
