@@ -150,14 +150,21 @@ impl GatewayDeployer {
                     }
                 }
                 next = gateways.next() => match next {
-                    Some(Ok(watcher::Event::Apply(obj) | watcher::Event::InitApply(obj))) => {
+                    Some(Ok(watcher::Event::Apply(obj) | watcher::Event::InitApply(obj)))
+                        if obj.metadata.deletion_timestamp.is_none() =>
+                    {
                         if let Some(gw) = decode(&obj) {
                             self.gateways.insert(gw.key(), gw.clone());
                             self.reconcile(&gw).await;
                         }
                     }
-                    Some(Ok(watcher::Event::Delete(obj))) => {
-                        // The garbage collector deletes what the Gateway owned.
+                    // Deleted, or being deleted (foreground: its objects go first): the
+                    // garbage collector deletes what the Gateway owned.
+                    Some(Ok(
+                        watcher::Event::Delete(obj)
+                        | watcher::Event::Apply(obj)
+                        | watcher::Event::InitApply(obj),
+                    )) => {
                         let meta = &obj.metadata;
                         let key = (
                             meta.namespace.clone().unwrap_or_default(),
@@ -174,9 +181,12 @@ impl GatewayDeployer {
                     None => return,
                 },
                 // One of the objects it applied was deleted by someone else: put back.
+                // Unless its Gateway is gone: the garbage collector's deletions may come before
+                // the Gateway's own, on another watch.
                 Some(key) = owned.next() => {
                     if self.applied.remove(&key).is_some()
                         && let Some(gw) = self.gateways.get(&key).cloned()
+                        && gateway_lives(&self.client, &resource, &gw).await
                     {
                         tracing::info!(namespace = %gw.namespace, gateway = %gw.name, "a gateway deployment object was deleted; applying again");
                         self.reconcile(&gw).await;
@@ -340,6 +350,20 @@ async fn gateway_resource(client: &Client) -> kube::Result<Option<ApiResource>> 
         }
     }
     Ok(None)
+}
+
+/// Whether `gw` still exists (same uid) and is not being deleted; a failed read counts as
+/// alive (the apply that follows fails too, and is retried).
+async fn gateway_lives(client: &Client, resource: &ApiResource, gw: &Gateway) -> bool {
+    let api = Api::<DynamicObject>::namespaced_with(client.clone(), &gw.namespace, resource);
+    match api.get_opt(&gw.name).await {
+        Ok(Some(current)) => {
+            current.metadata.uid.as_deref() == Some(gw.uid.as_str())
+                && current.metadata.deletion_timestamp.is_none()
+        }
+        Ok(None) => false,
+        Err(_) => true,
+    }
 }
 
 /// The Gateways (namespace, name) whose managed objects of kind `K` are deleted: a watch of

@@ -3,7 +3,8 @@
 //! ServiceAccount, Deployment and Service `NAME-istio` (server-side applied, owned by the
 //! Gateway, labelled and selected by its name); an edit of its listeners reaches the
 //! Service's ports; an event that renders the same objects writes nothing; a deployed object
-//! deleted by someone else is put back; a Gateway with a
+//! deleted by someone else is put back, and not those of a deleted Gateway (the garbage
+//! collector's, emulated by the fake); a Gateway with a
 //! Hostname address gets nothing, and one that switches to such an address loses its
 //! objects. With `--namespace-selector`, only the selected namespaces' Gateways are deployed.
 //! An object of the same name that the controller does not manage is left alone.
@@ -184,6 +185,31 @@ fn a_managed_gateway_is_deployed_updated_and_removed_when_it_turns_manual() {
         axon.logs()
     );
 
+    // A deleted Gateway's objects go with it (the garbage collector) and are not put back:
+    // once a live Gateway's objects, deleted after them on each kind's watch, are back.
+    api.apply(gateway("marker", listeners(false), json!([])));
+    assert!(wait_until(CONVERGE, || exists_all(&api, "marker-istio")));
+    let uids: Vec<Value> = KINDS
+        .iter()
+        .map(|k| api.get(k, "shop", "marker-istio").unwrap()["metadata"]["uid"].clone())
+        .collect();
+    api.delete(GROUP_V1, "Gateway", "shop", "zz");
+    assert!(
+        !exists_any(&api, "zz-istio"),
+        "the fake's garbage collector"
+    );
+    api.delete("v1", "ServiceAccount", "shop", "marker-istio");
+    api.delete("apps/v1", "Deployment", "shop", "marker-istio");
+    api.delete("v1", "Service", "shop", "marker-istio");
+    assert!(
+        wait_until(CONVERGE, || KINDS.iter().zip(&uids).all(|(k, uid)| api
+            .get(k, "shop", "marker-istio")
+            .is_some_and(|o| o["metadata"]["uid"] != *uid))),
+        "marker never put back:\n{}",
+        axon.logs()
+    );
+    assert!(!exists_any(&api, "zz-istio"), "put back:\n{}", axon.logs());
+
     // Switched to a Hostname address: its objects are deleted.
     api.apply(gateway("gw", listeners(true), hostname()));
     assert!(
@@ -191,7 +217,7 @@ fn a_managed_gateway_is_deployed_updated_and_removed_when_it_turns_manual() {
         "never deleted:\n{}",
         axon.logs()
     );
-    assert!(exists_all(&api, "zz-istio"));
+    assert!(exists_all(&api, "marker-istio"));
 }
 
 #[test]
