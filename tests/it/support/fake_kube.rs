@@ -477,7 +477,7 @@ async fn handle(
     let path = uri.path().to_string();
     let dry_run = query(&uri).contains_key("dryRun");
     if method == axum::http::Method::PATCH
-        && let Some(refused) = refuse_patch(&uri, &headers)
+        && let Some(refused) = objects::refuse_patch(&uri, &headers)
     {
         return refused;
     }
@@ -513,31 +513,6 @@ async fn handle(
     } else {
         list_response(&shared, path, api_version, kind, selector).await
     }
-}
-
-/// A `PATCH` the fake does not take: only server-side applies
-/// (`application/apply-patch+yaml`) with a `fieldManager` (as the API server requires) and
-/// `force=true` (as istiod's controller sends them).
-fn refuse_patch(uri: &Uri, headers: &axum::http::HeaderMap) -> Option<Response> {
-    let content_type = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default();
-    let q = query(uri);
-    let problem = if content_type != "application/apply-patch+yaml" {
-        format!("the fake API takes server-side applies only, not {content_type:?}")
-    } else if q.get("fieldManager").is_none_or(|m| m.is_empty()) {
-        "fieldManager is required for apply requests".to_string()
-    } else if q.get("force").map(String::as_str) != Some("true") {
-        "the fake API takes forced applies only".to_string()
-    } else {
-        return None;
-    };
-    Some(json_response(
-        StatusCode::UNPROCESSABLE_ENTITY,
-        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-               "message": problem, "reason": "Invalid", "code": 422}),
-    ))
 }
 
 async fn list_response(

@@ -7,7 +7,7 @@
 //! writes are counted per collection ([`super::FakeKube::writes`]).
 
 use axum::body::Bytes;
-use axum::http::{Method, StatusCode};
+use axum::http::{Method, StatusCode, Uri};
 use axum::response::Response;
 use serde_json::{Value, json};
 
@@ -180,4 +180,29 @@ fn apply_patch(shared: &Shared, path: &str, namespace: &str, name: &str, body: &
     let old = coll.objects.insert(key, object.clone());
     coll.record(rv, old, Some(object.clone()));
     json_response(StatusCode::OK, object)
+}
+
+/// A `PATCH` the fake does not take: only server-side applies
+/// (`application/apply-patch+yaml`) with a `fieldManager` (as the API server requires) and
+/// `force=true` (as istiod's controller sends them).
+pub(super) fn refuse_patch(uri: &Uri, headers: &axum::http::HeaderMap) -> Option<Response> {
+    let content_type = headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let q = super::query(uri);
+    let problem = if content_type != "application/apply-patch+yaml" {
+        format!("the fake API takes server-side applies only, not {content_type:?}")
+    } else if q.get("fieldManager").is_none_or(|m| m.is_empty()) {
+        "fieldManager is required for apply requests".to_string()
+    } else if q.get("force").map(String::as_str) != Some("true") {
+        "the fake API takes forced applies only".to_string()
+    } else {
+        return None;
+    };
+    Some(json_response(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+               "message": problem, "reason": "Invalid", "code": 422}),
+    ))
 }
