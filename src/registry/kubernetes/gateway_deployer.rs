@@ -53,6 +53,9 @@ pub struct GatewayDeployer {
     selected: BTreeSet<String>,
     /// The namespaces of a relist of Namespaces under way.
     relisting: BTreeSet<String>,
+    /// The Gateways with manual addresses whose objects are known gone (not looked up again
+    /// at each of their events).
+    cleared: BTreeSet<Key>,
 }
 
 /// A Gateway's namespace and name.
@@ -93,6 +96,7 @@ impl GatewayDeployer {
             applied: HashMap::new(),
             gateways: HashMap::new(),
             failed: BTreeSet::new(),
+            cleared: BTreeSet::new(),
         }
     }
 
@@ -135,6 +139,8 @@ impl GatewayDeployer {
             None => futures::stream::pending().boxed(),
         };
         let mut retry = tokio::time::interval(RETRY);
+        // Ticks missed while nothing failed do not come in a burst.
+        retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 Some(event) = namespaces.next() => {
@@ -172,6 +178,7 @@ impl GatewayDeployer {
                         );
                         self.applied.remove(&key);
                         self.failed.remove(&key);
+                        self.cleared.remove(&key);
                         self.gateways.remove(&key);
                     }
                     Some(Ok(watcher::Event::Init | watcher::Event::InitDone)) => {}
@@ -262,6 +269,7 @@ impl GatewayDeployer {
         };
         match rendered {
             Some(rendered) => {
+                self.cleared.remove(&key);
                 if self.applied.get(&key) == Some(&rendered) {
                     return;
                 }
@@ -278,7 +286,9 @@ impl GatewayDeployer {
                     }
                 }
             }
-            None if gw.spec.gateway_class_name == gateway_deployment::CLASS => {
+            None if gw.spec.gateway_class_name == gateway_deployment::CLASS
+                && !self.cleared.contains(&key) =>
+            {
                 // Manual addresses: what the controller made for it goes.
                 let account = gw
                     .annotations
@@ -297,6 +307,7 @@ impl GatewayDeployer {
                     Ok(()) => {
                         self.applied.remove(&key);
                         self.failed.remove(&key);
+                        self.cleared.insert(key);
                     }
                     Err(error) => {
                         tracing::warn!(namespace = %gw.namespace, gateway = %gw.name, %error, "deleting the gateway deployment failed; retrying");
