@@ -86,6 +86,19 @@ fn a_gateway_with_two_listeners_gets_its_account_deployment_and_service() {
         "gateway.networking.k8s.io/gateway-name": "gw",
         "gateway.networking.k8s.io/gateway-class-name": "istio",
         "gateway.istio.io/managed": "istio.io-gateway-controller"});
+    // A server-side apply's body names its kind.
+    assert_eq!(
+        (&sa["apiVersion"], &sa["kind"]),
+        (&json!("v1"), &json!("ServiceAccount"))
+    );
+    assert_eq!(
+        (&dep["apiVersion"], &dep["kind"]),
+        (&json!("apps/v1"), &json!("Deployment"))
+    );
+    assert_eq!(
+        (&svc["apiVersion"], &svc["kind"]),
+        (&json!("v1"), &json!("Service"))
+    );
     for object in [&sa, &dep, &svc] {
         assert_eq!(object["metadata"]["name"], "gw-istio");
         assert_eq!(object["metadata"]["namespace"], "shop");
