@@ -17,6 +17,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::app::{self, Settings, TokenAuthMode};
 use crate::limits::Limits;
+use crate::registry::cluster::gateway_deployment::DeploymentSettings;
 use crate::registry::cluster::namespaces::NamespaceSelector;
 use axon_transport::tls::{ServingCert, TlsSettings};
 
@@ -209,6 +210,19 @@ pub struct ServeArgs {
     /// and tests that pass port 0.
     #[arg(long)]
     pub listening_file: Option<PathBuf>,
+    /// With --kubernetes: deploy each managed Gateway of class `istio` (no address, or one IP
+    /// address) as istiod's deployment controller does: a ServiceAccount, a Deployment of
+    /// `istio-proxy` routers and a Service `NAME-istio`, server-side applied.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub gateway_deployment: bool,
+    /// The image of the deployed Gateways' `istio-proxy` container.
+    #[arg(long, default_value = "docker.io/istio/proxyv2:1.28.0")]
+    pub gateway_proxy_image: String,
+    /// Where the deployed Gateways' proxies reach axon (`host:port`, their
+    /// `PROXY_CONFIG.discoveryAddress` and `CA_ADDR`); default `istiod.NS.svc:15012`, NS being
+    /// POD_NAMESPACE, else istio-system (a name axon's own certificate holds).
+    #[arg(long)]
+    pub gateway_discovery_address: Option<String>,
 }
 
 /// Runs the command line. A start-up error is one line on stderr naming what failed (the
@@ -361,6 +375,20 @@ pub fn settings(args: ServeArgs) -> anyhow::Result<Settings> {
         args.webhook_config_name.is_none() || (args.kubernetes && args.ca_dir.is_some()),
         "--webhook-config-name: the caBundle axon writes is its CA's root; give --kubernetes and --ca-dir too"
     );
+    let gateway_deployment = (args.kubernetes && args.gateway_deployment).then(|| {
+        DeploymentSettings {
+            proxy_image: args.gateway_proxy_image.clone(),
+            discovery_address: args
+                .gateway_discovery_address
+                .clone()
+                .unwrap_or_else(|| format!("istiod.{}.svc:15012", own_namespace())),
+            // istiod's defaults: the cluster `Kubernetes`, the mesh named after the trust domain.
+            cluster_id: "Kubernetes".to_string(),
+            mesh_id: mesh.trust_domain.clone(),
+            trust_domain: mesh.trust_domain.clone(),
+            domain_suffix: args.cluster_domain.clone(),
+        }
+    });
     Ok(Settings {
         config_dir: args.config_dir,
         kubernetes: args.kubernetes,
@@ -383,17 +411,23 @@ pub fn settings(args: ServeArgs) -> anyhow::Result<Settings> {
         peer_service: args.peer_service,
         replica_name: args.replica_name,
         listening_file: args.listening_file,
+        gateway_deployment,
     })
+}
+
+/// axon's namespace: POD_NAMESPACE, else istio-system.
+fn own_namespace() -> String {
+    std::env::var("POD_NAMESPACE")
+        .ok()
+        .filter(|ns| !ns.is_empty())
+        .unwrap_or_else(|| "istio-system".to_string())
 }
 
 /// axon's DNS names when its CA issues its certificate: istiod's (`getDNSNames`:
 /// `istiod`, `istiod-remote`, `istio-pilot` `.NS.svc`, NS its own namespace) and `extra`,
 /// sorted and once each.
 fn dns_names(extra: &[String]) -> Vec<String> {
-    let namespace = std::env::var("POD_NAMESPACE")
-        .ok()
-        .filter(|ns| !ns.is_empty())
-        .unwrap_or_else(|| "istio-system".to_string());
+    let namespace = own_namespace();
     let mut names: std::collections::BTreeSet<String> = ["istiod", "istiod-remote", "istio-pilot"]
         .iter()
         .map(|host| format!("{host}.{namespace}.svc"))
@@ -422,5 +456,48 @@ impl std::str::FromStr for XdsAddr {
             .parse()
             .map(|a| XdsAddr(Some(a)))
             .map_err(|e| format!("{e}: want HOST:PORT or off"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn serve(args: &[&str]) -> Settings {
+        let argv = ["axon", "serve"].iter().chain(args).copied();
+        let Command::Serve(args) = Cli::try_parse_from(argv).unwrap().command else {
+            panic!("not serve");
+        };
+        settings(args).unwrap()
+    }
+
+    #[test]
+    fn gateway_deployment_is_on_with_kubernetes_unless_turned_off() {
+        let on = serve(&["--kubernetes", "--trust-domain", "example.org"])
+            .gateway_deployment
+            .expect("on by default");
+        assert_eq!(on.proxy_image, "docker.io/istio/proxyv2:1.28.0");
+        assert!(on.discovery_address.starts_with("istiod."), "{on:?}");
+        assert!(on.discovery_address.ends_with(".svc:15012"), "{on:?}");
+        assert_eq!(on.trust_domain, "example.org");
+        assert_eq!(on.mesh_id, "example.org");
+        assert_eq!(on.cluster_id, "Kubernetes");
+        assert_eq!(on.domain_suffix, "cluster.local");
+        let set = serve(&[
+            "--kubernetes",
+            "--gateway-proxy-image",
+            "img:1",
+            "--gateway-discovery-address",
+            "axon.axon-system.svc:15012",
+        ])
+        .gateway_deployment
+        .unwrap();
+        assert_eq!(set.proxy_image, "img:1");
+        assert_eq!(set.discovery_address, "axon.axon-system.svc:15012");
+        let off = serve(&["--kubernetes", "--gateway-deployment", "false"]);
+        assert!(off.gateway_deployment.is_none());
+        let dir = std::env::temp_dir();
+        let files_only = serve(&["--config-dir", dir.to_str().unwrap()]);
+        assert!(files_only.gateway_deployment.is_none());
     }
 }

@@ -36,10 +36,13 @@ use crate::http::monitoring::{self, Monitoring};
 use crate::http::peer_client::HttpPeers;
 use crate::http::webhook::{self, WebhookLimits};
 use crate::limits::Limits;
+use crate::registry::cluster::gateway_deployment::DeploymentSettings;
 use crate::registry::cluster::namespaces::NamespaceSelector;
 use crate::registry::files::watch::WatchRules;
 use crate::registry::files::{FileRegistry, FileSettings};
-use crate::registry::kubernetes::{ISTIO_SOURCE, IstioRegistry, SERVICES_SOURCE, ServiceRegistry};
+use crate::registry::kubernetes::{
+    GatewayDeployer, ISTIO_SOURCE, IstioRegistry, SERVICES_SOURCE, ServiceRegistry,
+};
 use crate::registry::outbox::Outbox;
 use axon_config::config_set::{FILES, SourceId};
 use axon_metrics::Metrics;
@@ -86,6 +89,9 @@ pub struct Settings {
     pub replica_name: Option<String>,
     /// Where to write the bound addresses as JSON once every listener is bound.
     pub listening_file: Option<PathBuf>,
+    /// With --kubernetes: deploy managed Gateways of class `istio` with these settings
+    /// (`--gateway-deployment`).
+    pub gateway_deployment: Option<DeploymentSettings>,
 }
 
 /// What [`start`] started: the bound addresses and the actors' addresses, and what
@@ -436,6 +442,10 @@ async fn wire(
             cap,
         )
         .start();
+        if let Some(deployment) = settings.gateway_deployment.clone() {
+            let selector = settings.namespace_selector.clone();
+            tokio::spawn(GatewayDeployer::new(client.clone(), deployment, selector).run());
+        }
         let istio = IstioRegistry::new(client, kube_settings, outbox(ISTIO_SOURCE), cap).start();
         kubernetes.push(services.recipient());
         kubernetes.push(istio.recipient());

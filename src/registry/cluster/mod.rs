@@ -14,6 +14,7 @@
 //! [`store`], watch-list semantics; [`protocol`], a port's protocol); [`objects`] decodes the objects of a config directory into their k8s-openapi
 //! types and feeds them to the index.
 
+pub mod gateway_deployment;
 pub mod namespace_labels;
 pub mod namespaces;
 pub mod objects;

@@ -16,7 +16,8 @@
 //! Fleet actor, [`root_cert`] keeps the CA's root in the `istio-ca-root-cert` ConfigMap of
 //! every namespace (`--ca-dir`), [`ca_secret`] keeps the CA's signing material in istiod's
 //! Secrets (`cacerts`, `istio-ca-secret`), and [`webhook_config`] the validating webhook's
-//! caBundle (`--webhook-config-name`).
+//! caBundle (`--webhook-config-name`); [`GatewayDeployer`] applies the ServiceAccount,
+//! Deployment and Service of each managed Gateway of class `istio` (`--gateway-deployment`).
 //!
 //! The indexes ([`ServiceObjectIndex`](crate::registry::cluster::services::ServiceObjectIndex),
 //! in [`crate::registry::cluster`], which the config directory feeds too;
@@ -26,6 +27,7 @@
 
 pub mod ca_secret;
 pub mod config;
+mod gateway_deployer;
 pub mod gateway_status;
 mod istio_registry;
 pub mod peers;
@@ -47,6 +49,7 @@ use axon_config::config_set::ConfigSet;
 pub use axon_config::config_set::{
     KUBERNETES_ISTIO as ISTIO_SOURCE, KUBERNETES_SERVICES as SERVICES_SOURCE,
 };
+pub use gateway_deployer::GatewayDeployer;
 pub use istio_registry::IstioRegistry;
 pub use service_registry::ServiceRegistry;
 

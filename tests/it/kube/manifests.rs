@@ -136,7 +136,6 @@ fn rbac_grants_get_list_watch_on_exactly_what_axon_reads_and_token_reviews() {
     }
     let read: BTreeSet<String> = ["get", "list", "watch"].map(String::from).into();
     let expected: BTreeMap<(String, String), BTreeSet<String>> = [
-        ("", "services"),
         ("", "pods"),
         ("", "namespaces"),
         ("", "secrets"),
@@ -208,6 +207,22 @@ fn rbac_grants_get_list_watch_on_exactly_what_axon_reads_and_token_reviews() {
                     format!("{r}/status"),
                 ),
                 ["get", "patch", "update"].map(String::from).into(),
+            )
+        }),
+    )
+    // What the automated deployment of managed Gateways applies (server-side) and deletes.
+    .chain(
+        [
+            ("", "services"),
+            ("", "serviceaccounts"),
+            ("apps", "deployments"),
+        ]
+        .map(|(g, r)| {
+            (
+                (g.to_string(), r.to_string()),
+                ["get", "list", "watch", "create", "patch", "delete"]
+                    .map(String::from)
+                    .into(),
             )
         }),
     )
@@ -504,6 +519,11 @@ fn the_tls_port_is_the_meshs_ca_with_token_auth_on() {
         service.metadata.namespace.as_deref().unwrap()
     );
     assert_eq!(arg(&args, "--xds-dns-names"), Some(name.as_str()));
+    // The deployed Gateways' proxies reach axon at that name, on the TLS port.
+    assert_eq!(
+        arg(&args, "--gateway-discovery-address"),
+        Some(format!("{name}:15012").as_str())
+    );
     assert_eq!(
         arg(&args, "--tls-cert"),
         None,

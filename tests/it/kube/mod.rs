@@ -4,6 +4,7 @@
 mod directory;
 mod fake_api;
 mod gateway_api;
+mod gateway_deployment;
 mod gateway_status;
 mod manifests;
 mod peer_authentication;

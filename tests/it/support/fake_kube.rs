@@ -14,14 +14,16 @@
 //!   Status of code 410, as the real API server sends.
 //!
 //! The test drives it synchronously: [`FakeKube::apply`] / [`FakeKube::delete`] change
-//! objects (each change gets the next resourceVersion and is sent to open watches),
+//! objects (each change gets the next resourceVersion and is sent to open watches; a delete
+//! also deletes the objects it owns, as the garbage collector),
 //! [`FakeKube::hold_lists`] holds list answers back until [`FakeKube::release_lists`],
 //! [`FakeKube::expire_watches`] ends the open watches of a collection with 410 Gone and
 //! compacts its history, and [`FakeKube::drop_watches`] closes them as a lost connection
 //! would.
 //!
 //! It also answers TokenReviews for the tokens a test declares ([`tokens`]), and single-object
-//! reads and writes (get, create, replace: [`objects`]), of namespaced objects and of
+//! reads and writes (get, create, replace, server-side apply as create-or-replace, delete:
+//! [`objects`]; ServiceAccounts and `apps/v1` Deployments too), of namespaced objects and of
 //! cluster-scoped ones (ValidatingWebhookConfigurations, GatewayClasses); a `dryRun` create or replace is
 //! answered and not stored (and calls no webhook: the fake has none).
 
@@ -193,20 +195,31 @@ impl FakeKube {
         rv
     }
 
-    /// Deletes an object, if it exists.
+    /// Deletes an object, if it exists, and then (as the garbage collector would) the objects
+    /// whose ownerReferences name its uid.
     pub fn delete(&self, api_version: &str, kind: &str, namespace: &str, name: &str) {
         let path = collection_of(api_version, kind);
         let mut inner = self.shared.inner.lock().unwrap();
-        inner.rv += 1;
-        let rv = inner.rv;
-        let coll = inner.collections.get_mut(path).unwrap();
-        if let Some(mut gone) = coll
-            .objects
-            .remove(&(namespace.to_string(), name.to_string()))
-        {
-            // The DELETED event carries the deletion's resourceVersion.
-            gone["metadata"]["resourceVersion"] = json!(rv.to_string());
-            coll.record(rv, Some(gone), None);
+        let Some(uid) = remove(&mut inner, path, &(namespace.to_string(), name.to_string())) else {
+            return;
+        };
+        let Some(uid) = uid else { return };
+        let owned: Vec<(&'static str, (String, String))> = inner
+            .collections
+            .iter()
+            .flat_map(|(path, coll)| {
+                coll.objects
+                    .iter()
+                    .filter(|(_, o)| {
+                        o["metadata"]["ownerReferences"]
+                            .as_array()
+                            .is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid.as_str()))
+                    })
+                    .map(|(key, _)| (*path, key.clone()))
+            })
+            .collect();
+        for (path, key) in owned {
+            remove(&mut inner, path, &key);
         }
     }
 
@@ -308,6 +321,19 @@ impl Collection {
         );
         self.history.push(HistoryEntry { rv, old, new });
     }
+}
+
+/// Removes an object with the next resourceVersion, which its DELETED event carries;
+/// `Some(its uid)` when it existed.
+fn remove(inner: &mut Inner, path: &str, key: &(String, String)) -> Option<Option<String>> {
+    inner.rv += 1;
+    let rv = inner.rv;
+    let coll = inner.collections.get_mut(path).unwrap();
+    let mut gone = coll.objects.remove(key)?;
+    gone["metadata"]["resourceVersion"] = json!(rv.to_string());
+    let uid = gone["metadata"]["uid"].as_str().map(str::to_string);
+    coll.record(rv, Some(gone), None);
+    Some(uid)
 }
 
 fn object_key(object: &Value) -> (String, String) {
@@ -454,12 +480,18 @@ async fn handle(
     State(shared): State<Arc<Shared>>,
     method: axum::http::Method,
     uri: Uri,
+    headers: axum::http::HeaderMap,
     body: Bytes,
 ) -> Response {
     let path = uri.path().to_string();
     let dry_run = query(&uri).contains_key("dryRun");
     if let Some(answer) = status::handle(&shared, &method, &path, &body) {
         return answer;
+    }
+    if method == axum::http::Method::PATCH
+        && let Some(refused) = objects::refuse_patch(&uri, &headers)
+    {
+        return refused;
     }
     if let Some(answer) = objects::handle(&shared, &method, &path, &body, dry_run) {
         return answer;

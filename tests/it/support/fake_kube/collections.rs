@@ -1,7 +1,7 @@
 //! The collections the fake API server serves, and their paths.
 
 /// The collections served: path, apiVersion, kind, plural.
-pub(super) const COLLECTIONS: [(&str, &str, &str); 28] = [
+pub(super) const COLLECTIONS: [(&str, &str, &str); 30] = [
     (
         "/apis/coordination.k8s.io/v1/leases",
         "coordination.k8s.io/v1",
@@ -12,6 +12,8 @@ pub(super) const COLLECTIONS: [(&str, &str, &str); 28] = [
     ("/api/v1/secrets", "v1", "Secret"),
     ("/api/v1/services", "v1", "Service"),
     ("/api/v1/pods", "v1", "Pod"),
+    ("/api/v1/serviceaccounts", "v1", "ServiceAccount"),
+    ("/apis/apps/v1/deployments", "apps/v1", "Deployment"),
     (
         "/apis/discovery.k8s.io/v1/endpointslices",
         "discovery.k8s.io/v1",
@@ -127,6 +129,8 @@ pub(super) const COLLECTIONS: [(&str, &str, &str); 28] = [
 
 pub const SERVICES: &str = "/api/v1/services";
 pub const PODS: &str = "/api/v1/pods";
+pub const SERVICE_ACCOUNTS: &str = "/api/v1/serviceaccounts";
+pub const DEPLOYMENTS: &str = "/apis/apps/v1/deployments";
 pub const NAMESPACES: &str = "/api/v1/namespaces";
 pub const SECRETS: &str = "/api/v1/secrets";
 pub const CONFIG_MAPS: &str = "/api/v1/configmaps";

@@ -1,12 +1,13 @@
-//! Single objects of the fake API server, for clients that write: `GET`, `PUT` (replace) and
-//! `DELETE` of `/api/v1/namespaces/NS/PLURAL/NAME`, and `POST` (create) of
+//! Single objects of the fake API server, for clients that write: `GET`, `PUT` (replace),
+//! `PATCH` (server-side apply, as create-or-replace) and `DELETE` of
+//! `/api/v1/namespaces/NS/PLURAL/NAME`, and `POST` (create) of
 //! `/api/v1/namespaces/NS/PLURAL` (of a cluster-scoped kind: `/apis/G/V/PLURAL[/NAME]`), with the API server's answers (404 NotFound, 409
 //! AlreadyExists, a 409 Conflict for a replace of a stale resourceVersion). Every write gets
 //! the next resourceVersion and goes to open watches, as [`super::FakeKube::apply`] does; the
 //! writes are counted per collection ([`super::FakeKube::writes`]).
 
 use axum::body::Bytes;
-use axum::http::{Method, StatusCode};
+use axum::http::{Method, StatusCode, Uri};
 use axum::response::Response;
 use serde_json::{Value, json};
 
@@ -131,6 +132,77 @@ pub(super) fn handle(
             };
             Some(json_response(code, object))
         }
+        (&Method::PATCH, Some(name)) => Some(apply_patch(shared, path, namespace, name, body)),
+        (&Method::DELETE, Some(name)) => {
+            let mut inner = shared.inner.lock().unwrap();
+            inner.rv += 1;
+            let rv = inner.rv;
+            let coll = inner.collections.get_mut(path).unwrap();
+            let key = (namespace.to_string(), name.to_string());
+            Some(match coll.objects.remove(&key) {
+                Some(mut gone) => {
+                    gone["metadata"]["resourceVersion"] = json!(rv.to_string());
+                    coll.writes += 1;
+                    coll.record(rv, Some(gone.clone()), None);
+                    json_response(StatusCode::OK, gone)
+                }
+                None => not_found(&format!("{kind} {namespace}/{name}")),
+            })
+        }
         _ => None,
     }
+}
+
+/// A server-side apply (`PATCH`, `application/apply-patch+yaml`; kube sends JSON, which is
+/// YAML) as create-or-replace: the body becomes the object, keeping the uid it had (a new
+/// one gets `uid-RV`), with the next resourceVersion. Counted as a write.
+fn apply_patch(shared: &Shared, path: &str, namespace: &str, name: &str, body: &Bytes) -> Response {
+    let Ok(mut object) = serde_json::from_slice::<Value>(body) else {
+        return status(StatusCode::BAD_REQUEST, "BadRequest", "not JSON".into());
+    };
+    if !namespace.is_empty() {
+        object["metadata"]["namespace"] = json!(namespace);
+    }
+    object["metadata"]["name"] = json!(name);
+    let key = object_key(&object);
+    let mut inner = shared.inner.lock().unwrap();
+    inner.rv += 1;
+    let rv = inner.rv;
+    let coll = inner.collections.get_mut(path).unwrap();
+    let uid = coll
+        .objects
+        .get(&key)
+        .and_then(|old| old["metadata"]["uid"].as_str().map(str::to_string))
+        .unwrap_or_else(|| format!("uid-{rv}"));
+    object["metadata"]["uid"] = json!(uid);
+    object["metadata"]["resourceVersion"] = json!(rv.to_string());
+    coll.writes += 1;
+    let old = coll.objects.insert(key, object.clone());
+    coll.record(rv, old, Some(object.clone()));
+    json_response(StatusCode::OK, object)
+}
+
+/// A `PATCH` the fake does not take: only server-side applies
+/// (`application/apply-patch+yaml`) with a `fieldManager` (as the API server requires) and
+/// `force=true` (as istiod's controller sends them).
+pub(super) fn refuse_patch(uri: &Uri, headers: &axum::http::HeaderMap) -> Option<Response> {
+    let content_type = headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let q = super::query(uri);
+    let problem = if content_type != "application/apply-patch+yaml" {
+        format!("the fake API takes server-side applies only, not {content_type:?}")
+    } else if q.get("fieldManager").is_none_or(|m| m.is_empty()) {
+        "fieldManager is required for apply requests".to_string()
+    } else if q.get("force").map(String::as_str) != Some("true") {
+        "the fake API takes forced applies only".to_string()
+    } else {
+        return None;
+    };
+    Some(json_response(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+               "message": problem, "reason": "Invalid", "code": 422}),
+    ))
 }

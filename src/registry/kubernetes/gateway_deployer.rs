@@ -1,0 +1,505 @@
+//! The automated deployment of Gateways, as istiod's deployment controller
+//! (`pilot/pkg/config/kube/gatewaycommon/deploymentcontroller.go`): for each managed Gateway
+//! of class `istio`, the ServiceAccount, Deployment and Service that
+//! [`gateway_deployment::render`] makes, written by **server-side apply** (field manager
+//! `istio.io/gateway-controller`, forced) so that what others set on them is kept.
+//!
+//! [`GatewayDeployer`] is a tokio task, not an actor (as the JWKS resolver and
+//! `root_cert::publish`): a kube watcher of Gateways (with backoff) drives it. It writes an
+//! object only when its rendering differs from what it last applied, and again when one of
+//! them is deleted by someone else (a watch of the objects labelled `gateway.istio.io/managed`;
+//! an edit by someone else is undone only when the rendering changes); a Gateway that switches
+//! to manual addresses (a Hostname) has its three objects deleted (when they are owned by
+//! it); a deleted Gateway's objects are left to the API server's garbage collector (their
+//! ownerReference), as istiod does. A failed write is logged and tried again every 5 s.
+//!
+//! TODO(leader election): istiod applies from the leader of the `istio-gateway-deployment`
+//! lease only; axon's deployer runs on every replica (identical server-side applies are
+//! idempotent). Hold the Lease the status writer's election provides once it lands.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt::Debug;
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Namespace, Service, ServiceAccount};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, Resource};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::registry::cluster::gateway_deployment::{
+    self, DeploymentSettings, FIELD_MANAGER, GatewayObject, MANAGED_LABEL, MANAGED_VALUE, Rendered,
+};
+use crate::registry::cluster::namespaces::NamespaceSelector;
+use axon_config::gateway_api::{self, GatewaySpec};
+
+/// Applies the objects of managed Gateways; see the module's description.
+pub struct GatewayDeployer {
+    client: Client,
+    settings: DeploymentSettings,
+    /// What was last applied, by the Gateway's namespace and name.
+    applied: HashMap<Key, Rendered>,
+    /// The Gateways watched.
+    gateways: HashMap<Key, Gateway>,
+    /// The Gateways whose last apply or delete failed, tried again every [`RETRY`].
+    failed: BTreeSet<Key>,
+    /// With `--namespace-selector`: the selector and the namespaces it selects now (as
+    /// istiod's controller reads only the discovery namespaces' Gateways).
+    selector: Option<NamespaceSelector>,
+    selected: BTreeSet<String>,
+    /// The namespaces of a relist of Namespaces under way.
+    relisting: BTreeSet<String>,
+    /// The Gateways with manual addresses whose objects are known gone (not looked up again
+    /// at each of their events).
+    cleared: BTreeSet<Key>,
+}
+
+/// A Gateway's namespace and name.
+type Key = (String, String);
+
+/// How often failed applies and deletes are tried again.
+const RETRY: Duration = Duration::from_secs(5);
+
+/// One Gateway as the watch gives it: its metadata and its typed spec.
+#[derive(Clone)]
+struct Gateway {
+    namespace: String,
+    name: String,
+    uid: String,
+    labels: BTreeMap<String, String>,
+    annotations: BTreeMap<String, String>,
+    spec: GatewaySpec,
+}
+
+impl Gateway {
+    fn key(&self) -> Key {
+        (self.namespace.clone(), self.name.clone())
+    }
+}
+
+impl GatewayDeployer {
+    pub fn new(
+        client: Client,
+        settings: DeploymentSettings,
+        selector: Option<NamespaceSelector>,
+    ) -> Self {
+        GatewayDeployer {
+            client,
+            settings,
+            selector,
+            selected: BTreeSet::new(),
+            relisting: BTreeSet::new(),
+            applied: HashMap::new(),
+            gateways: HashMap::new(),
+            failed: BTreeSet::new(),
+            cleared: BTreeSet::new(),
+        }
+    }
+
+    /// Finds the served Gateway resource and keeps the Gateways' objects applied; returns
+    /// when the Gateway API is not served (no CRDs) or the watch ends.
+    pub async fn run(mut self) {
+        let resource = loop {
+            match gateway_resource(&self.client).await {
+                Ok(found) => break found,
+                Err(error) => {
+                    tracing::warn!(%error, "gateway deployment: discovery failed; retrying");
+                    tokio::time::sleep(RETRY).await;
+                }
+            }
+        };
+        let Some(resource) = resource else {
+            tracing::info!("Gateways not served (no Gateway API CRDs): no automated deployment");
+            return;
+        };
+        self.watch(resource).await;
+    }
+
+    async fn watch(&mut self, resource: ApiResource) {
+        let api = Api::<DynamicObject>::all_with(self.client.clone(), &resource);
+        let mut gateways = watcher(api, watcher::Config::default())
+            .default_backoff()
+            .boxed();
+        let mut owned = futures::stream::select_all([
+            owned_deletions::<Deployment>(&self.client),
+            owned_deletions::<Service>(&self.client),
+            owned_deletions::<ServiceAccount>(&self.client),
+        ]);
+        let mut namespaces = match &self.selector {
+            Some(selector) => {
+                let config = watcher::Config::default().labels(&selector.to_label_selector());
+                watcher(Api::<Namespace>::all(self.client.clone()), config)
+                    .default_backoff()
+                    .boxed()
+            }
+            None => futures::stream::pending().boxed(),
+        };
+        let mut retry = tokio::time::interval(RETRY);
+        // Ticks missed while nothing failed do not come in a burst.
+        retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                Some(event) = namespaces.next() => {
+                    let newly = self.namespace_event(event);
+                    let due: Vec<Gateway> = self
+                        .gateways
+                        .values()
+                        .filter(|gw| newly.contains(&gw.namespace))
+                        .cloned()
+                        .collect();
+                    for gw in due {
+                        self.reconcile(&gw).await;
+                    }
+                }
+                next = gateways.next() => match next {
+                    Some(Ok(watcher::Event::Apply(obj) | watcher::Event::InitApply(obj)))
+                        if obj.metadata.deletion_timestamp.is_none() =>
+                    {
+                        if let Some(gw) = decode(&obj) {
+                            self.gateways.insert(gw.key(), gw.clone());
+                            self.reconcile(&gw).await;
+                        }
+                    }
+                    // Deleted, or being deleted (foreground: its objects go first): the
+                    // garbage collector deletes what the Gateway owned.
+                    Some(Ok(
+                        watcher::Event::Delete(obj)
+                        | watcher::Event::Apply(obj)
+                        | watcher::Event::InitApply(obj),
+                    )) => {
+                        let meta = &obj.metadata;
+                        let key = (
+                            meta.namespace.clone().unwrap_or_default(),
+                            meta.name.clone().unwrap_or_default(),
+                        );
+                        self.applied.remove(&key);
+                        self.failed.remove(&key);
+                        self.cleared.remove(&key);
+                        self.gateways.remove(&key);
+                    }
+                    Some(Ok(watcher::Event::Init | watcher::Event::InitDone)) => {}
+                    Some(Err(error)) => {
+                        tracing::warn!(%error, "watching Gateways for deployment failed; retrying with backoff");
+                    }
+                    None => return,
+                },
+                // One of the objects it applied was deleted by someone else: put back.
+                // Unless its Gateway is gone: the garbage collector's deletions may come before
+                // the Gateway's own, on another watch.
+                Some(key) = owned.next() => {
+                    if self.applied.remove(&key).is_some()
+                        && let Some(gw) = self.gateways.get(&key).cloned()
+                        && gateway_lives(&self.client, &resource, &gw).await
+                    {
+                        tracing::info!(namespace = %gw.namespace, gateway = %gw.name, "a gateway deployment object was deleted; applying again");
+                        self.reconcile(&gw).await;
+                    }
+                }
+                _ = retry.tick(), if !self.failed.is_empty() => {
+                    let keys: Vec<_> = self.failed.iter().cloned().collect();
+                    for key in keys {
+                        if let Some(gw) = self.gateways.get(&key).cloned() {
+                            self.reconcile(&gw).await;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Follows the selected namespaces; returns those newly selected.
+    fn namespace_event(
+        &mut self,
+        event: Result<watcher::Event<Namespace>, watcher::Error>,
+    ) -> BTreeSet<String> {
+        let name = |ns: &Namespace| ns.metadata.name.clone().unwrap_or_default();
+        match event {
+            Ok(watcher::Event::Init) => self.relisting.clear(),
+            Ok(watcher::Event::InitApply(ns)) => {
+                self.relisting.insert(name(&ns));
+            }
+            Ok(watcher::Event::InitDone) => {
+                let listed = std::mem::take(&mut self.relisting);
+                let newly = listed.difference(&self.selected).cloned().collect();
+                self.selected = listed;
+                return newly;
+            }
+            Ok(watcher::Event::Apply(ns)) => {
+                let name = name(&ns);
+                if self.selected.insert(name.clone()) {
+                    return BTreeSet::from([name]);
+                }
+            }
+            Ok(watcher::Event::Delete(ns)) => {
+                self.selected.remove(&name(&ns));
+            }
+            Err(error) => {
+                tracing::warn!(%error, "watching Namespaces for gateway deployment failed; retrying with backoff");
+            }
+        }
+        BTreeSet::new()
+    }
+
+    /// Applies `gw`'s objects when they changed; deletes them when it is no longer managed.
+    /// A Gateway of a namespace `--namespace-selector` leaves out is not touched.
+    async fn reconcile(&mut self, gw: &Gateway) {
+        let key = gw.key();
+        if self.selector.is_some() && !self.selected.contains(&gw.namespace) {
+            self.failed.remove(&key);
+            return;
+        }
+        // Rendered before any await: the borrowing view is not held across one.
+        let (rendered, name) = {
+            let object = GatewayObject {
+                namespace: &gw.namespace,
+                name: &gw.name,
+                uid: &gw.uid,
+                labels: &gw.labels,
+                annotations: &gw.annotations,
+                spec: &gw.spec,
+            };
+            (
+                gateway_deployment::render(&object, &self.settings),
+                gateway_deployment::deployment_name(&object),
+            )
+        };
+        match rendered {
+            Some(rendered) => {
+                self.cleared.remove(&key);
+                if self.applied.get(&key) == Some(&rendered) {
+                    return;
+                }
+                match self.apply(&rendered).await {
+                    Ok(()) => {
+                        tracing::info!(namespace = %gw.namespace, gateway = %gw.name, "gateway deployment applied");
+                        self.failed.remove(&key);
+                        self.applied.insert(key, rendered);
+                    }
+                    Err(error) => {
+                        tracing::warn!(namespace = %gw.namespace, gateway = %gw.name, %error, "applying the gateway deployment failed; retrying");
+                        self.applied.remove(&key);
+                        self.failed.insert(key);
+                    }
+                }
+            }
+            None if gw.spec.gateway_class_name == gateway_deployment::CLASS
+                && !self.cleared.contains(&key) =>
+            {
+                // Manual addresses: what the controller made for it goes.
+                let account = gw
+                    .annotations
+                    .get("gateway.istio.io/service-account")
+                    .cloned()
+                    .unwrap_or_else(|| name.clone());
+                match delete_all(
+                    &self.client,
+                    gw.namespace.clone(),
+                    name,
+                    account,
+                    gw.uid.clone(),
+                )
+                .await
+                {
+                    Ok(()) => {
+                        self.applied.remove(&key);
+                        self.failed.remove(&key);
+                        self.cleared.insert(key);
+                    }
+                    Err(error) => {
+                        tracing::warn!(namespace = %gw.namespace, gateway = %gw.name, %error, "deleting the gateway deployment failed; retrying");
+                        self.failed.insert(key);
+                    }
+                }
+            }
+            None => {
+                self.failed.remove(&key);
+            }
+        }
+    }
+
+    async fn apply(&self, r: &Rendered) -> kube::Result<()> {
+        apply(&self.client, &r.service_account).await?;
+        apply(&self.client, &r.deployment).await?;
+        apply(&self.client, &r.service).await?;
+        Ok(())
+    }
+}
+
+/// The Gateway resource at its first served version of istiod's (v1, then v1beta1); `None`
+/// when neither serves it.
+async fn gateway_resource(client: &Client) -> kube::Result<Option<ApiResource>> {
+    let groups = client.list_api_groups().await?;
+    let Some(group) = groups
+        .groups
+        .into_iter()
+        .find(|g| g.name == gateway_api::GROUP)
+    else {
+        return Ok(None);
+    };
+    for version in ["v1", "v1beta1"] {
+        if !group.versions.iter().any(|v| v.version == version) {
+            continue;
+        }
+        let api_version = format!("{}/{version}", gateway_api::GROUP);
+        let list = client.list_api_group_resources(&api_version).await?;
+        if let Some(r) = list
+            .resources
+            .iter()
+            .find(|r| r.kind == "Gateway" && !r.name.contains('/'))
+        {
+            return Ok(Some(ApiResource {
+                group: gateway_api::GROUP.to_string(),
+                version: version.to_string(),
+                api_version,
+                kind: r.kind.clone(),
+                plural: r.name.clone(),
+            }));
+        }
+    }
+    Ok(None)
+}
+
+/// Whether `gw` still exists (same uid) and is not being deleted; a failed read counts as
+/// alive (the apply that follows fails too, and is retried).
+async fn gateway_lives(client: &Client, resource: &ApiResource, gw: &Gateway) -> bool {
+    let api = Api::<DynamicObject>::namespaced_with(client.clone(), &gw.namespace, resource);
+    match api.get_opt(&gw.name).await {
+        Ok(Some(current)) => {
+            current.metadata.uid.as_deref() == Some(gw.uid.as_str())
+                && current.metadata.deletion_timestamp.is_none()
+        }
+        Ok(None) => false,
+        Err(_) => true,
+    }
+}
+
+/// The Gateways (namespace, name) whose managed objects of kind `K` are deleted: a watch of
+/// the objects labelled `gateway.istio.io/managed`, each deletion named by its owner.
+fn owned_deletions<K>(client: &Client) -> BoxStream<'static, Key>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    K::DynamicType: Default,
+{
+    let config = watcher::Config::default().labels(&format!("{MANAGED_LABEL}={MANAGED_VALUE}"));
+    watcher(Api::<K>::all(client.clone()), config)
+        .default_backoff()
+        .filter_map(|event| async move {
+            let watcher::Event::Delete(object) = event.ok()? else {
+                return None;
+            };
+            let meta = object.meta();
+            let owner = meta
+                .owner_references
+                .iter()
+                .flatten()
+                .find(|o| o.kind == "Gateway")?;
+            Some((meta.namespace.clone()?, owner.name.clone()))
+        })
+        .boxed()
+}
+
+/// The Gateway of a watched object; `None` (logged) when its spec does not decode.
+fn decode(obj: &DynamicObject) -> Option<Gateway> {
+    let meta = &obj.metadata;
+    let namespace = meta.namespace.clone().unwrap_or_default();
+    let name = meta.name.clone().unwrap_or_default();
+    let spec = match serde_json::from_value::<GatewaySpec>(obj.data["spec"].clone()) {
+        Ok(spec) => spec,
+        Err(error) => {
+            tracing::warn!(%namespace, gateway = %name, %error, "gateway deployment: the Gateway's spec does not decode; skipped");
+            return None;
+        }
+    };
+    Some(Gateway {
+        namespace,
+        name,
+        uid: meta.uid.clone().unwrap_or_default(),
+        labels: meta.labels.clone().unwrap_or_default(),
+        annotations: meta.annotations.clone().unwrap_or_default(),
+        spec,
+    })
+}
+
+/// Server-side applies `object` in its namespace, as istiod's patcher does, unless an object
+/// of that name exists without the `gateway.istio.io/managed` label (istiod's `canManage`:
+/// what someone else made is not taken over; logged and skipped).
+async fn apply<K>(client: &Client, object: &K) -> kube::Result<()>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + Serialize
+        + Debug,
+    K::DynamicType: Default,
+{
+    let meta = object.meta();
+    let ns: String = meta.namespace.clone().unwrap_or_default();
+    let name: String = meta.name.clone().unwrap_or_default();
+    let api = Api::<K>::namespaced(client.clone(), &ns);
+    if let Some(current) = api.get_opt(&name).await? {
+        let managed = current
+            .meta()
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.contains_key(MANAGED_LABEL));
+        if !managed {
+            let kind = K::kind(&Default::default()).to_string();
+            tracing::info!(namespace = %ns, %name, %kind, "exists and is not managed by the gateway controller; left alone");
+            return Ok(());
+        }
+    }
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    api.patch(&name, &params, &Patch::Apply(object)).await?;
+    Ok(())
+}
+
+/// Deletes the Deployment and Service `name` and the ServiceAccount `account` of `namespace`
+/// that the Gateway of `uid` owns.
+async fn delete_all(
+    client: &Client,
+    namespace: String,
+    name: String,
+    account: String,
+    uid: String,
+) -> kube::Result<()> {
+    delete_owned::<Deployment>(client, &namespace, &name, &uid).await?;
+    delete_owned::<Service>(client, &namespace, &name, &uid).await?;
+    delete_owned::<ServiceAccount>(client, &namespace, &account, &uid).await
+}
+
+/// Deletes `namespace/name` if it is managed by the controller and owned by the Gateway
+/// of `uid`; an absent object is no error.
+async fn delete_owned<K>(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    uid: &str,
+) -> kube::Result<()>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope> + Clone + DeserializeOwned + Debug,
+    K::DynamicType: Default,
+{
+    let api = Api::<K>::namespaced(client.clone(), namespace);
+    let Some(current) = api.get_opt(name).await? else {
+        return Ok(());
+    };
+    let meta = current.meta();
+    let managed = meta
+        .labels
+        .as_ref()
+        .is_some_and(|l| l.contains_key(MANAGED_LABEL));
+    let owned = meta
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.kind == "Gateway" && o.uid == uid);
+    if managed && owned {
+        api.delete(name, &DeleteParams::default()).await?;
+        tracing::info!(%namespace, %name, kind = %K::kind(&Default::default()), "deleted: its Gateway has manual addresses now");
+    }
+    Ok(())
+}

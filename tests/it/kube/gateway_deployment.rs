@@ -1,0 +1,285 @@
+//! The automated deployment of Gateways (`--gateway-deployment`, on by default with
+//! `--kubernetes`), against the fake API server: a managed Gateway of class `istio` gets the
+//! ServiceAccount, Deployment and Service `NAME-istio` (server-side applied, owned by the
+//! Gateway, labelled and selected by its name); an edit of its listeners reaches the
+//! Service's ports; an event that renders the same objects writes nothing; a deployed object
+//! deleted by someone else is put back, and not those of a deleted Gateway (the garbage
+//! collector's, emulated by the fake); a Gateway with a
+//! Hostname address gets nothing, and one that switches to such an address loses its
+//! objects. With `--namespace-selector`, only the selected namespaces' Gateways are deployed.
+//! An object of the same name that the controller does not manage is left alone.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::fake_kube::*;
+use crate::support::*;
+
+const CONVERGE: Duration = Duration::from_secs(30);
+const GROUP_V1: &str = "gateway.networking.k8s.io/v1";
+const KINDS: [&str; 3] = [SERVICE_ACCOUNTS, DEPLOYMENTS, SERVICES];
+
+fn gateway(name: &str, listeners: Value, addresses: Value) -> Value {
+    gateway_in("shop", name, listeners, addresses)
+}
+
+fn gateway_in(ns: &str, name: &str, listeners: Value, addresses: Value) -> Value {
+    json!({"apiVersion": GROUP_V1, "kind": "Gateway",
+           "metadata": {"name": name, "namespace": ns, "uid": format!("{ns}-{name}-uid"),
+                        "labels": {"team": "web"}},
+           "spec": {"gatewayClassName": "istio", "listeners": listeners, "addresses": addresses}})
+}
+
+fn listeners(extra: bool) -> Value {
+    let mut l = vec![
+        json!({"name": "http", "port": 8080, "protocol": "HTTP"}),
+        json!({"name": "db", "port": 5432, "protocol": "TCP"}),
+    ];
+    if extra {
+        l.push(json!({"name": "admin.ui", "port": 9090, "protocol": "HTTP"}));
+    }
+    Value::Array(l)
+}
+
+fn hostname() -> Value {
+    json!([{"type": "Hostname", "value": "edge.example.com"}])
+}
+
+/// The Service's ports as `(name, port, appProtocol)`.
+fn ports(api: &FakeKube, name: &str) -> Vec<(String, i64, String)> {
+    let Some(svc) = api.get(SERVICES, "shop", name) else {
+        return Vec::new();
+    };
+    svc["spec"]["ports"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            (
+                p["name"].as_str().unwrap_or_default().to_string(),
+                p["port"].as_i64().unwrap_or_default(),
+                p["appProtocol"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn exists_all(api: &FakeKube, name: &str) -> bool {
+    exists_all_in(api, "shop", name)
+}
+
+fn exists_all_in(api: &FakeKube, ns: &str, name: &str) -> bool {
+    KINDS.iter().all(|k| api.get(k, ns, name).is_some())
+}
+
+fn exists_any(api: &FakeKube, name: &str) -> bool {
+    KINDS.iter().any(|k| api.get(k, "shop", name).is_some())
+}
+
+fn writes(api: &FakeKube) -> Vec<u64> {
+    KINDS.iter().map(|k| api.writes(k)).collect()
+}
+
+#[test]
+fn a_managed_gateway_is_deployed_updated_and_removed_when_it_turns_manual() {
+    let api = FakeKube::start();
+    api.apply(namespace("shop", &[]));
+    api.apply(gateway("gw", listeners(false), json!([])));
+    api.apply(gateway("manual", listeners(false), hostname()));
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = api.write_kubeconfig(dir.path()).display().to_string();
+    let axon = Axon::start_with_env(
+        None,
+        &["--kubernetes", "--gateway-proxy-image", "proxy:test"],
+        &[("KUBECONFIG", kubeconfig.as_str())],
+    );
+    assert!(
+        wait_until(CONVERGE, || exists_all(&api, "gw-istio")),
+        "never deployed:\n{}",
+        axon.logs()
+    );
+
+    let owner =
+        json!([{"apiVersion": GROUP_V1, "kind": "Gateway", "name": "gw", "uid": "shop-gw-uid"}]);
+    for kind in KINDS {
+        let object = api.get(kind, "shop", "gw-istio").unwrap();
+        let meta = &object["metadata"];
+        assert_eq!(meta["ownerReferences"], owner, "{kind}");
+        assert_eq!(meta["labels"]["team"], "web", "{kind}");
+        assert_eq!(
+            meta["labels"]["gateway.networking.k8s.io/gateway-name"],
+            "gw"
+        );
+        assert_eq!(
+            meta["labels"]["gateway.networking.k8s.io/gateway-class-name"],
+            "istio"
+        );
+        assert_eq!(
+            meta["labels"]["gateway.istio.io/managed"],
+            "istio.io-gateway-controller"
+        );
+    }
+    let deployment = api.get(DEPLOYMENTS, "shop", "gw-istio").unwrap();
+    let selector = json!({"gateway.networking.k8s.io/gateway-name": "gw"});
+    assert_eq!(deployment["spec"]["selector"]["matchLabels"], selector);
+    let pod = &deployment["spec"]["template"];
+    assert_eq!(
+        pod["metadata"]["labels"]["sidecar.istio.io/inject"],
+        "false"
+    );
+    assert_eq!(pod["spec"]["serviceAccountName"], "gw-istio");
+    assert_eq!(pod["spec"]["containers"][0]["image"], "proxy:test");
+    let service = api.get(SERVICES, "shop", "gw-istio").unwrap();
+    assert_eq!(service["spec"]["selector"], selector);
+    assert_eq!(service["spec"]["type"], "LoadBalancer");
+    let port = |n: &str, p: i64, a: &str| (n.to_string(), p, a.to_string());
+    assert_eq!(
+        ports(&api, "gw-istio"),
+        [
+            port("status-port", 15021, "tcp"),
+            port("http", 8080, "http"),
+            port("db", 5432, "tcp")
+        ]
+    );
+
+    // A listener added: the Service follows.
+    api.apply(gateway("gw", listeners(true), json!([])));
+    assert!(
+        wait_until(CONVERGE, || ports(&api, "gw-istio").len() == 4),
+        "ports never updated: {:?}\n{}",
+        ports(&api, "gw-istio"),
+        axon.logs()
+    );
+    assert_eq!(ports(&api, "gw-istio")[3], port("admin-ui", 9090, "http"));
+
+    // An event that renders the same objects writes nothing: once a later Gateway's objects
+    // exist (events are handled in order), only those were written.
+    let before = writes(&api);
+    let mut same = gateway("gw", listeners(true), json!([]));
+    same["status"] = json!({"conditions": []});
+    api.apply(same);
+    api.apply(gateway("zz", listeners(false), json!([])));
+    assert!(
+        wait_until(CONVERGE, || exists_all(&api, "zz-istio")),
+        "zz never deployed:\n{}",
+        axon.logs()
+    );
+    let after: Vec<u64> = writes(&api);
+    assert_eq!(
+        after,
+        before.iter().map(|w| w + 1).collect::<Vec<_>>(),
+        "writes per kind (SA, Deployment, Service)"
+    );
+    // The Gateway with a Hostname address got nothing.
+    assert!(!exists_any(&api, "manual-istio"));
+
+    // A deployed object deleted by someone else is put back.
+    let uid = api.get(DEPLOYMENTS, "shop", "zz-istio").unwrap()["metadata"]["uid"].clone();
+    api.delete("apps/v1", "Deployment", "shop", "zz-istio");
+    assert!(
+        wait_until(CONVERGE, || api
+            .get(DEPLOYMENTS, "shop", "zz-istio")
+            .is_some_and(|d| d["metadata"]["uid"] != uid)),
+        "never put back:\n{}",
+        axon.logs()
+    );
+
+    // A deleted Gateway's objects go with it (the garbage collector) and are not put back:
+    // once a live Gateway's objects, deleted after them on each kind's watch, are back.
+    api.apply(gateway("marker", listeners(false), json!([])));
+    assert!(wait_until(CONVERGE, || exists_all(&api, "marker-istio")));
+    let uids: Vec<Value> = KINDS
+        .iter()
+        .map(|k| api.get(k, "shop", "marker-istio").unwrap()["metadata"]["uid"].clone())
+        .collect();
+    api.delete(GROUP_V1, "Gateway", "shop", "zz");
+    assert!(
+        !exists_any(&api, "zz-istio"),
+        "the fake's garbage collector"
+    );
+    api.delete("v1", "ServiceAccount", "shop", "marker-istio");
+    api.delete("apps/v1", "Deployment", "shop", "marker-istio");
+    api.delete("v1", "Service", "shop", "marker-istio");
+    assert!(
+        wait_until(CONVERGE, || KINDS.iter().zip(&uids).all(|(k, uid)| api
+            .get(k, "shop", "marker-istio")
+            .is_some_and(|o| o["metadata"]["uid"] != *uid))),
+        "marker never put back:\n{}",
+        axon.logs()
+    );
+    assert!(!exists_any(&api, "zz-istio"), "put back:\n{}", axon.logs());
+
+    // Switched to a Hostname address: its objects are deleted.
+    api.apply(gateway("gw", listeners(true), hostname()));
+    assert!(
+        wait_until(CONVERGE, || !exists_any(&api, "gw-istio")),
+        "never deleted:\n{}",
+        axon.logs()
+    );
+    assert!(exists_all(&api, "marker-istio"));
+}
+
+#[test]
+fn only_the_gateways_of_selected_namespaces_are_deployed() {
+    let api = FakeKube::start();
+    api.apply(namespace("shop", &[("mesh", "on")]));
+    api.apply(namespace("other", &[]));
+    api.apply(gateway_in("other", "gw", listeners(false), json!([])));
+    api.apply(gateway_in("shop", "gw", listeners(false), json!([])));
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = api.write_kubeconfig(dir.path()).display().to_string();
+    let axon = Axon::start_with_env(
+        None,
+        &["--kubernetes", "--namespace-selector", "mesh=on"],
+        &[("KUBECONFIG", kubeconfig.as_str())],
+    );
+    assert!(
+        wait_until(CONVERGE, || exists_all_in(&api, "shop", "gw-istio")),
+        "never deployed:\n{}",
+        axon.logs()
+    );
+    // Listed first, and left out.
+    assert!(
+        KINDS
+            .iter()
+            .all(|k| api.get(k, "other", "gw-istio").is_none())
+    );
+    // Selected once labelled.
+    api.apply(namespace("other", &[("mesh", "on")]));
+    assert!(
+        wait_until(CONVERGE, || exists_all_in(&api, "other", "gw-istio")),
+        "never deployed once selected:\n{}",
+        axon.logs()
+    );
+}
+
+#[test]
+fn an_object_of_the_same_name_made_by_someone_else_is_left_alone() {
+    let api = FakeKube::start();
+    api.apply(namespace("shop", &[]));
+    api.apply(service("shop", "gw-istio", &[("http", 80)]));
+    api.apply(gateway("gw", listeners(false), json!([])));
+    // Listed after gw: once its objects exist, gw's were handled.
+    api.apply(gateway("zz", listeners(false), json!([])));
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = api.write_kubeconfig(dir.path()).display().to_string();
+    let axon = Axon::start_with_env(
+        None,
+        &["--kubernetes"],
+        &[("KUBECONFIG", kubeconfig.as_str())],
+    );
+    assert!(
+        wait_until(CONVERGE, || exists_all(&api, "zz-istio")),
+        "never deployed:\n{}",
+        axon.logs()
+    );
+    assert!(api.get(DEPLOYMENTS, "shop", "gw-istio").is_some());
+    assert!(api.get(SERVICE_ACCOUNTS, "shop", "gw-istio").is_some());
+    // istiod's canManage: the Service without the managed label is not taken over.
+    assert_eq!(api.writes(SERVICES), 1, "zz-istio's only");
+    assert_eq!(
+        ports(&api, "gw-istio"),
+        [("http".to_string(), 80, String::new())]
+    );
+}
