@@ -6,29 +6,21 @@ pub fn gateway_api_notes(spec: &crate::config::Spec) -> Vec<String> {
     use crate::config::Spec;
     let mut out = Vec::new();
     use crate::gateway_api::ParentReference;
-    // `mesh`: whether the kind is served as a mesh route (GAMMA) when its parent is a
-    // Service or a ServiceEntry.
-    let mut parents = |refs: &[ParentReference], mesh: bool| {
+    let mut parents = |refs: &[ParentReference]| {
         for (i, r) in refs.iter().enumerate() {
             let mesh_parent =
                 r.is_service() || (r.group == "networking.istio.io" && r.kind == "ServiceEntry");
-            if r.is_gateway() || (mesh && mesh_parent) {
-                continue;
+            if !r.is_gateway() && !mesh_parent {
+                out.push(format!(
+                    "spec.parentRefs[{i}]: kind {}/{}: a parent of this kind is another controller's (istiod ignores it)",
+                    r.group, r.kind
+                ));
             }
-            let why = if mesh_parent {
-                "a mesh route of this kind is not served by axon yet"
-            } else {
-                "a parent of this kind is another controller's (istiod ignores it)"
-            };
-            out.push(format!(
-                "spec.parentRefs[{i}]: kind {}/{}: {why}",
-                r.group, r.kind
-            ));
         }
     };
     match spec {
         Spec::HttpRoute(r) => {
-            parents(&r.parent_refs, true);
+            parents(&r.parent_refs);
             for (i, rule) in r.rules.iter().enumerate() {
                 if rule.session_persistence.is_some() {
                     out.push(format!("spec.rules[{i}].sessionPersistence"));
@@ -36,17 +28,20 @@ pub fn gateway_api_notes(spec: &crate::config::Spec) -> Vec<String> {
             }
         }
         Spec::GrpcRoute(r) => {
-            parents(&r.parent_refs, true);
+            parents(&r.parent_refs);
             for (i, rule) in r.rules.iter().enumerate() {
                 if rule.session_persistence.is_some() {
                     out.push(format!("spec.rules[{i}].sessionPersistence"));
                 }
             }
         }
-        Spec::TlsRoute(r) | Spec::TcpRoute(r) => parents(&r.parent_refs, false),
+        Spec::TlsRoute(r) | Spec::TcpRoute(r) => parents(&r.parent_refs),
         Spec::KubernetesGateway(g) => {
-            if g.infrastructure.is_some() {
-                out.push("spec.infrastructure: axon deploys no gateway yet".into());
+            if g.infrastructure
+                .as_ref()
+                .is_some_and(|i| i.parameters_ref.is_some())
+            {
+                out.push("spec.infrastructure.parametersRef".into());
             }
             if g.tls.as_ref().is_some_and(|t| t.backend.is_some()) {
                 out.push("spec.tls.backend".into());

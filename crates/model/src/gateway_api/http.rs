@@ -137,7 +137,7 @@ pub(crate) fn convert_route(
 /// The mesh parents of a route (GAMMA: a parentRef to a Service, or a ServiceEntry): the
 /// hosts its VirtualService is for, and the parentRef's port (istiod's `meshParentKey`,
 /// `referenceAllowed` for Services: the Service must exist).
-fn mesh_parents(
+pub(crate) fn mesh_parents(
     inputs: &Inputs,
     route: &Config,
     refs: &[axon_config::gateway_api::ParentReference],

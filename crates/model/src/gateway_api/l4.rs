@@ -36,18 +36,23 @@ pub(crate) fn convert_route(
         &spec.hostnames,
         problems,
     );
+    let mesh = super::http::mesh_parents(inputs, route, &spec.parent_refs, problems);
+    // Mesh routes check no ReferenceGrant (istiod: `enforceRefGrant = !mesh`).
     let mut rules = Vec::new();
+    let mut mesh_rules = Vec::new();
     for rule in &spec.rules {
-        match rule_routes(inputs, route, rule) {
-            Ok((dests, soft)) => {
-                if let Some(e) = soft {
-                    problems.add(&route.key, e);
+        for (enforce, into) in [(true, &mut rules), (false, &mut mesh_rules)] {
+            match rule_routes(inputs, route, rule, enforce) {
+                Ok((dests, soft)) => {
+                    if let (Some(e), true) = (soft, enforce) {
+                        problems.add(&route.key, e);
+                    }
+                    into.push(dests);
                 }
-                rules.push(dests);
-            }
-            Err(e) => {
-                problems.add(&route.key, format!("not served: {e}"));
-                return Vec::new();
+                Err(e) => {
+                    problems.add(&route.key, format!("not served: {e}"));
+                    return Vec::new();
+                }
             }
         }
     }
@@ -108,6 +113,63 @@ pub(crate) fn convert_route(
             });
         }
     }
+    // Mesh routes (GAMMA): istiod's `augmentTLSPortMatch` (a route without hostnames takes
+    // the parent's hosts for SNI; the parentRef's port on every match), then
+    // `compatibleRoutesForHost` per host; TCP: `augmentTCPPortMatch`.
+    for (hosts, port) in mesh {
+        for h in &hosts {
+            let blocks: Vec<serde_json::Value> = mesh_rules
+                .iter()
+                .map(|dests| {
+                    let mut m = json!({});
+                    if tls {
+                        let mut sni = if spec.hostnames.is_empty() {
+                            hosts.clone()
+                        } else {
+                            spec.hostnames.clone()
+                        };
+                        if sni.len() > 1 {
+                            sni.retain(|s| parents::hosts_match(h, s));
+                        }
+                        m["sniHosts"] = json!(sni);
+                    }
+                    if let Some(p) = port {
+                        m["port"] = json!(p);
+                    }
+                    if m.as_object().is_some_and(|o| o.is_empty()) {
+                        json!({"route": dests})
+                    } else {
+                        json!({"match": [m], "route": dests})
+                    }
+                })
+                .collect();
+            let name = format!(
+                "{}~{}~{count}~{DERIVED_MARK}",
+                route.name(),
+                if tls { "tls" } else { "tcp" }
+            );
+            count += 1;
+            let mut vs = VirtualService {
+                hosts: vec![h.clone()],
+                gateways: vec!["mesh".to_string()],
+                semantics: RouteSemantics::Gateway,
+                parents: vec![parent_name(route)],
+                ..Default::default()
+            };
+            if tls {
+                vs.tls = blocks;
+            } else {
+                vs.tcp = blocks;
+            }
+            out.push(Config {
+                key: ConfigKey::new(ConfigKind::VirtualService, route.namespace(), name),
+                labels: Default::default(),
+                created: route.created,
+                spec: Spec::VirtualService(vs),
+                not_applied: Vec::new(),
+            });
+        }
+    }
     out
 }
 
@@ -116,6 +178,7 @@ fn rule_routes(
     inputs: &Inputs,
     route: &Config,
     rule: &L4RouteRule,
+    enforce_grants: bool,
 ) -> Result<(Vec<serde_json::Value>, Option<String>), String> {
     let kept: Vec<_> = rule.backend_refs.iter().filter(|b| b.weight != 0).collect();
     if kept.is_empty() {
@@ -130,7 +193,7 @@ fn rule_routes(
     let mut soft = None;
     let mut out = Vec::new();
     for b in kept {
-        let (dest, error) = destination(inputs, route, route.kind(), &b.object(), true);
+        let (dest, error) = destination(inputs, route, route.kind(), &b.object(), enforce_grants);
         match error {
             Some(BackendError::Hard(e)) => return Err(e),
             Some(BackendError::Soft(e)) => soft = Some(e),
