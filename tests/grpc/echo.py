@@ -20,7 +20,8 @@ serialization.
       "reply: <reply>" and exits 0, or prints the last error and exits 1.
       --authority sets the calls' :authority (a sidecar routes by it).
       --method /SERVICE/METHOD calls that method instead; --once makes one call
-      and prints its status code on failure (`code: UNIMPLEMENTED`).
+      and prints its status code on failure (`code: UNIMPLEMENTED`); --repeat N
+      then makes N more calls on the same channel, printing each reply.
 """
 
 import sys
@@ -77,7 +78,7 @@ def serve(port, prefix, address, service=None):
     server.wait_for_termination()
 
 
-def client(target, message, deadline_s, headers, authority=None, method=METHOD, once=False):
+def client(target, message, deadline_s, headers, authority=None, method=METHOD, once=False, repeat=0):
     import os
 
     print("GRPC_XDS_BOOTSTRAP=%s" % os.environ.get("GRPC_XDS_BOOTSTRAP"), flush=True)
@@ -103,6 +104,9 @@ def client(target, message, deadline_s, headers, authority=None, method=METHOD, 
                 wait_for_ready=False,
             )
             print("reply: %s" % reply.decode(errors="replace"), flush=True)
+            for _ in range(repeat):
+                more = say(message.encode(), timeout=5.0, metadata=headers or None)
+                print("reply: %s" % more.decode(errors="replace"), flush=True)
             channel.close()
             sys.exit(0)
         except grpc.RpcError as e:
@@ -157,6 +161,7 @@ def main(argv):
         authority = None
         method = METHOD
         once = False
+        repeat = 0
         i = 0
         positional = []
         while i < len(rest):
@@ -172,6 +177,9 @@ def main(argv):
             elif rest[i] == "--once":
                 once = True
                 i += 1
+            elif rest[i] == "--repeat":
+                repeat = int(rest[i + 1])
+                i += 2
             elif rest[i] == "--header":
                 k, _, v = rest[i + 1].partition("=")
                 headers.append((k.lower(), v))
@@ -181,7 +189,7 @@ def main(argv):
                 i += 1
         if positional:
             message = positional[0]
-        client(target, message, deadline_s, headers, authority, method, once)
+        client(target, message, deadline_s, headers, authority, method, once, repeat)
     else:
         print(__doc__, file=sys.stderr)
         sys.exit(2)

@@ -89,3 +89,71 @@ fn grpcroute_header_matching() {
         assert_eq!(call(&world, "Echo", metadata, false), want, "{metadata:?}");
     }
 }
+
+/// The replies of `1 + repeat` calls of `method` with `metadata` (waiting for the first).
+fn replies(world: &Conformance, method: &str, metadata: &[&str], repeat: usize) -> Vec<String> {
+    let target = format!("127.0.0.1:{}", world.ports[&80]);
+    let path = format!("/{SERVICE}/{method}");
+    let repeat = repeat.to_string();
+    let mut extra = vec![
+        "--method",
+        &path,
+        "--authority",
+        "example.com",
+        "--repeat",
+        &repeat,
+    ];
+    for m in metadata {
+        extra.extend(["--header", m]);
+    }
+    let (_, out) = client_call(&target, &extra);
+    out.lines()
+        .filter_map(|l| l.strip_prefix("reply: "))
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn grpcroute_request_header_modifier() {
+    let Some((world, _servers)) = start("grpcroute-request-header-modifier.yaml") else {
+        return;
+    };
+    // The backend's reply: `NAME:METHOD|k=v;k=v|message`.
+    let echo = replies(&world, "Echo", &["x-header-set=old"], 0);
+    let meta = echo.first().cloned().unwrap_or_default();
+    assert!(
+        meta.contains("x-header-set=set-overwrites-values"),
+        "{echo:?}"
+    );
+    let two = replies(
+        &world,
+        "EchoTwo",
+        &["x-header-remove-1=gone", "x-header-set-1=old"],
+        0,
+    );
+    let meta = two.first().cloned().unwrap_or_default();
+    assert!(meta.contains("x-header-set-1=header-set-1"), "{two:?}");
+    assert!(meta.contains("x-header-add-1=header-add-1"), "{two:?}");
+    assert!(!meta.contains("x-header-remove-1"), "{two:?}");
+}
+
+#[test]
+fn grpcroute_weight() {
+    let Some((world, _servers)) = start("grpcroute-weight.yaml") else {
+        return;
+    };
+    let all = replies(&world, "Echo", &[], 99);
+    let count = |name: &str| {
+        all.iter()
+            .filter(|r| r.starts_with(&format!("{name}:")))
+            .count()
+    };
+    let (v1, v2, v3) = (
+        count("grpc-infra-backend-v1"),
+        count("grpc-infra-backend-v2"),
+        count("grpc-infra-backend-v3"),
+    );
+    // 70/30 of 100: well within ±20 (over 4 sigma); v3 (weight 0) never.
+    assert_eq!((v1 + v2, v3), (100, 0), "{all:?}");
+    assert!((50..=90).contains(&v1), "v1 {v1}, v2 {v2}");
+}
