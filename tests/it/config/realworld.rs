@@ -156,7 +156,14 @@ fn every_gateway_api_document_loads() {
                     "{rel} document {}: loads, but is listed as invalid",
                     doc.index
                 )),
-                (DocOutcome::Config(c), None) if c.kind().is_gateway_api() => loaded += 1,
+                (DocOutcome::Config(c), None) if c.kind().is_gateway_api() => {
+                    loaded += 1;
+                    // Applied in full: istiod's unsupported features are noted, and none of
+                    // the corpus's documents uses one.
+                    for note in &doc.notes {
+                        problems.push(format!("{rel} document {}: {note:?}", doc.index));
+                    }
+                }
                 (DocOutcome::Invalid(e), None) if e.to_string().contains("gateway.networking") => {
                     problems.push(format!("{rel} document {}: {e}", doc.index));
                 }

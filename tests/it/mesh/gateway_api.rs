@@ -145,3 +145,85 @@ fn mesh_routes_split_by_path_and_consumer_routes_apply_to_their_namespace_only()
     assert_eq!(r.status, 200, "{r:?}");
     assert_eq!(r.header("x-header-set"), None, "{r:?}");
 }
+
+/// `MeshGRPCRouteWeight`: a GRPCRoute on Service `echo`'s gRPC port splits the sidecar's
+/// calls 70/30 between `echo-v1` and `echo-v2` (never `echo-v3`, weight 0), with real gRPC
+/// clients and servers in the pods.
+const GRPC_WEIGHT: &str = "apiVersion: gateway.networking.k8s.io/v1
+kind: GRPCRoute
+metadata: {name: mesh-grpc-weighted-backends, namespace: gateway-conformance-mesh}
+spec:
+  parentRefs: [{group: '', kind: Service, name: echo, port: 7070}]
+  rules:
+  - backendRefs:
+    - {name: echo-v1, port: 7070, weight: 70}
+    - {name: echo-v2, port: 7070, weight: 30}
+    - {name: echo-v3, port: 7070, weight: 0}
+";
+
+#[test]
+fn a_mesh_grpc_route_splits_by_weight() {
+    use crate::support::grpc_echo::{EchoServer, client_call_in};
+    const GRPC: u16 = 7070;
+    let config = ConfigDir::new();
+    let axon = Axon::start(config.path());
+    let mesh = Mesh::new(axon.xds_addr());
+    let ips = [1, 2, 3, 4].map(|i| Ipv4Addr::new(10, 96, 8, i));
+    let echo = mesh.service("echo", MESH_NS, ips[0]);
+    for (i, name) in ["echo-v1", "echo-v2", "echo-v3"].iter().enumerate() {
+        mesh.service(name, MESH_NS, ips[i + 1]);
+    }
+    let client = mesh.pod(PodSpec::sidecar("client", MESH_NS, &[("app", "client")]));
+    let pods: Vec<_> = ["echo-v1", "echo-v2", "echo-v3"]
+        .iter()
+        .map(|name| {
+            mesh.pod(PodSpec::sidecar(
+                &format!("{name}-0"),
+                MESH_NS,
+                &[("app", name)],
+            ))
+        })
+        .collect();
+    let _servers: Vec<EchoServer> = ["echo-v1", "echo-v2", "echo-v3"]
+        .iter()
+        .zip(&pods)
+        .map(|(name, pod)| EchoServer::start_in(pod, GRPC, &format!("{name}:")))
+        .collect();
+    let all: Vec<(&crate::support::mesh::Pod, &str)> = pods.iter().map(|p| (p, "v1")).collect();
+    let mut docs = vec![cluster("echo", MESH_NS, ips[0], "grpc", GRPC, GRPC, &all)];
+    for (i, name) in ["echo-v1", "echo-v2", "echo-v3"].iter().enumerate() {
+        docs.push(cluster(
+            name,
+            MESH_NS,
+            ips[i + 1],
+            "grpc",
+            GRPC,
+            GRPC,
+            &[(&pods[i], "v1")],
+        ));
+    }
+    config.write("services.yaml", &documents(&docs));
+    config.write("routes.yaml", GRPC_WEIGHT);
+    let target = format!("{echo}:{GRPC}");
+    // Until the route is there (echo-v3 answers only without it), then 100 calls.
+    let mut replies = Vec::new();
+    let routed = crate::support::wait_until(CONVERGE, || {
+        let (_, out) = client_call_in(&client, &target, &["--repeat", "99"]);
+        replies = out
+            .lines()
+            .filter_map(|l| l.strip_prefix("reply: "))
+            .map(|r| r.split(':').next().unwrap_or_default().to_string())
+            .collect();
+        replies.len() == 100 && !replies.iter().any(|r| r == "echo-v3")
+    });
+    assert!(
+        routed,
+        "the route never split echo: {replies:?}\n{}",
+        client.describe()
+    );
+    let v1 = replies.iter().filter(|r| *r == "echo-v1").count();
+    let v2 = replies.iter().filter(|r| *r == "echo-v2").count();
+    // 70/30 of 100: well within ±20 (over 4 sigma).
+    assert_eq!(v1 + v2, 100, "{replies:?}");
+    assert!((50..=90).contains(&v1), "v1 {v1}, v2 {v2}");
+}

@@ -213,3 +213,41 @@ fn httproute_retry() {
         1
     );
 }
+
+#[test]
+fn httproute_request_percentage_mirror() {
+    let Some(world) = Conformance::start("httproute-request-percentage-mirror.yaml", GW) else {
+        return;
+    };
+    world.wait_for(80, "example.com", "/percent-mirror", "infra-backend-v1");
+    let v2 = &world.backends["infra-backend-v2"];
+    // 200 requests each, told apart by key: 20 % of them mirrored (40 ± 17 at 3 sigma), and
+    // 25/50 (100 ± 21). Mirrors arrive after their answers: wait for the low bound, then the
+    // count can only be under the truth, so the high bound is checked as is.
+    for (path, prefix, low, high) in [
+        ("/percent-mirror", "p", 22, 60),
+        ("/percent-mirror-fraction", "f", 75, 125),
+    ] {
+        for i in 0..200 {
+            let key = format!("{prefix}-{i}");
+            let r = world.request(80, "GET", "example.com", path, &[("x-request-key", &key)]);
+            assert_eq!(r.status, 200, "{path}: {r:?}");
+        }
+        let mirrored = || {
+            v2.requests()
+                .iter()
+                .filter(|r| {
+                    r.headers
+                        .get("x-request-key")
+                        .is_some_and(|k| k.starts_with(&format!("{prefix}-")))
+                })
+                .count()
+        };
+        assert!(
+            wait_until(super::CONVERGE, || mirrored() >= low),
+            "{path}: only {} of 200 mirrored",
+            mirrored()
+        );
+        assert!(mirrored() <= high, "{path}: {} of 200 mirrored", mirrored());
+    }
+}
