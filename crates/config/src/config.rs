@@ -71,6 +71,10 @@ pub enum ConfigKind {
     /// `allowedRoutes.namespaces.selector` reads them); made by the registries of Kubernetes
     /// objects, not written as a config. Its key: namespace empty, name the Namespace's.
     Namespace,
+    /// A Kubernetes `v1` ConfigMap as a watched kind: the registries hold one with a
+    /// `ca.crt` as a config of kind [`ConfigKind::Secret`] named `configmap/NAME`
+    /// (`parse::parse_config_map`); no config has this kind.
+    ConfigMap,
 }
 
 impl ConfigKind {
@@ -109,6 +113,7 @@ impl ConfigKind {
             ConfigKind::ReferenceGrant => "ReferenceGrant",
             ConfigKind::BackendTlsPolicy => "BackendTLSPolicy",
             ConfigKind::Namespace => "Namespace",
+            ConfigKind::ConfigMap => "ConfigMap",
         }
     }
 

@@ -548,7 +548,9 @@ fn schema_of(kind: ConfigKind) -> &'static schema::Message {
         ConfigKind::Telemetry => &schema::TELEMETRY,
         // Secrets are decoded by `parse_secret`, and fetched JWKS made by the resolver, never
         // walked against a schema; the Gateway API's types deny unknown fields themselves.
-        ConfigKind::Secret | ConfigKind::Jwks | ConfigKind::Namespace => &NO_FIELDS,
+        ConfigKind::Secret | ConfigKind::Jwks | ConfigKind::Namespace | ConfigKind::ConfigMap => {
+            &NO_FIELDS
+        }
         ConfigKind::GatewayClass
         | ConfigKind::KubernetesGateway
         | ConfigKind::HttpRoute
@@ -587,7 +589,7 @@ fn typed_spec(kind: ConfigKind, spec: serde_json::Value) -> Result<Spec, DocErro
         ConfigKind::TcpRoute => Spec::TcpRoute(de(spec)?),
         ConfigKind::ReferenceGrant => Spec::ReferenceGrant(de(spec)?),
         ConfigKind::BackendTlsPolicy => Spec::BackendTlsPolicy(de(spec)?),
-        ConfigKind::Secret | ConfigKind::Jwks | ConfigKind::Namespace => {
+        ConfigKind::Secret | ConfigKind::Jwks | ConfigKind::Namespace | ConfigKind::ConfigMap => {
             return Err(DocError::NotAnObject);
         }
     })

@@ -15,7 +15,7 @@ use crate::registry::cluster::namespaces::{NamespaceChange, NamespaceFilter};
 use crate::registry::cluster::store::{ObjKey, Store};
 use axon_config::config::{Config, ConfigKind};
 use axon_config::config_set::ConfigSet;
-use axon_config::parse::{DocOutcome, parse_cluster_secret, parse_value};
+use axon_config::parse::{DocOutcome, parse_cluster_secret, parse_config_map, parse_value};
 
 /// An object that was not accepted, as reported.
 #[derive(Debug, Clone, PartialEq)]
@@ -184,12 +184,20 @@ impl IstioObjectIndex {
         }
         let outcome = if kind == ConfigKind::Secret {
             parse_cluster_secret(&object, &key.namespace)
+        } else if kind == ConfigKind::ConfigMap {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs() as i64);
+            parse_config_map(&object, &key.namespace, now)
         } else {
             parse_value(object, &key.namespace)
         };
         let reason = match outcome {
-            // A Secret without TLS keys (most of a cluster's): not held, not reported.
-            DocOutcome::Unsupported { .. } if kind == ConfigKind::Secret => {
+            // A Secret without TLS keys, a ConfigMap without a CA (most of a cluster's): not
+            // held, not reported.
+            DocOutcome::Unsupported { .. }
+                if matches!(kind, ConfigKind::Secret | ConfigKind::ConfigMap) =>
+            {
                 self.rejected.remove(&(kind, key.clone()));
                 return Some((key, None, None));
             }

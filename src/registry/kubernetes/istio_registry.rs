@@ -143,6 +143,7 @@ impl IstioRegistry {
             self.tasks.insert(watch_kind, task);
         }
         self.watch_secrets(ctx);
+        self.watch_config_maps(ctx);
         // Without any kind to list, the registry is synced now.
         super::publish(&mut self.out, self.index.configs(), Instant::now());
     }
@@ -166,6 +167,31 @@ impl IstioRegistry {
             watch_kind,
             api,
             config,
+            ctx.address().recipient(),
+            self.out.metrics(),
+        );
+        self.versions.insert(kind, "v1".into());
+        self.out.expect(watch_kind);
+        self.tasks.insert(watch_kind, task);
+    }
+
+    /// ConfigMaps holding a CA (`ca.crt`): the `configmap://` roots of BackendTLSPolicies and
+    /// Gateways' client validation; the others are not held.
+    fn watch_config_maps(&mut self, ctx: &mut Context<Self>) {
+        let kind = ConfigKind::ConfigMap;
+        let watch_kind = WatchKind::Istio(kind);
+        let resource = ApiResource {
+            group: String::new(),
+            version: "v1".into(),
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            plural: "configmaps".into(),
+        };
+        let api = Api::<DynamicObject>::all_with(self.client.clone(), &resource);
+        let task = watch::spawn(
+            watch_kind,
+            api,
+            watcher::Config::default(),
             ctx.address().recipient(),
             self.out.metrics(),
         );

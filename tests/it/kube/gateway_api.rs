@@ -296,3 +296,33 @@ fn without_the_gateway_api_crds_the_istio_kinds_are_watched_alone() {
     // Nothing of the group was listed.
     assert_eq!(api.list_requests(HTTP_ROUTES), 0);
 }
+
+/// A ConfigMap with a CA (`ca.crt`) is held as the `configmap://` roots a BackendTLSPolicy
+/// or a Gateway's client validation names; one without is not held.
+#[test]
+fn a_config_map_holding_a_ca_is_read_as_its_roots() {
+    let api = FakeKube::start();
+    api.apply(namespace("shop", &[]));
+    let (ca, _) = axon_config::fixtures::self_signed("ca", 2);
+    api.apply(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                     "metadata": {"name": "backend-ca", "namespace": "shop"},
+                     "data": {"ca.crt": ca}}));
+    api.apply(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                     "metadata": {"name": "settings", "namespace": "shop"},
+                     "data": {"a": "b"}}));
+    let dir = ConfigDir::new();
+    let axon = start(&api, dir.path());
+    let held = |name: &str| {
+        istio_registry(&axon)["configs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["key"]["kind"] == "Secret" && c["key"]["name"] == name)
+    };
+    assert!(
+        wait_until(CONVERGE, || held("configmap/backend-ca")),
+        "the CA ConfigMap is not held: {}",
+        istio_registry(&axon)
+    );
+    assert!(!held("configmap/settings"));
+}
