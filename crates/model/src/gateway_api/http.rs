@@ -476,6 +476,18 @@ fn header_operations(m: &HeaderModifier) -> Result<HeaderOperations, String> {
     })
 }
 
+/// A RequestHeaderModifier or ResponseHeaderModifier filter into `headers` (of a route or
+/// of one of its destinations).
+fn header_filter(f: &HttpRouteFilter, headers: &mut Option<Headers>) -> Result<(), String> {
+    if let Some(m) = &f.request_header_modifier {
+        headers.get_or_insert_with(Headers::default).request = Some(header_operations(m)?);
+    }
+    if let Some(m) = &f.response_header_modifier {
+        headers.get_or_insert_with(Headers::default).response = Some(header_operations(m)?);
+    }
+    Ok(())
+}
+
 fn filters(
     inputs: &Inputs,
     route: &Config,
@@ -487,17 +499,8 @@ fn filters(
     let grpc = route.kind() == ConfigKind::GrpcRoute;
     for f in list {
         match f.filter_type {
-            FilterType::RequestHeaderModifier => {
-                if let Some(m) = &f.request_header_modifier {
-                    istio.headers.get_or_insert_with(Headers::default).request =
-                        Some(header_operations(m)?);
-                }
-            }
-            FilterType::ResponseHeaderModifier => {
-                if let Some(m) = &f.response_header_modifier {
-                    istio.headers.get_or_insert_with(Headers::default).response =
-                        Some(header_operations(m)?);
-                }
+            FilterType::RequestHeaderModifier | FilterType::ResponseHeaderModifier => {
+                header_filter(f, &mut istio.headers)?;
             }
             FilterType::RequestRedirect if !grpc => {
                 istio.redirect = f.request_redirect.as_ref().map(redirect)
@@ -735,17 +738,8 @@ fn destinations(
         };
         for f in &b.filters {
             match f.filter_type {
-                FilterType::RequestHeaderModifier => {
-                    if let Some(m) = &f.request_header_modifier {
-                        d.headers.get_or_insert_with(Headers::default).request =
-                            Some(header_operations(m)?);
-                    }
-                }
-                FilterType::ResponseHeaderModifier => {
-                    if let Some(m) = &f.response_header_modifier {
-                        d.headers.get_or_insert_with(Headers::default).response =
-                            Some(header_operations(m)?);
-                    }
+                FilterType::RequestHeaderModifier | FilterType::ResponseHeaderModifier => {
+                    header_filter(f, &mut d.headers)?;
                 }
                 other => return Err(format!("unsupported filter type {other:?} (InvalidFilter)")),
             }
