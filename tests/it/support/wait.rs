@@ -22,22 +22,39 @@ pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
     }
 }
 
-/// A port that was free on 127.0.0.1 a moment ago, and that no other call in this process
-/// has handed out: two tests of one binary run at once, and Envoy binds its listeners with
-/// `SO_REUSEPORT`, so two Envoys given the same port would both listen on it and share its
-/// connections instead of one failing.
+/// A port that was free on every address a moment ago, that no other call in this process
+/// has handed out, and that the kernel never hands out by itself: two tests of one binary
+/// run at once, and Envoy binds its listeners with `SO_REUSEPORT`, so two Envoys given the
+/// same port would both listen on it and share its connections instead of one failing.
+///
+/// The port is taken below the ephemeral range (`ip_local_port_range`, 32768 and up here),
+/// never from a `bind(0)`: a port handed out by `bind(0)` and released could be given by the
+/// kernel to the next `bind(0)` or `connect` of another test before Envoy binds it, and
+/// Envoy's listener would then fail with "Address already in use".
 pub fn free_port() -> u16 {
     use std::collections::HashSet;
     use std::sync::Mutex;
+    const LOW: u32 = 20_000;
+    const SPAN: u32 = 12_000;
     static HANDED_OUT: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
-    loop {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-        let port = listener.local_addr().expect("local_addr").port();
-        let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
-        if handed_out.get_or_insert_with(HashSet::new).insert(port) {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let start = (std::process::id().wrapping_mul(7919) ^ nanos) % SPAN;
+    let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
+    let handed_out = handed_out.get_or_insert_with(HashSet::new);
+    for i in 0..SPAN {
+        let port = (LOW + (start + i * 7) % SPAN) as u16;
+        if handed_out.contains(&port) {
+            continue;
+        }
+        if TcpListener::bind(SocketAddr::from((Ipv4Addr::UNSPECIFIED, port))).is_ok() {
+            handed_out.insert(port);
             return port;
         }
     }
+    panic!("no free port left in {LOW}..{}", LOW + SPAN);
 }
 
 /// A loopback address of the caller's own (any 127/8 address is local on Linux) on which
