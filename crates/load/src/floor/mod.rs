@@ -1,5 +1,5 @@
-//! The floor: a replay server on raw h2 that writes pre-encoded gRPC frames (the exact
-//! responses axon sent, captured per view) to the same simulated proxies. It answers the
+//! The floor: a replay server that writes the exact responses axon sent, captured per view
+//! and framed as HTTP/2 DATA frames before the run ([`h2raw`]), to the same simulated proxies. It answers the
 //! first request of each type with that type's frame, ignores ACKs, and on a `push` line on
 //! stdin writes all four frames to every open stream; `push TYPES NAMESPACES` (e.g.
 //! `push rds ns-0,ns-3`) writes only those types to the streams of those namespaces: the
@@ -14,9 +14,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use prost::Message;
 
-use crate::wire::{self, Deframer};
+use crate::wire;
+
+mod h2raw;
 
 /// Per view (a namespace): the four responses as gRPC payloads (absent types are `None`).
 pub(crate) type Views = HashMap<String, [Option<Bytes>; 4]>;
@@ -123,12 +124,25 @@ pub(crate) fn serve(
     addr: std::net::SocketAddr,
     delta: bool,
 ) -> anyhow::Result<()> {
-    let views = Arc::new(read_views(views_path)?);
+    let views: h2raw::FramedViews = read_views(views_path)?
+        .into_iter()
+        .map(|(ns, msgs)| (ns, msgs.map(|m| m.map(h2raw::Frame::new))))
+        .collect();
+    let views = Arc::new(views);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     rt.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(addr).await?;
+        // The backlog axon's xDS listener has (the kernel caps it at somaxconn): with the
+        // default of 1024, a storm's connects overflow it and wait for SYN retries.
+        let socket = if addr.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
+        socket.set_reuseaddr(true)?;
+        socket.bind(addr)?;
+        let listener = socket.listen(4096)?;
         println!("replay listening {}", listener.local_addr()?);
         std::io::stdout().flush()?;
         let (push_tx, push_rx) = tokio::sync::watch::channel(Arc::new(PushSpec {
@@ -157,95 +171,13 @@ pub(crate) fn serve(
                     let push_rx = push_rx.clone();
                     tokio::spawn(async move {
                         // A client that leaves resets its connection: not an error here.
-                        let _ = connection(tcp, views, push_rx, delta).await;
+                        let _ = h2raw::connection(tcp, views, push_rx, delta).await;
                     });
                 }
             }
         }
     })?;
     rt.shutdown_background();
-    Ok(())
-}
-
-async fn connection(
-    tcp: tokio::net::TcpStream,
-    views: Arc<Views>,
-    push_rx: tokio::sync::watch::Receiver<Arc<PushSpec>>,
-    delta: bool,
-) -> anyhow::Result<()> {
-    let mut conn = h2::server::Builder::new()
-        .initial_window_size(1 << 20)
-        .initial_connection_window_size(1 << 20)
-        .handshake::<_, Bytes>(tcp)
-        .await?;
-    while let Some(accepted) = conn.accept().await {
-        let (request, respond) = accepted?;
-        let (views, push_rx) = (views.clone(), push_rx.clone());
-        tokio::spawn(async move {
-            let _ = stream(request, respond, views, push_rx, delta).await;
-        });
-    }
-    Ok(())
-}
-
-async fn stream(
-    request: http::Request<h2::RecvStream>,
-    mut respond: h2::server::SendResponse<Bytes>,
-    views: Arc<Views>,
-    mut push_rx: tokio::sync::watch::Receiver<Arc<PushSpec>>,
-    delta: bool,
-) -> anyhow::Result<()> {
-    let response = http::Response::builder()
-        .status(200)
-        .header("content-type", "application/grpc")
-        .body(())?;
-    let mut tx = respond.send_response(response, false)?;
-    let mut body = request.into_body();
-    let mut deframer = Deframer::default();
-    let mut view: Option<&[Option<Bytes>; 4]> = None;
-    let mut namespace = String::new();
-    push_rx.borrow_and_update();
-    loop {
-        tokio::select! {
-            chunk = body.data() => {
-                let Some(chunk) = chunk else { break };
-                let chunk = chunk?;
-                let _ = body.flow_control().release_capacity(chunk.len());
-                deframer.push(&chunk);
-                while let Some(msg) = deframer.next()? {
-                    let (node, type_url, nonce) = if delta {
-                        let r = wire::DeltaRequestLite::decode(msg)?;
-                        (r.node, r.type_url, r.response_nonce)
-                    } else {
-                        let r = wire::SotwRequestLite::decode(msg)?;
-                        (r.node, r.type_url, r.response_nonce)
-                    };
-                    if view.is_none() {
-                        let id = node.map(|n| n.id).unwrap_or_default();
-                        namespace = namespace_of(&id).unwrap_or("").to_string();
-                        view = Some(views.get(&namespace).ok_or_else(|| anyhow::anyhow!("no view for {id}"))?);
-                    }
-                    let Some(ty) = wire::type_index(&type_url) else { continue };
-                    if nonce.is_empty()
-                        && let Some(frame) = &view.and_then(|v| v[ty].clone())
-                    {
-                        tx.send_data(frame.clone(), false)?;
-                    }
-                }
-            }
-            changed = push_rx.changed() => {
-                if changed.is_err() { break }
-                let spec = push_rx.borrow_and_update().clone();
-                if let Some(v) = view.filter(|_| spec.reaches(&namespace)) {
-                    for (ty, frame) in v.iter().enumerate() {
-                        if let Some(frame) = frame.as_ref().filter(|_| spec.types & (1 << ty) != 0) {
-                            tx.send_data(frame.clone(), false)?;
-                        }
-                    }
-                }
-            }
-        }
-    }
     Ok(())
 }
 
