@@ -202,7 +202,8 @@ pub struct ServeArgs {
     #[arg(long, requires = "kubernetes")]
     pub peer_service: Option<String>,
     /// This replica's name in the fleet view and `/debug/connections` (default: `POD_NAME`,
-    /// else the host name).
+    /// else the host name and the monitoring port). Two replicas of one name refuse: the
+    /// younger exits with an error.
     #[arg(long)]
     pub replica_name: Option<String>,
     /// Once every listener is bound, write the bound addresses to this file as JSON

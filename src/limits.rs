@@ -182,6 +182,11 @@ pub struct Limits {
     pub rebalance_slack: f64,
     /// Connections closed to rebalance, at most this many per second (0: never rebalance).
     pub rebalance_rate: u32,
+    /// A replica closes connections to rebalance only while the fleet's total of streams has
+    /// moved by no more than the slack of the even share for this long: while proxies
+    /// connect (a ramp) or the closed ones come back, an imbalance seen is not one.
+    #[serde(deserialize_with = "duration")]
+    pub rebalance_settle: Duration,
     /// A workload certificate's lifetime when its CSR asks none (istiod's
     /// `DEFAULT_WORKLOAD_CERT_TTL`); also the lifetime of axon's own serving certificate
     /// when its CA issues it (renewed at half of it).
@@ -269,6 +274,7 @@ impl Default for Limits {
             max_peer_answer_bytes: 16 << 20,
             rebalance_slack: 0.1,
             rebalance_rate: 20,
+            rebalance_settle: Duration::from_secs(2),
             workload_cert_ttl: Duration::from_secs(24 * 3600),
             max_workload_cert_ttl: Duration::from_secs(90 * 24 * 3600),
             self_signed_root_ttl: Duration::from_secs(3650 * 24 * 3600),

@@ -12,9 +12,10 @@ use crate::registry::kubernetes::peers::{self, Own};
 use axon_metrics::Metrics;
 use axon_transport::AdsService;
 
-/// This replica's name: `--replica-name`, else `POD_NAME`, else the host name (`HOSTNAME`,
-/// or the kernel's), else `axon`.
-pub fn replica_name(flag: Option<&str>) -> String {
+/// This replica's name: `--replica-name`, else `POD_NAME` (unique in a cluster), else the
+/// host name (`HOSTNAME`, or the kernel's; `axon` without one) with the monitoring port:
+/// replicas on one host share the host name, never the port, so each picks its own name.
+pub fn replica_name(flag: Option<&str>, monitoring_port: u16) -> String {
     if let Some(name) = flag.filter(|n| !n.is_empty()) {
         return name.to_string();
     }
@@ -23,12 +24,18 @@ pub fn replica_name(flag: Option<&str>) -> String {
     {
         return name;
     }
-    std::env::var("HOSTNAME")
+    let host = std::env::var("HOSTNAME")
         .ok()
         .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
         .map(|h| h.trim().to_string())
         .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "axon".to_string())
+        .unwrap_or_else(|| "axon".to_string());
+    let name = format!("{host}-{monitoring_port}");
+    tracing::info!(
+        replica = %name,
+        "replica name: the host name and the monitoring port (no --replica-name or POD_NAME)"
+    );
+    name
 }
 
 /// Where the peers come from.
@@ -50,7 +57,8 @@ impl PeerSource {
     }
 }
 
-/// Starts the Fleet actor and what feeds it its peers.
+/// Starts the Fleet actor and what feeds it its peers; the receiver resolves when an older
+/// replica turns out to have this replica's name.
 pub fn start(
     replica: &str,
     source: PeerSource,
@@ -59,7 +67,8 @@ pub fn start(
     client: HttpPeers,
     limits: &Limits,
     metrics: &Metrics,
-) -> Addr<Fleet> {
+) -> (Addr<Fleet>, tokio::sync::oneshot::Receiver<String>) {
+    let (name_taken, name_taken_rx) = tokio::sync::oneshot::channel();
     let fleet = Fleet::new(
         FleetSettings {
             replica: replica.to_string(),
@@ -67,11 +76,13 @@ pub fn start(
             max_peers: limits.max_peers,
             slack: limits.rebalance_slack,
             rate: limits.rebalance_rate,
+            settle: limits.rebalance_settle,
         },
         Arc::new(ads.clone()),
         Arc::new(client),
         metrics.clone(),
     )
+    .on_name_taken(name_taken)
     .start();
     match source {
         PeerSource::None => {}
@@ -96,5 +107,5 @@ pub fn start(
             ));
         }
     }
-    fleet
+    (fleet, name_taken_rx)
 }

@@ -112,6 +112,8 @@ pub struct Handles {
     pub directory: Addr<ConnectionDirectory>,
     pub distribution: Addr<DistributionTracker>,
     pub fleet: Addr<Fleet>,
+    /// Resolves when an older replica has this replica's name: serving stops with its reason.
+    name_taken: tokio::sync::oneshot::Receiver<String>,
     /// The FileRegistry, with `--config-dir`.
     pub files: Option<Addr<FileRegistry>>,
     drain: Drain,
@@ -237,7 +239,10 @@ async fn wire(
             metrics.clone(),
         ),
     );
-    let replica = fleet::replica_name(settings.replica_name.as_deref());
+    let replica = fleet::replica_name(
+        settings.replica_name.as_deref(),
+        listeners.monitoring.local_addr()?.port(),
+    );
     let mut builder = SnapshotBuilder::new(
         mesh,
         push_queue.clone().recipient(),
@@ -359,7 +364,7 @@ async fn wire(
         token: debug_token.clone(),
         max_bytes: limits.max_peer_answer_bytes,
     };
-    let fleet_actor = fleet::start(
+    let (fleet_actor, name_taken) = fleet::start(
         &replica,
         peer_source,
         monitoring_addr.port(),
@@ -504,6 +509,7 @@ async fn wire(
         directory,
         distribution,
         fleet: fleet_actor,
+        name_taken,
         files: file_registry,
         drain,
         drain_duration: limits.drain_duration,
@@ -551,6 +557,7 @@ impl Handles {
         let result = tokio::select! {
             r = self.monitoring_server => r.context("monitoring server task").and_then(|r| r.context("monitoring server")),
             r = self.debug_server => r.context("debug server task").and_then(|r| r.context("debug server")),
+            Ok(reason) = self.name_taken => Err(anyhow::anyhow!("{reason}")),
             _ = shutdown => {
                 let _ = self.fleet.send(StopBalancing).await;
                 drain_connections(&self.drain, &self.builder, self.drain_duration, self.close_grace).await;

@@ -7,6 +7,12 @@
 //! replicas)` (so it stops inside the slack, not at its edge), never more than `rate` in any
 //! second. Without peers (none configured, none answering) it never closes anything: a
 //! replica alone holds every stream.
+//!
+//! It closes only while the fleet's total has settled: it moved by no more than the slack of
+//! the even share over the last `rebalance_settle`. While proxies connect (a
+//! ramp, a rollout, a fleet coming back) the counts a replica sees are of different moments
+//! and an imbalance seen then is not one: closing then only moves proxies that the end of
+//! the ramp would have left where they were.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -25,6 +31,9 @@ pub fn upper_bound(total: usize, replicas: usize, slack: f64) -> usize {
     ((exact - 1e-9).ceil().max(0.0) as usize).max(even_share(total, replicas))
 }
 
+/// A bound on the samples kept, whatever the ratio of `settle` to the poll interval.
+const MAX_SAMPLES: usize = 1024;
+
 #[derive(Debug)]
 pub struct Balancer {
     slack: f64,
@@ -33,16 +42,46 @@ pub struct Balancer {
     closed: VecDeque<Instant>,
     /// Above the bound once, and not yet back at the even share.
     shedding: bool,
+    settle: Duration,
+    /// The fleet's total at each decision of the last `settle` (and the one before it).
+    totals: VecDeque<(Instant, usize)>,
 }
 
 impl Balancer {
-    pub fn new(slack: f64, rate: u32) -> Balancer {
+    pub fn new(slack: f64, rate: u32, settle: Duration) -> Balancer {
         Balancer {
             slack,
             rate,
             closed: VecDeque::with_capacity(rate.min(1024) as usize),
             shedding: false,
+            settle,
+            totals: VecDeque::new(),
         }
+    }
+
+    /// Records `total` and says whether it moved by no more than the slack of the even
+    /// share over the whole of the last `settle`.
+    fn settled(&mut self, now: Instant, total: usize, share: usize) -> bool {
+        self.totals.push_back((now, total));
+        // Keep the newest sample at least `settle` old, and those after it.
+        while self.totals.len() > MAX_SAMPLES
+            || self
+                .totals
+                .get(1)
+                .is_some_and(|(at, _)| now.saturating_duration_since(*at) >= self.settle)
+        {
+            self.totals.pop_front();
+        }
+        let covered = self
+            .totals
+            .front()
+            .is_some_and(|(at, _)| now.saturating_duration_since(*at) >= self.settle);
+        let (low, high) = self
+            .totals
+            .iter()
+            .fold((usize::MAX, 0), |(l, h), (_, t)| (l.min(*t), h.max(*t)));
+        let tolerance = ((share as f64 * self.slack).ceil() as usize).max(1);
+        covered && high - low <= tolerance
     }
 
     /// How many connections to close now, holding `own` streams while the answering peers
@@ -57,11 +96,17 @@ impl Balancer {
         }
         if peers.is_empty() || self.rate == 0 {
             self.shedding = false;
+            self.totals.clear();
             return 0;
         }
         let replicas = peers.len() + 1;
         let total = own + peers.iter().sum::<usize>();
         let share = even_share(total, replicas);
+        if !self.settled(now, total, share) {
+            // Neither starts nor goes on: the proxies this replica closed are still coming
+            // back (a dip of the total), or others are connecting.
+            return 0;
+        }
         if own > upper_bound(total, replicas, self.slack) {
             self.shedding = true;
         }
@@ -98,7 +143,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_replica_over_the_slack_sheds_to_the_even_share_at_the_rate() {
-        let mut b = Balancer::new(0.1, 20);
+        let mut b = Balancer::new(0.1, 20, Duration::ZERO);
         let t0 = Instant::now();
         // After a restart: 150, 150 and the new replica's 0.
         assert_eq!(
@@ -126,15 +171,72 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn alone_or_at_rate_zero_nothing_is_closed() {
-        let mut b = Balancer::new(0.1, 20);
+        let mut b = Balancer::new(0.1, 20, Duration::ZERO);
         assert_eq!(b.decide(Instant::now(), 300, &[]), 0, "no peer answered");
-        let mut off = Balancer::new(0.1, 0);
+        let mut off = Balancer::new(0.1, 0, Duration::ZERO);
         assert_eq!(off.decide(Instant::now(), 300, &[0, 0]), 0);
-        let mut tight = Balancer::new(0.0, 1000);
+        let mut tight = Balancer::new(0.0, 1000, Duration::ZERO);
         assert_eq!(
             tight.decide(Instant::now(), 102, &[99, 99]),
             2,
             "slack 0: down to 100"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn nothing_is_closed_while_the_fleets_total_moves() {
+        let tick = Duration::from_millis(200);
+        let mut b = Balancer::new(0.1, 50, Duration::from_secs(1));
+        // A ramp: this replica's count is fresh, the peers' a poll old, so it looks ahead.
+        for (own, a, c) in [(30, 10, 12), (70, 40, 45), (100, 80, 85), (101, 100, 98)] {
+            assert_eq!(b.decide(Instant::now(), own, &[a, c]), 0, "ramping: {own}");
+            tokio::time::advance(tick).await;
+        }
+        // The ramp ended within the slack: nothing to do, however long it stays.
+        for _ in 0..10 {
+            assert_eq!(b.decide(Instant::now(), 101, &[100, 101]), 0);
+            tokio::time::advance(tick).await;
+        }
+        // A real imbalance at a steady total (a replica came back empty) is acted on once
+        // the total has held for `settle`, and the shedding then goes on while the moved
+        // proxies come and go.
+        let mut b = Balancer::new(0.1, 50, Duration::from_secs(1));
+        assert_eq!(
+            b.decide(Instant::now(), 151, &[151, 0]),
+            0,
+            "not yet settled"
+        );
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(b.decide(Instant::now(), 151, &[151, 0]), 50);
+        tokio::time::advance(Duration::from_secs(1)).await;
+        tokio::time::advance(Duration::from_millis(500)).await;
+        assert_eq!(
+            b.decide(Instant::now(), 101, &[120, 40]),
+            0,
+            "the closed proxies are coming back: the total dipped"
+        );
+        assert!(b.shedding(), "paused, not done");
+        tokio::time::advance(Duration::from_millis(500)).await;
+        assert_eq!(
+            b.decide(Instant::now(), 121, &[131, 50]),
+            0,
+            "back, not yet held"
+        );
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(
+            b.decide(Instant::now(), 121, &[131, 50]),
+            20,
+            "on to the share"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn samples_are_bounded() {
+        let mut b = Balancer::new(0.1, 50, Duration::from_secs(3600));
+        for _ in 0..5000 {
+            b.decide(Instant::now(), 10, &[10]);
+            tokio::time::advance(Duration::from_millis(1)).await;
+        }
+        assert!(b.totals.len() <= MAX_SAMPLES);
     }
 }

@@ -11,6 +11,10 @@
 //! and [`StopBalancing`] (SIGTERM); sends nothing to other actors. Nothing else depends on
 //! the peers: one that does not answer is left out of the balance and named in the fleet
 //! view, and a replica with no peer answering serves every stream it gets.
+//!
+//! Two replicas of one name would write one Lease holder and one name in the fleet view:
+//! the younger of the two, on seeing the other, says so and sends the reason on its
+//! `name_taken` channel (the wiring stops serving on it); the older warns once.
 
 pub mod balance;
 pub mod peers;
@@ -25,7 +29,7 @@ use actix::prelude::*;
 
 use axon_metrics::Metrics;
 use axon_transport::AdsService;
-pub use peers::{PeerView, ReplicaReport};
+pub use peers::{Me, PeerView, ReplicaReport};
 
 /// A peer's answer to a GET: its JSON body, or why there is none.
 pub type PeerAnswer = Pin<Box<dyn Future<Output = Result<serde_json::Value, String>> + Send>>;
@@ -81,10 +85,11 @@ pub struct FleetSettings {
     pub max_peers: usize,
     pub slack: f64,
     pub rate: u32,
+    pub settle: Duration,
 }
 
 pub struct Fleet {
-    replica: String,
+    me: Me,
     interval: Duration,
     table: peers::PeerTable,
     balancer: balance::Balancer,
@@ -94,6 +99,9 @@ pub struct Fleet {
     polling: HashSet<String>,
     draining: bool,
     metrics: Metrics,
+    /// Told once, when this replica is the younger of two of one name.
+    name_taken: Option<tokio::sync::oneshot::Sender<String>>,
+    warned_name: bool,
 }
 
 impl Fleet {
@@ -103,16 +111,59 @@ impl Fleet {
         client: Arc<dyn PeerClient>,
         metrics: Metrics,
     ) -> Fleet {
+        let started_unix_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
         Fleet {
-            replica: settings.replica,
+            me: Me {
+                name: settings.replica,
+                instance: random_instance(),
+                started_unix_ms,
+            },
             interval: settings.poll_interval,
             table: peers::PeerTable::new(settings.max_peers),
-            balancer: balance::Balancer::new(settings.slack, settings.rate),
+            balancer: balance::Balancer::new(settings.slack, settings.rate, settings.settle),
             shedder,
             client,
             polling: HashSet::new(),
             draining: false,
             metrics,
+            name_taken: None,
+            warned_name: false,
+        }
+    }
+
+    /// Where to say that another replica, older, has this replica's name.
+    pub fn on_name_taken(mut self, tx: tokio::sync::oneshot::Sender<String>) -> Fleet {
+        self.name_taken = Some(tx);
+        self
+    }
+
+    /// After each answer: another replica with this one's name?
+    fn check_name(&mut self) {
+        let Some((addr, other)) = self.table.name_taken(&self.me) else {
+            return;
+        };
+        if self.me.younger_than(other) {
+            let Some(tx) = self.name_taken.take() else {
+                return;
+            };
+            let reason = format!(
+                "the replica at {addr} has this replica's name {:?} and started first: two \
+                 replicas of one name count each other as themselves and would both hold \
+                 the Gateway status Lease; give each its own --replica-name (or POD_NAME)",
+                self.me.name
+            );
+            tracing::error!(peer = %addr, replica = %self.me.name, "{reason}");
+            self.draining = true;
+            let _ = tx.send(reason);
+        } else if !self.warned_name {
+            self.warned_name = true;
+            tracing::warn!(
+                peer = %addr,
+                replica = %self.me.name,
+                "another replica has this replica's name; it started later and stops serving"
+            );
         }
     }
 
@@ -133,9 +184,10 @@ impl Fleet {
             ctx.spawn(poll.into_actor(self).map(move |answer, act, _| {
                 act.polling.remove(&addr);
                 act.table.answered(&addr, answer);
+                act.check_name();
                 act.metrics
                     .fleet_peers
-                    .set(act.table.counts(&act.replica).len() as i64);
+                    .set(act.table.counts(&act.me).len() as i64);
             }));
         }
     }
@@ -145,7 +197,7 @@ impl Fleet {
             return;
         }
         let own = self.shedder.streams();
-        let peers = self.table.counts(&self.replica);
+        let peers = self.table.counts(&self.me);
         let close = self
             .balancer
             .decide(tokio::time::Instant::now(), own, &peers);
@@ -189,9 +241,11 @@ impl Handler<GetReplica> for Fleet {
 
     fn handle(&mut self, _: GetReplica, _: &mut Context<Self>) -> Self::Result {
         MessageResult(ReplicaReport {
-            replica: self.replica.clone(),
+            replica: self.me.name.clone(),
             streams: self.shedder.streams(),
             draining: self.draining,
+            instance: self.me.instance.clone(),
+            started_unix_ms: self.me.started_unix_ms,
         })
     }
 }
@@ -200,7 +254,7 @@ impl Handler<GetPeers> for Fleet {
     type Result = MessageResult<GetPeers>;
 
     fn handle(&mut self, _: GetPeers, _: &mut Context<Self>) -> Self::Result {
-        MessageResult(self.table.view(&self.replica))
+        MessageResult(self.table.view(&self.me))
     }
 }
 
@@ -210,6 +264,14 @@ impl Handler<StopBalancing> for Fleet {
     fn handle(&mut self, _: StopBalancing, _: &mut Context<Self>) {
         self.draining = true;
     }
+}
+
+/// 64 random bits as hex: std's hasher keys are drawn from the OS at random per process.
+fn random_instance() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(std::process::id() as u64);
+    format!("{:016x}", h.finish())
 }
 
 #[cfg(test)]

@@ -4,6 +4,10 @@
 //! A peer that did not answer its last poll, answered something that is not a report, is
 //! draining, or turns out to be this replica (a `--peers` list may name every replica) holds
 //! no count: the balance and the fleet view leave it out until it answers again.
+//!
+//! A replica is told from itself by its instance (made at random when it starts), not by its
+//! name: two replicas given the same name are still two, and [`PeerTable::name_taken`] says
+//! which peer has this replica's name, so that the younger of the two can refuse to serve.
 
 use std::collections::BTreeMap;
 
@@ -18,6 +22,38 @@ pub struct ReplicaReport {
     pub streams: usize,
     /// It got SIGTERM and is closing its connections.
     pub draining: bool,
+    /// Made at random when it started: tells two replicas of one name apart (empty from a
+    /// replica that predates it: then the name alone tells).
+    #[serde(default)]
+    pub instance: String,
+    /// When it started, milliseconds since the Unix epoch (0 when not said).
+    #[serde(default)]
+    pub started_unix_ms: u64,
+}
+
+/// Who this replica is, for telling it from its peers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Me {
+    pub name: String,
+    pub instance: String,
+    pub started_unix_ms: u64,
+}
+
+impl Me {
+    /// Whether a report is this replica's own (a `--peers` list that names this replica).
+    fn is(&self, r: &ReplicaReport) -> bool {
+        if r.instance.is_empty() {
+            r.replica == self.name
+        } else {
+            r.instance == self.instance
+        }
+    }
+
+    /// Whether, of this replica and the other one of the same name that sent `r`, this one
+    /// is the younger (the later start; the greater instance when they started together).
+    pub fn younger_than(&self, r: &ReplicaReport) -> bool {
+        (self.started_unix_ms, &self.instance) > (r.started_unix_ms, &r.instance)
+    }
 }
 
 /// One known peer, as `/debug/connections` and the fleet view show it.
@@ -96,21 +132,30 @@ impl PeerTable {
     }
 
     /// The stream counts of the peers that count for the balance: answering, serving
-    /// (not draining), and not `own` (this replica's name).
-    pub fn counts(&self, own: &str) -> Vec<usize> {
+    /// (not draining), and not this replica.
+    pub fn counts(&self, me: &Me) -> Vec<usize> {
         self.peers
             .values()
             .filter_map(|e| e.report.as_ref())
-            .filter(|r| !r.draining && r.replica != own)
+            .filter(|r| !r.draining && !me.is(r))
             .map(|r| r.streams)
             .collect()
     }
 
+    /// A peer that is another replica with this replica's name, and its address.
+    pub fn name_taken(&self, me: &Me) -> Option<(&str, &ReplicaReport)> {
+        self.peers.iter().find_map(|(addr, e)| {
+            let r = e.report.as_ref()?;
+            (r.replica == me.name && !r.instance.is_empty() && !me.is(r))
+                .then_some((addr.as_str(), r))
+        })
+    }
+
     /// Every known peer but this replica itself.
-    pub fn view(&self, own: &str) -> Vec<PeerView> {
+    pub fn view(&self, me: &Me) -> Vec<PeerView> {
         self.peers
             .iter()
-            .filter(|(_, e)| e.report.as_ref().is_none_or(|r| r.replica != own))
+            .filter(|(_, e)| e.report.as_ref().is_none_or(|r| !me.is(r)))
             .map(|(address, e)| PeerView {
                 address: address.clone(),
                 report: e.report.clone(),
@@ -132,6 +177,14 @@ mod tests {
         json!({"replica": replica, "streams": streams, "draining": draining})
     }
 
+    fn me() -> Me {
+        Me {
+            name: "me".into(),
+            instance: "i-me".into(),
+            started_unix_ms: 100,
+        }
+    }
+
     #[test]
     fn only_answering_serving_others_count() {
         let mut t = PeerTable::new(8);
@@ -148,16 +201,16 @@ mod tests {
         t.answered("c:1", Ok(report("c", 30, true)));
         t.answered("d:1", Err("connection refused".into()));
         assert_eq!(
-            t.counts("me"),
+            t.counts(&me()),
             [20],
             "self, draining and unreachable are left out"
         );
-        let view = t.view("me");
+        let view = t.view(&me());
         assert_eq!(view.len(), 3, "self is not a peer");
         assert_eq!(view[2].error.as_deref(), Some("connection refused"));
         t.answered("b:1", Ok(json!({"streams": "many"})));
         assert_eq!(
-            t.counts("me"),
+            t.counts(&me()),
             Vec::<usize>::new(),
             "a bad answer is no count"
         );
@@ -170,9 +223,49 @@ mod tests {
         t.answered("a:1", Ok(report("a", 5, false)));
         assert!(t.set(["c:1".into(), "a:1".into(), "z:1".into()]));
         assert_eq!(t.addresses(), ["a:1", "c:1"], "sorted, the first max_peers");
-        assert_eq!(t.counts("me"), [5]);
-        assert_eq!(t.view("me")[1].error.as_deref(), Some("not polled yet"));
+        assert_eq!(t.counts(&me()), [5]);
+        assert_eq!(t.view(&me())[1].error.as_deref(), Some("not polled yet"));
         t.answered("gone:1", Ok(report("x", 1, false)));
         assert_eq!(t.addresses().len(), 2);
+    }
+
+    #[test]
+    fn two_replicas_of_one_name_are_two_and_the_younger_is_told() {
+        let mut t = PeerTable::new(8);
+        t.set(["a:1".into(), "b:1".into(), "c:1".into()]);
+        let with = |name: &str, instance: &str, started: u64| {
+            json!({"replica": name, "streams": 7, "draining": false,
+                   "instance": instance, "started_unix_ms": started})
+        };
+        // a:1 is this replica itself (same instance); b:1 has its name but is another.
+        t.answered("a:1", Ok(with("me", "i-me", 100)));
+        t.answered("b:1", Ok(with("me", "i-other", 50)));
+        t.answered("c:1", Ok(with("c", "i-c", 10)));
+        assert_eq!(
+            t.counts(&me()),
+            [7, 7],
+            "the namesake counts: it is a replica"
+        );
+        assert_eq!(t.view(&me()).len(), 2);
+        let (addr, other) = t.name_taken(&me()).expect("b:1 has this replica's name");
+        assert_eq!(addr, "b:1");
+        assert!(me().younger_than(other), "started at 100, after 50");
+        let older = Me {
+            started_unix_ms: 10,
+            ..me()
+        };
+        assert!(!older.younger_than(other));
+        let tie = Me {
+            started_unix_ms: 50,
+            ..me()
+        };
+        assert!(
+            !tie.younger_than(other),
+            "a tie goes by instance: i-me < i-other, so the other is the younger"
+        );
+        // A replica that predates instances is told by its name, as before.
+        t.answered("b:1", Ok(report("me", 3, false)));
+        assert_eq!(t.counts(&me()), [7]);
+        assert!(t.name_taken(&me()).is_none());
     }
 }

@@ -64,6 +64,7 @@ async fn the_actor_polls_leaves_out_the_silent_and_sheds_at_the_rate() {
             max_peers: 8,
             slack: 0.1,
             rate: 10,
+            settle: Duration::ZERO,
         },
         shedder.clone(),
         client.clone(),

@@ -28,6 +28,7 @@ mod no_rejected_clusters;
 mod protocols;
 mod replica_versions;
 mod replicas;
+mod replicas_ramp;
 mod resilience;
 mod secrets;
 mod sidecar;

@@ -27,7 +27,7 @@ use scenario::*;
 use serde_json::{Value, json};
 use support::*;
 
-const SLACK: f64 = 0.1;
+pub(super) const SLACK: f64 = 0.1;
 /// How long every proxy may take to be synced again after a replica stops.
 const RECONNECT: Duration = Duration::from_secs(60);
 /// How long the fleet may take to be back within the slack after a replica restarts.
@@ -40,9 +40,10 @@ fn proxies() -> usize {
         .unwrap_or(300)
 }
 
-/// The L4 balancer's bootstrap: `lb_port` → the three xDS ports, least connections first,
-/// a replica that does not accept left out by a TCP health check.
-fn balancer_bootstrap(lb_port: u16, xds: &[u16]) -> Value {
+/// The L4 balancer's bootstrap: `lb_port` → the three xDS ports by `lb_policy`
+/// (`LEAST_REQUEST`, `ROUND_ROBIN`), a replica that does not accept left out by a TCP health
+/// check.
+pub(super) fn balancer_bootstrap(lb_port: u16, xds: &[u16], lb_policy: &str) -> Value {
     let endpoints: Vec<Value> = xds
         .iter()
         .map(|p| {
@@ -70,7 +71,7 @@ fn balancer_bootstrap(lb_port: u16, xds: &[u16]) -> Value {
                 "name": "axons",
                 "type": "STATIC",
                 "connect_timeout": "1s",
-                "lb_policy": "LEAST_REQUEST",
+                "lb_policy": lb_policy,
                 "health_checks": [{
                     "timeout": "1s",
                     "interval": "0.5s",
@@ -84,18 +85,18 @@ fn balancer_bootstrap(lb_port: u16, xds: &[u16]) -> Value {
     })
 }
 
-struct Fleet {
-    config: ConfigDir,
-    limits: ConfigDir,
-    xds: [u16; 3],
-    monitoring: [u16; 3],
-    replicas: [Option<Axon>; 3],
+pub(super) struct Fleet {
+    pub(super) config: ConfigDir,
+    pub(super) limits: ConfigDir,
+    pub(super) xds: [u16; 3],
+    pub(super) monitoring: [u16; 3],
+    pub(super) replicas: [Option<Axon>; 3],
     /// Stopped replicas, kept so that their logs are printed if the test fails.
-    stopped: Vec<Axon>,
+    pub(super) stopped: Vec<Axon>,
 }
 
 impl Fleet {
-    fn start(&mut self, i: usize) {
+    pub(super) fn start(&mut self, i: usize) {
         let peers = self
             .monitoring
             .iter()
@@ -120,7 +121,7 @@ impl Fleet {
         self.replicas[i] = Some(axon);
     }
 
-    fn any(&self) -> &Axon {
+    pub(super) fn any(&self) -> &Axon {
         self.replicas
             .iter()
             .flatten()
@@ -129,7 +130,7 @@ impl Fleet {
     }
 
     /// Each running replica's stream count (`/fleet/replica`).
-    fn counts(&self) -> Vec<u64> {
+    pub(super) fn counts(&self) -> Vec<u64> {
         self.replicas
             .iter()
             .flatten()
@@ -144,7 +145,7 @@ impl Fleet {
 
     /// Proxies synced across the fleet, as the fleet view of a running replica says, and the
     /// peers it could not reach.
-    fn synced(&self) -> (usize, usize, usize) {
+    pub(super) fn synced(&self) -> (usize, usize, usize) {
         let view = self.any().debug_json("/debug/syncz?fleet=true");
         let proxies = view["proxies"].as_array().cloned().unwrap_or_default();
         let synced = proxies.iter().filter(|p| p["synced"] == true).count();
@@ -153,7 +154,7 @@ impl Fleet {
     }
 
     /// Waits until all `want` proxies are connected once each and synced; returns how long.
-    fn wait_all_synced(&self, want: usize, what: &str) -> Duration {
+    pub(super) fn wait_all_synced(&self, want: usize, what: &str) -> Duration {
         let start = Instant::now();
         let mut last = (0, 0, 0);
         let ok = wait_until(RECONNECT, || {
@@ -214,6 +215,7 @@ fn three_replicas_lose_no_proxy_and_rebalance_after_a_restart() {
     limits.write(
         "limits.toml",
         "peer_poll_interval = \"200ms\"\nrebalance_rate = 50\nrebalance_slack = 0.1\n\
+         rebalance_settle = \"1s\"\n\
          drain_duration = \"2s\"\nclose_grace = \"2s\"\n",
     );
     let mut fleet = Fleet {
@@ -229,7 +231,7 @@ fn three_replicas_lose_no_proxy_and_rebalance_after_a_restart() {
     }
     let lb_port = free_port();
     let mut lb_options = gateway_options();
-    lb_options.bootstrap_override = Some(balancer_bootstrap(lb_port, &fleet.xds));
+    lb_options.bootstrap_override = Some(balancer_bootstrap(lb_port, &fleet.xds, "LEAST_REQUEST"));
     lb_options.wait_live = true;
     let _balancer = Envoy::start(Envoy::local(lb_port), lb_options);
     let lb = SocketAddr::from(([127, 0, 0, 1], lb_port));
@@ -480,7 +482,7 @@ fn wait_connected(envoy: &Envoy, what: &str) {
 }
 
 /// `axon_rebalance_closed_connections` of a replica.
-fn rebalance_closed(axon: &Axon) -> u64 {
+pub(super) fn rebalance_closed(axon: &Axon) -> u64 {
     axon.metrics()
         .lines()
         .find_map(|l| l.strip_prefix("axon_rebalance_closed_connections "))
@@ -490,7 +492,7 @@ fn rebalance_closed(axon: &Axon) -> u64 {
 
 /// A mesh VirtualService for the backend (every simulated sidecar imports it), with a
 /// `timeout` to change.
-fn mesh_routes(timeout: &str) -> String {
+pub(super) fn mesh_routes(timeout: &str) -> String {
     format!(
         "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata:\n  name: \
          backend-mesh\n  namespace: demo\nspec:\n  hosts:\n  - {BACKEND}\n  http:\n  - timeout: \
