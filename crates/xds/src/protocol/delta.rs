@@ -1,14 +1,19 @@
 //! Per-type state of one Delta xDS stream: what the client subscribed to and which version of
 //! each resource it has, so that only changed resources are sent and removals are named.
 //!
-//! Pure, and its state is its own: a stream's [`StreamState`](super::stream::StreamState)
-//! hands each request to [`DeltaSubscriptions::should_respond`], generates the names it
-//! reads here ([`DeltaSubscription::wanted`]), and hands the generated set to
+//! Pure, and its state is its own but for the sets it shares with other streams: a stream's
+//! [`StreamState`](super::stream::StreamState) hands each request to
+//! [`DeltaSubscriptions::should_respond`], generates the names it reads here
+//! ([`DeltaSubscription::wanted`]), and hands the generated set to
 //! [`DeltaSubscriptions::answer`], which says what to send of it, if anything.
+//!
+//! What a client holds is kept as [`HeldVersions`](super::held): a version set shared with
+//! every stream that holds the same, and this stream's difference from it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use super::held::HeldVersions;
 use super::names::NameSets;
 use super::subscription::Decision;
 use crate::resource::{DeltaRequest, Resource, ResourceSet, ResourceType};
@@ -54,18 +59,20 @@ impl DeltaSubscriptions {
     /// (an endpoint-only push generates just the changed clusters: names outside it are left
     /// as they are); `None` when there is nothing, except that the first answer of a type is
     /// always sent (even empty). A response is recorded as sent, with a nonce made by `nonce`.
+    /// What the client holds is shared, through `shared`, with the streams that hold the same.
     pub fn answer(
         &mut self,
         type_url: ResourceType,
         set: &ResourceSet,
         within: Option<&BTreeSet<String>>,
+        shared: &NameSets,
         nonce: impl FnOnce() -> String,
     ) -> Option<DeltaSent> {
         let subscription = self.types.get_mut(&type_url)?;
         let first = subscription.nonce_sent.is_none();
         let (resources, removed) = match within {
-            Some(_) => subscription.diff_within(set, within),
-            None => subscription.diff_set(set),
+            Some(_) => subscription.diff_within_in(set, within, shared),
+            None => subscription.diff_set_in(set, shared),
         };
         if resources.is_empty() && removed.is_empty() && !first {
             return None;
@@ -108,7 +115,8 @@ pub struct DeltaSubscription {
     names: Arc<BTreeSet<String>>,
     /// The version of each resource the client has, as the hash our versions are made from
     /// (`None`: a version we did not make, from `initial_resource_versions`).
-    versions: BTreeMap<String, Option<u64>>,
+    /// Shared with every other stream that holds the same ([`HeldVersions`]).
+    versions: HeldVersions,
     nonce_sent: Option<String>,
     nonce_acked: Option<String>,
     last_error: Option<String>,
@@ -147,11 +155,10 @@ impl DeltaSubscription {
         if first {
             self.wildcard = (type_url.is_wildcard_type() && req.subscribe.is_empty())
                 || req.subscribe.iter().any(|n| n == "*");
-            self.versions.extend(
-                req.initial_versions
-                    .iter()
-                    .map(|(k, v)| (k.clone(), parse_version(v))),
-            );
+            // Sorted (a map): each lands at the end of the overlay.
+            for (name, version) in &req.initial_versions {
+                self.versions.insert(name, parse_version(version));
+            }
         }
         let mut added = false;
         // The names are shared between streams: a changed list is a new set.
@@ -178,6 +185,7 @@ impl DeltaSubscription {
         if let Some(names) = names {
             self.names = shared.share_set(names);
         }
+        self.versions.settle(shared.versions());
         if first || added {
             Decision::Respond
         } else {
@@ -194,58 +202,47 @@ impl DeltaSubscription {
         &self.names
     }
 
-    /// From a freshly generated set, what to send: resources the client does not have at
-    /// this version, and the names it has that no longer exist (or are no longer subscribed).
-    /// Records the new versions as the client's.
-    #[cfg(test)]
-    fn diff(&mut self, resources: &[Resource]) -> (Vec<(Resource, String)>, Vec<String>) {
-        self.diff_within(resources, None)
-    }
-
-    /// [`DeltaSubscription::diff`] of a whole generated set, skipped when the client was already
-    /// brought up to date with an equal set (most types of most pushes).
-    fn diff_set(&mut self, set: &ResourceSet) -> (Vec<(Resource, String)>, Vec<String>) {
+    /// [`DeltaSubscription::diff_within_in`] of a whole generated set, skipped when the client
+    /// was already brought up to date with an equal set (most types of most pushes).
+    fn diff_set_in(
+        &mut self,
+        set: &ResourceSet,
+        shared: &NameSets,
+    ) -> (Vec<(Resource, String)>, Vec<String>) {
         let digest = set.digest();
         if self.synced == Some(digest) {
             return (Vec::new(), Vec::new());
         }
-        let out = self.diff_within(set, None);
+        let out = self.diff_within_in(set, None, shared);
         self.synced = Some(digest);
         out
     }
 
-    /// [`DeltaSubscription::diff`] of a set generated for `within` only (an endpoint-only push
-    /// generates just the changed clusters): names outside it are left as they are.
-    fn diff_within(
+    /// From a freshly generated set, what to send: resources the client does not have at
+    /// this version, and the names it has that no longer exist (or are no longer subscribed).
+    /// Records the new versions as the client's. A set generated for `within` only (an
+    /// endpoint-only push generates just the changed clusters) leaves the names outside it as
+    /// they are.
+    fn diff_within_in(
         &mut self,
-        resources: &[Resource],
+        resources: &ResourceSet,
         within: Option<&BTreeSet<String>>,
+        shared: &NameSets,
     ) -> (Vec<(Resource, String)>, Vec<String>) {
         self.synced = None;
         let in_scope: Vec<&Resource> = resources
             .iter()
             .filter(|r| self.wildcard || self.names.contains(&r.name))
             .collect();
-        let present: BTreeSet<&str> = in_scope.iter().map(|r| r.name.as_str()).collect();
-        let removed: Vec<String> = self
-            .versions
-            .keys()
-            .filter(|name| within.is_none_or(|w| w.contains(*name)))
-            .filter(|name| !present.contains(name.as_str()))
-            .cloned()
-            .collect();
-        for name in &removed {
-            self.versions.remove(name);
-        }
-        let mut changed = Vec::new();
-        for resource in in_scope {
-            if self.versions.get(&resource.name) != Some(&Some(resource.hash)) {
-                self.versions
-                    .insert(resource.name.clone(), Some(resource.hash));
-                changed.push((resource.clone(), resource.content_version()));
-            }
-        }
-        (changed, removed)
+        let whole =
+            (within.is_none() && in_scope.len() == resources.len()).then(|| resources.digest());
+        self.versions
+            .diff(&in_scope, within, whole, shared.versions())
+    }
+
+    /// What the client holds, by name.
+    pub fn versions(&self) -> &HeldVersions {
+        &self.versions
     }
 
     pub fn is_acked(&self) -> bool {
@@ -271,10 +268,43 @@ impl DeltaSubscription {
 }
 
 #[cfg(test)]
+mod sharing_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
-    static NAMES: std::sync::LazyLock<NameSets> = std::sync::LazyLock::new(NameSets::default);
+    pub(super) static NAMES: std::sync::LazyLock<NameSets> =
+        std::sync::LazyLock::new(NameSets::default);
+
+    /// The diffs on the tests' [`NAMES`].
+    pub(super) trait Diffs {
+        fn diff(&mut self, resources: &[Resource]) -> (Vec<(Resource, String)>, Vec<String>);
+        fn diff_set(&mut self, set: &ResourceSet) -> (Vec<(Resource, String)>, Vec<String>);
+        fn diff_within(
+            &mut self,
+            resources: &[Resource],
+            within: Option<&BTreeSet<String>>,
+        ) -> (Vec<(Resource, String)>, Vec<String>);
+    }
+
+    impl Diffs for DeltaSubscription {
+        fn diff(&mut self, resources: &[Resource]) -> (Vec<(Resource, String)>, Vec<String>) {
+            self.diff_within(resources, None)
+        }
+
+        fn diff_set(&mut self, set: &ResourceSet) -> (Vec<(Resource, String)>, Vec<String>) {
+            self.diff_set_in(set, &NAMES)
+        }
+
+        fn diff_within(
+            &mut self,
+            resources: &[Resource],
+            within: Option<&BTreeSet<String>>,
+        ) -> (Vec<(Resource, String)>, Vec<String>) {
+            self.diff_within_in(&ResourceSet::from(resources.to_vec()), within, &NAMES)
+        }
+    }
 
     fn res(name: &str, body: &[u8]) -> Resource {
         Resource::from_encoded(name, "t".into(), bytes::Bytes::copy_from_slice(body))

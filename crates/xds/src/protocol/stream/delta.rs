@@ -51,7 +51,7 @@ impl StreamState {
         let names = within.unwrap_or(subscriptions.get(type_url)?.wanted());
         let resources = crate::generate_shared(type_url, &ctx, &proxy, &scope, names);
         let counter = &mut self.nonce;
-        let sent = subscriptions.answer(type_url, &resources, within, || {
+        let sent = subscriptions.answer(type_url, &resources, within, &self.names, || {
             next_nonce(counter, ctx.version)
         })?;
         Some(Response::Delta(DeltaResponse {
