@@ -171,7 +171,7 @@ fn partial_diffs_past_the_bound_are_folded() {
         let within = BTreeSet::from([changed[0].name.clone()]);
         for w in [&mut one, &mut two] {
             assert_eq!(w.diff_within(&changed, Some(&within)).0.len(), 1);
-            assert!(w.versions.overlay_len() <= 12, "an overlay is bounded");
+            assert!(w.versions.overlay_len() <= 8, "an overlay is bounded");
         }
     }
     assert!(!Arc::ptr_eq(one.versions.base(), &base), "folded");

@@ -156,3 +156,29 @@ fn a_partial_diff_changes_the_overlay_only() {
         ]
     );
 }
+
+#[test]
+fn a_fold_digests_drops_changes_and_foreign_versions() {
+    let shared = VersionSets::default();
+    let mut h = HeldVersions::default();
+    let list: Vec<Resource> = (0..20).map(|i| res(&format!("r{i:02}"), b"1")).collect();
+    whole(&shared, &mut h, &ResourceSet::from(list));
+    let base = h.base().clone();
+    h.remove("r00");
+    h.remove("r01");
+    h.insert("r02", Some(9));
+    h.insert("r03", None);
+    assert_eq!(h.overlay_len(), 4);
+    h.settle(&shared);
+    assert!(Arc::ptr_eq(h.base(), &base), "within the bound");
+    h.insert("zz", Some(1));
+    h.settle(&shared);
+    assert_eq!(h.overlay_len(), 0);
+    let entries: Vec<(&str, Version)> = h.iter().collect();
+    assert_eq!(entries.len(), 19);
+    assert_eq!(h.base().digest, digest_of(&entries));
+    assert_eq!(
+        (h.get("r00"), h.get("r02"), h.get("r03")),
+        (None, Some(Some(9)), Some(None))
+    );
+}
