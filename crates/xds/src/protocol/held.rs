@@ -30,7 +30,7 @@ mod tests;
 pub type Version = Option<u64>;
 
 /// An overlay grows to this many entries, or to a [`FOLD_FRACTION`] of its base, before it
-/// is folded into a new shared base: it costs its stream about 100 bytes an entry (SotW keeps
+/// is folded into a new shared base: it costs its stream about 80 bytes an entry (SotW keeps
 /// no such state), a fold one pass over the base.
 const FOLD_MIN: usize = 4;
 const FOLD_FRACTION: usize = 16;
@@ -159,20 +159,25 @@ impl VersionSets {
     }
 }
 
+/// An entry of an overlay: a name and what the stream holds of it (a version, or `None`: not
+/// held).
+type Override = (Box<str>, Option<Version>);
+
 /// What a client holds of one type: a shared base and where this stream differs from it.
 #[derive(Debug, Clone)]
 pub struct HeldVersions {
     base: Arc<VersionSet>,
     /// Sorted by name, unique, each differing from `base`: held at a version (`Some`) or not
-    /// held (`None`, a name of `base` dropped).
-    overlay: Vec<(Box<str>, Option<Version>)>,
+    /// held (`None`, a name of `base` dropped). A boxed slice, no allocation when empty (most
+    /// streams, most of the time); it is small, and copied when it changes.
+    overlay: Box<[Override]>,
 }
 
 impl Default for HeldVersions {
     fn default() -> HeldVersions {
         HeldVersions {
             base: EMPTY.clone(),
-            overlay: Vec::new(),
+            overlay: Box::default(),
         }
     }
 }
@@ -187,8 +192,9 @@ impl PartialEq for HeldVersions {
 impl HeldVersions {
     /// The version held of `name`, if it is held.
     pub fn get(&self, name: &str) -> Option<Version> {
-        match self.overlay.binary_search_by(|(n, _)| (**n).cmp(name)) {
-            Ok(i) => self.overlay.get(i).and_then(|(_, v)| *v),
+        let overlay = self.overlay();
+        match overlay.binary_search_by(|(n, _)| (**n).cmp(name)) {
+            Ok(i) => overlay.get(i).and_then(|(_, v)| *v),
             Err(_) => self.base.get(name),
         }
     }
@@ -201,7 +207,7 @@ impl HeldVersions {
     pub fn iter(&self) -> Iter<'_> {
         Iter {
             base: self.base.entries.iter().peekable(),
-            overlay: self.overlay.iter().peekable(),
+            overlay: self.overlay().iter().peekable(),
         }
     }
 
@@ -212,35 +218,41 @@ impl HeldVersions {
 
     /// Entries of this stream's own (where it differs from its base).
     pub fn overlay_len(&self) -> usize {
-        self.overlay.len()
+        self.overlay().len()
+    }
+
+    fn overlay(&self) -> &[Override] {
+        &self.overlay
     }
 
     pub fn insert(&mut self, name: &str, version: Version) {
-        self.set(name, Some(version));
+        self.apply([(name, Some(version))]);
     }
 
     pub fn remove(&mut self, name: &str) {
-        self.set(name, None);
+        self.apply([(name, None)]);
     }
 
-    /// Holds `name` at `version` (`None`: not at all), in the overlay unless the base agrees.
-    fn set(&mut self, name: &str, version: Option<Version>) {
-        let same = self.base.get(name) == version;
-        match (
-            self.overlay.binary_search_by(|(n, _)| (**n).cmp(name)),
-            same,
-        ) {
-            (Ok(i), true) => {
-                self.overlay.remove(i);
-            }
-            (Ok(i), false) => {
-                if let Some(entry) = self.overlay.get_mut(i) {
-                    entry.1 = version;
+    /// Holds each name at its version (`None`: not at all), in the overlay unless the base
+    /// agrees; the overlay is copied once for all of them (and not at all when it stays empty).
+    pub fn apply<'a>(&mut self, changes: impl IntoIterator<Item = (&'a str, Option<Version>)>) {
+        let mut overlay = std::mem::take(&mut self.overlay).into_vec();
+        for (name, version) in changes {
+            let same = self.base.get(name) == version;
+            match (overlay.binary_search_by(|(n, _)| (**n).cmp(name)), same) {
+                (Ok(i), true) => {
+                    overlay.remove(i);
                 }
+                (Ok(i), false) => {
+                    if let Some(entry) = overlay.get_mut(i) {
+                        entry.1 = version;
+                    }
+                }
+                (Err(_), true) => {}
+                (Err(i), false) => overlay.insert(i, (Box::from(name), version)),
             }
-            (Err(_), true) => {}
-            (Err(i), false) => self.overlay.insert(i, (Box::from(name), version)),
         }
+        self.overlay = overlay.into_boxed_slice();
     }
 
     /// Makes the client hold exactly `entries` (sorted, unique) digested as `digest`.
@@ -248,17 +260,17 @@ impl HeldVersions {
         if !(self.base.digest == digest && self.base.matches(entries)) {
             self.base = shared.share(digest, entries);
         }
-        self.overlay = Vec::new();
+        self.overlay = Box::default();
     }
 
     /// Folds an overlay grown past its bound into a new shared base.
     pub fn settle(&mut self, shared: &VersionSets) {
-        if self.overlay.len() <= FOLD_MIN.max(self.base.len() / FOLD_FRACTION) {
+        if self.overlay().len() <= FOLD_MIN.max(self.base.len() / FOLD_FRACTION) {
             return;
         }
         // The base's digest with the overlay's changes: no pass of hashing over the base.
         let digest = self
-            .overlay
+            .overlay()
             .iter()
             .fold(self.base.digest, |d, (name, version)| {
                 let d = match self.base.get(name) {
@@ -276,7 +288,7 @@ impl HeldVersions {
             shared.share(digest, &entries)
         };
         self.base = base;
-        self.overlay = Vec::new();
+        self.overlay = Box::default();
     }
 
     /// What to send of `in_scope` (the resources of a generated set the client subscribes
@@ -330,7 +342,7 @@ impl HeldVersions {
             .filter_map(|&i| in_scope.get(i).copied())
             .collect();
         if within.is_none() {
-            if !(changed.is_empty() && removed.is_empty() && self.overlay.is_empty()) {
+            if !(changed.is_empty() && removed.is_empty() && self.overlay().is_empty()) {
                 let mut entries: Vec<(&str, Version)> = sorted
                     .iter()
                     .map(|(_, r)| (r.name.as_str(), Some(r.hash)))
@@ -348,12 +360,11 @@ impl HeldVersions {
                 self.replace(shared, digest, &entries);
             }
         } else {
-            for name in &removed {
-                self.remove(name);
-            }
-            for r in &changed {
-                self.insert(&r.name, Some(r.hash));
-            }
+            let drops = removed.iter().map(|name| (name.as_str(), None));
+            let news = changed
+                .iter()
+                .map(|r| (r.name.as_str(), Some(Some(r.hash))));
+            self.apply(drops.chain(news));
             self.settle(shared);
         }
         let changed = changed
@@ -367,7 +378,7 @@ impl HeldVersions {
 /// The entries of a [`HeldVersions`], by name: its base's, as its overlay changes them.
 pub struct Iter<'a> {
     base: Peekable<slice::Iter<'a, (Box<str>, Version)>>,
-    overlay: Peekable<slice::Iter<'a, (Box<str>, Option<Version>)>>,
+    overlay: Peekable<slice::Iter<'a, Override>>,
 }
 
 impl<'a> Iterator for Iter<'a> {

@@ -136,7 +136,7 @@ fn initial_versions_are_held_until_a_whole_set_replaces_them() {
 }
 
 #[test]
-fn many_initial_versions_are_folded_and_shared_at_once() {
+fn many_initial_versions_are_shared_after_the_first_answer() {
     let list: Vec<Resource> = (0..40).map(|i| res(&format!("r{i}"), b"1")).collect();
     let request = || {
         let mut first = req(&[], &[], "");
@@ -150,9 +150,10 @@ fn many_initial_versions_are_folded_and_shared_at_once() {
     let (mut one, mut two) = (DeltaSubscription::default(), DeltaSubscription::default());
     one.on_request(ResourceType::Cluster, &request(), &NAMES);
     two.on_request(ResourceType::Cluster, &request(), &NAMES);
-    assert_eq!(one.versions.overlay_len(), 0, "folded");
-    assert!(Arc::ptr_eq(one.versions.base(), two.versions.base()));
-    assert_eq!(one.diff_set(&ResourceSet::from(list)), (vec![], vec![]));
+    let set = ResourceSet::from(list.clone());
+    assert_eq!(one.diff_set(&set), (vec![], vec![]));
+    assert_eq!(two.diff_set(&set), (vec![], vec![]));
+    assert_eq!(one.versions.overlay_len() + two.versions.overlay_len(), 0);
     assert!(Arc::ptr_eq(one.versions.base(), two.versions.base()));
 }
 
@@ -196,4 +197,40 @@ fn a_set_no_stream_holds_is_freed() {
     assert!(weak.upgrade().is_some(), "two still holds it");
     two.diff_set(&eds(&[("a", b"2")]));
     assert!(weak.upgrade().is_none(), "nobody holds it");
+}
+
+#[test]
+fn initial_versions_are_folded_when_the_answer_waits() {
+    let list: Vec<Resource> = (0..40).map(|i| res(&format!("r{i}"), b"1")).collect();
+    let mut first = req(&[], &[], "");
+    for r in &list {
+        first
+            .initial_versions
+            .insert(r.name.clone(), r.content_version());
+    }
+    let (mut one, mut two) = (DeltaSubscriptions::default(), DeltaSubscriptions::default());
+    for s in [&mut one, &mut two] {
+        s.should_respond(ResourceType::Cluster, &first, &NAMES);
+        let held = |s: &DeltaSubscriptions| {
+            s.get(ResourceType::Cluster)
+                .map(|w| w.versions.overlay_len())
+        };
+        assert_eq!(held(s), Some(40), "answered at once: not folded");
+        s.settle(ResourceType::Cluster, &NAMES);
+        assert_eq!(held(s), Some(0));
+    }
+    let base = |s: &DeltaSubscriptions| {
+        s.get(ResourceType::Cluster)
+            .map(|w| w.versions.base().clone())
+            .expect("requested")
+    };
+    assert!(Arc::ptr_eq(&base(&one), &base(&two)));
+    let set = ResourceSet::from(list);
+    let sent = one.answer(ResourceType::Cluster, &set, None, &NAMES, || "n1".into());
+    assert_eq!(
+        sent.map(|s| s.resources.len()),
+        Some(0),
+        "the first answer, empty"
+    );
+    assert!(Arc::ptr_eq(&base(&one), &base(&two)));
 }

@@ -30,6 +30,10 @@ impl StreamState {
             return;
         };
         let decision = subscriptions.should_respond(type_url, &req, &self.names);
+        if self.ctx.is_none() {
+            // Answered when the first context comes: what the client has is shared meanwhile.
+            subscriptions.settle(type_url, &self.names);
+        }
         self.on_decision(type_url, decision, out);
     }
 
