@@ -298,6 +298,17 @@ pub fn update_digest(digest: u64, old: &[Resource], new: &[Resource]) -> u64 {
     new.iter().fold(digest, |d, r| d.wrapping_add(r.mix()))
 }
 
+/// [`Resource::mix`] of a resource named `name` whose content hashes to `hash`: what a Delta
+/// client holds is digested the same way as the set it was sent.
+pub fn mix(name: &str, hash: u64) -> u64 {
+    use std::hash::Hasher;
+    // Stable, so that equal resources mix equally in every process and every build.
+    let mut h = axon_config::hash::StableHasher::new();
+    h.write_text(name);
+    h.write_u64(hash);
+    h.finish()
+}
+
 /// The SotW `version_info` of a set whose [`ResourceSet::digest`] is `digest`: the same in
 /// every replica that generates the same set.
 pub fn sotw_version(digest: u64) -> String {
@@ -307,12 +318,7 @@ pub fn sotw_version(digest: u64) -> String {
 impl Resource {
     /// A hash of the name and the content: one term of a [`ResourceSet::digest`].
     pub fn mix(&self) -> u64 {
-        use std::hash::Hasher;
-        // Stable, so that equal resources mix equally in every process and every build.
-        let mut h = axon_config::hash::StableHasher::new();
-        h.write_text(&self.name);
-        h.write_u64(self.hash);
-        h.finish()
+        mix(&self.name, self.hash)
     }
 
     /// A version that changes exactly when the encoded resource does.

@@ -1,14 +1,19 @@
 //! Per-type state of one Delta xDS stream: what the client subscribed to and which version of
 //! each resource it has, so that only changed resources are sent and removals are named.
 //!
-//! Pure, and its state is its own: a stream's [`StreamState`](super::stream::StreamState)
-//! hands each request to [`DeltaSubscriptions::should_respond`], generates the names it
-//! reads here ([`DeltaSubscription::wanted`]), and hands the generated set to
+//! Pure, and its state is its own but for the sets it shares with other streams: a stream's
+//! [`StreamState`](super::stream::StreamState) hands each request to
+//! [`DeltaSubscriptions::should_respond`], generates the names it reads here
+//! ([`DeltaSubscription::wanted`]), and hands the generated set to
 //! [`DeltaSubscriptions::answer`], which says what to send of it, if anything.
+//!
+//! What a client holds is kept as [`HeldVersions`](super::held): a version set shared with
+//! every stream that holds the same, and this stream's difference from it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use super::held::HeldVersions;
 use super::names::NameSets;
 use super::subscription::Decision;
 use crate::resource::{DeltaRequest, Resource, ResourceSet, ResourceType};
@@ -50,28 +55,39 @@ impl DeltaSubscriptions {
             .on_request(type_url, req, shared)
     }
 
+    /// Folds what the client of a type said it had (a reconnect's `initial_resource_versions`)
+    /// into a set shared with the other streams, when it is large: for a request whose answer
+    /// waits for a first context.
+    pub fn settle(&mut self, type_url: ResourceType, shared: &NameSets) {
+        if let Some(subscription) = self.types.get_mut(&type_url) {
+            subscription.versions.settle(shared.versions());
+        }
+    }
+
     /// What to send of `set`, generated for the subscription's names, or for `within` only
     /// (an endpoint-only push generates just the changed clusters: names outside it are left
     /// as they are); `None` when there is nothing, except that the first answer of a type is
     /// always sent (even empty). A response is recorded as sent, with a nonce made by `nonce`.
+    /// What the client holds is shared, through `shared`, with the streams that hold the same.
     pub fn answer(
         &mut self,
         type_url: ResourceType,
         set: &ResourceSet,
         within: Option<&BTreeSet<String>>,
+        shared: &NameSets,
         nonce: impl FnOnce() -> String,
     ) -> Option<DeltaSent> {
         let subscription = self.types.get_mut(&type_url)?;
         let first = subscription.nonce_sent.is_none();
         let (resources, removed) = match within {
-            Some(_) => subscription.diff_within(set, within),
-            None => subscription.diff_set(set),
+            Some(_) => subscription.diff_within_in(set, within, shared),
+            None => subscription.diff_set_in(set, shared),
         };
         if resources.is_empty() && removed.is_empty() && !first {
             return None;
         }
         let nonce = nonce();
-        subscription.nonce_sent = Some(nonce.clone());
+        subscription.nonce_sent = Some(nonce.as_str().into());
         Some(DeltaSent {
             resources,
             removed,
@@ -108,10 +124,13 @@ pub struct DeltaSubscription {
     names: Arc<BTreeSet<String>>,
     /// The version of each resource the client has, as the hash our versions are made from
     /// (`None`: a version we did not make, from `initial_resource_versions`).
-    versions: BTreeMap<String, Option<u64>>,
-    nonce_sent: Option<String>,
-    nonce_acked: Option<String>,
-    last_error: Option<String>,
+    /// Shared with every other stream that holds the same ([`HeldVersions`]).
+    versions: HeldVersions,
+    /// Boxed strings, as every byte of a subscription counts ten thousand times: it fits a
+    /// 128-byte allocation.
+    nonce_sent: Option<Box<str>>,
+    nonce_acked: Option<Box<str>>,
+    last_error: Option<Box<str>>,
     seen_first: bool,
     /// The digest of the generated set the client was last brought up to date with, while
     /// its subscriptions have not changed since: the same set again needs no diff.
@@ -128,7 +147,7 @@ impl DeltaSubscription {
         shared: &NameSets,
     ) -> Decision {
         if let Some(error) = &req.error_detail {
-            self.last_error = Some(error.clone());
+            self.last_error = Some(error.as_str().into());
             return Decision::Nack(error.clone());
         }
         // A first request may carry a nonce of an earlier stream (a reconnect): not stale.
@@ -136,7 +155,7 @@ impl DeltaSubscription {
             if self.nonce_sent.as_deref() != Some(req.response_nonce.as_str()) {
                 return Decision::Stale;
             }
-            self.nonce_acked = Some(req.response_nonce.clone());
+            self.nonce_acked = Some(req.response_nonce.as_str().into());
             self.last_error = None;
         }
         let first = !self.seen_first;
@@ -147,10 +166,10 @@ impl DeltaSubscription {
         if first {
             self.wildcard = (type_url.is_wildcard_type() && req.subscribe.is_empty())
                 || req.subscribe.iter().any(|n| n == "*");
-            self.versions.extend(
+            self.versions.apply(
                 req.initial_versions
                     .iter()
-                    .map(|(k, v)| (k.clone(), parse_version(v))),
+                    .map(|(name, version)| (name.as_str(), Some(parse_version(version)))),
             );
         }
         let mut added = false;
@@ -173,10 +192,17 @@ impl DeltaSubscription {
                     .get_or_insert_with(|| (*self.names).clone())
                     .remove(name);
             }
-            self.versions.remove(name);
         }
+        self.versions
+            .apply(req.unsubscribe.iter().map(|name| (name.as_str(), None)));
         if let Some(names) = names {
             self.names = shared.share_set(names);
+        }
+        // A first request is answered with a whole set, which replaces what it said it had:
+        // folding it before would hash each of its names for nothing (unless the answer waits
+        // for a first context: `DeltaSubscriptions::settle`).
+        if !first {
+            self.versions.settle(shared.versions());
         }
         if first || added {
             Decision::Respond
@@ -194,58 +220,47 @@ impl DeltaSubscription {
         &self.names
     }
 
-    /// From a freshly generated set, what to send: resources the client does not have at
-    /// this version, and the names it has that no longer exist (or are no longer subscribed).
-    /// Records the new versions as the client's.
-    #[cfg(test)]
-    fn diff(&mut self, resources: &[Resource]) -> (Vec<(Resource, String)>, Vec<String>) {
-        self.diff_within(resources, None)
-    }
-
-    /// [`DeltaSubscription::diff`] of a whole generated set, skipped when the client was already
-    /// brought up to date with an equal set (most types of most pushes).
-    fn diff_set(&mut self, set: &ResourceSet) -> (Vec<(Resource, String)>, Vec<String>) {
+    /// [`DeltaSubscription::diff_within_in`] of a whole generated set, skipped when the client
+    /// was already brought up to date with an equal set (most types of most pushes).
+    fn diff_set_in(
+        &mut self,
+        set: &ResourceSet,
+        shared: &NameSets,
+    ) -> (Vec<(Resource, String)>, Vec<String>) {
         let digest = set.digest();
         if self.synced == Some(digest) {
             return (Vec::new(), Vec::new());
         }
-        let out = self.diff_within(set, None);
+        let out = self.diff_within_in(set, None, shared);
         self.synced = Some(digest);
         out
     }
 
-    /// [`DeltaSubscription::diff`] of a set generated for `within` only (an endpoint-only push
-    /// generates just the changed clusters): names outside it are left as they are.
-    fn diff_within(
+    /// From a freshly generated set, what to send: resources the client does not have at
+    /// this version, and the names it has that no longer exist (or are no longer subscribed).
+    /// Records the new versions as the client's. A set generated for `within` only (an
+    /// endpoint-only push generates just the changed clusters) leaves the names outside it as
+    /// they are.
+    fn diff_within_in(
         &mut self,
-        resources: &[Resource],
+        resources: &ResourceSet,
         within: Option<&BTreeSet<String>>,
+        shared: &NameSets,
     ) -> (Vec<(Resource, String)>, Vec<String>) {
         self.synced = None;
         let in_scope: Vec<&Resource> = resources
             .iter()
             .filter(|r| self.wildcard || self.names.contains(&r.name))
             .collect();
-        let present: BTreeSet<&str> = in_scope.iter().map(|r| r.name.as_str()).collect();
-        let removed: Vec<String> = self
-            .versions
-            .keys()
-            .filter(|name| within.is_none_or(|w| w.contains(*name)))
-            .filter(|name| !present.contains(name.as_str()))
-            .cloned()
-            .collect();
-        for name in &removed {
-            self.versions.remove(name);
-        }
-        let mut changed = Vec::new();
-        for resource in in_scope {
-            if self.versions.get(&resource.name) != Some(&Some(resource.hash)) {
-                self.versions
-                    .insert(resource.name.clone(), Some(resource.hash));
-                changed.push((resource.clone(), resource.content_version()));
-            }
-        }
-        (changed, removed)
+        let whole =
+            (within.is_none() && in_scope.len() == resources.len()).then(|| resources.digest());
+        self.versions
+            .diff(&in_scope, within, whole, shared.versions())
+    }
+
+    /// What the client holds, by name.
+    pub fn versions(&self) -> &HeldVersions {
+        &self.versions
     }
 
     pub fn is_acked(&self) -> bool {
@@ -271,10 +286,43 @@ impl DeltaSubscription {
 }
 
 #[cfg(test)]
+mod sharing_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
-    static NAMES: std::sync::LazyLock<NameSets> = std::sync::LazyLock::new(NameSets::default);
+    pub(super) static NAMES: std::sync::LazyLock<NameSets> =
+        std::sync::LazyLock::new(NameSets::default);
+
+    /// The diffs on the tests' [`NAMES`].
+    pub(super) trait Diffs {
+        fn diff(&mut self, resources: &[Resource]) -> (Vec<(Resource, String)>, Vec<String>);
+        fn diff_set(&mut self, set: &ResourceSet) -> (Vec<(Resource, String)>, Vec<String>);
+        fn diff_within(
+            &mut self,
+            resources: &[Resource],
+            within: Option<&BTreeSet<String>>,
+        ) -> (Vec<(Resource, String)>, Vec<String>);
+    }
+
+    impl Diffs for DeltaSubscription {
+        fn diff(&mut self, resources: &[Resource]) -> (Vec<(Resource, String)>, Vec<String>) {
+            self.diff_within(resources, None)
+        }
+
+        fn diff_set(&mut self, set: &ResourceSet) -> (Vec<(Resource, String)>, Vec<String>) {
+            self.diff_set_in(set, &NAMES)
+        }
+
+        fn diff_within(
+            &mut self,
+            resources: &[Resource],
+            within: Option<&BTreeSet<String>>,
+        ) -> (Vec<(Resource, String)>, Vec<String>) {
+            self.diff_within_in(&ResourceSet::from(resources.to_vec()), within, &NAMES)
+        }
+    }
 
     fn res(name: &str, body: &[u8]) -> Resource {
         Resource::from_encoded(name, "t".into(), bytes::Bytes::copy_from_slice(body))
@@ -287,6 +335,12 @@ mod tests {
             response_nonce: nonce.to_string(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn a_subscription_fits_a_128_byte_allocation() {
+        // 10,000 streams hold four each: RSS is a benchmark target.
+        assert!(size_of::<DeltaSubscription>() <= 128);
     }
 
     #[test]

@@ -5,9 +5,11 @@
 //! - [`subscription`]: a SotW stream's subscriptions and istiod's `ShouldRespond` over them
 //!   (ACK, NACK, stale nonces, reconnects, AlwaysRespond), with private state.
 //! - [`delta`]: a Delta stream's subscriptions and the resource versions its client has.
+//! - [`held`]: those versions, shared between the streams whose clients hold the same.
 //! - [`names`]: the resource-name sets streams share.
 
 pub mod delta;
+pub mod held;
 pub mod names;
 pub mod stream;
 pub mod subscription;

@@ -1,6 +1,7 @@
 //! Subscribed name sets shared between streams: the streams of proxies that see the same
 //! world subscribe the same names (a sidecar's EDS request names every cluster it sees), and
-//! keep one copy of them between them instead of one each.
+//! keep one copy of them between them instead of one each. It also carries the interner of
+//! what Delta clients hold ([`VersionSets`]), which is shared the same way.
 //!
 //! One [`NameSets`] is made at start-up and handed to every stream's state; nothing here is
 //! process-wide.
@@ -8,10 +9,13 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, Weak};
 
+use super::held::VersionSets;
+
 /// Name sets by the hash of the request list they came from.
 #[derive(Default)]
 pub struct NameSets {
     inner: Mutex<Inner>,
+    versions: VersionSets,
 }
 
 #[derive(Default)]
@@ -22,6 +26,11 @@ struct Inner {
 }
 
 impl NameSets {
+    /// The sets of versions Delta clients hold.
+    pub fn versions(&self) -> &VersionSets {
+        &self.versions
+    }
+
     /// A set shared with any other stream that holds an equal one.
     pub fn share_set(&self, names: BTreeSet<String>) -> Arc<BTreeSet<String>> {
         self.share(axon_config::hash::hash_texts(names.iter()), names)

@@ -30,6 +30,10 @@ impl StreamState {
             return;
         };
         let decision = subscriptions.should_respond(type_url, &req, &self.names);
+        if self.ctx.is_none() {
+            // Answered when the first context comes: what the client has is shared meanwhile.
+            subscriptions.settle(type_url, &self.names);
+        }
         self.on_decision(type_url, decision, out);
     }
 
@@ -51,7 +55,7 @@ impl StreamState {
         let names = within.unwrap_or(subscriptions.get(type_url)?.wanted());
         let resources = crate::generate_shared(type_url, &ctx, &proxy, &scope, names);
         let counter = &mut self.nonce;
-        let sent = subscriptions.answer(type_url, &resources, within, || {
+        let sent = subscriptions.answer(type_url, &resources, within, &self.names, || {
             next_nonce(counter, ctx.version)
         })?;
         Some(Response::Delta(DeltaResponse {

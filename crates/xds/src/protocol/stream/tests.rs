@@ -513,4 +513,5 @@ fn delta_pushes_send_only_changed_resources() {
     );
 }
 
+mod sharing;
 mod versions;
