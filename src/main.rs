@@ -2,7 +2,9 @@
 
 /// mimalloc rather than glibc's malloc: with 2,000 streams allocating and freeing response
 /// and request buffers on several threads, glibc's per-thread arenas kept freed memory (RSS
-/// after a storm) and cost ~10% of the CPU of a push (BENCHMARKS.md).
+/// after a storm) and cost ~10% of the CPU of a push (BENCHMARKS.md). The `system-alloc`
+/// feature keeps glibc's, for a heap profiler that interposes malloc.
+#[cfg(not(feature = "system-alloc"))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

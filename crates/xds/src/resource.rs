@@ -117,6 +117,7 @@ impl Resource {
 pub struct ResourceSet {
     list: Vec<Resource>,
     sotw: std::sync::OnceLock<Bytes>,
+    delta: std::sync::OnceLock<Bytes>,
     digest: std::sync::OnceLock<u64>,
 }
 
@@ -139,6 +140,12 @@ impl ResourceSet {
     pub fn sotw_encoded(&self, encode: impl FnOnce(&[Resource]) -> Bytes) -> Bytes {
         self.sotw.get_or_init(|| encode(&self.list)).clone()
     }
+
+    /// The Delta encoding of the whole list with each resource's own version (what every
+    /// Delta stream of a view is sent at its first answer), made by `encode` the first time.
+    pub fn delta_encoded(&self, encode: impl FnOnce(&[Resource]) -> Bytes) -> Bytes {
+        self.delta.get_or_init(|| encode(&self.list)).clone()
+    }
 }
 
 impl From<Vec<Resource>> for ResourceSet {
@@ -146,6 +153,7 @@ impl From<Vec<Resource>> for ResourceSet {
         ResourceSet {
             list,
             sotw: Default::default(),
+            delta: Default::default(),
             digest: Default::default(),
         }
     }
@@ -266,6 +274,10 @@ pub struct DeltaResponse {
     pub removed: Vec<String>,
     /// `control_plane.identifier`: which replica answers (debug syncz answers only).
     pub control_plane: Option<String>,
+    /// When `resources` is this whole set, in its order, each at its own version: the
+    /// encoding is then the set's, shared by every stream of the view
+    /// ([`ResourceSet::delta_encoded`]).
+    pub whole: Option<std::sync::Arc<ResourceSet>>,
 }
 
 /// What a stream receives, in either protocol.

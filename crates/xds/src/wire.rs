@@ -178,13 +178,49 @@ fn delta_resource_len(res: &Resource, version: &str) -> usize {
         + message_field_len(2, any_len(res))
 }
 
-/// A `DeltaDiscoveryResponse`, framed in one buffer (its resources differ per stream).
-pub fn encode_delta(r: &DeltaResponse) -> Framed {
-    let resources_len: usize = r
-        .resources
+/// The repeated `resources` field of a `DeltaDiscoveryResponse` holding the whole of a
+/// view's set, each at its own version: encoded once per set
+/// ([`ResourceSet::delta_encoded`](super::resource::ResourceSet)).
+fn delta_resources(resources: &[Resource]) -> Bytes {
+    let versions: Vec<String> = resources.iter().map(Resource::content_version).collect();
+    let len = resources
         .iter()
+        .zip(&versions)
         .map(|(res, v)| message_field_len(2, delta_resource_len(res, v)))
         .sum();
+    let mut c = Writer {
+        head: BytesMut::with_capacity(len),
+    };
+    for (res, version) in resources.iter().zip(&versions) {
+        put_delta_resource(&mut c, res, version);
+    }
+    c.finish()
+}
+
+fn put_delta_resource(c: &mut Writer, res: &Resource, version: &str) {
+    c.len_prefix(2, delta_resource_len(res, version));
+    c.string(3, &res.name);
+    c.string(1, version);
+    c.len_prefix(2, any_len(res));
+    put_any(c, res);
+}
+
+/// A `DeltaDiscoveryResponse`: a small head and, when it answers with a whole set (a first
+/// answer, a full change), that set's shared encoding; else one buffer (its resources differ
+/// per stream).
+pub fn encode_delta(r: &DeltaResponse) -> Framed {
+    let shared = r
+        .whole
+        .as_ref()
+        .map(|set| set.delta_encoded(delta_resources));
+    let resources_len: usize = match &shared {
+        Some(bytes) => bytes.len(),
+        None => r
+            .resources
+            .iter()
+            .map(|(res, v)| message_field_len(2, delta_resource_len(res, v)))
+            .sum(),
+    };
     let removed_len: usize = r
         .removed
         .iter()
@@ -196,7 +232,8 @@ pub fn encode_delta(r: &DeltaResponse) -> Framed {
         + removed_len
         + string_field_len(5, &r.nonce)
         + control_plane_len(7, r.control_plane.as_deref());
-    let mut c = prefixed(len, len);
+    let own = len - shared.as_ref().map_or(0, Bytes::len);
+    let mut c = prefixed(len, own);
     c.string(1, &r.system_version_info);
     c.string(4, &r.type_url);
     c.string(5, &r.nonce);
@@ -205,16 +242,14 @@ pub fn encode_delta(r: &DeltaResponse) -> Framed {
         c.len_prefix(6, name.len());
         c.head.put_slice(name.as_bytes());
     }
-    for (res, version) in &r.resources {
-        c.len_prefix(2, delta_resource_len(res, version));
-        c.string(3, &res.name);
-        c.string(1, version);
-        c.len_prefix(2, any_len(res));
-        put_any(&mut c, res);
+    if shared.is_none() {
+        for (res, version) in &r.resources {
+            put_delta_resource(&mut c, res, version);
+        }
     }
     Framed {
         head: c.finish(),
-        shared: Bytes::new(),
+        shared: shared.unwrap_or_default(),
     }
 }
 
@@ -385,6 +420,7 @@ mod tests {
             resources: vec![(res("a", b"xyz"), "v1".into())],
             removed: vec!["gone".into()],
             control_plane: Some("cp".into()),
+            whole: None,
         };
         let d = DeltaDiscoveryResponse::decode(unframe(encode_delta(&r).to_bytes())).unwrap();
         assert_eq!(
@@ -396,6 +432,40 @@ mod tests {
         assert_eq!(d.resources[0].version, "v1");
         assert_eq!(d.resources[0].resource.as_ref().unwrap().value, b"xyz");
         assert_eq!(d.control_plane.unwrap().identifier, "cp");
+    }
+
+    #[test]
+    fn a_whole_set_is_encoded_once_for_every_delta_stream_and_decodes_the_same() {
+        let set = std::sync::Arc::new(ResourceSet::from(vec![res("a", b"xyz"), res("b", b"q")]));
+        let response = |nonce: &str, whole: bool| DeltaResponse {
+            type_url: "t".into(),
+            system_version_info: "3".into(),
+            nonce: nonce.into(),
+            resources: set
+                .iter()
+                .map(|r| (r.clone(), r.content_version()))
+                .collect(),
+            removed: vec!["gone".into()],
+            control_plane: None,
+            whole: whole.then(|| set.clone()),
+        };
+        let (a, b) = (
+            encode_delta(&response("n-1", true)),
+            encode_delta(&response("n-2", true)),
+        );
+        assert_eq!(
+            a.shared.as_ptr(),
+            b.shared.as_ptr(),
+            "the resources are encoded once and shared, not copied"
+        );
+        let shared = DeltaDiscoveryResponse::decode(unframe(b.to_bytes())).unwrap();
+        let own = DeltaDiscoveryResponse::decode(unframe(
+            encode_delta(&response("n-2", false)).to_bytes(),
+        ))
+        .unwrap();
+        assert_eq!(shared, own);
+        assert_eq!(shared.resources.len(), 2);
+        assert_eq!(shared.resources[1].version, set[1].content_version());
     }
 
     #[test]

@@ -76,6 +76,8 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<bool> {
     for &n in &args.proxies {
         let mut summary = summary::Summary {
             proxies: n,
+            sidecars: args.sidecars || args.mesh.sidecar_share.is_some_and(|s| s >= 1.0),
+            delta: args.delta,
             client_threads: args.client_threads,
             ..Default::default()
         };

@@ -32,6 +32,9 @@ pub struct DeltaSent {
     pub resources: Vec<(Resource, String)>,
     pub removed: Vec<String>,
     pub nonce: String,
+    /// `resources` is the whole generated set, in its order (a first answer, a full change):
+    /// its encoding can be the set's own, shared.
+    pub whole: bool,
 }
 
 /// The Delta subscriptions of one stream, by type.
@@ -88,10 +91,13 @@ impl DeltaSubscriptions {
         }
         let nonce = nonce();
         subscription.nonce_sent = Some(nonce.as_str().into());
+        // The changed resources come in the set's order: all of them is the set itself.
+        let whole = within.is_none() && !resources.is_empty() && resources.len() == set.len();
         Some(DeltaSent {
             resources,
             removed,
             nonce,
+            whole,
         })
     }
 

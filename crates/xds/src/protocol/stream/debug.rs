@@ -50,6 +50,7 @@ impl StreamState {
                 resources: resources.into_iter().map(|r| (r, String::new())).collect(),
                 removed: Vec::new(),
                 control_plane,
+                whole: None,
             })
         } else {
             Response::Sotw(XdsResponse {

@@ -22,6 +22,7 @@ impl StreamState {
                 resources: Vec::new(),
                 removed: Vec::new(),
                 control_plane: None,
+                whole: None,
             }));
             return;
         };
@@ -65,6 +66,7 @@ impl StreamState {
             resources: sent.resources,
             removed: sent.removed,
             control_plane: None,
+            whole: sent.whole.then_some(resources),
         }))
     }
 }
