@@ -1,4 +1,4 @@
-//! The bench's targets (issue "Performance, second step") and the limits file it gives axon
+//! The bench's targets (issues "Performance, second step" and "third step") and the limits file it gives axon
 //! for fleets larger than axon's default admission burst.
 
 use std::path::{Path, PathBuf};
@@ -33,7 +33,7 @@ pub(super) fn limits_for(n: usize, work: &Path) -> anyhow::Result<Option<PathBuf
 /// The RSS target for `n` proxies: its text and its bound in bytes.
 pub(super) fn rss(n: usize) -> (&'static str, u64) {
     if n >= 10_000 {
-        ("≤ 350 MB", 350_000_000)
+        ("≤ 300 MiB", 300 << 20)
     } else if n >= 2000 {
         ("≤ 300 MB", 300_000_000)
     } else {
