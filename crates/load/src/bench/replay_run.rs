@@ -3,6 +3,10 @@
 //! storm, a push of all four types, a push of the types axon's full push sent, and the edits'
 //! types to their namespaces. The replay server's CPU and the load tool's own are measured
 //! beside each, so a reader can tell when the tool, not the server, set the pace.
+//!
+//! The storm is played [`STORMS`] times, each with a fresh fleet, and the fastest is the
+//! floor: a floor is the best the bytes can do, and one run on a shared two-core machine
+//! varies by ±20% (a single run was once slower than axon's own storm).
 
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -40,6 +44,36 @@ pub(super) struct FloorFigures {
     pub edits: [Option<f64>; 2],
 }
 
+/// Storms the floor plays; the fastest counts.
+const STORMS: usize = 3;
+
+/// What one floor storm measured.
+struct StormFigures {
+    t: f64,
+    replay_cpu: f64,
+    tool_cpu: f64,
+    bytes: u64,
+    times: Vec<f64>,
+}
+
+/// One storm against the replay server: the fleet, whether all synced, its wall time, and the
+/// replay server's and the load tool's CPU.
+fn storm(
+    f: &FloorRun<'_>,
+    replay: &Replay,
+    cfg: &ClientConfig,
+) -> (Fleet, bool, Instant, f64, f64, f64) {
+    let cpu0 = proc::cpu_seconds(replay.pid());
+    let tool_cpu0 = proc::cpu_seconds(std::process::id());
+    let started = Instant::now();
+    let fleet = Fleet::start(f.rt, f.n, cfg, |_| false);
+    let ok = fleet.wait_synced(f.timeout);
+    let t = started.elapsed().as_secs_f64() * 1000.0;
+    let replay_cpu = proc::cpu_seconds(replay.pid()) - cpu0;
+    let tool_cpu = proc::cpu_seconds(std::process::id()) - tool_cpu0;
+    (fleet, ok, started, t, replay_cpu, tool_cpu)
+}
+
 pub(super) fn run(f: FloorRun<'_>) -> anyhow::Result<FloorFigures> {
     let n = f.n;
     let views_path = f.work.join("views.bin");
@@ -49,30 +83,63 @@ pub(super) fn run(f: FloorRun<'_>) -> anyhow::Result<FloorFigures> {
         addr: replay.addr,
         ..f.cfg.clone()
     };
-    let cpu0 = proc::cpu_seconds(replay.pid());
-    let tool_cpu0 = proc::cpu_seconds(std::process::id());
-    let started = Instant::now();
-    let fleet = Fleet::start(f.rt, n, &cfg, |_| false);
-    let ok = fleet.wait_synced(f.timeout);
-    let t = started.elapsed().as_secs_f64() * 1000.0;
-    let storm_replay_cpu = proc::cpu_seconds(replay.pid()) - cpu0;
-    let storm_tool_cpu = proc::cpu_seconds(std::process::id()) - tool_cpu0;
-    let errors = fleet.shared.errors.load(Ordering::Relaxed);
-    let bytes: u64 = fleet
-        .shared
-        .proxies
-        .iter()
-        .map(|p| p.bytes.load(Ordering::Relaxed))
-        .sum();
-    let times = client::sync_times_ms(&fleet.shared, fleet.shared.us(started));
+    // The fastest of `STORMS` storms, each with a fresh fleet; the last fleet serves the
+    // pushes below.
+    let mut best: Option<StormFigures> = None;
+    let mut walls = Vec::new();
+    let mut errors = 0;
+    let mut ok = true;
+    let mut last = None;
+    for i in 0..STORMS {
+        let (fleet, synced, started, t, replay_cpu, tool_cpu) = storm(&f, &replay, &cfg);
+        ok &= synced;
+        errors += fleet.shared.errors.load(Ordering::Relaxed);
+        walls.push(t);
+        let figures = StormFigures {
+            t,
+            replay_cpu,
+            tool_cpu,
+            bytes: fleet
+                .shared
+                .proxies
+                .iter()
+                .map(|p| p.bytes.load(Ordering::Relaxed))
+                .sum(),
+            times: client::sync_times_ms(&fleet.shared, fleet.shared.us(started)),
+        };
+        for e in fleet.shared.first_errors(5) {
+            println!("  error: {e}");
+        }
+        if best.as_ref().is_none_or(|b| t < b.t) {
+            best = Some(figures);
+        }
+        if i + 1 < STORMS {
+            // The replay server drops a connection when its client leaves.
+            fleet.stop();
+        } else {
+            last = Some(fleet);
+        }
+    }
+    let (Some(best), Some(fleet)) = (best, last) else {
+        anyhow::bail!("no floor storm ran");
+    };
+    let StormFigures {
+        t,
+        replay_cpu: storm_replay_cpu,
+        tool_cpu: storm_tool_cpu,
+        bytes,
+        times,
+    } = best;
     println!(
-        "floor storm: {}/{n} synced in {t:.0} ms, {errors} errors, {:.1} MiB, replay CPU {storm_replay_cpu:.2} s, load tool CPU {storm_tool_cpu:.2} s",
+        "floor storm: {}/{n} synced in {t:.0} ms (the fastest of {} ms), {errors} errors, {:.1} MiB, replay CPU {storm_replay_cpu:.2} s, load tool CPU {storm_tool_cpu:.2} s",
         times.len(),
+        walls
+            .iter()
+            .map(|w| format!("{w:.0}"))
+            .collect::<Vec<_>>()
+            .join(", "),
         bytes as f64 / 1048576.0
     );
-    for e in fleet.shared.first_errors(5) {
-        println!("  error: {e}");
-    }
     f.report.add(
         "floor: cold storm, all synced (p50 / p99)",
         format!(
