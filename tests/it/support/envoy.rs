@@ -286,7 +286,11 @@ impl Envoy {
             .arg(&bootstrap_path)
             .arg("--admin-address-path")
             .arg(&admin_path)
-            .arg("--use-dynamic-base-id")
+            // No hot restart: its shared memory region (/dev/shm/envoy_shared_memory_N) is
+            // left behind by every Envoy a test kills, /dev/shm is shared by the pods'
+            // network namespaces, and a later Envoy that draws a leftover's base id aborts
+            // ("cannot open shared memory region … File exists").
+            .arg("--disable-hot-restart")
             .args(["--log-level", &options.log_level]);
         if let Some(c) = options.concurrency {
             cmd.args(["--concurrency", &c.to_string()]);
