@@ -152,46 +152,46 @@ impl IstioRegistry {
     /// releases and service-account tokens (its `SecretsFieldSelector`); those without TLS
     /// keys are not held (`config::IstioObjectIndex`).
     fn watch_secrets(&mut self, ctx: &mut Context<Self>) {
-        let kind = ConfigKind::Secret;
-        let watch_kind = WatchKind::Istio(kind);
-        let secrets = ApiResource {
-            group: String::new(),
-            version: "v1".into(),
-            api_version: "v1".into(),
-            kind: "Secret".into(),
-            plural: "secrets".into(),
-        };
-        let api = Api::<DynamicObject>::all_with(self.client.clone(), &secrets);
         let config = watcher::Config::default().fields(SECRETS_FIELD_SELECTOR);
-        let task = watch::spawn(
-            watch_kind,
-            api,
-            config,
-            ctx.address().recipient(),
-            self.out.metrics(),
-        );
-        self.versions.insert(kind, "v1".into());
-        self.out.expect(watch_kind);
-        self.tasks.insert(watch_kind, task);
+        self.watch_core_v1(ctx, ConfigKind::Secret, "Secret", "secrets", config);
     }
 
     /// ConfigMaps holding a CA (`ca.crt`): the `configmap://` roots of BackendTLSPolicies and
     /// Gateways' client validation; the others are not held.
     fn watch_config_maps(&mut self, ctx: &mut Context<Self>) {
-        let kind = ConfigKind::ConfigMap;
+        let config = watcher::Config::default();
+        self.watch_core_v1(
+            ctx,
+            ConfigKind::ConfigMap,
+            "ConfigMap",
+            "configmaps",
+            config,
+        );
+    }
+
+    /// Watches the core `v1` objects `plural` (of `resource_kind`) in every namespace, held
+    /// as `kind`.
+    fn watch_core_v1(
+        &mut self,
+        ctx: &mut Context<Self>,
+        kind: ConfigKind,
+        resource_kind: &str,
+        plural: &str,
+        config: watcher::Config,
+    ) {
         let watch_kind = WatchKind::Istio(kind);
         let resource = ApiResource {
             group: String::new(),
             version: "v1".into(),
             api_version: "v1".into(),
-            kind: "ConfigMap".into(),
-            plural: "configmaps".into(),
+            kind: resource_kind.into(),
+            plural: plural.into(),
         };
         let api = Api::<DynamicObject>::all_with(self.client.clone(), &resource);
         let task = watch::spawn(
             watch_kind,
             api,
-            watcher::Config::default(),
+            config,
             ctx.address().recipient(),
             self.out.metrics(),
         );

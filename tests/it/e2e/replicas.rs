@@ -43,7 +43,7 @@ fn proxies() -> usize {
 /// The L4 balancer's bootstrap: `lb_port` → the three xDS ports by `lb_policy`
 /// (`LEAST_REQUEST`, `ROUND_ROBIN`), a replica that does not accept left out by a TCP health
 /// check.
-pub(super) fn balancer_bootstrap(lb_port: u16, xds: &[u16], lb_policy: &str) -> Value {
+fn balancer_bootstrap(lb_port: u16, xds: &[u16], lb_policy: &str) -> Value {
     let endpoints: Vec<Value> = xds
         .iter()
         .map(|p| {
@@ -86,16 +86,55 @@ pub(super) fn balancer_bootstrap(lb_port: u16, xds: &[u16], lb_policy: &str) -> 
 }
 
 pub(super) struct Fleet {
-    pub(super) config: ConfigDir,
-    pub(super) limits: ConfigDir,
-    pub(super) xds: [u16; 3],
-    pub(super) monitoring: [u16; 3],
+    config: ConfigDir,
+    limits: ConfigDir,
+    xds: [u16; 3],
+    monitoring: [u16; 3],
     pub(super) replicas: [Option<Axon>; 3],
     /// Stopped replicas, kept so that their logs are printed if the test fails.
-    pub(super) stopped: Vec<Axon>,
+    stopped: Vec<Axon>,
+}
+
+/// The replicas' limits: polls every 200 ms, up to 50 closes a second, a slack of 0.1, a
+/// total settled for 1 s, a 2 s drain.
+pub(super) fn fleet_limits() -> ConfigDir {
+    let limits = ConfigDir::new();
+    limits.write(
+        "limits.toml",
+        "peer_poll_interval = \"200ms\"\nrebalance_rate = 50\nrebalance_slack = 0.1\n\
+         rebalance_settle = \"1s\"\n\
+         drain_duration = \"2s\"\nclose_grace = \"2s\"\n",
+    );
+    limits
 }
 
 impl Fleet {
+    /// Three replicas of `config` with `limits`, each on ports of its own, started.
+    pub(super) fn start_three(config: ConfigDir, limits: ConfigDir) -> Fleet {
+        let mut fleet = Fleet {
+            config,
+            limits,
+            xds: [free_port(), free_port(), free_port()],
+            monitoring: [free_port(), free_port(), free_port()],
+            replicas: [None, None, None],
+            stopped: Vec::new(),
+        };
+        for i in 0..3 {
+            fleet.start(i);
+        }
+        fleet
+    }
+
+    /// A real Envoy balancing TCP over the three xDS ports by `lb_policy`, and its address.
+    pub(super) fn balancer(&self, lb_policy: &str) -> (Envoy, SocketAddr) {
+        let lb_port = free_port();
+        let mut options = gateway_options();
+        options.bootstrap_override = Some(balancer_bootstrap(lb_port, &self.xds, lb_policy));
+        options.wait_live = true;
+        let balancer = Envoy::start(Envoy::local(lb_port), options);
+        (balancer, SocketAddr::from(([127, 0, 0, 1], lb_port)))
+    }
+
     pub(super) fn start(&mut self, i: usize) {
         let peers = self
             .monitoring
@@ -211,30 +250,8 @@ fn three_replicas_lose_no_proxy_and_rebalance_after_a_restart() {
         &backend_routes_yaml("v1", false, false, &[("v1", 100)]),
     );
     config.write("mesh-routes.yaml", &mesh_routes("5s"));
-    let limits = ConfigDir::new();
-    limits.write(
-        "limits.toml",
-        "peer_poll_interval = \"200ms\"\nrebalance_rate = 50\nrebalance_slack = 0.1\n\
-         rebalance_settle = \"1s\"\n\
-         drain_duration = \"2s\"\nclose_grace = \"2s\"\n",
-    );
-    let mut fleet = Fleet {
-        config,
-        limits,
-        xds: [free_port(), free_port(), free_port()],
-        monitoring: [free_port(), free_port(), free_port()],
-        replicas: [None, None, None],
-        stopped: Vec::new(),
-    };
-    for i in 0..3 {
-        fleet.start(i);
-    }
-    let lb_port = free_port();
-    let mut lb_options = gateway_options();
-    lb_options.bootstrap_override = Some(balancer_bootstrap(lb_port, &fleet.xds, "LEAST_REQUEST"));
-    lb_options.wait_live = true;
-    let _balancer = Envoy::start(Envoy::local(lb_port), lb_options);
-    let lb = SocketAddr::from(([127, 0, 0, 1], lb_port));
+    let mut fleet = Fleet::start_three(config, fleet_limits());
+    let (_balancer, lb) = fleet.balancer("LEAST_REQUEST");
 
     let mut options = gateway_options();
     options.xds_retry_back_off = Some(("0.1s".to_string(), "0.5s".to_string()));

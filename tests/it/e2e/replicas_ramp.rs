@@ -8,23 +8,12 @@
 use crate::support;
 use crate::support::scenario;
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use scenario::*;
 use support::*;
 
-use super::replicas::{Fleet, SLACK, balancer_bootstrap, mesh_routes, rebalance_closed};
-
-fn limits() -> ConfigDir {
-    let limits = ConfigDir::new();
-    limits.write(
-        "limits.toml",
-        "peer_poll_interval = \"200ms\"\nrebalance_rate = 50\nrebalance_slack = 0.1\n\
-         rebalance_settle = \"1s\"\n",
-    );
-    limits
-}
+use super::replicas::{Fleet, SLACK, fleet_limits, mesh_routes, rebalance_closed};
 
 fn mesh() -> ConfigDir {
     let config = ConfigDir::new();
@@ -36,22 +25,8 @@ fn mesh() -> ConfigDir {
 #[test]
 fn a_ramp_that_ends_within_the_slack_closes_nothing() {
     let n = 300;
-    let mut fleet = Fleet {
-        config: mesh(),
-        limits: limits(),
-        xds: [free_port(), free_port(), free_port()],
-        monitoring: [free_port(), free_port(), free_port()],
-        replicas: [None, None, None],
-        stopped: Vec::new(),
-    };
-    for i in 0..3 {
-        fleet.start(i);
-    }
-    let lb_port = free_port();
-    let mut lb_options = gateway_options();
-    lb_options.bootstrap_override = Some(balancer_bootstrap(lb_port, &fleet.xds, "ROUND_ROBIN"));
-    lb_options.wait_live = true;
-    let balancer = Envoy::start(Envoy::local(lb_port), lb_options);
+    let fleet = Fleet::start_three(mesh(), fleet_limits());
+    let (balancer, lb) = fleet.balancer("ROUND_ROBIN");
     // Every replica is healthy in the balancer before the ramp: round robin over three.
     assert!(
         wait_until(Duration::from_secs(30), || {
@@ -60,7 +35,6 @@ fn a_ramp_that_ends_within_the_slack_closes_nothing() {
         "the balancer does not see the three replicas healthy\n{}",
         describe_envoy(&balancer)
     );
-    let lb = SocketAddr::from(([127, 0, 0, 1], lb_port));
     let _load = Load::start(lb, n, 4, &[]);
     fleet.wait_all_synced(n, "the ramp");
     let counts = fleet.counts();
@@ -93,7 +67,7 @@ fn a_ramp_that_ends_within_the_slack_closes_nothing() {
 #[test]
 fn the_younger_of_two_replicas_of_one_name_refuses_to_serve() {
     let config = mesh();
-    let limits = limits();
+    let limits = fleet_limits();
     let limits_path = limits.path().join("limits.toml");
     let monitoring = [free_port(), free_port()];
     let peers = format!("127.0.0.1:{},127.0.0.1:{}", monitoring[0], monitoring[1]);

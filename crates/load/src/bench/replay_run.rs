@@ -56,22 +56,26 @@ struct StormFigures {
     times: Vec<f64>,
 }
 
-/// One storm against the replay server: the fleet, whether all synced, its wall time, and the
-/// replay server's and the load tool's CPU.
-fn storm(
-    f: &FloorRun<'_>,
-    replay: &Replay,
-    cfg: &ClientConfig,
-) -> (Fleet, bool, Instant, f64, f64, f64) {
+/// One storm against the replay server: the fleet, whether all synced, and its figures.
+fn storm(f: &FloorRun<'_>, replay: &Replay, cfg: &ClientConfig) -> (Fleet, bool, StormFigures) {
     let cpu0 = proc::cpu_seconds(replay.pid());
     let tool_cpu0 = proc::cpu_seconds(std::process::id());
     let started = Instant::now();
     let fleet = Fleet::start(f.rt, f.n, cfg, |_| false);
     let ok = fleet.wait_synced(f.timeout);
-    let t = started.elapsed().as_secs_f64() * 1000.0;
-    let replay_cpu = proc::cpu_seconds(replay.pid()) - cpu0;
-    let tool_cpu = proc::cpu_seconds(std::process::id()) - tool_cpu0;
-    (fleet, ok, started, t, replay_cpu, tool_cpu)
+    let figures = StormFigures {
+        t: started.elapsed().as_secs_f64() * 1000.0,
+        replay_cpu: proc::cpu_seconds(replay.pid()) - cpu0,
+        tool_cpu: proc::cpu_seconds(std::process::id()) - tool_cpu0,
+        bytes: fleet
+            .shared
+            .proxies
+            .iter()
+            .map(|p| p.bytes.load(Ordering::Relaxed))
+            .sum(),
+        times: client::sync_times_ms(&fleet.shared, fleet.shared.us(started)),
+    };
+    (fleet, ok, figures)
 }
 
 pub(super) fn run(f: FloorRun<'_>) -> anyhow::Result<FloorFigures> {
@@ -91,26 +95,14 @@ pub(super) fn run(f: FloorRun<'_>) -> anyhow::Result<FloorFigures> {
     let mut ok = true;
     let mut last = None;
     for i in 0..STORMS {
-        let (fleet, synced, started, t, replay_cpu, tool_cpu) = storm(&f, &replay, &cfg);
+        let (fleet, synced, figures) = storm(&f, &replay, &cfg);
         ok &= synced;
         errors += fleet.shared.errors.load(Ordering::Relaxed);
-        walls.push(t);
-        let figures = StormFigures {
-            t,
-            replay_cpu,
-            tool_cpu,
-            bytes: fleet
-                .shared
-                .proxies
-                .iter()
-                .map(|p| p.bytes.load(Ordering::Relaxed))
-                .sum(),
-            times: client::sync_times_ms(&fleet.shared, fleet.shared.us(started)),
-        };
+        walls.push(figures.t);
         for e in fleet.shared.first_errors(5) {
             println!("  error: {e}");
         }
-        if best.as_ref().is_none_or(|b| t < b.t) {
+        if best.as_ref().is_none_or(|b| figures.t < b.t) {
             best = Some(figures);
         }
         if i + 1 < STORMS {

@@ -64,53 +64,26 @@ pub(crate) fn convert_route(
     let mut out = Vec::new();
     let mut count = 0;
     for parent in parents::accepted(&parents) {
+        // A TLS route's hosts are its SNI names within the listener's.
         let (vs_hosts, sni) = if !tls {
             (vec!["*".to_string()], Vec::new())
         } else {
-            let listener = &parent.listener.original_hostname;
-            (
-                intersection(&route_hosts, listener),
-                intersection(&route_hosts, listener),
-            )
+            let sni = intersection(&route_hosts, &parent.listener.original_hostname);
+            (sni.clone(), sni)
         };
         for h in vs_hosts {
-            let (name, blocks) = if tls {
-                let blocks: Vec<serde_json::Value> = rules
+            let blocks = if tls {
+                rules
                     .iter()
                     .filter(|_| !sni.is_empty())
                     .map(|dests| json!({"match": [{"sniHosts": sni}], "route": dests}))
-                    .collect();
-                (
-                    format!("{}~tls~{count}~{DERIVED_MARK}", route.name()),
-                    blocks,
-                )
+                    .collect()
             } else {
-                let blocks = rules.iter().map(|dests| json!({"route": dests})).collect();
-                (
-                    format!("{}~tcp~{count}~{DERIVED_MARK}", route.name()),
-                    blocks,
-                )
+                rules.iter().map(|dests| json!({"route": dests})).collect()
             };
+            let gateway = parent.listener.internal_name.clone();
+            out.push(l4_virtual_service(route, tls, count, h, gateway, blocks));
             count += 1;
-            let mut vs = VirtualService {
-                hosts: vec![h],
-                gateways: vec![parent.listener.internal_name.clone()],
-                semantics: RouteSemantics::Gateway,
-                parents: vec![parent_name(route)],
-                ..Default::default()
-            };
-            if tls {
-                vs.tls = blocks;
-            } else {
-                vs.tcp = blocks;
-            }
-            out.push(Config {
-                key: ConfigKey::new(ConfigKind::VirtualService, route.namespace(), name),
-                labels: Default::default(),
-                created: route.created,
-                spec: Spec::VirtualService(vs),
-                not_applied: Vec::new(),
-            });
         }
     }
     // Mesh routes (GAMMA): istiod's `augmentTLSPortMatch` (a route without hostnames takes
@@ -143,34 +116,54 @@ pub(crate) fn convert_route(
                     }
                 })
                 .collect();
-            let name = format!(
-                "{}~{}~{count}~{DERIVED_MARK}",
-                route.name(),
-                if tls { "tls" } else { "tcp" }
-            );
+            out.push(l4_virtual_service(
+                route,
+                tls,
+                count,
+                h.clone(),
+                "mesh".to_string(),
+                blocks,
+            ));
             count += 1;
-            let mut vs = VirtualService {
-                hosts: vec![h.clone()],
-                gateways: vec!["mesh".to_string()],
-                semantics: RouteSemantics::Gateway,
-                parents: vec![parent_name(route)],
-                ..Default::default()
-            };
-            if tls {
-                vs.tls = blocks;
-            } else {
-                vs.tcp = blocks;
-            }
-            out.push(Config {
-                key: ConfigKey::new(ConfigKind::VirtualService, route.namespace(), name),
-                labels: Default::default(),
-                created: route.created,
-                spec: Spec::VirtualService(vs),
-                not_applied: Vec::new(),
-            });
         }
     }
     out
+}
+
+/// The `count`th VirtualService of `route`, `NAME~tls~N~…` or `NAME~tcp~N~…`: `blocks` as its
+/// `tls` or `tcp` routes for `host` on `gateway` (a listener's internal Gateway, or `mesh`).
+fn l4_virtual_service(
+    route: &Config,
+    tls: bool,
+    count: usize,
+    host: String,
+    gateway: String,
+    blocks: Vec<serde_json::Value>,
+) -> Config {
+    let name = format!(
+        "{}~{}~{count}~{DERIVED_MARK}",
+        route.name(),
+        if tls { "tls" } else { "tcp" }
+    );
+    let mut vs = VirtualService {
+        hosts: vec![host],
+        gateways: vec![gateway],
+        semantics: RouteSemantics::Gateway,
+        parents: vec![parent_name(route)],
+        ..Default::default()
+    };
+    if tls {
+        vs.tls = blocks;
+    } else {
+        vs.tcp = blocks;
+    }
+    Config {
+        key: ConfigKey::new(ConfigKind::VirtualService, route.namespace(), name),
+        labels: Default::default(),
+        created: route.created,
+        spec: Spec::VirtualService(vs),
+        not_applied: Vec::new(),
+    }
 }
 
 /// The `route` of one rule, and the last soft backend error.

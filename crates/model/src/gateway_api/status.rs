@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 
 use axon_config::config::{ConfigKey, ConfigKind, Spec};
 use axon_config::config_set::of_kind;
+use axon_config::gateway_api::routes::HttpBackendRef;
 use axon_config::gateway_api::{GROUP, ISTIO_CONTROLLER, ParentReference};
 use serde_json::{Value, json};
 
@@ -357,6 +358,11 @@ fn backend_tls_policies(
 /// A backendRef as `(kind, namespace, name)`.
 type BackendName<'a> = (&'a str, Option<&'a String>, &'a str);
 
+/// An HTTPRoute's or GRPCRoute's backendRef as a [`BackendName`].
+fn http_backend(b: &HttpBackendRef) -> BackendName<'_> {
+    (b.kind.as_str(), b.namespace.as_ref(), b.name.as_str())
+}
+
 /// The Gateways (namespace, name) of the routes with a backendRef to Service `name` of
 /// `namespace` (istiod's `extractAncestorBackends`).
 fn gateways_reaching(inputs: &Inputs, namespace: &str, name: &str) -> Vec<(String, String)> {
@@ -368,7 +374,7 @@ fn gateways_reaching(inputs: &Inputs, namespace: &str, name: &str) -> Vec<(Strin
                 r.rules
                     .iter()
                     .flat_map(|x| &x.backend_refs)
-                    .map(|b| (b.kind.as_str(), b.namespace.as_ref(), b.name.as_str()))
+                    .map(http_backend)
                     .collect(),
             ),
             Spec::GrpcRoute(r) => (
@@ -376,7 +382,7 @@ fn gateways_reaching(inputs: &Inputs, namespace: &str, name: &str) -> Vec<(Strin
                 r.rules
                     .iter()
                     .flat_map(|x| &x.backend_refs)
-                    .map(|b| (b.kind.as_str(), b.namespace.as_ref(), b.name.as_str()))
+                    .map(http_backend)
                     .collect(),
             ),
             Spec::TlsRoute(r) | Spec::TcpRoute(r) => (

@@ -330,11 +330,11 @@ mod tests {
         }
     }
 
-    fn res(name: &str, body: &[u8]) -> Resource {
+    pub(super) fn res(name: &str, body: &[u8]) -> Resource {
         Resource::from_encoded(name, "t".into(), bytes::Bytes::copy_from_slice(body))
     }
 
-    fn req(subscribe: &[&str], unsubscribe: &[&str], nonce: &str) -> DeltaRequest {
+    pub(super) fn req(subscribe: &[&str], unsubscribe: &[&str], nonce: &str) -> DeltaRequest {
         DeltaRequest {
             subscribe: subscribe.iter().map(|s| s.to_string()).collect(),
             unsubscribe: unsubscribe.iter().map(|s| s.to_string()).collect(),

@@ -1,21 +1,8 @@
 //! Delta subscriptions share what their clients hold: the streams given the same set hold
 //! one copy of it, and a stream that comes to differ keeps only the difference.
 
-use super::tests::{Diffs, NAMES};
+use super::tests::{Diffs, NAMES, req, res};
 use super::*;
-
-fn res(name: &str, body: &[u8]) -> Resource {
-    Resource::from_encoded(name, "t".into(), bytes::Bytes::copy_from_slice(body))
-}
-
-fn req(subscribe: &[&str], unsubscribe: &[&str], nonce: &str) -> DeltaRequest {
-    DeltaRequest {
-        subscribe: subscribe.iter().map(|s| s.to_string()).collect(),
-        unsubscribe: unsubscribe.iter().map(|s| s.to_string()).collect(),
-        response_nonce: nonce.to_string(),
-        ..Default::default()
-    }
-}
 
 fn names(sent: &[(Resource, String)]) -> Vec<&str> {
     sent.iter().map(|(r, _)| r.name.as_str()).collect()
