@@ -449,7 +449,16 @@ async fn wire(
         .start();
         if let Some(deployment) = settings.gateway_deployment.clone() {
             let selector = settings.namespace_selector.clone();
-            tokio::spawn(GatewayDeployer::new(client.clone(), deployment, selector).run());
+            let election = crate::registry::kubernetes::lease::Election::new(
+                &client,
+                client.default_namespace(),
+                crate::registry::kubernetes::GATEWAY_DEPLOYMENT_LEASE,
+                &replica,
+                crate::registry::kubernetes::lease::Timing::default(),
+            );
+            tokio::spawn(
+                GatewayDeployer::new(client.clone(), deployment, selector, election).run(),
+            );
         }
         let istio = IstioRegistry::new(client, kube_settings, outbox(ISTIO_SOURCE), cap).start();
         kubernetes.push(services.recipient());

@@ -71,9 +71,10 @@ pub enum ConfigKind {
     /// `allowedRoutes.namespaces.selector` reads them); made by the registries of Kubernetes
     /// objects, not written as a config. Its key: namespace empty, name the Namespace's.
     Namespace,
-    /// A Kubernetes `v1` ConfigMap as a watched kind: the registries hold one with a
-    /// `ca.crt` as a config of kind [`ConfigKind::Secret`] named `configmap/NAME`
-    /// (`parse::parse_config_map`); no config has this kind.
+    /// A Kubernetes `v1` ConfigMap: one with a `ca.crt` is held as a config of kind
+    /// [`ConfigKind::Secret`] named `configmap/NAME` (`parse::parse_config_map`), any other
+    /// as a config of this kind that says only that it exists (a Gateway's
+    /// `infrastructure.parametersRef` names one; its data is the gateway deployer's).
     ConfigMap,
 }
 
@@ -235,7 +236,13 @@ pub enum Spec {
     BackendTlsPolicy(BackendTlsPolicySpec),
     /// A Namespace: its labels are the config's.
     Namespace(NamespaceInfo),
+    /// A ConfigMap without a CA: that it exists.
+    ConfigMap(ConfigMapInfo),
 }
+
+/// What axon holds of a ConfigMap without a CA: nothing but that it exists.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ConfigMapInfo {}
 
 /// What axon holds of a Namespace beyond its labels: nothing.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -266,6 +273,7 @@ impl Spec {
             Spec::ReferenceGrant(_) => ConfigKind::ReferenceGrant,
             Spec::BackendTlsPolicy(_) => ConfigKind::BackendTlsPolicy,
             Spec::Namespace(_) => ConfigKind::Namespace,
+            Spec::ConfigMap(_) => ConfigKind::ConfigMap,
         }
     }
 }

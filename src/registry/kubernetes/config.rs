@@ -193,8 +193,7 @@ impl IstioObjectIndex {
             parse_value(object, &key.namespace)
         };
         let reason = match outcome {
-            // A Secret without TLS keys, a ConfigMap without a CA (most of a cluster's): not
-            // held, not reported.
+            // A Secret without TLS keys (most of a cluster's): not held, not reported.
             DocOutcome::Unsupported { .. }
                 if matches!(kind, ConfigKind::Secret | ConfigKind::ConfigMap) =>
             {

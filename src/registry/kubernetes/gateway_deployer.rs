@@ -13,9 +13,12 @@
 //! it); a deleted Gateway's objects are left to the API server's garbage collector (their
 //! ownerReference), as istiod does. A failed write is logged and tried again every 5 s.
 //!
-//! TODO(leader election): istiod applies from the leader of the `istio-gateway-deployment`
-//! lease only; axon's deployer runs on every replica (identical server-side applies are
-//! idempotent). Hold the Lease the status writer's election provides once it lands.
+//! Only the replica holding the Lease [`LEASE`] (istiod's `istio-gateway-deployment`)
+//! writes; the others keep watching, and a new holder applies every Gateway's objects once.
+//! The holder also creates the GatewayClass `istio` when it is missing (istiod's
+//! `ClassController`), and marks each Gateway it manages with istiod's
+//! `gateway.istio.io/controller-version` annotation (written through the status
+//! subresource, as istiod does): a Gateway marked by a newer controller is left to it.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Debug;
@@ -35,11 +38,27 @@ use crate::registry::cluster::gateway_deployment::{
     self, DeploymentSettings, FIELD_MANAGER, GatewayObject, MANAGED_LABEL, MANAGED_VALUE, Rendered,
 };
 use crate::registry::cluster::namespaces::NamespaceSelector;
+use crate::registry::kubernetes::lease::Election;
 use axon_config::gateway_api::{self, GatewaySpec};
+
+/// The Lease whose holder deploys (istiod's is `istio-gateway-deployment`).
+pub const LEASE: &str = "axon-gateway-deployment";
+
+/// istiod's `ControllerVersionAnnotation` and its `ControllerVersion`: a Gateway marked with
+/// a larger number is managed by a newer controller.
+const CONTROLLER_VERSION_ANNOTATION: &str = "gateway.istio.io/controller-version";
+const CONTROLLER_VERSION: u32 = 5;
 
 /// Applies the objects of managed Gateways; see the module's description.
 pub struct GatewayDeployer {
     client: Client,
+    election: Election,
+    /// Whether this replica holds [`LEASE`].
+    leader: bool,
+    /// Whether the GatewayClass `istio` exists (from the watch of GatewayClasses).
+    class_exists: bool,
+    /// The Gateway resource served, once found.
+    gateway_resource: Option<ApiResource>,
     settings: DeploymentSettings,
     /// What was last applied, by the Gateway's namespace and name.
     applied: HashMap<Key, Rendered>,
@@ -86,9 +105,14 @@ impl GatewayDeployer {
         client: Client,
         settings: DeploymentSettings,
         selector: Option<NamespaceSelector>,
+        election: Election,
     ) -> Self {
         GatewayDeployer {
             client,
+            election,
+            leader: false,
+            class_exists: true,
+            gateway_resource: None,
             settings,
             selector,
             selected: BTreeSet::new(),
@@ -112,15 +136,23 @@ impl GatewayDeployer {
                 }
             }
         };
-        let Some(resource) = resource else {
+        let Some((resource, classes)) = resource else {
             tracing::info!("Gateways not served (no Gateway API CRDs): no automated deployment");
             return;
         };
-        self.watch(resource).await;
+        self.watch(resource, classes).await;
     }
 
-    async fn watch(&mut self, resource: ApiResource) {
+    async fn watch(&mut self, resource: ApiResource, class_resource: ApiResource) {
+        self.gateway_resource = Some(resource.clone());
         let api = Api::<DynamicObject>::all_with(self.client.clone(), &resource);
+        let classes_api = Api::<DynamicObject>::all_with(self.client.clone(), &class_resource);
+        let mut classes = watcher(classes_api.clone(), watcher::Config::default())
+            .default_backoff()
+            .boxed();
+        let mut relisted_class = false;
+        let mut renew = tokio::time::interval(self.election.timing.renew);
+        renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut gateways = watcher(api, watcher::Config::default())
             .default_backoff()
             .boxed();
@@ -143,6 +175,37 @@ impl GatewayDeployer {
         retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
+                _ = renew.tick() => {
+                    let now = self.election.acquire().await;
+                    if now != self.leader {
+                        tracing::info!(lease = LEASE, leader = now, "gateway deployment leadership changed");
+                        self.leader = now;
+                        self.applied.clear();
+                        self.failed.clear();
+                        self.cleared.clear();
+                        if now {
+                            let all: Vec<Gateway> = self.gateways.values().cloned().collect();
+                            for gw in all {
+                                self.reconcile(&gw).await;
+                            }
+                        }
+                    }
+                    self.ensure_class(&classes_api).await;
+                }
+                Some(event) = classes.next() => {
+                    match event {
+                        Ok(watcher::Event::Init) => relisted_class = false,
+                        Ok(watcher::Event::InitApply(c)) if c.metadata.name.as_deref() == Some(gateway_deployment::CLASS) => relisted_class = true,
+                        Ok(watcher::Event::InitDone) => self.class_exists = relisted_class,
+                        Ok(watcher::Event::Apply(c)) if c.metadata.name.as_deref() == Some(gateway_deployment::CLASS) => self.class_exists = true,
+                        Ok(watcher::Event::Delete(c)) if c.metadata.name.as_deref() == Some(gateway_deployment::CLASS) => {
+                            self.class_exists = false;
+                            self.ensure_class(&classes_api).await;
+                        }
+                        Ok(_) => {}
+                        Err(error) => tracing::warn!(%error, "watching GatewayClasses failed; retrying with backoff"),
+                    }
+                }
                 Some(event) = namespaces.next() => {
                     let newly = self.namespace_event(event);
                     let due: Vec<Gateway> = self
@@ -244,13 +307,59 @@ impl GatewayDeployer {
         BTreeSet::new()
     }
 
+    /// Creates the GatewayClass `istio` when this replica leads and it is missing (istiod's
+    /// `ClassController`: controller `istio.io/gateway-controller`, its description).
+    async fn ensure_class(&mut self, api: &Api<DynamicObject>) {
+        if !self.leader || self.class_exists {
+            return;
+        }
+        let class: DynamicObject = match serde_json::from_value(serde_json::json!({
+            "apiVersion": api_version_of(api),
+            "kind": "GatewayClass",
+            "metadata": {"name": gateway_deployment::CLASS},
+            "spec": {
+                "controllerName": gateway_api::ISTIO_CONTROLLER,
+                "description": "The default Istio GatewayClass",
+            },
+        })) {
+            Ok(class) => class,
+            Err(_) => return,
+        };
+        match api.create(&kube::api::PostParams::default(), &class).await {
+            Ok(_) => {
+                tracing::info!(class = gateway_deployment::CLASS, "GatewayClass created");
+                self.class_exists = true;
+            }
+            Err(kube::Error::Api(e)) if e.code == 409 => self.class_exists = true,
+            Err(error) => {
+                tracing::warn!(%error, "creating the GatewayClass istio failed; retried at the next renewal")
+            }
+        }
+    }
+
     /// Applies `gw`'s objects when they changed; deletes them when it is no longer managed.
-    /// A Gateway of a namespace `--namespace-selector` leaves out is not touched.
+    /// A Gateway of a namespace `--namespace-selector` leaves out is not touched, nor any
+    /// while this replica does not hold the Lease, nor one a newer controller manages.
     async fn reconcile(&mut self, gw: &Gateway) {
         let key = gw.key();
-        if self.selector.is_some() && !self.selected.contains(&gw.namespace) {
+        if !self.leader || (self.selector.is_some() && !self.selected.contains(&gw.namespace)) {
             self.failed.remove(&key);
             return;
+        }
+        match controller_version(gw) {
+            Version::Newer(found) => {
+                tracing::debug!(namespace = %gw.namespace, gateway = %gw.name, %found, "managed by a newer gateway controller; left alone");
+                self.failed.remove(&key);
+                return;
+            }
+            Version::Older if gw.spec.gateway_class_name == gateway_deployment::CLASS => {
+                if let Err(error) = self.mark(gw).await {
+                    tracing::warn!(namespace = %gw.namespace, gateway = %gw.name, %error, "marking the Gateway with the controller version failed; retrying");
+                    self.failed.insert(key);
+                    return;
+                }
+            }
+            _ => {}
         }
         // Rendered before any await: the borrowing view is not held across one.
         let (rendered, name) = {
@@ -321,6 +430,22 @@ impl GatewayDeployer {
         }
     }
 
+    /// Writes istiod's controller-version annotation on `gw`, through its status subresource
+    /// (as istiod does, so that no write of the Gateway itself is needed).
+    async fn mark(&self, gw: &Gateway) -> kube::Result<()> {
+        let Some(resource) = self.gateway_resource.as_ref() else {
+            return Ok(());
+        };
+        let api =
+            Api::<DynamicObject>::namespaced_with(self.client.clone(), &gw.namespace, resource);
+        let patch = serde_json::json!({"metadata": {"annotations": {
+            CONTROLLER_VERSION_ANNOTATION: CONTROLLER_VERSION.to_string(),
+        }}});
+        api.patch_status(&gw.name, &PatchParams::default(), &Patch::Merge(patch))
+            .await?;
+        Ok(())
+    }
+
     async fn apply(&self, r: &Rendered) -> kube::Result<()> {
         apply(&self.client, &r.service_account).await?;
         apply(&self.client, &r.deployment).await?;
@@ -329,9 +454,9 @@ impl GatewayDeployer {
     }
 }
 
-/// The Gateway resource at its first served version of istiod's (v1, then v1beta1); `None`
-/// when neither serves it.
-async fn gateway_resource(client: &Client) -> kube::Result<Option<ApiResource>> {
+/// The Gateway and GatewayClass resources at the first version of istiod's (v1, then
+/// v1beta1) that serves both; `None` when none does.
+async fn gateway_resource(client: &Client) -> kube::Result<Option<(ApiResource, ApiResource)>> {
     let groups = client.list_api_groups().await?;
     let Some(group) = groups
         .groups
@@ -346,21 +471,57 @@ async fn gateway_resource(client: &Client) -> kube::Result<Option<ApiResource>> 
         }
         let api_version = format!("{}/{version}", gateway_api::GROUP);
         let list = client.list_api_group_resources(&api_version).await?;
-        if let Some(r) = list
-            .resources
-            .iter()
-            .find(|r| r.kind == "Gateway" && !r.name.contains('/'))
-        {
-            return Ok(Some(ApiResource {
-                group: gateway_api::GROUP.to_string(),
-                version: version.to_string(),
-                api_version,
-                kind: r.kind.clone(),
-                plural: r.name.clone(),
-            }));
+        let find = |kind: &str| {
+            list.resources
+                .iter()
+                .find(|r| r.kind == kind && !r.name.contains('/'))
+                .map(|r| ApiResource {
+                    group: gateway_api::GROUP.to_string(),
+                    version: version.to_string(),
+                    api_version: api_version.clone(),
+                    kind: r.kind.clone(),
+                    plural: r.name.clone(),
+                })
+        };
+        if let (Some(gateway), Some(class)) = (find("Gateway"), find("GatewayClass")) {
+            return Ok(Some((gateway, class)));
         }
     }
     Ok(None)
+}
+
+/// The `apiVersion` an API of dynamic objects serves.
+fn api_version_of(api: &Api<DynamicObject>) -> String {
+    let url = api.resource_url();
+    // `/apis/GROUP/VERSION/PLURAL`
+    let parts: Vec<&str> = url.trim_start_matches('/').split('/').collect();
+    match parts.as_slice() {
+        ["apis", group, version, ..] => format!("{group}/{version}"),
+        _ => format!("{}/v1", gateway_api::GROUP),
+    }
+}
+
+/// How a Gateway's controller-version annotation stands to this controller's (istiod's
+/// `ManagedGatewayControllerVersion`).
+#[derive(Debug, PartialEq, Eq)]
+enum Version {
+    /// Absent or older: this controller takes it over and writes its version.
+    Older,
+    /// This controller's.
+    Same,
+    /// A newer controller's, or one it cannot read: left alone.
+    Newer(String),
+}
+
+fn controller_version(gw: &Gateway) -> Version {
+    match gw.annotations.get(CONTROLLER_VERSION_ANNOTATION) {
+        None => Version::Older,
+        Some(v) => match v.parse::<u32>() {
+            Ok(n) if n < CONTROLLER_VERSION => Version::Older,
+            Ok(n) if n == CONTROLLER_VERSION => Version::Same,
+            _ => Version::Newer(v.clone()),
+        },
+    }
 }
 
 /// Whether `gw` still exists (same uid) and is not being deleted; a failed read counts as

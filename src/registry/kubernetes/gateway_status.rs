@@ -13,16 +13,16 @@
 //! written one at a time; a failed write is retried at the next turn.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
-use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use axon_config::config::{ConfigKey, ConfigKind};
 use axon_config::gateway_api::{GROUP, ISTIO_CONTROLLER};
+
+use super::lease::Election;
+pub use super::lease::Timing;
 
 /// The Lease whose holder writes status (istiod's is `istio-gateway-status-leader`).
 pub const LEASE: &str = "axon-gateway-status-leader";
@@ -33,23 +33,6 @@ const MESH_CONTROLLER: &str = "istio.io/mesh-controller";
 /// The desired statuses, by object, as the SnapshotBuilder sends them.
 pub use crate::actors::snapshot_builder::GatewayApiStatuses as Desired;
 
-/// How long a Lease lasts unrenewed, and how often the holder renews it (client-go's
-/// leader election defaults: 15 s and 10 s; a candidate retries as often).
-#[derive(Debug, Clone, Copy)]
-pub struct Timing {
-    pub lease: Duration,
-    pub renew: Duration,
-}
-
-impl Default for Timing {
-    fn default() -> Self {
-        Timing {
-            lease: Duration::from_secs(15),
-            renew: Duration::from_secs(10),
-        }
-    }
-}
-
 /// Runs the writer until `desired`'s sender is dropped.
 pub async fn run(
     client: kube::Client,
@@ -58,13 +41,13 @@ pub async fn run(
     mut desired: watch::Receiver<Desired>,
     timing: Timing,
 ) {
-    let leases: Api<Lease> = Api::namespaced(client.clone(), &namespace);
+    let election = Election::new(&client, &namespace, LEASE, &identity, timing);
     let mut leader = false;
     // What was last seen written, per object, to skip reading objects whose desired status
     // did not change since.
     let mut written: BTreeMap<ConfigKey, Value> = BTreeMap::new();
     loop {
-        let now_leader = acquire(&leases, &identity, timing).await;
+        let now_leader = election.acquire().await;
         if now_leader != leader {
             tracing::info!(lease = LEASE, %namespace, %identity, leader = now_leader, "Gateway API status leadership changed");
             leader = now_leader;
@@ -92,59 +75,6 @@ pub async fn run(
             _ = tokio::time::sleep(timing.renew) => {}
         }
     }
-}
-
-/// Takes or renews the Lease: whether this replica holds it now.
-async fn acquire(leases: &Api<Lease>, identity: &str, timing: Timing) -> bool {
-    let now = MicroTime(jiff_now());
-    let spec = |transitions: i32, acquired: Option<MicroTime>| LeaseSpec {
-        holder_identity: Some(identity.to_string()),
-        lease_duration_seconds: Some(timing.lease.as_secs() as i32),
-        acquire_time: acquired.or_else(|| Some(now.clone())),
-        renew_time: Some(now.clone()),
-        lease_transitions: Some(transitions),
-        ..Default::default()
-    };
-    match leases.get_opt(LEASE).await {
-        Ok(None) => {
-            let lease = Lease {
-                metadata: ObjectMeta {
-                    name: Some(LEASE.to_string()),
-                    ..Default::default()
-                },
-                spec: Some(spec(0, None)),
-            };
-            leases.create(&PostParams::default(), &lease).await.is_ok()
-        }
-        Ok(Some(mut lease)) => {
-            let current = lease.spec.clone().unwrap_or_default();
-            let ours = current.holder_identity.as_deref() == Some(identity);
-            let expired = current.renew_time.as_ref().is_none_or(|t| {
-                let lasts = current.lease_duration_seconds.unwrap_or(15).max(1) as i64;
-                t.0.as_second() + lasts < now.0.as_second()
-            });
-            if !ours && !expired {
-                return false;
-            }
-            let transitions = current.lease_transitions.unwrap_or(0) + i32::from(!ours);
-            let acquired = if ours { current.acquire_time } else { None };
-            lease.spec = Some(spec(transitions, acquired));
-            // A replace with the resourceVersion read: another replica's write in between
-            // makes it a conflict, and this one not the holder.
-            leases
-                .replace(LEASE, &PostParams::default(), &lease)
-                .await
-                .is_ok()
-        }
-        Err(e) => {
-            tracing::warn!(lease = LEASE, error = %e, "the Gateway API status Lease cannot be read");
-            false
-        }
-    }
-}
-
-fn jiff_now() -> k8s_openapi::jiff::Timestamp {
-    k8s_openapi::jiff::Timestamp::now()
 }
 
 /// The API resource of a kind (its v1, which every Gateway API kind with a status serves).
@@ -198,7 +128,9 @@ async fn write(client: &kube::Client, key: &ConfigKey, desired: &Value) -> Resul
 }
 
 fn now_rfc3339() -> String {
-    jiff_now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+    k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
 }
 
 /// The status to write: `desired` with times and generations, over `current`.

@@ -18,6 +18,8 @@
 //! Secrets (`cacerts`, `istio-ca-secret`), and [`webhook_config`] the validating webhook's
 //! caBundle (`--webhook-config-name`); [`GatewayDeployer`] applies the ServiceAccount,
 //! Deployment and Service of each managed Gateway of class `istio` (`--gateway-deployment`).
+//! The Gateway API status writer and the deployer each do their work only while holding
+//! their [`lease`] (one replica at a time).
 //!
 //! The indexes ([`ServiceObjectIndex`](crate::registry::cluster::services::ServiceObjectIndex),
 //! in [`crate::registry::cluster`], which the config directory feeds too;
@@ -30,6 +32,7 @@ pub mod config;
 mod gateway_deployer;
 pub mod gateway_status;
 mod istio_registry;
+pub mod lease;
 pub mod peers;
 pub mod root_cert;
 mod service_registry;
@@ -49,7 +52,7 @@ use axon_config::config_set::ConfigSet;
 pub use axon_config::config_set::{
     KUBERNETES_ISTIO as ISTIO_SOURCE, KUBERNETES_SERVICES as SERVICES_SOURCE,
 };
-pub use gateway_deployer::GatewayDeployer;
+pub use gateway_deployer::{GatewayDeployer, LEASE as GATEWAY_DEPLOYMENT_LEASE};
 pub use istio_registry::IstioRegistry;
 pub use service_registry::ServiceRegistry;
 

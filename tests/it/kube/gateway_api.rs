@@ -298,7 +298,8 @@ fn without_the_gateway_api_crds_the_istio_kinds_are_watched_alone() {
 }
 
 /// A ConfigMap with a CA (`ca.crt`) is held as the `configmap://` roots a BackendTLSPolicy
-/// or a Gateway's client validation names; one without is not held.
+/// or a Gateway's client validation names; one without is held only as present (a Gateway's
+/// `infrastructure.parametersRef` names one).
 #[test]
 fn a_config_map_holding_a_ca_is_read_as_its_roots() {
     let api = FakeKube::start();
@@ -312,17 +313,23 @@ fn a_config_map_holding_a_ca_is_read_as_its_roots() {
                      "data": {"a": "b"}}));
     let dir = ConfigDir::new();
     let axon = start(&api, dir.path());
-    let held = |name: &str| {
+    let held_as = |kind: &str, name: &str| {
         istio_registry(&axon)["configs"]
             .as_array()
             .into_iter()
             .flatten()
-            .any(|c| c["key"]["kind"] == "Secret" && c["key"]["name"] == name)
+            .any(|c| c["key"]["kind"] == kind && c["key"]["name"] == name)
     };
+    let held = |name: &str| held_as("Secret", name);
     assert!(
         wait_until(CONVERGE, || held("configmap/backend-ca")),
         "the CA ConfigMap is not held: {}",
         istio_registry(&axon)
     );
     assert!(!held("configmap/settings"));
+    assert!(
+        held_as("ConfigMap", "settings"),
+        "{}",
+        istio_registry(&axon)
+    );
 }

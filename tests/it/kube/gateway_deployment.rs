@@ -283,3 +283,98 @@ fn an_object_of_the_same_name_made_by_someone_else_is_left_alone() {
         [("http".to_string(), 80, String::new())]
     );
 }
+
+const LEASES: &str = "/apis/coordination.k8s.io/v1/leases";
+const GATEWAY_CLASSES: &str = "/apis/gateway.networking.k8s.io/v1/gatewayclasses";
+
+/// The Lease `name` of axon's namespace, held by `holder` since now for an hour.
+fn lease_held_by(name: &str, holder: &str) -> Value {
+    let now = k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%S.%6fZ")
+        .to_string();
+    json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+           "metadata": {"name": name, "namespace": "default"},
+           "spec": {"holderIdentity": holder, "leaseDurationSeconds": 3600,
+                    "acquireTime": now, "renewTime": now, "leaseTransitions": 0}})
+}
+
+/// Only the holder of the Lease `axon-gateway-deployment` deploys (istiod's
+/// `istio-gateway-deployment`): while another replica holds it, nothing is written; once it
+/// is free, this replica takes it, creates the missing GatewayClass `istio` (again when it is
+/// deleted), marks the Gateway with istiod's controller version and deploys it. A Gateway a
+/// newer controller marked is left alone.
+#[test]
+fn the_lease_holder_deploys_creates_the_class_and_marks_the_controller_version() {
+    let api = FakeKube::start();
+    api.apply(namespace("shop", &[]));
+    api.apply(lease_held_by("axon-gateway-deployment", "another-replica"));
+    api.apply(gateway("gw", listeners(false), json!([])));
+    let mut newer = gateway("newer", listeners(false), json!([]));
+    newer["metadata"]["annotations"] = json!({"gateway.istio.io/controller-version": "6"});
+    api.apply(newer);
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = api.write_kubeconfig(dir.path()).display().to_string();
+    let axon = Axon::start_with_env(
+        None,
+        &["--kubernetes", "--replica-name", "axon-a"],
+        &[("KUBECONFIG", kubeconfig.as_str())],
+    );
+    // The status writer's Lease is free and taken: axon is up and leading that one, and has
+    // listed the Gateways; the deployment's is another replica's, so nothing is deployed.
+    let holder = |name: &str| {
+        api.get(LEASES, "default", name)
+            .map(|l| l["spec"]["holderIdentity"].clone())
+    };
+    assert!(
+        wait_until(CONVERGE, || {
+            holder("axon-gateway-status-leader") == Some(json!("axon-a"))
+                && api
+                    .get(KUBERNETES_GATEWAYS, "shop", "gw")
+                    .is_some_and(|g| g["status"]["conditions"].is_array())
+        }),
+        "status never written:\n{}",
+        axon.logs()
+    );
+    assert!(!exists_any(&api, "gw-istio"), "deployed without the Lease");
+    assert!(api.get(GATEWAY_CLASSES, "", "istio").is_none());
+
+    // The Lease freed: taken at the next renewal (10 s), then the class, the mark, the objects.
+    api.delete(
+        "coordination.k8s.io/v1",
+        "Lease",
+        "default",
+        "axon-gateway-deployment",
+    );
+    assert!(
+        wait_until(CONVERGE, || exists_all(&api, "gw-istio")),
+        "never deployed once the Lease was free:\n{}",
+        axon.logs()
+    );
+    assert_eq!(holder("axon-gateway-deployment"), Some(json!("axon-a")));
+    let class = api.get(GATEWAY_CLASSES, "", "istio").expect("the class");
+    assert_eq!(
+        class["spec"]["controllerName"],
+        "istio.io/gateway-controller"
+    );
+    assert_eq!(
+        class["spec"]["description"],
+        "The default Istio GatewayClass"
+    );
+    assert_eq!(
+        api.get(KUBERNETES_GATEWAYS, "shop", "gw").unwrap()["metadata"]["annotations"]["gateway.istio.io/controller-version"],
+        "5"
+    );
+    assert!(!exists_any(&api, "newer-istio"), "a newer controller's");
+    assert_eq!(
+        api.get(KUBERNETES_GATEWAYS, "shop", "newer").unwrap()["metadata"]["annotations"]["gateway.istio.io/controller-version"],
+        "6"
+    );
+
+    // The class deleted: made again.
+    api.delete(GROUP_V1, "GatewayClass", "", "istio");
+    assert!(
+        wait_until(CONVERGE, || api.get(GATEWAY_CLASSES, "", "istio").is_some()),
+        "the class never made again:\n{}",
+        axon.logs()
+    );
+}

@@ -135,7 +135,7 @@ fn rbac_grants_get_list_watch_on_exactly_what_axon_reads_and_token_reviews() {
         }
     }
     let read: BTreeSet<String> = ["get", "list", "watch"].map(String::from).into();
-    let expected: BTreeMap<(String, String), BTreeSet<String>> = [
+    let mut expected: BTreeMap<(String, String), BTreeSet<String>> = [
         ("", "pods"),
         ("", "namespaces"),
         ("", "secrets"),
@@ -216,6 +216,8 @@ fn rbac_grants_get_list_watch_on_exactly_what_axon_reads_and_token_reviews() {
             ("", "services"),
             ("", "serviceaccounts"),
             ("apps", "deployments"),
+            ("autoscaling", "horizontalpodautoscalers"),
+            ("policy", "poddisruptionbudgets"),
         ]
         .map(|(g, r)| {
             (
@@ -227,6 +229,14 @@ fn rbac_grants_get_list_watch_on_exactly_what_axon_reads_and_token_reviews() {
         }),
     )
     .collect();
+    // The GatewayClass istio, created when missing.
+    expected
+        .get_mut(&(
+            "gateway.networking.k8s.io".to_string(),
+            "gatewayclasses".to_string(),
+        ))
+        .unwrap()
+        .insert("create".to_string());
     assert_eq!(granted, expected);
 
     let account: ServiceAccount = one(&docs, "ServiceAccount");

@@ -44,7 +44,7 @@ pub fn gateway_api_notes(spec: &crate::config::Spec) -> Vec<String> {
                 out.push("spec.infrastructure.parametersRef".into());
             }
             if g.tls.as_ref().is_some_and(|t| t.backend.is_some()) {
-                out.push("spec.tls.backend".into());
+                out.push("spec.tls.backend: the client certificate is checked (the Gateway's ResolvedRefs) but not presented to backends, as istiod does not (the Gateway API's GatewayBackendClientCertificate is not among its supported features)".into());
             }
         }
         Spec::GatewayClass(c) if c.parameters_ref.is_some() => {

@@ -2,6 +2,7 @@
 //! (`axon_model::secrets`), from a file's document or an object of the API server.
 
 use super::{Config, ConfigKey, ConfigKind, DocError, DocOutcome, Metadata, Spec, identity};
+use crate::config::ConfigMapInfo;
 
 /// Whether an object is a Kubernetes `v1` Secret.
 pub(super) fn is_secret(value: &serde_json::Value) -> bool {
@@ -15,43 +16,49 @@ pub(super) fn is_config_map(value: &serde_json::Value) -> bool {
         && value.get("kind").and_then(|v| v.as_str()) == Some("ConfigMap")
 }
 
-/// A `v1` ConfigMap holding a CA (`ca.crt`, as a BackendTLSPolicy's `caCertificateRefs` and
-/// istiod's `configmap://` read it) as a config of kind Secret named `configmap/NAME` (no
-/// Secret can be named so), its roots checked at `now`. Any other ConfigMap is
-/// [`DocOutcome::Unsupported`].
+/// A `v1` ConfigMap: one holding a CA (`ca.crt`, as a BackendTLSPolicy's `caCertificateRefs`
+/// and istiod's `configmap://` read it) as a config of kind Secret named `configmap/NAME` (no
+/// Secret can be named so), its roots checked at `now`; any other as a config of kind
+/// ConfigMap that says only that it exists (a Gateway's `infrastructure.parametersRef`).
 pub fn parse_config_map(
     value: &serde_json::Value,
     default_namespace: &str,
     now: i64,
 ) -> DocOutcome {
-    let unsupported = || DocOutcome::Unsupported {
-        api_version: "v1".into(),
-        kind: "ConfigMap".into(),
-    };
-    let Some(ca) = value.get("data").and_then(|d| d.get("ca.crt")) else {
-        return unsupported();
-    };
     let metadata: Metadata = match value.get("metadata").cloned().map(serde_json::from_value) {
         None => Metadata::default(),
         Some(Ok(m)) => m,
         Some(Err(_)) => return DocOutcome::Invalid(DocError::NotAnObject),
     };
+    let ca = value.get("data").and_then(|d| d.get("ca.crt"));
     let result = identity(&metadata, default_namespace).and_then(|(namespace, name, created)| {
-        let as_secret = serde_json::json!({"stringData": {"ca.crt": ca}});
-        let Some(secret) = crate::secret::decode_secret(&as_secret, now)? else {
-            return Ok(None);
+        let secret = match ca {
+            Some(ca) => {
+                let as_secret = serde_json::json!({"stringData": {"ca.crt": ca}});
+                crate::secret::decode_secret(&as_secret, now)?
+            }
+            None => None,
         };
-        Ok(Some(Config {
-            key: ConfigKey::new(ConfigKind::Secret, namespace, format!("configmap/{name}")),
+        let (key, spec) = match secret {
+            Some(secret) => (
+                ConfigKey::new(ConfigKind::Secret, namespace, format!("configmap/{name}")),
+                Spec::Secret(secret),
+            ),
+            None => (
+                ConfigKey::new(ConfigKind::ConfigMap, namespace, name),
+                Spec::ConfigMap(ConfigMapInfo {}),
+            ),
+        };
+        Ok(Config {
+            key,
             labels: metadata.labels.clone(),
             created,
-            spec: Spec::Secret(secret),
+            spec,
             not_applied: Vec::new(),
-        }))
+        })
     });
     match result {
-        Ok(Some(config)) => DocOutcome::Config(Box::new(config)),
-        Ok(None) => unsupported(),
+        Ok(config) => DocOutcome::Config(Box::new(config)),
         Err(e) => DocOutcome::Invalid(e),
     }
 }

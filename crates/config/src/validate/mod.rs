@@ -98,7 +98,7 @@ pub fn validate(config: &Config) -> Result<(), Vec<String>> {
         }
         Spec::Telemetry(t) => telemetry::telemetry(&mut errs, t),
         // Checked as it is decoded (`secrets::decode`); a fetched JWKS by the resolver.
-        Spec::Secret(_) | Spec::Jwks(_) | Spec::Namespace(_) => {}
+        Spec::Secret(_) | Spec::Jwks(_) | Spec::Namespace(_) | Spec::ConfigMap(_) => {}
         Spec::GatewayClass(c) => gateway_api::gateway_class(&mut errs, c),
         Spec::KubernetesGateway(g) => gateway_api::gateway(&mut errs, g),
         Spec::HttpRoute(r) => gateway_api::http_route(&mut errs, r),

@@ -20,6 +20,7 @@
 mod backend_tls;
 mod backends;
 mod frontend;
+mod gateway_checks;
 mod http;
 mod l4;
 mod listeners;

@@ -1,8 +1,9 @@
 //! The status istiod writes on the Gateway API objects it controls
 //! (`gateway/conversion.go` `reportGatewayStatus`, `buildListener`; `gateway/conditions.go`
 //! `createRouteStatus`; `gatewaycommon/gatewayclass_collection.go` `GetClassStatus`), as
-//! JSON shaped like each kind's `status`: GatewayClasses `Accepted`; Gateways `Accepted`,
-//! `Programmed` and per listener `Accepted`, `Programmed`, `ResolvedRefs`, `Conflicted`
+//! JSON shaped like each kind's `status`: GatewayClasses `Accepted`; Gateways `Accepted`
+//! (`InvalidParameters` for a bad `parametersRef`), `Programmed`, `ResolvedRefs` (its
+//! `tls.backend` certificate), `InsecureFrontendValidationMode` when it applies, and per listener `Accepted`, `Programmed`, `ResolvedRefs`, `Conflicted`
 //! with `attachedRoutes` and `supportedKinds`; routes, per parentRef, `Accepted` and
 //! `ResolvedRefs` with istiod's reasons. Times and `observedGeneration` are the writer's.
 //!
@@ -17,6 +18,7 @@ use axon_config::gateway_api::routes::HttpBackendRef;
 use axon_config::gateway_api::{GROUP, ISTIO_CONTROLLER, ParentReference};
 use serde_json::{Value, json};
 
+use super::gateway_checks;
 use super::listeners::Gateways;
 use super::{Inputs, Problems};
 
@@ -164,7 +166,10 @@ pub(crate) fn compute(
                 "conditions": [accepted, conflicted, programmed, resolved],
             }));
         }
-        let accepted = if invalid == gw.listeners.len() && invalid > 0 {
+        let parameters = gateway_checks::parameters(inputs, c.namespace(), gw);
+        let accepted = if let Some((reason, message)) = &parameters {
+            condition("Accepted", false, reason, message)
+        } else if invalid == gw.listeners.len() && invalid > 0 {
             condition(
                 "Accepted",
                 false,
@@ -232,9 +237,27 @@ pub(crate) fn compute(
                 ),
             )
         };
+        let resolved = match gateway_checks::backend_client_certificate(inputs, c.namespace(), gw) {
+            Some((reason, message)) => condition("ResolvedRefs", false, &reason, &message),
+            None => condition(
+                "ResolvedRefs",
+                true,
+                "ResolvedRefs",
+                "All references resolved",
+            ),
+        };
+        let mut conditions = vec![accepted, programmed, resolved];
+        if gateway_checks::insecure_frontend(gw) {
+            conditions.push(condition(
+                "InsecureFrontendValidationMode",
+                true,
+                "ConfigurationChanged",
+                "Gateway is operating in AllowInsecureFallback mode for frontend validation",
+            ));
+        }
         out.insert(
             c.key.clone(),
-            json!({"conditions": [accepted, programmed], "listeners": listeners}),
+            json!({"conditions": conditions, "listeners": listeners}),
         );
     }
     backend_tls_policies(inputs, problems, &mut out);

@@ -540,13 +540,20 @@ stringData: {{tls.crt: {cert:?}, tls.key: {key:?}}}
     ));
     assert_eq!(tls["mode"], "MUTUAL");
     assert_eq!(tls["caCertCredentialName"], "configmap://infra/ca-cacert");
-    let (tls, _) = server_tls(&gw(
+    let (tls, index) = server_tls(&gw(
         "[{group: '', kind: ConfigMap, name: ca}]",
         "AllowInsecureFallback",
     ));
     assert_eq!(
         (tls["mode"].as_str(), tls["insecureSkipVerify"].as_bool()),
         (Some("OPTIONAL_MUTUAL"), Some(true))
+    );
+    // istiod says so on the Gateway.
+    let status = &index.status[&ConfigKey::new(ConfigKind::KubernetesGateway, "infra", "gw")];
+    let insecure = &status["conditions"][3];
+    assert_eq!(
+        (insecure["type"].as_str(), insecure["status"].as_str()),
+        (Some("InsecureFrontendValidationMode"), Some("True"))
     );
     // A CA that is not there: reported, the listener not accepted, and no client validation.
     let (tls, index) = server_tls(&gw(
@@ -592,5 +599,112 @@ spec:
     assert_eq!(
         v.tls[0]["route"][0]["destination"]["host"],
         "egress-gw-istio.egress.svc.cluster.local"
+    );
+}
+
+#[test]
+fn a_gateways_parameters_and_backend_certificate_are_checked_as_istiod_checks_them() {
+    let (cert, key) = axon_config::fixtures::self_signed("client", 2);
+    let gw = |infrastructure: &str, backend: &str| {
+        format!(
+            "apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: gw, namespace: infra}}
+spec:
+  gatewayClassName: istio
+  listeners: [{{name: http, port: 80, protocol: HTTP}}]
+  {infrastructure}
+  tls: {{backend: {{clientCertificateRef: {backend}}}}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: client, namespace: infra}}
+stringData: {{tls.crt: {cert:?}, tls.key: {key:?}}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: elsewhere, namespace: other}}
+stringData: {{tls.crt: {cert:?}, tls.key: {key:?}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: options, namespace: infra}}
+data: {{deployment: 'spec: {{replicas: 2}}'}}
+"
+        )
+    };
+    let conditions = |yaml: &str| {
+        let index = convert(&configs(yaml));
+        let status = &index.status[&ConfigKey::new(ConfigKind::KubernetesGateway, "infra", "gw")];
+        let of = |kind: &str| {
+            status["conditions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["type"] == kind)
+                .map(|c| {
+                    (
+                        c["status"].as_str().unwrap().to_string(),
+                        c["reason"].as_str().unwrap().to_string(),
+                        c["message"].as_str().unwrap().to_string(),
+                    )
+                })
+        };
+        (of("Accepted").unwrap(), of("ResolvedRefs").unwrap())
+    };
+    let params = |name: &str, kind: &str| {
+        format!("infrastructure: {{parametersRef: {{group: '', kind: {kind}, name: {name}}}}}")
+    };
+    let (accepted, resolved) = conditions(&gw(&params("options", "ConfigMap"), "{name: client}"));
+    assert_eq!((accepted.0.as_str(), resolved.0.as_str()), ("True", "True"));
+    assert_eq!(resolved.1, "ResolvedRefs");
+
+    let (accepted, _) = conditions(&gw(&params("missing", "ConfigMap"), "{name: client}"));
+    assert_eq!(
+        accepted,
+        (
+            "False".into(),
+            "InvalidParameters".into(),
+            "parametersRef ConfigMap infra/missing does not exist".into()
+        )
+    );
+    let (accepted, _) = conditions(&gw(&params("options", "Secret"), "{name: client}"));
+    assert_eq!(
+        accepted.2,
+        "Unsupported parametersRef group/kind /Secret, only ConfigMap is supported"
+    );
+
+    let (_, resolved) = conditions(&gw("", "{name: absent}"));
+    assert_eq!(
+        resolved,
+        (
+            "False".into(),
+            "InvalidClientCertificateRef".into(),
+            "invalid clientCertificateRef /Secret/absent., secret infra/absent not found".into()
+        )
+    );
+    let (_, resolved) = conditions(&gw("", "{name: elsewhere, namespace: other}"));
+    assert_eq!(resolved.1, "RefNotPermitted");
+    assert_eq!(
+        resolved.2,
+        "clientCertificateRef elsewhere/other not accessible to a Gateway in namespace \"infra\" (missing a ReferenceGrant?)"
+    );
+    let grant = "---
+apiVersion: gateway.networking.k8s.io/v1beta1
+kind: ReferenceGrant
+metadata: {name: g, namespace: other}
+spec:
+  from: [{group: gateway.networking.k8s.io, kind: Gateway, namespace: infra}]
+  to: [{group: '', kind: Secret}]
+";
+    let (_, resolved) = conditions(&format!(
+        "{}{grant}",
+        gw("", "{name: elsewhere, namespace: other}")
+    ));
+    assert_eq!(resolved.0, "True");
+    let (_, resolved) = conditions(&gw("", "{group: '', kind: ConfigMap, name: options}"));
+    assert_eq!(
+        resolved.2,
+        "invalid clientCertificateRef /ConfigMap/options., only secret is allowed"
     );
 }

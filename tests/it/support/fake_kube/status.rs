@@ -1,7 +1,8 @@
 //! The `status` subresource of the fake API server: `PATCH …/NAME/status` with a JSON merge
 //! patch (`application/merge-patch+json`) sets the object's `status` from the patch's, as the
-//! API server does, with a new resourceVersion sent to open watches; such writes are counted
-//! apart ([`super::FakeKube::status_writes`]).
+//! API server does, and the labels and annotations of the patch's `metadata`, with a new
+//! resourceVersion sent to open watches; writes of `status` are counted apart
+//! ([`super::FakeKube::status_writes`]).
 
 use axum::body::Bytes;
 use axum::http::{Method, StatusCode};
@@ -47,10 +48,29 @@ pub(super) fn handle(
     if let Some(status) = patch.get("status") {
         object["status"] = status.clone();
     }
+    // The status subresource writes labels and annotations too (istiod's controller-version
+    // mark goes this way); such a write is not counted as one of status.
+    for field in ["labels", "annotations"] {
+        if let Some(Value::Object(patched)) = patch.get("metadata").and_then(|m| m.get(field)) {
+            let current = &mut object["metadata"][field];
+            if !current.is_object() {
+                *current = json!({});
+            }
+            for (k, v) in patched {
+                if v.is_null() {
+                    current.as_object_mut().unwrap().remove(k);
+                } else {
+                    current[k] = v.clone();
+                }
+            }
+        }
+    }
     inner.rv += 1;
     let rv = inner.rv;
     object["metadata"]["resourceVersion"] = json!(rv.to_string());
-    inner.status_writes += 1;
+    if patch.get("status").is_some() {
+        inner.status_writes += 1;
+    }
     let coll = inner.collections.get_mut(path).unwrap();
     let old = coll.objects.insert(key, object.clone());
     coll.record(rv, old, Some(object.clone()));
