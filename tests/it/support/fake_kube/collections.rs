@@ -1,7 +1,7 @@
 //! The collections the fake API server serves, and their paths.
 
 /// The collections served: path, apiVersion, kind, plural.
-pub(super) const COLLECTIONS: [(&str, &str, &str); 30] = [
+pub(super) const COLLECTIONS: [(&str, &str, &str); 32] = [
     (
         "/apis/coordination.k8s.io/v1/leases",
         "coordination.k8s.io/v1",
@@ -14,6 +14,16 @@ pub(super) const COLLECTIONS: [(&str, &str, &str); 30] = [
     ("/api/v1/pods", "v1", "Pod"),
     ("/api/v1/serviceaccounts", "v1", "ServiceAccount"),
     ("/apis/apps/v1/deployments", "apps/v1", "Deployment"),
+    (
+        "/apis/autoscaling/v2/horizontalpodautoscalers",
+        "autoscaling/v2",
+        "HorizontalPodAutoscaler",
+    ),
+    (
+        "/apis/policy/v1/poddisruptionbudgets",
+        "policy/v1",
+        "PodDisruptionBudget",
+    ),
     (
         "/apis/discovery.k8s.io/v1/endpointslices",
         "discovery.k8s.io/v1",
@@ -131,6 +141,8 @@ pub const SERVICES: &str = "/api/v1/services";
 pub const PODS: &str = "/api/v1/pods";
 pub const SERVICE_ACCOUNTS: &str = "/api/v1/serviceaccounts";
 pub const DEPLOYMENTS: &str = "/apis/apps/v1/deployments";
+pub const HORIZONTAL_POD_AUTOSCALERS: &str = "/apis/autoscaling/v2/horizontalpodautoscalers";
+pub const POD_DISRUPTION_BUDGETS: &str = "/apis/policy/v1/poddisruptionbudgets";
 pub const NAMESPACES: &str = "/api/v1/namespaces";
 pub const SECRETS: &str = "/api/v1/secrets";
 pub const CONFIG_MAPS: &str = "/api/v1/configmaps";
