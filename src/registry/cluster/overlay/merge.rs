@@ -109,8 +109,13 @@ fn retain_keys(
         return Ok(());
     };
     let bad = || PatchError::BadRetainKeys { path: path.into() };
-    let retain = retain.as_array().ok_or_else(bad)?;
-    let listed = |k: &str| retain.iter().any(|r| r.as_str() == Some(k));
+    let retain: HashSet<&str> = retain
+        .as_array()
+        .ok_or_else(bad)?
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let listed = |k: &str| retain.contains(k);
     let unlisted = patch.iter().any(|(k, v)| {
         !v.is_null() && !k.starts_with(DELETE_FROM_LIST) && !k.starts_with(SET_ORDER) && !listed(k)
     });
