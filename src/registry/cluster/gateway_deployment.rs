@@ -1,20 +1,25 @@
 //! The objects istiod's deployment controller creates for a managed Gateway
 //! (`pilot/pkg/config/kube/gatewaycommon/deploymentcontroller.go` `configureIstioGateway`,
-//! `extractServicePorts`, and the `kube-gateway.yaml` template of istio-discovery): a
-//! ServiceAccount, a Deployment of `istio-proxy` routers and a Service, each named
+//! `render`, `extractServicePorts`, and the `kube-gateway.yaml` template of istio-discovery):
+//! a ServiceAccount, a Deployment of `istio-proxy` routers and a Service, each named
 //! `NAME-istio` (the annotation `gateway.istio.io/name-override` renames them,
-//! `gateway.istio.io/service-account` the ServiceAccount), owned by the Gateway.
+//! `gateway.istio.io/service-account` the ServiceAccount), owned by the Gateway; and, when an
+//! overlay patches them, a HorizontalPodAutoscaler and a PodDisruptionBudget of the same name.
 //!
-//! Pure: a Gateway and [`DeploymentSettings`] in, k8s-openapi objects out ([`render`]); the
-//! `GatewayDeployer` in `registry::kubernetes` applies them. Only Gateways of class `istio`
-//! that istiod manages (`IsManaged`: no address, or one of type IPAddress) get any.
-//! Not rendered (istiod's optional parts): the HorizontalPodAutoscaler and
-//! PodDisruptionBudget of class-default or `parametersRef` overlays, resources, the
-//! log-level and proxy-image annotations, native sidecars, ambient and east-west variants.
+//! Pure: a Gateway and [`DeploymentSettings`] in, k8s-openapi objects out ([`render`]; with
+//! istiod's overlays, [`render_with`]: the `data` of the class-defaults ConfigMap, the oldest
+//! in istiod's namespace labelled [`CLASS_DEFAULTS_LABEL`], then of the ConfigMap the Gateway's
+//! `infrastructure.parametersRef` names ([`parameters_ref`]), each a strategic merge patch
+//! per kind, [`super::overlay`]). The `GatewayDeployer` in `registry::kubernetes` reads the
+//! ConfigMaps and applies the objects. Only Gateways of class `istio` that istiod manages
+//! (`IsManaged`: no address, or one of type IPAddress) get any.
+//! Not rendered (istiod's optional parts): resources, the log-level and proxy-image
+//! annotations, native sidecars, ambient and east-west variants.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{
     Capabilities, ConfigMapVolumeSource, Container, ContainerPort, DownwardAPIVolumeFile,
     DownwardAPIVolumeSource, EmptyDirVolumeSource, EnvVar, EnvVarSource, HTTPGetAction,
@@ -23,11 +28,15 @@ use k8s_openapi::api::core::v1::{
     ServiceAccountTokenProjection, ServicePort, ServiceSpec, Sysctl, Volume, VolumeMount,
     VolumeProjection,
 };
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use axon_config::gateway_api::GatewaySpec;
+
+mod overlays;
+pub use overlays::{RenderError, parameters_ref, render_with};
 
 /// The class whose Gateways axon deploys (istiod's built-in `istio` class).
 pub const CLASS: &str = "istio";
@@ -42,6 +51,9 @@ pub const MANAGED_VALUE: &str = "istio.io-gateway-controller";
 const DATAPLANE_MODE_LABEL: &str = "istio.io/dataplane-mode";
 /// The field manager of the server-side applies.
 pub const FIELD_MANAGER: &str = "istio.io/gateway-controller";
+/// The label of the ConfigMap, in istiod's namespace, whose `data` are the overlays of every
+/// Gateway of the class it names (the oldest such ConfigMap).
+pub const CLASS_DEFAULTS_LABEL: &str = "gateway.istio.io/defaults-for-class";
 
 /// Annotations that control the controller and are not copied to what it creates.
 const CONTROL_ANNOTATIONS: [&str; 4] = [
@@ -78,12 +90,16 @@ pub struct GatewayObject<'a> {
     pub spec: &'a GatewaySpec,
 }
 
-/// The three objects of one managed Gateway.
+/// The objects of one managed Gateway.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rendered {
     pub service_account: ServiceAccount,
     pub deployment: Deployment,
     pub service: Service,
+    /// Only when an overlay patches it (`horizontalPodAutoscaler`).
+    pub horizontal_pod_autoscaler: Option<HorizontalPodAutoscaler>,
+    /// Only when an overlay patches it (`podDisruptionBudget`).
+    pub pod_disruption_budget: Option<PodDisruptionBudget>,
 }
 
 /// istiod's `IsManaged`: no address, or exactly one of type IPAddress.
@@ -100,8 +116,17 @@ pub fn deployment_name(gw: &GatewayObject<'_>) -> String {
         .unwrap_or_else(|| format!("{}-{}", gw.name, gw.spec.gateway_class_name))
 }
 
-/// The objects of `gw`, or `None` when it is not of class `istio` or not managed.
+/// The objects of `gw` without overlays (no HorizontalPodAutoscaler nor
+/// PodDisruptionBudget), or `None` when it is not of class `istio` or not managed.
 pub fn render(gw: &GatewayObject<'_>, settings: &DeploymentSettings) -> Option<Rendered> {
+    let mut r = template(gw, settings)?;
+    r.horizontal_pod_autoscaler = None;
+    r.pod_disruption_budget = None;
+    Some(r)
+}
+
+/// Every object of the template, the HorizontalPodAutoscaler and PodDisruptionBudget included.
+fn template(gw: &GatewayObject<'_>, settings: &DeploymentSettings) -> Option<Rendered> {
     if gw.spec.gateway_class_name != CLASS || !is_managed(gw.spec) {
         return None;
     }
@@ -213,6 +238,8 @@ pub fn render(gw: &GatewayObject<'_>, settings: &DeploymentSettings) -> Option<R
         },
         deployment,
         service,
+        horizontal_pod_autoscaler: Some(overlays::horizontal_pod_autoscaler(meta(&name), &name)),
+        pod_disruption_budget: Some(overlays::pod_disruption_budget(meta(&name), gw.name)),
     })
 }
 

@@ -5,7 +5,7 @@ use super::*;
 use axon_config::gateway_api::gateway::{GatewayAddress, GatewayInfrastructure};
 use serde_json::{Value, json};
 
-fn settings() -> DeploymentSettings {
+pub(super) fn settings() -> DeploymentSettings {
     DeploymentSettings {
         proxy_image: "docker.io/istio/proxyv2:1.28.0".into(),
         discovery_address: "istiod.istio-system.svc:15012".into(),
@@ -16,11 +16,11 @@ fn settings() -> DeploymentSettings {
     }
 }
 
-fn spec(value: Value) -> GatewaySpec {
+pub(super) fn spec(value: Value) -> GatewaySpec {
     serde_json::from_value(value).unwrap()
 }
 
-fn two_listeners() -> GatewaySpec {
+pub(super) fn two_listeners() -> GatewaySpec {
     spec(json!({
         "gatewayClassName": "istio",
         "listeners": [
@@ -61,7 +61,7 @@ fn render_json(
     ]
 }
 
-fn env_of(deployment: &Value) -> BTreeMap<String, Value> {
+pub(super) fn env_of(deployment: &Value) -> BTreeMap<String, Value> {
     deployment["spec"]["template"]["spec"]["containers"][0]["env"]
         .as_array()
         .unwrap()

@@ -9,6 +9,9 @@
 //!                      (objects::DirectoryObjects)
 //! ```
 //!
+//! [`gateway_deployment`] renders the objects of a managed Gateway, patched by istiod's
+//! [`overlay`]s.
+//!
 //! [`services`] is the index (with [`namespaces`], the `--namespace-selector` filter the
 //! Namespaces' labels feed; [`namespace_labels`], those labels held as Namespace configs;
 //! [`store`], watch-list semantics; [`protocol`], a port's protocol); [`objects`] decodes the objects of a config directory into their k8s-openapi
@@ -18,6 +21,7 @@ pub mod gateway_deployment;
 pub mod namespace_labels;
 pub mod namespaces;
 pub mod objects;
+pub mod overlay;
 pub mod protocol;
 pub mod services;
 pub mod store;
