@@ -457,7 +457,14 @@ async fn wire(
                 crate::registry::kubernetes::lease::Timing::default(),
             );
             tokio::spawn(
-                GatewayDeployer::new(client.clone(), deployment, selector, election).run(),
+                GatewayDeployer::new(
+                    client.clone(),
+                    deployment,
+                    selector,
+                    election,
+                    client.default_namespace(),
+                )
+                .run(),
             );
         }
         let istio = IstioRegistry::new(client, kube_settings, outbox(ISTIO_SOURCE), cap).start();

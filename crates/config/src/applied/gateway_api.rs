@@ -36,19 +36,11 @@ pub fn gateway_api_notes(spec: &crate::config::Spec) -> Vec<String> {
             }
         }
         Spec::TlsRoute(r) | Spec::TcpRoute(r) => parents(&r.parent_refs),
-        Spec::KubernetesGateway(g) => {
-            if g.infrastructure
-                .as_ref()
-                .is_some_and(|i| i.parameters_ref.is_some())
-            {
-                out.push("spec.infrastructure.parametersRef".into());
-            }
-            if g.tls.as_ref().is_some_and(|t| t.backend.is_some()) {
-                out.push("spec.tls.backend: the client certificate is checked (the Gateway's ResolvedRefs) but not presented to backends, as istiod does not (the Gateway API's GatewayBackendClientCertificate is not among its supported features)".into());
-            }
+        Spec::KubernetesGateway(g) if g.tls.as_ref().is_some_and(|t| t.backend.is_some()) => {
+            out.push("spec.tls.backend: the client certificate is checked (the Gateway's ResolvedRefs) but not presented to backends, as istiod does not (the Gateway API's GatewayBackendClientCertificate is not among its supported features)".into());
         }
         Spec::GatewayClass(c) if c.parameters_ref.is_some() => {
-            out.push("spec.parametersRef".into());
+            out.push("spec.parametersRef: a GatewayClass's parameters are not read, as istiod reads none (its class defaults are a ConfigMap labelled gateway.istio.io/defaults-for-class)".into());
         }
         _ => {}
     }

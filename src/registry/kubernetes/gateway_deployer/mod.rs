@@ -21,25 +21,31 @@
 //! subresource, as istiod does): a Gateway marked by a newer controller is left to it.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::fmt::Debug;
 use std::time::Duration;
 
 use futures::StreamExt;
-use futures::stream::BoxStream;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Namespace, Service, ServiceAccount};
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Service, ServiceAccount};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Client, Resource};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 
 use crate::registry::cluster::gateway_deployment::{
-    self, DeploymentSettings, FIELD_MANAGER, GatewayObject, MANAGED_LABEL, MANAGED_VALUE, Rendered,
+    self, DeploymentSettings, GatewayObject, Rendered,
 };
 use crate::registry::cluster::namespaces::NamespaceSelector;
 use crate::registry::kubernetes::lease::Election;
 use axon_config::gateway_api::{self, GatewaySpec};
+use overlays::{Changed, CmKey, Overlays};
+use writes::{
+    api_version_of, apply, delete_all, delete_owned, gateway_lives, gateway_resource,
+    owned_deletions,
+};
+
+mod overlays;
+mod writes;
 
 /// The Lease whose holder deploys (istiod's is `istio-gateway-deployment`).
 pub const LEASE: &str = "axon-gateway-deployment";
@@ -59,6 +65,8 @@ pub struct GatewayDeployer {
     class_exists: bool,
     /// The Gateway resource served, once found.
     gateway_resource: Option<ApiResource>,
+    /// The ConfigMaps the Gateways' objects are rendered with.
+    overlays: Overlays,
     settings: DeploymentSettings,
     /// What was last applied, by the Gateway's namespace and name.
     applied: HashMap<Key, Rendered>,
@@ -106,6 +114,7 @@ impl GatewayDeployer {
         settings: DeploymentSettings,
         selector: Option<NamespaceSelector>,
         election: Election,
+        system_namespace: &str,
     ) -> Self {
         GatewayDeployer {
             client,
@@ -113,6 +122,7 @@ impl GatewayDeployer {
             leader: false,
             class_exists: true,
             gateway_resource: None,
+            overlays: Overlays::new(system_namespace),
             settings,
             selector,
             selected: BTreeSet::new(),
@@ -160,7 +170,15 @@ impl GatewayDeployer {
             owned_deletions::<Deployment>(&self.client),
             owned_deletions::<Service>(&self.client),
             owned_deletions::<ServiceAccount>(&self.client),
+            owned_deletions::<HorizontalPodAutoscaler>(&self.client),
+            owned_deletions::<PodDisruptionBudget>(&self.client),
         ]);
+        let mut config_maps = watcher(
+            Api::<ConfigMap>::all(self.client.clone()),
+            watcher::Config::default(),
+        )
+        .default_backoff()
+        .boxed();
         let mut namespaces = match &self.selector {
             Some(selector) => {
                 let config = watcher::Config::default().labels(&selector.to_label_selector());
@@ -206,6 +224,34 @@ impl GatewayDeployer {
                         Err(error) => tracing::warn!(%error, "watching GatewayClasses failed; retrying with backoff"),
                     }
                 }
+                Some(event) = config_maps.next() => {
+                    let changed = match event {
+                        Ok(watcher::Event::Init) => {
+                            self.overlays.relist_start();
+                            Vec::new()
+                        }
+                        Ok(watcher::Event::InitApply(cm)) => {
+                            self.overlays.relisted(cm);
+                            Vec::new()
+                        }
+                        Ok(watcher::Event::InitDone) => self.overlays.relist_done(),
+                        Ok(watcher::Event::Apply(cm)) => self.overlays.event(&cm, false).into_iter().collect(),
+                        Ok(watcher::Event::Delete(cm)) => self.overlays.event(&cm, true).into_iter().collect(),
+                        Err(error) => {
+                            tracing::warn!(%error, "watching ConfigMaps for gateway deployment failed; retrying with backoff");
+                            Vec::new()
+                        }
+                    };
+                    let due: Vec<Gateway> = self
+                        .gateways
+                        .values()
+                        .filter(|gw| changed.iter().any(|c| uses(gw, c)))
+                        .cloned()
+                        .collect();
+                    for gw in due {
+                        self.reconcile(&gw).await;
+                    }
+                }
                 Some(event) = namespaces.next() => {
                     let newly = self.namespace_event(event);
                     let due: Vec<Gateway> = self
@@ -224,6 +270,7 @@ impl GatewayDeployer {
                     {
                         if let Some(gw) = decode(&obj) {
                             self.gateways.insert(gw.key(), gw.clone());
+                            self.forget_unnamed_config_maps();
                             self.reconcile(&gw).await;
                         }
                     }
@@ -243,6 +290,7 @@ impl GatewayDeployer {
                         self.failed.remove(&key);
                         self.cleared.remove(&key);
                         self.gateways.remove(&key);
+                        self.forget_unnamed_config_maps();
                     }
                     Some(Ok(watcher::Event::Init | watcher::Event::InitDone)) => {}
                     Some(Err(error)) => {
@@ -361,6 +409,36 @@ impl GatewayDeployer {
             }
             _ => {}
         }
+        let deployed = gw.spec.gateway_class_name == gateway_deployment::CLASS
+            && gateway_deployment::is_managed(&gw.spec);
+        // The parametersRef ConfigMap, read once if no event told of it yet.
+        let parameters = match gateway_deployment::parameters_ref(&gw.spec) {
+            Ok(name) => name.map(|name| (gw.namespace.clone(), name)),
+            Err(error) if deployed => {
+                tracing::warn!(namespace = %gw.namespace, gateway = %gw.name, %error, "gateway deployment not rendered (the Gateway's status says why)");
+                self.failed.remove(&key);
+                return;
+            }
+            Err(_) => None,
+        };
+        if deployed
+            && let Some(cm) = &parameters
+            && !self.overlays.knows(cm)
+        {
+            match Api::<ConfigMap>::namespaced(self.client.clone(), &cm.0)
+                .get_opt(&cm.1)
+                .await
+            {
+                Ok(found) => self
+                    .overlays
+                    .set_parameters(cm.clone(), found.map(|c| c.data.unwrap_or_default())),
+                Err(error) => {
+                    tracing::warn!(namespace = %gw.namespace, gateway = %gw.name, %error, "reading the Gateway's parametersRef ConfigMap failed; retrying");
+                    self.failed.insert(key);
+                    return;
+                }
+            }
+        }
         // Rendered before any await: the borrowing view is not held across one.
         let (rendered, name) = {
             let object = GatewayObject {
@@ -371,10 +449,27 @@ impl GatewayDeployer {
                 annotations: &gw.annotations,
                 spec: &gw.spec,
             };
-            (
-                gateway_deployment::render(&object, &self.settings),
-                gateway_deployment::deployment_name(&object),
-            )
+            let rendered = if deployed {
+                self.overlays
+                    .for_gateway(&gw.spec.gateway_class_name, parameters.as_ref())
+                    .and_then(|overlays| {
+                        gateway_deployment::render_with(&object, &self.settings, &overlays)
+                            .map_err(|e| e.to_string())
+                    })
+            } else {
+                Ok(None)
+            };
+            (rendered, gateway_deployment::deployment_name(&object))
+        };
+        // As istiod: a rendering error is logged, and nothing is written until the Gateway
+        // or one of its ConfigMaps changes.
+        let rendered = match rendered {
+            Ok(rendered) => rendered,
+            Err(error) => {
+                tracing::warn!(namespace = %gw.namespace, gateway = %gw.name, %error, "gateway deployment not rendered: its overlays are invalid");
+                self.failed.remove(&key);
+                return;
+            }
         };
         match rendered {
             Some(rendered) => {
@@ -382,7 +477,7 @@ impl GatewayDeployer {
                 if self.applied.get(&key) == Some(&rendered) {
                     return;
                 }
-                match self.apply(&rendered).await {
+                match self.apply(gw, &rendered).await {
                     Ok(()) => {
                         tracing::info!(namespace = %gw.namespace, gateway = %gw.name, "gateway deployment applied");
                         self.failed.remove(&key);
@@ -446,58 +541,53 @@ impl GatewayDeployer {
         Ok(())
     }
 
-    async fn apply(&self, r: &Rendered) -> kube::Result<()> {
+    /// Applies the objects rendered; an autoscaler or disruption budget no overlay asks for
+    /// any more is deleted (if the controller made it for this Gateway).
+    async fn apply(&self, gw: &Gateway, r: &Rendered) -> kube::Result<()> {
         apply(&self.client, &r.service_account).await?;
         apply(&self.client, &r.deployment).await?;
         apply(&self.client, &r.service).await?;
+        let name = r.deployment.metadata.name.clone().unwrap_or_default();
+        match &r.horizontal_pod_autoscaler {
+            Some(hpa) => apply(&self.client, hpa).await?,
+            None => {
+                delete_owned::<HorizontalPodAutoscaler>(&self.client, &gw.namespace, &name, &gw.uid)
+                    .await?
+            }
+        }
+        match &r.pod_disruption_budget {
+            Some(pdb) => apply(&self.client, pdb).await?,
+            None => {
+                delete_owned::<PodDisruptionBudget>(&self.client, &gw.namespace, &name, &gw.uid)
+                    .await?
+            }
+        }
         Ok(())
     }
-}
 
-/// The Gateway and GatewayClass resources at the first version of istiod's (v1, then
-/// v1beta1) that serves both; `None` when none does.
-async fn gateway_resource(client: &Client) -> kube::Result<Option<(ApiResource, ApiResource)>> {
-    let groups = client.list_api_groups().await?;
-    let Some(group) = groups
-        .groups
-        .into_iter()
-        .find(|g| g.name == gateway_api::GROUP)
-    else {
-        return Ok(None);
-    };
-    for version in ["v1", "v1beta1"] {
-        if !group.versions.iter().any(|v| v.version == version) {
-            continue;
-        }
-        let api_version = format!("{}/{version}", gateway_api::GROUP);
-        let list = client.list_api_group_resources(&api_version).await?;
-        let find = |kind: &str| {
-            list.resources
-                .iter()
-                .find(|r| r.kind == kind && !r.name.contains('/'))
-                .map(|r| ApiResource {
-                    group: gateway_api::GROUP.to_string(),
-                    version: version.to_string(),
-                    api_version: api_version.clone(),
-                    kind: r.kind.clone(),
-                    plural: r.name.clone(),
-                })
-        };
-        if let (Some(gateway), Some(class)) = (find("Gateway"), find("GatewayClass")) {
-            return Ok(Some((gateway, class)));
-        }
+    /// Forgets the parametersRef ConfigMaps no Gateway names any more.
+    fn forget_unnamed_config_maps(&mut self) {
+        let named: BTreeSet<CmKey> = self
+            .gateways
+            .values()
+            .filter_map(|gw| {
+                let name = gateway_deployment::parameters_ref(&gw.spec).ok()??;
+                Some((gw.namespace.clone(), name))
+            })
+            .collect();
+        self.overlays.retain(|k| named.contains(k));
     }
-    Ok(None)
 }
 
-/// The `apiVersion` an API of dynamic objects serves.
-fn api_version_of(api: &Api<DynamicObject>) -> String {
-    let url = api.resource_url();
-    // `/apis/GROUP/VERSION/PLURAL`
-    let parts: Vec<&str> = url.trim_start_matches('/').split('/').collect();
-    match parts.as_slice() {
-        ["apis", group, version, ..] => format!("{group}/{version}"),
-        _ => format!("{}/v1", gateway_api::GROUP),
+/// Whether a change of ConfigMaps touches `gw`'s overlays.
+fn uses(gw: &Gateway, changed: &Changed) -> bool {
+    match changed {
+        Changed::Classes(classes) => classes.contains(&gw.spec.gateway_class_name),
+        Changed::Parameters((ns, name)) => {
+            *ns == gw.namespace
+                && gateway_deployment::parameters_ref(&gw.spec)
+                    .is_ok_and(|p| p.as_ref() == Some(name))
+        }
     }
 }
 
@@ -524,45 +614,6 @@ fn controller_version(gw: &Gateway) -> Version {
     }
 }
 
-/// Whether `gw` still exists (same uid) and is not being deleted; a failed read counts as
-/// alive (the apply that follows fails too, and is retried).
-async fn gateway_lives(client: &Client, resource: &ApiResource, gw: &Gateway) -> bool {
-    let api = Api::<DynamicObject>::namespaced_with(client.clone(), &gw.namespace, resource);
-    match api.get_opt(&gw.name).await {
-        Ok(Some(current)) => {
-            current.metadata.uid.as_deref() == Some(gw.uid.as_str())
-                && current.metadata.deletion_timestamp.is_none()
-        }
-        Ok(None) => false,
-        Err(_) => true,
-    }
-}
-
-/// The Gateways (namespace, name) whose managed objects of kind `K` are deleted: a watch of
-/// the objects labelled `gateway.istio.io/managed`, each deletion named by its owner.
-fn owned_deletions<K>(client: &Client) -> BoxStream<'static, Key>
-where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
-    K::DynamicType: Default,
-{
-    let config = watcher::Config::default().labels(&format!("{MANAGED_LABEL}={MANAGED_VALUE}"));
-    watcher(Api::<K>::all(client.clone()), config)
-        .default_backoff()
-        .filter_map(|event| async move {
-            let watcher::Event::Delete(object) = event.ok()? else {
-                return None;
-            };
-            let meta = object.meta();
-            let owner = meta
-                .owner_references
-                .iter()
-                .flatten()
-                .find(|o| o.kind == "Gateway")?;
-            Some((meta.namespace.clone()?, owner.name.clone()))
-        })
-        .boxed()
-}
-
 /// The Gateway of a watched object; `None` (logged) when its spec does not decode.
 fn decode(obj: &DynamicObject) -> Option<Gateway> {
     let meta = &obj.metadata;
@@ -583,84 +634,4 @@ fn decode(obj: &DynamicObject) -> Option<Gateway> {
         annotations: meta.annotations.clone().unwrap_or_default(),
         spec,
     })
-}
-
-/// Server-side applies `object` in its namespace, as istiod's patcher does, unless an object
-/// of that name exists without the `gateway.istio.io/managed` label (istiod's `canManage`:
-/// what someone else made is not taken over; logged and skipped).
-async fn apply<K>(client: &Client, object: &K) -> kube::Result<()>
-where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + DeserializeOwned
-        + Serialize
-        + Debug,
-    K::DynamicType: Default,
-{
-    let meta = object.meta();
-    let ns: String = meta.namespace.clone().unwrap_or_default();
-    let name: String = meta.name.clone().unwrap_or_default();
-    let api = Api::<K>::namespaced(client.clone(), &ns);
-    if let Some(current) = api.get_opt(&name).await? {
-        let managed = current
-            .meta()
-            .labels
-            .as_ref()
-            .is_some_and(|l| l.contains_key(MANAGED_LABEL));
-        if !managed {
-            let kind = K::kind(&Default::default()).to_string();
-            tracing::info!(namespace = %ns, %name, %kind, "exists and is not managed by the gateway controller; left alone");
-            return Ok(());
-        }
-    }
-    let params = PatchParams::apply(FIELD_MANAGER).force();
-    api.patch(&name, &params, &Patch::Apply(object)).await?;
-    Ok(())
-}
-
-/// Deletes the Deployment and Service `name` and the ServiceAccount `account` of `namespace`
-/// that the Gateway of `uid` owns.
-async fn delete_all(
-    client: &Client,
-    namespace: String,
-    name: String,
-    account: String,
-    uid: String,
-) -> kube::Result<()> {
-    delete_owned::<Deployment>(client, &namespace, &name, &uid).await?;
-    delete_owned::<Service>(client, &namespace, &name, &uid).await?;
-    delete_owned::<ServiceAccount>(client, &namespace, &account, &uid).await
-}
-
-/// Deletes `namespace/name` if it is managed by the controller and owned by the Gateway
-/// of `uid`; an absent object is no error.
-async fn delete_owned<K>(
-    client: &Client,
-    namespace: &str,
-    name: &str,
-    uid: &str,
-) -> kube::Result<()>
-where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope> + Clone + DeserializeOwned + Debug,
-    K::DynamicType: Default,
-{
-    let api = Api::<K>::namespaced(client.clone(), namespace);
-    let Some(current) = api.get_opt(name).await? else {
-        return Ok(());
-    };
-    let meta = current.meta();
-    let managed = meta
-        .labels
-        .as_ref()
-        .is_some_and(|l| l.contains_key(MANAGED_LABEL));
-    let owned = meta
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|o| o.kind == "Gateway" && o.uid == uid);
-    if managed && owned {
-        api.delete(name, &DeleteParams::default()).await?;
-        tracing::info!(%namespace, %name, kind = %K::kind(&Default::default()), "deleted: its Gateway has manual addresses now");
-    }
-    Ok(())
 }

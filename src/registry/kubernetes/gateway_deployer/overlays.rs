@@ -15,14 +15,14 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use crate::registry::cluster::gateway_deployment::CLASS_DEFAULTS_LABEL;
 
 /// A ConfigMap's data (its overlays by object kind).
-pub type Data = BTreeMap<String, String>;
+pub(super) type Data = BTreeMap<String, String>;
 
 /// A ConfigMap's namespace and name.
-pub type CmKey = (String, String);
+pub(super) type CmKey = (String, String);
 
 /// What a ConfigMap event changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Changed {
+pub(super) enum Changed {
     /// The defaults of these classes.
     Classes(BTreeSet<String>),
     /// A ConfigMap Gateways name.
@@ -31,7 +31,7 @@ pub enum Changed {
 
 /// The overlays known; see the module's description.
 #[derive(Debug, Default)]
-pub struct Overlays {
+pub(super) struct Overlays {
     system_namespace: String,
     /// Class defaults: by class, by (creation time, name), their data.
     defaults: BTreeMap<String, BTreeMap<(String, String), Data>>,
@@ -42,7 +42,7 @@ pub struct Overlays {
 }
 
 impl Overlays {
-    pub fn new(system_namespace: &str) -> Self {
+    pub(super) fn new(system_namespace: &str) -> Self {
         Overlays {
             system_namespace: system_namespace.to_string(),
             ..Default::default()
@@ -50,23 +50,22 @@ impl Overlays {
     }
 
     /// Whether the parametersRef ConfigMap `key` is known (present or absent).
-    pub fn knows(&self, key: &CmKey) -> bool {
+    pub(super) fn knows(&self, key: &CmKey) -> bool {
         self.parameters.contains_key(key)
     }
 
     /// Records what the deployer read of a ConfigMap a Gateway names.
-    pub fn set_parameters(&mut self, key: CmKey, data: Option<Data>) {
+    pub(super) fn set_parameters(&mut self, key: CmKey, data: Option<Data>) {
         self.parameters.insert(key, data);
-    }
-
-    /// Forgets a ConfigMap no Gateway names any more.
-    pub fn forget(&mut self, key: &CmKey) {
-        self.parameters.remove(key);
     }
 
     /// The overlays of a Gateway of `class` naming `parameters`: class defaults first.
     /// `Err` names a parametersRef ConfigMap known to be absent (istiod renders nothing then).
-    pub fn for_gateway(&self, class: &str, parameters: Option<&CmKey>) -> Result<Vec<&Data>, String> {
+    pub(super) fn for_gateway(
+        &self,
+        class: &str,
+        parameters: Option<&CmKey>,
+    ) -> Result<Vec<&Data>, String> {
         let mut out = Vec::new();
         if let Some(oldest) = self.defaults.get(class).and_then(|d| d.values().next()) {
             out.push(oldest);
@@ -86,7 +85,7 @@ impl Overlays {
     }
 
     /// A ConfigMap applied (or listed) or deleted: what changed, if anything that matters.
-    pub fn event(&mut self, cm: &ConfigMap, deleted: bool) -> Option<Changed> {
+    pub(super) fn event(&mut self, cm: &ConfigMap, deleted: bool) -> Option<Changed> {
         let (Some(ns), Some(name)) = (cm.metadata.namespace.clone(), cm.metadata.name.clone())
         else {
             return None;
@@ -123,25 +122,35 @@ impl Overlays {
     }
 
     /// A relist of ConfigMaps begins.
-    pub fn relist_start(&mut self) {
+    pub(super) fn relist_start(&mut self) {
         self.relisting = Some(Vec::new());
     }
 
-    /// One ConfigMap of a relist.
-    pub fn relisted(&mut self, cm: ConfigMap) {
-        self.relisting.get_or_insert_with(Vec::new).push(cm);
+    /// One ConfigMap of a relist: kept only if it may matter (a labelled one of axon's
+    /// namespace, or one a Gateway names), so a relist holds no more than the overlays.
+    pub(super) fn relisted(&mut self, cm: ConfigMap) {
+        let (Some(ns), Some(name)) = (&cm.metadata.namespace, &cm.metadata.name) else {
+            return;
+        };
+        let matters = (*ns == self.system_namespace && class_of(&cm).is_some())
+            || self.parameters.contains_key(&(ns.clone(), name.clone()));
+        if matters {
+            self.relisting.get_or_insert_with(Vec::new).push(cm);
+        }
+    }
+
+    /// Keeps only the parametersRef ConfigMaps `named` says a Gateway still names.
+    pub(super) fn retain(&mut self, named: impl Fn(&CmKey) -> bool) {
+        self.parameters.retain(|k, _| named(k));
     }
 
     /// A relist is complete: what it listed replaces what was known; returns every class and
     /// parametersRef ConfigMap that changed.
-    pub fn relist_done(&mut self) -> Vec<Changed> {
+    pub(super) fn relist_done(&mut self) -> Vec<Changed> {
         let listed = self.relisting.take().unwrap_or_default();
         let old_defaults = std::mem::take(&mut self.defaults);
-        let old_parameters: HashMap<CmKey, Option<Data>> = self
-            .parameters
-            .keys()
-            .map(|k| (k.clone(), None))
-            .collect();
+        let old_parameters: HashMap<CmKey, Option<Data>> =
+            self.parameters.keys().map(|k| (k.clone(), None)).collect();
         let before_parameters = std::mem::replace(&mut self.parameters, old_parameters);
         for cm in &listed {
             self.event(cm, false);
@@ -225,15 +234,24 @@ mod tests {
         o.event(&older, false);
         // A labelled ConfigMap of another namespace is not the class's.
         assert_eq!(
-            o.event(&cm("shop", "c", Some("istio"), "2025-01-01T00:00:00Z", 9), false),
+            o.event(
+                &cm("shop", "c", Some("istio"), "2025-01-01T00:00:00Z", 9),
+                false
+            ),
             None
         );
         let key = ("shop".to_string(), "opts".to_string());
         // Named by a Gateway but not known: an error until read.
         assert!(o.for_gateway("istio", Some(&key)).is_err());
         // An event of a ConfigMap no Gateway names is dropped.
-        assert_eq!(o.event(&cm("shop", "opts", None, "2026-01-01T00:00:00Z", 5), false), None);
-        o.set_parameters(key.clone(), Some(data(&cm("shop", "opts", None, "2026-01-01T00:00:00Z", 5))));
+        assert_eq!(
+            o.event(&cm("shop", "opts", None, "2026-01-01T00:00:00Z", 5), false),
+            None
+        );
+        o.set_parameters(
+            key.clone(),
+            Some(data(&cm("shop", "opts", None, "2026-01-01T00:00:00Z", 5))),
+        );
         let got: Vec<&str> = o
             .for_gateway("istio", Some(&key))
             .unwrap()
@@ -243,14 +261,23 @@ mod tests {
         assert_eq!(got, ["spec: {replicas: 2}", "spec: {replicas: 5}"]);
         // Edited: a change; the same again: none.
         let edited = cm("shop", "opts", None, "2026-01-01T00:00:00Z", 6);
-        assert_eq!(o.event(&edited, false), Some(Changed::Parameters(key.clone())));
+        assert_eq!(
+            o.event(&edited, false),
+            Some(Changed::Parameters(key.clone()))
+        );
         assert_eq!(o.event(&edited, false), None);
         // Deleted: known absent.
-        assert_eq!(o.event(&edited, true), Some(Changed::Parameters(key.clone())));
+        assert_eq!(
+            o.event(&edited, true),
+            Some(Changed::Parameters(key.clone()))
+        );
         assert!(o.for_gateway("istio", Some(&key)).is_err());
         // The older defaults deleted: the newer one serves.
         o.event(&older, true);
-        assert_eq!(replicas(o.for_gateway("istio", None).unwrap()[0]), "spec: {replicas: 3}");
+        assert_eq!(
+            replicas(o.for_gateway("istio", None).unwrap()[0]),
+            "spec: {replicas: 3}"
+        );
         // Its label removed: no defaults.
         let mut unlabelled = newer.clone();
         unlabelled.metadata.labels = None;
@@ -265,8 +292,14 @@ mod tests {
     fn a_relist_replaces_what_was_known() {
         let mut o = Overlays::new("axon-system");
         let key = ("shop".to_string(), "opts".to_string());
-        o.event(&cm("axon-system", "a", Some("istio"), "2026-01-01T00:00:00Z", 2), false);
-        o.set_parameters(key.clone(), Some(data(&cm("shop", "opts", None, "2026-01-01T00:00:00Z", 5))));
+        o.event(
+            &cm("axon-system", "a", Some("istio"), "2026-01-01T00:00:00Z", 2),
+            false,
+        );
+        o.set_parameters(
+            key.clone(),
+            Some(data(&cm("shop", "opts", None, "2026-01-01T00:00:00Z", 5))),
+        );
         o.relist_start();
         o.relisted(cm("shop", "opts", None, "2026-01-01T00:00:00Z", 7));
         let changed = o.relist_done();
