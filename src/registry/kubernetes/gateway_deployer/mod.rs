@@ -20,7 +20,7 @@
 //! `gateway.istio.io/controller-version` annotation (written through the status
 //! subresource, as istiod does): a Gateway marked by a newer controller is left to it.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -37,23 +37,24 @@ use crate::registry::cluster::gateway_deployment::{
 };
 use crate::registry::cluster::namespaces::NamespaceSelector;
 use crate::registry::kubernetes::lease::Election;
-use axon_config::gateway_api::{self, GatewaySpec};
-use overlays::{Changed, CmKey, Overlays};
+use axon_config::gateway_api;
+use overlays::{CmKey, Overlays};
 use writes::{
     api_version_of, apply, delete_all, delete_owned, gateway_lives, gateway_resource,
     owned_deletions,
 };
 
+mod gateway;
 mod overlays;
 mod writes;
 
+use gateway::{
+    CONTROLLER_VERSION, CONTROLLER_VERSION_ANNOTATION, Gateway, Key, Version, controller_version,
+    decode, uses,
+};
+
 /// The Lease whose holder deploys (istiod's is `istio-gateway-deployment`).
 pub const LEASE: &str = "axon-gateway-deployment";
-
-/// istiod's `ControllerVersionAnnotation` and its `ControllerVersion`: a Gateway marked with
-/// a larger number is managed by a newer controller.
-const CONTROLLER_VERSION_ANNOTATION: &str = "gateway.istio.io/controller-version";
-const CONTROLLER_VERSION: u32 = 5;
 
 /// Applies the objects of managed Gateways; see the module's description.
 pub struct GatewayDeployer {
@@ -85,28 +86,8 @@ pub struct GatewayDeployer {
     cleared: BTreeSet<Key>,
 }
 
-/// A Gateway's namespace and name.
-type Key = (String, String);
-
 /// How often failed applies and deletes are tried again.
 const RETRY: Duration = Duration::from_secs(5);
-
-/// One Gateway as the watch gives it: its metadata and its typed spec.
-#[derive(Clone)]
-struct Gateway {
-    namespace: String,
-    name: String,
-    uid: String,
-    labels: BTreeMap<String, String>,
-    annotations: BTreeMap<String, String>,
-    spec: GatewaySpec,
-}
-
-impl Gateway {
-    fn key(&self) -> Key {
-        (self.namespace.clone(), self.name.clone())
-    }
-}
 
 impl GatewayDeployer {
     pub fn new(
@@ -577,61 +558,4 @@ impl GatewayDeployer {
             .collect();
         self.overlays.retain(|k| named.contains(k));
     }
-}
-
-/// Whether a change of ConfigMaps touches `gw`'s overlays.
-fn uses(gw: &Gateway, changed: &Changed) -> bool {
-    match changed {
-        Changed::Classes(classes) => classes.contains(&gw.spec.gateway_class_name),
-        Changed::Parameters((ns, name)) => {
-            *ns == gw.namespace
-                && gateway_deployment::parameters_ref(&gw.spec)
-                    .is_ok_and(|p| p.as_ref() == Some(name))
-        }
-    }
-}
-
-/// How a Gateway's controller-version annotation stands to this controller's (istiod's
-/// `ManagedGatewayControllerVersion`).
-#[derive(Debug, PartialEq, Eq)]
-enum Version {
-    /// Absent or older: this controller takes it over and writes its version.
-    Older,
-    /// This controller's.
-    Same,
-    /// A newer controller's, or one it cannot read: left alone.
-    Newer(String),
-}
-
-fn controller_version(gw: &Gateway) -> Version {
-    match gw.annotations.get(CONTROLLER_VERSION_ANNOTATION) {
-        None => Version::Older,
-        Some(v) => match v.parse::<u32>() {
-            Ok(n) if n < CONTROLLER_VERSION => Version::Older,
-            Ok(n) if n == CONTROLLER_VERSION => Version::Same,
-            _ => Version::Newer(v.clone()),
-        },
-    }
-}
-
-/// The Gateway of a watched object; `None` (logged) when its spec does not decode.
-fn decode(obj: &DynamicObject) -> Option<Gateway> {
-    let meta = &obj.metadata;
-    let namespace = meta.namespace.clone().unwrap_or_default();
-    let name = meta.name.clone().unwrap_or_default();
-    let spec = match serde_json::from_value::<GatewaySpec>(obj.data["spec"].clone()) {
-        Ok(spec) => spec,
-        Err(error) => {
-            tracing::warn!(%namespace, gateway = %name, %error, "gateway deployment: the Gateway's spec does not decode; skipped");
-            return None;
-        }
-    };
-    Some(Gateway {
-        namespace,
-        name,
-        uid: meta.uid.clone().unwrap_or_default(),
-        labels: meta.labels.clone().unwrap_or_default(),
-        annotations: meta.annotations.clone().unwrap_or_default(),
-        spec,
-    })
 }
