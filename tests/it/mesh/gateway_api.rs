@@ -3,7 +3,9 @@
 //! translates it (a VirtualService for the Service's host, bound to `mesh`, with gateway
 //! semantics). The suite's `MeshTrafficSplit` (a producer route in the Service's namespace
 //! splits by path) and `MeshConsumerRoute` (a route in the client's namespace applies to
-//! that namespace's sidecars only).
+//! that namespace's sidecars only). The routes are the suite's manifests: read from the
+//! real-world corpus when `AXON_REALWORLD_CORPUS` names it (as CI sets it), else the same
+//! routes written here.
 
 use std::net::Ipv4Addr;
 
@@ -15,6 +17,21 @@ use crate::support::{Axon, ConfigDir, wait_until};
 
 const MESH_NS: &str = "gateway-conformance-mesh";
 const CONSUMER_NS: &str = "gateway-conformance-mesh-consumer";
+
+/// The suite's mesh manifest `file` (`gateway-api/mesh__FILE` of the corpus) when
+/// `AXON_REALWORLD_CORPUS` is set, else `written`, the same route written here. A set
+/// variable naming no such file fails.
+fn manifest(file: &str, written: &str) -> String {
+    match std::env::var("AXON_REALWORLD_CORPUS") {
+        Ok(dir) => {
+            let path = std::path::Path::new(&dir)
+                .join("gateway-api")
+                .join(format!("mesh__{file}"));
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        }
+        Err(_) => written.to_string(),
+    }
+}
 
 /// The producer's route: `echo` split by path to `echo-v1` and `echo-v2`.
 const SPLIT: &str = "apiVersion: gateway.networking.k8s.io/v1
@@ -108,7 +125,13 @@ fn mesh_routes_split_by_path_and_consumer_routes_apply_to_their_namespace_only()
             ),
         ]),
     );
-    config.write("routes.yaml", &documents(&[SPLIT, CONSUMER]));
+    config.write(
+        "routes.yaml",
+        &documents(&[
+            manifest("mesh-split.yaml", SPLIT),
+            manifest("mesh-consumer-route.yaml", CONSUMER),
+        ]),
+    );
     let who = |host: &str, path: &str| {
         let (status, body) = client.http_get(host, 80, path, &[]);
         (status, answered_by(&body).map(|(name, _)| name))
@@ -203,7 +226,10 @@ fn a_mesh_grpc_route_splits_by_weight() {
         ));
     }
     config.write("services.yaml", &documents(&docs));
-    config.write("routes.yaml", GRPC_WEIGHT);
+    config.write(
+        "routes.yaml",
+        &manifest("grpcroute-weight.yaml", GRPC_WEIGHT),
+    );
     let target = format!("{echo}:{GRPC}");
     // Until the route is there (echo-v3 answers only without it), then 100 calls.
     let mut replies = Vec::new();
