@@ -1,7 +1,7 @@
 //! The ConnectionDirectory: which connections exist and which proxy each serves, for the
 //! debug and monitoring servers. The PushQueue only queues; this actor only answers.
 //!
-//! Receives [`Registers`] and [`Unregisters`] from the ConnectionActors' outboxes; answers [`CollectStatus`]
+//! Receives [`Register`] and [`Unregister`] from ConnectionActors; answers [`CollectStatus`]
 //! (`/debug/syncz`, `/debug/connections`, istioctl's `istio.io/debug/syncz`) by asking every
 //! connection [`GetStatus`], [`DumpFor`] (`/debug/config_dump`) by asking the proxy's
 //! connection [`Dump`], and [`DumpResourcesFor`] (istioctl's `istio.io/debug/config_dump`)
@@ -39,6 +39,8 @@ pub struct GetStatus;
 pub struct DumpResources(pub DumpFilter);
 
 /// A connection with a known proxy.
+#[derive(Message)]
+#[rtype(result = "()")]
 pub struct Register {
     pub id: ConnId,
     pub proxy: String,
@@ -60,16 +62,12 @@ pub struct DumpResourcesFor {
     pub namespace: Option<String>,
 }
 
-/// Connections with a known proxy (batched per connection thread by the ConnectionActors'
-/// outbox).
+/// A connection ended.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct Registers(pub Vec<Register>);
-
-/// Connections that ended (batched as [`Registers`]).
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct Unregisters(pub Vec<ConnId>);
+pub struct Unregister {
+    pub id: ConnId,
+}
 
 /// What axon would send one proxy now (`/debug/config_dump`); `None` if it is not connected
 /// (or, with `namespace`, not in that namespace). `proxy` is its id or `POD.NAMESPACE`.
@@ -106,30 +104,26 @@ impl Actor for ConnectionDirectory {
     type Context = Context<Self>;
 }
 
-impl Handler<Registers> for ConnectionDirectory {
+impl Handler<Register> for ConnectionDirectory {
     type Result = ();
 
-    fn handle(&mut self, msg: Registers, _: &mut Context<Self>) {
-        for r in msg.0 {
-            let entry = Entry {
-                proxy: r.proxy,
-                namespace: r.namespace,
-                status: r.status,
-                dump: r.dump,
-                resources: r.resources,
-            };
-            self.conns.insert(r.id, entry);
-        }
+    fn handle(&mut self, msg: Register, _: &mut Context<Self>) {
+        let entry = Entry {
+            proxy: msg.proxy,
+            namespace: msg.namespace,
+            status: msg.status,
+            dump: msg.dump,
+            resources: msg.resources,
+        };
+        self.conns.insert(msg.id, entry);
     }
 }
 
-impl Handler<Unregisters> for ConnectionDirectory {
+impl Handler<Unregister> for ConnectionDirectory {
     type Result = ();
 
-    fn handle(&mut self, msg: Unregisters, _: &mut Context<Self>) {
-        for id in msg.0 {
-            self.conns.remove(&id);
-        }
+    fn handle(&mut self, msg: Unregister, _: &mut Context<Self>) {
+        self.conns.remove(&msg.id);
     }
 }
 

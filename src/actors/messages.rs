@@ -3,7 +3,7 @@
 //! ```text
 //!  registry ──ConfigUpdate──▶ Debouncer ──Flush──▶ SnapshotBuilder ──Push──▶ PushQueue ──Push──▶ ConnectionActor
 //!                                                                              ▲
-//!                                               Connects / PushesDone / Disconnects
+//!                                                 Connect / PushesDone / Disconnect
 //! ```
 //!
 //! Queries of the debug and monitoring servers live beside the actor that answers them,
@@ -54,39 +54,19 @@ pub struct Push {
     pub request: Arc<PushRequest>,
 }
 
-/// A connection with a known proxy joins the queue. It started from the context
-/// [`LatestContext`] held when it connected (`seen`, its version); if the queue has another
-/// by the time it joins, it is pushed that one in full.
+/// A connection with a known proxy joins the queue; answered with the current context, if any.
+#[derive(Message)]
+#[rtype(result = "Option<Arc<PushContext>>")]
 pub struct Connect {
     pub id: ConnId,
     pub conn: Recipient<Push>,
-    pub seen: Option<u64>,
 }
 
-/// Connections joining the queue (batched per connection thread by the ConnectionActors'
-/// outbox, in the order they connected).
+/// A connection left the queue.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct Connects(pub Vec<Connect>);
-
-/// Connections that left the queue (batched as [`Connects`]).
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct Disconnects(pub Vec<ConnId>);
-
-/// The PushQueue's latest context, shared for reading: a connection that knows its proxy
-/// starts from it at once, instead of asking the queue and waiting for the answer.
-#[derive(Clone, Default)]
-pub struct LatestContext(Arc<std::sync::RwLock<Option<Arc<PushContext>>>>);
-
-impl LatestContext {
-    pub fn get(&self) -> Option<Arc<PushContext>> {
-        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
-    pub fn set(&self, ctx: Arc<PushContext>) {
-        *self.0.write().unwrap_or_else(|e| e.into_inner()) = Some(ctx);
-    }
+pub struct Disconnect {
+    pub id: ConnId,
 }
 
 /// Connections finished the pushes they were given (batched per connection thread by the

@@ -5,8 +5,8 @@
 //!     │ ConfigUpdate (through registry::outbox::Outbox)
 //!     ▼
 //!  Debouncer ──Flush (awaited)──▶ SnapshotBuilder ──Push──▶ PushQueue ──Push (≤ push_concurrency)──▶ ConnectionActor ×N
-//!     ▲ ForcePush                    ▲ GetReady,                ▲ Connects, PushesDone,             │ │ Registers / Unregisters
-//!     │                              │ GetPushStatus            │ Disconnects (outbox)  ────────────┘ ▼
+//!     ▲ ForcePush                    ▲ GetReady,                ▲ Connect (answered with the        │ │ Register / Unregister
+//!     │                              │ GetPushStatus            │ context), PushesDone, Disconnect ─┘ ▼
 //!  debug server                  monitoring / debug             └──────────────────────────── ConnectionDirectory ◀─ CollectStatus, DumpFor
 //!                                                                                                   │   (asks GetStatus, Dump)
 //!  ConnectionActor ──Reports (Affected / Acked / Nacked / Gone)──▶ DistributionTracker ◀─ GetDistribution (debug)
@@ -23,9 +23,9 @@
 //! | FileRegistry, ServiceRegistry, IstioRegistry | [`crate::registry`] | file and watch events, `GetConfigz` | `ConfigUpdate` |
 //! | Debouncer | [`debouncer`] | `ConfigUpdate`, `ForcePush` | `Flush` |
 //! | SnapshotBuilder | [`snapshot_builder`] | `Flush`, `GetReady`, `GetPushStatus` | `Push` |
-//! | PushQueue | [`push_queue`] | `Push`, `Connects`, `PushesDone`, `Disconnects` | `Push` (shares its latest context, `LatestContext`) |
-//! | ConnectionActor, one per stream | [`connection`] | the stream's requests, `Push`, `GetStatus`, `Dump` | responses; through its thread's outbox `Connects`, `PushesDone`, `Disconnects`, `Registers`, `Unregisters`, `Reports` |
-//! | ConnectionDirectory | [`directory`] | `Registers`, `Unregisters`, `CollectStatus`, `DumpFor`, `DumpResourcesFor` | `GetStatus`, `Dump`, `DumpResources` |
+//! | PushQueue | [`push_queue`] | `Push`, `Connect`, `PushesDone`, `Disconnect` | `Push` |
+//! | ConnectionActor, one per stream | [`connection`] | the stream's requests, `Push`, `GetStatus`, `Dump` | responses; `Connect`, `Disconnect`; `Register`, `Unregister`; through its thread's outbox `PushesDone`, `Reports` |
+//! | ConnectionDirectory | [`directory`] | `Register`, `Unregister`, `CollectStatus`, `DumpFor`, `DumpResourcesFor` | `GetStatus`, `Dump`, `DumpResources` |
 //! | DistributionTracker | [`distribution`] | `Reports`, `GetDistribution` | |
 //! | Fleet | [`fleet`] | `SetPeers`, `GetReplica`, `GetPeers`, `StopBalancing` | (polls the peers; closes the oldest connections to rebalance) |
 //!

@@ -1,11 +1,9 @@
 //! The PushQueue: fans a push out to every connection, at most `push_concurrency` at a time.
 //!
-//! Receives [`Push`] from the SnapshotBuilder, and [`Connects`], [`PushesDone`] and
-//! [`Disconnects`] from the ConnectionActors' threads' outboxes. Per connection it holds at
+//! Receives [`Push`] from the SnapshotBuilder, [`Connect`] / [`Disconnect`] from
+//! ConnectionActors and [`PushesDone`] from their threads' outboxes. Per connection it holds at
 //! most one pending request (a new one merges into it) besides the one in flight; it sends
-//! [`Push`] to the ConnectionActors. Its latest context is shared ([`LatestContext`]): a
-//! connection starts from it without a round trip, and one that joins after a newer context
-//! came is pushed that one in full.
+//! [`Push`] to the ConnectionActors.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -13,11 +11,10 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 
-use super::messages::{ConnId, Connects, Disconnects, LatestContext, Push, PushesDone};
+use super::messages::{ConnId, Connect, Disconnect, Push, PushesDone};
 use axon_metrics::Metrics;
 use axon_model::push_context::PushContext;
 use axon_model::push_request::PushRequest;
-use axon_model::push_request::TriggerReason;
 
 /// The pure queue: pending requests per connection, the in-flight set, the budget.
 #[derive(Debug)]
@@ -130,8 +127,6 @@ pub struct PushQueue {
     state: QueueState,
     conns: HashMap<ConnId, Recipient<Push>>,
     latest: Option<Arc<PushContext>>,
-    /// `latest`, for the connections to read.
-    shared: LatestContext,
     mailbox_capacity: usize,
     push_timeout: Duration,
     metrics: Metrics,
@@ -148,16 +143,10 @@ impl PushQueue {
             state: QueueState::new(concurrency),
             conns: HashMap::new(),
             latest: None,
-            shared: LatestContext::default(),
             mailbox_capacity,
             push_timeout,
             metrics,
         }
-    }
-
-    /// The latest context, as the connections read it.
-    pub fn latest(&self) -> LatestContext {
-        self.shared.clone()
     }
 
     fn dispatch(&mut self) {
@@ -203,7 +192,6 @@ impl Handler<Push> for PushQueue {
 
     fn handle(&mut self, msg: Push, _: &mut Context<Self>) {
         let started = Instant::now();
-        self.shared.set(msg.ctx.clone());
         self.latest = Some(msg.ctx);
         let now = Instant::now();
         self.state
@@ -218,45 +206,23 @@ impl Handler<Push> for PushQueue {
     }
 }
 
-impl Handler<Connects> for PushQueue {
-    type Result = ();
+impl Handler<Connect> for PushQueue {
+    type Result = Option<Arc<PushContext>>;
 
-    fn handle(&mut self, msg: Connects, _: &mut Context<Self>) {
-        let started = Instant::now();
-        let latest = self.latest.as_ref().map(|c| c.version);
-        let mut behind = Vec::new();
-        for c in msg.0 {
-            self.conns.insert(c.id, c.conn);
-            // A context came between its read and now: it never saw that push.
-            if c.seen != latest {
-                behind.push(c.id);
-            }
-        }
-        if !behind.is_empty() {
-            // Everything regenerated, and only what differs from what it was sent sent.
-            let request = Arc::new(PushRequest {
-                full: true,
-                configs_updated: Default::default(),
-                forced: false,
-                reasons: [(TriggerReason::Proxy, 1)].into(),
-                start: started,
-            });
-            self.state.enqueue_all(behind, &request, started);
-            self.dispatch();
-        }
-        self.metrics.handled("push_queue", started);
+    fn handle(&mut self, msg: Connect, _: &mut Context<Self>) -> Self::Result {
+        self.metrics.handled("push_queue", Instant::now());
+        self.conns.insert(msg.id, msg.conn);
+        self.latest.clone()
     }
 }
 
-impl Handler<Disconnects> for PushQueue {
+impl Handler<Disconnect> for PushQueue {
     type Result = ();
 
-    fn handle(&mut self, msg: Disconnects, _: &mut Context<Self>) {
+    fn handle(&mut self, msg: Disconnect, _: &mut Context<Self>) {
         let started = Instant::now();
-        for id in msg.0 {
-            self.conns.remove(&id);
-            self.state.remove(id);
-        }
+        self.conns.remove(&msg.id);
+        self.state.remove(msg.id);
         self.dispatch();
         self.metrics.handled("push_queue", started);
     }
@@ -278,7 +244,6 @@ impl Handler<PushesDone> for PushQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::actors::messages::Connect;
     use axon_config::config::{ConfigKey, ConfigKind};
     use std::collections::BTreeSet;
 
@@ -388,110 +353,24 @@ mod tests {
         };
         let queue = PushQueue::new(4, 16, Duration::from_secs(5), metrics.clone()).start();
         let conn = Sink.start().recipient();
-        let connects = (1..=3)
-            .map(|id| Connect {
+        for id in 1..=3 {
+            let connect = Connect {
                 id,
                 conn: conn.clone(),
-                seen: None,
-            })
-            .collect();
-        tell_addr(&metrics, "push_queue", &queue, Connects(connects));
+            };
+            let current = ask(&metrics, "push_queue", &queue.clone().recipient(), connect).await;
+            assert!(
+                current.expect("the queue answers").is_none(),
+                "no context yet"
+            );
+        }
         tell_addr(&metrics, "push_queue", &queue, PushesDone { ids: vec![1] });
-        tell_addr(&metrics, "push_queue", &queue, Disconnects(vec![2]));
+        tell_addr(&metrics, "push_queue", &queue, Disconnect { id: 2 });
         // A round trip: every message sent before it has been handled.
-        ask(
-            &metrics,
-            "push_queue",
-            &queue.clone().recipient(),
-            PushesDone { ids: vec![] },
-        )
-        .await
-        .ok();
+        let connect = Connect { id: 4, conn };
+        ask(&metrics, "push_queue", &queue.clone().recipient(), connect)
+            .await
+            .unwrap();
         assert_eq!(depth(), 0, "as many handled as sent, never negative");
-    }
-
-    /// Records the pushes it gets: the context's version and whether the request was full.
-    struct Recorder(std::sync::Arc<std::sync::Mutex<Vec<(u64, bool)>>>);
-
-    impl Actor for Recorder {
-        type Context = Context<Self>;
-    }
-
-    impl Handler<Push> for Recorder {
-        type Result = ();
-        fn handle(&mut self, msg: Push, _: &mut Context<Self>) {
-            self.0
-                .lock()
-                .unwrap()
-                .push((msg.ctx.version, msg.request.full));
-        }
-    }
-
-    /// A connection starts from the shared latest context; one that joins after a newer
-    /// context came (it read the older) is pushed the newer in full, one that read the
-    /// newest is pushed nothing.
-    #[actix_rt::test]
-    async fn a_connection_that_joined_behind_the_latest_context_is_pushed_it() {
-        use crate::actors::mailbox::{ask, tell_addr};
-        use axon_config::config_set::ConfigSet;
-        let metrics = Metrics::new();
-        let queue = PushQueue::new(4, 16, Duration::from_secs(5), metrics.clone());
-        let latest = queue.latest();
-        let queue = queue.start();
-        let full = PushRequest::full_push(TriggerReason::Config, Instant::now());
-        let v1 = Arc::new(PushContext::build(
-            None,
-            &ConfigSet::default(),
-            &full,
-            &Arc::default(),
-        ));
-        let v2 = Arc::new(PushContext::build(
-            Some(&v1),
-            &ConfigSet::default(),
-            &full,
-            &Arc::default(),
-        ));
-        let round_trip = || {
-            ask(
-                &metrics,
-                "push_queue",
-                &queue.clone().recipient(),
-                PushesDone { ids: vec![] },
-            )
-        };
-        assert!(latest.get().is_none());
-        let push = |ctx: &Arc<PushContext>| Push {
-            ctx: ctx.clone(),
-            request: Arc::new(full.clone()),
-        };
-        tell_addr(&metrics, "push_queue", &queue, push(&v1));
-        round_trip().await.unwrap();
-        assert_eq!(latest.get().map(|c| c.version), Some(1));
-        tell_addr(&metrics, "push_queue", &queue, push(&v2));
-        round_trip().await.unwrap();
-        let behind = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let current = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let connects = vec![
-            Connect {
-                id: 1,
-                conn: Recorder(behind.clone()).start().recipient(),
-                seen: Some(1),
-            },
-            Connect {
-                id: 2,
-                conn: Recorder(current.clone()).start().recipient(),
-                seen: Some(2),
-            },
-        ];
-        tell_addr(&metrics, "push_queue", &queue, Connects(connects));
-        round_trip().await.unwrap();
-        for _ in 0..100 {
-            if !behind.lock().unwrap().is_empty() {
-                break;
-            }
-            tokio::task::yield_now().await;
-        }
-        assert_eq!(*behind.lock().unwrap(), [(2, true)]);
-        assert!(current.lock().unwrap().is_empty());
     }
 }

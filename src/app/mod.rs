@@ -214,9 +214,8 @@ async fn wire(
         cap,
         limits.push_timeout,
         metrics.clone(),
-    );
-    let latest = push_queue.latest();
-    let push_queue = push_queue.start();
+    )
+    .start();
     let MeshSettings { mesh, trust_domain } = settings.mesh;
     let mesh = axon_config::mesh::MeshConfig {
         plaintext_secrets: settings.plaintext_secrets,
@@ -308,7 +307,6 @@ async fn wire(
                 replica: replica.as_str().into(),
                 timeout: limits.debug_query_timeout,
             },
-            latest,
         },
         limits.write_timeout,
         arbiters.iter().map(Arbiter::handle).collect(),

@@ -8,11 +8,10 @@
 //!
 //! Receives the stream's requests (as a stream handler), [`Push`] from the PushQueue,
 //! [`GetStatus`](super::directory::GetStatus) and [`Dump`](super::directory::Dump) from the
-//! ConnectionDirectory. Through its thread's outbox (`connection/outbox.rs`) it joins and
-//! leaves the PushQueue ([`Connect`]) and the ConnectionDirectory ([`Register`]), says a push
-//! is done, and sends [`Affected`], [`Acked`], [`Nacked`], [`Gone`] to the
-//! DistributionTracker. A stream starts from the PushQueue's latest context
-//! ([`LatestContext`]) without waiting on the queue.
+//! ConnectionDirectory; sends [`Connect`] and [`Disconnect`] to the PushQueue, [`Register`] /
+//! [`Unregister`] to the ConnectionDirectory; and through its thread's outbox
+//! (`connection/outbox.rs`), that a push is done to the PushQueue and [`Affected`], [`Acked`],
+//! [`Nacked`], [`Gone`] to the DistributionTracker.
 //!
 //! Responses are written in order while the actor waits: a proxy that does not read within
 //! `write_timeout` is disconnected (`pilot_xds_write_timeout`), and its push slot is given
@@ -30,9 +29,10 @@ use actix::prelude::*;
 pub use debug::DebugAnswers;
 pub use starter::ConnectionStarter;
 
-use super::directory::{ConnectionDirectory, Register};
+use super::directory::{ConnectionDirectory, Register, Unregister};
 use super::distribution::{Acked, Affected, DistributionTracker, Gone, Nacked, Report};
-use super::messages::{ConnId, Connect, LatestContext, Push};
+use super::mailbox;
+use super::messages::{ConnId, Connect, Disconnect, Push};
 use super::push_queue::PushQueue;
 use axon_config::log_safe::{Escaped, LogLimit};
 use axon_metrics::Metrics;
@@ -50,8 +50,6 @@ pub struct Peers {
     pub metrics: Metrics,
     /// How istioctl's xDS debug requests are answered.
     pub debug: DebugAnswers,
-    /// The PushQueue's latest context, which a new stream starts from.
-    pub latest: LatestContext,
 }
 
 pub struct ConnectionActor {
@@ -139,28 +137,35 @@ impl ConnectionActor {
             );
         }
         self.metrics().xds_clients.inc();
-        // Starts from the queue's latest context, if any, at once; joins the queue and the
-        // directory with the next flush of this thread's outbox (the queue pushes it the
-        // latest in full if another came meanwhile).
-        let current = self.peers.latest.get();
-        let connect = Connect {
-            id: self.id,
-            conn: ctx.address().recipient(),
-            seen: current.as_ref().map(|c| c.version),
-        };
-        let register = Register {
+        self.peers.directory.do_send(Register {
             id: self.id,
             proxy: proxy.id.clone(),
             namespace: proxy.namespace.clone(),
             status: ctx.address().recipient(),
             dump: ctx.address().recipient(),
             resources: ctx.address().recipient(),
+        });
+        let connect = Connect {
+            id: self.id,
+            conn: ctx.address().recipient(),
         };
-        outbox::connected(&self.peers, connect, register);
-        if let Some(push_ctx) = current {
-            let out = self.stream.on_context(push_ctx);
-            self.apply(out, ctx, false);
-        }
+        let push_queue = self.peers.push_queue.clone().recipient();
+        ctx.wait(
+            mailbox::ask(self.metrics(), "push_queue", &push_queue, connect)
+                .into_actor(self)
+                .map(|res, act, ctx| match res {
+                    Ok(current) => {
+                        if let Some(push_ctx) = current {
+                            let out = act.stream.on_context(push_ctx);
+                            act.apply(out, ctx, false);
+                        }
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "push queue unreachable");
+                        ctx.stop();
+                    }
+                }),
+        );
         true
     }
 
@@ -354,7 +359,14 @@ impl Actor for ConnectionActor {
             return;
         };
         self.metrics().xds_clients.dec();
-        outbox::disconnected(&self.peers, self.id);
+        let disconnect = Disconnect { id: self.id };
+        mailbox::tell_addr(
+            self.metrics(),
+            "push_queue",
+            &self.peers.push_queue,
+            disconnect,
+        );
+        self.peers.directory.do_send(Unregister { id: self.id });
         let gone = Gone {
             proxy: proxy.id.clone(),
             conn: self.id,

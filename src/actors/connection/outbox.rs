@@ -1,38 +1,28 @@
-//! The outbox of a connection thread: what its ConnectionActors tell the PushQueue (they
-//! join it, finished a push, left it), the ConnectionDirectory (they are there, or gone) and
-//! the DistributionTracker ([`Report`]s), gathered per thread and sent as one message of each
-//! kind per turn of the thread's scheduler.
+//! The outbox of a connection thread: what its ConnectionActors tell the PushQueue (a push
+//! is done) and the DistributionTracker ([`Report`]s), gathered per thread and sent as one
+//! [`PushesDone`] and one [`Reports`] per turn of the thread's scheduler.
 //!
 //! Both receivers live on the System's arbiter, which is idle while the connection threads
 //! write a push: a message per event woke that thread up to three times per proxy and push
 //! (8 % of the CPU of a 10,000-proxy push, BENCHMARKS.md "Where the rest goes"). Batched, it
-//! is woken once per turn of each connection thread. So are the joins and leaves of a
-//! connect storm (a join used to be a round trip to the PushQueue per stream).
+//! is woken once per turn of each connection thread.
 //!
 //! Order is kept: a thread's reports reach the DistributionTracker in the order its actors
-//! made them (an `Acked` never overtakes the `Affected` before it, nor a `Gone`); the
-//! PushQueue gets a turn's joins, then its finished pushes, then its leaves (a stream that
-//! joined and left in one turn is gone after); the directory its registrations before its
-//! removals. The buffer
+//! made them (an `Acked` never overtakes the `Affected` before it, nor a `Gone`). The buffer
 //! holds only what one scheduler turn adds: the first event of a turn spawns the flush,
 //! which yields once (every task already woken runs first) and then sends everything.
 
 use std::cell::RefCell;
 
 use super::Peers;
-use crate::actors::directory::{Register, Registers, Unregisters};
 use crate::actors::distribution::{Report, Reports};
 use crate::actors::mailbox;
-use crate::actors::messages::{ConnId, Connect, Connects, Disconnects, PushesDone};
+use crate::actors::messages::{ConnId, PushesDone};
 
 /// What the actors of this thread that share one set of peers have to send.
 struct Pending {
     peers: Peers,
-    connects: Vec<Connect>,
     done: Vec<ConnId>,
-    disconnects: Vec<ConnId>,
-    registers: Vec<Register>,
-    unregisters: Vec<ConnId>,
     reports: Vec<Report>,
 }
 
@@ -44,22 +34,6 @@ thread_local! {
 /// Connection `id` finished the push it was given.
 pub(super) fn push_done(peers: &Peers, id: ConnId) {
     add(peers, |p| p.done.push(id));
-}
-
-/// A connection joins the PushQueue and the directory.
-pub(super) fn connected(peers: &Peers, connect: Connect, register: Register) {
-    add(peers, |p| {
-        p.connects.push(connect);
-        p.registers.push(register);
-    });
-}
-
-/// A connection leaves the PushQueue and the directory.
-pub(super) fn disconnected(peers: &Peers, id: ConnId) {
-    add(peers, |p| {
-        p.disconnects.push(id);
-        p.unregisters.push(id);
-    });
 }
 
 /// A report for the DistributionTracker.
@@ -79,11 +53,7 @@ fn add(peers: &Peers, f: impl FnOnce(&mut Pending)) {
             None => {
                 let mut pending = Pending {
                     peers: peers.clone(),
-                    connects: Vec::new(),
                     done: Vec::new(),
-                    disconnects: Vec::new(),
-                    registers: Vec::new(),
-                    unregisters: Vec::new(),
                     reports: Vec::new(),
                 };
                 f(&mut pending);
@@ -105,39 +75,13 @@ fn flush() {
     let pending = OUTBOX.with(|outbox| std::mem::take(&mut *outbox.borrow_mut()));
     for Pending {
         peers,
-        connects,
         done,
-        disconnects,
-        registers,
-        unregisters,
         reports,
     } in pending
     {
-        if !connects.is_empty() {
-            mailbox::tell_addr(
-                &peers.metrics,
-                "push_queue",
-                &peers.push_queue,
-                Connects(connects),
-            );
-        }
         if !done.is_empty() {
             let done = PushesDone { ids: done };
             mailbox::tell_addr(&peers.metrics, "push_queue", &peers.push_queue, done);
-        }
-        if !disconnects.is_empty() {
-            mailbox::tell_addr(
-                &peers.metrics,
-                "push_queue",
-                &peers.push_queue,
-                Disconnects(disconnects),
-            );
-        }
-        if !registers.is_empty() {
-            peers.directory.do_send(Registers(registers));
-        }
-        if !unregisters.is_empty() {
-            peers.directory.do_send(Unregisters(unregisters));
         }
         if !reports.is_empty() {
             peers.distribution.do_send(Reports(reports));
@@ -173,7 +117,6 @@ mod tests {
                 replica: "test".into(),
                 timeout: Duration::from_secs(1),
             },
-            latest: Default::default(),
         };
         let key = ConfigKey::new(ConfigKind::VirtualService, "a", "r");
         for proxy in ["p1", "p2"] {
