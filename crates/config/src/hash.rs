@@ -16,10 +16,29 @@
 //! `DefaultHasher`, so the versions of earlier builds stay valid across the upgrade.
 //!
 //! Not for untrusted keys in a `HashMap`: the keys are fixed, so anyone can make collisions.
+//!
+//! One hash is not made here with it: [`fast_byte_strings`], of a list that never leaves the
+//! process nor names anything (a request's resource names, compared with the list the stream
+//! had): foldhash, several times faster than SipHash on the long name lists of EDS and RDS
+//! requests, whose SipHash was ~4% of a connect storm's CPU.
 
 use std::hash::Hasher;
 
 use siphasher::sip::SipHasher13;
+
+/// A hash of a list of byte strings, for this process only (its value may change with any
+/// build): each string's length, then its bytes, through foldhash with a fixed seed. Equal
+/// lists hash equally; different ones, all but certainly, differently (a client that crafts
+/// a collision only confuses its own stream).
+pub fn fast_byte_strings<'a>(items: impl IntoIterator<Item = &'a [u8]>) -> u64 {
+    use std::hash::BuildHasher;
+    let mut h = foldhash::fast::FixedState::with_seed(0).build_hasher();
+    for item in items {
+        h.write_usize(item.len());
+        h.write(item);
+    }
+    h.finish()
+}
 
 /// A [`Hasher`] whose output is fixed for given input, in every build and on every platform:
 /// integers are written as their little-endian bytes (`usize` as a `u64`). Feeding it through
@@ -139,6 +158,18 @@ pub fn hash_texts<S: AsRef<str>>(texts: impl ExactSizeIterator<Item = S>) -> u64
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fast_byte_strings_tells_lists_apart() {
+        let h = |items: &[&str]| fast_byte_strings(items.iter().map(|s| s.as_bytes()));
+        assert_eq!(h(&["a", "b"]), h(&["a", "b"]));
+        assert_ne!(h(&["a", "b"]), h(&["b", "a"]));
+        assert_ne!(h(&["a", "b"]), h(&["ab"]));
+        assert_ne!(h(&["a", "", "b"]), h(&["a", "b"]));
+        assert_ne!(h(&[]), h(&[""]));
+        let long = "outbound|8080||svc-0042.ns-7.svc.cluster.local".repeat(3);
+        assert_ne!(h(&[&long, "x"]), h(&[&long, "y"]));
+    }
 
     /// These values are what every replica, of every build, must compute: a change here is a
     /// change of every version axon sends, and replicas of the old and new build would

@@ -185,17 +185,12 @@ pub struct ResourceNames {
 impl ResourceNames {
     /// Names as they were read from a request; each must be UTF-8.
     pub fn from_raw(raw: Vec<Bytes>) -> Result<ResourceNames, std::str::Utf8Error> {
-        use std::hash::Hasher;
-        // Unkeyed, so that equal lists hash equally everywhere.
-        let mut h = axon_config::hash::StableHasher::new();
         for name in &raw {
             std::str::from_utf8(name)?;
-            h.write_bytes(name);
         }
-        Ok(ResourceNames {
-            raw,
-            hash: h.finish(),
-        })
+        // Compared within this process only (with the stream's last list).
+        let hash = axon_config::hash::fast_byte_strings(raw.iter().map(|b| &b[..]));
+        Ok(ResourceNames { raw, hash })
     }
 
     /// Equal lists have equal hashes (and different ones, all but certainly, different).
