@@ -457,14 +457,7 @@ async fn wire(
                 crate::registry::kubernetes::lease::Timing::default(),
             );
             tokio::spawn(
-                GatewayDeployer::new(
-                    client.clone(),
-                    deployment,
-                    selector,
-                    election,
-                    client.default_namespace(),
-                )
-                .run(),
+                GatewayDeployer::new(client.clone(), deployment, selector, election).run(),
             );
         }
         let istio = IstioRegistry::new(client, kube_settings, outbox(ISTIO_SOURCE), cap).start();

@@ -30,6 +30,7 @@ impl Default for Timing {
 /// One replica's candidacy for the Lease `name` in a namespace.
 pub struct Election {
     leases: Api<Lease>,
+    namespace: String,
     name: &'static str,
     identity: String,
     pub timing: Timing,
@@ -45,10 +46,16 @@ impl Election {
     ) -> Self {
         Election {
             leases: Api::namespaced(client.clone(), namespace),
+            namespace: namespace.to_string(),
             name,
             identity: identity.to_string(),
             timing,
         }
+    }
+
+    /// The namespace of the Lease (axon's own).
+    pub fn namespace(&self) -> &str {
+        &self.namespace
     }
 
     /// Takes or renews the Lease: whether this replica holds it now.

@@ -77,6 +77,18 @@ fn exists_any(api: &FakeKube, name: &str) -> bool {
     KINDS.iter().any(|k| api.get(k, "shop", name).is_some())
 }
 
+/// axon with `--kubernetes` and `args`, on the fake API server; the kubeconfig's directory
+/// lives as long as the second value.
+fn start(api: &FakeKube, args: &[&str]) -> (Axon, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = api.write_kubeconfig(dir.path()).display().to_string();
+    let args: Vec<&str> = std::iter::once("--kubernetes")
+        .chain(args.iter().copied())
+        .collect();
+    let axon = Axon::start_with_env(None, &args, &[("KUBECONFIG", kubeconfig.as_str())]);
+    (axon, dir)
+}
+
 fn writes(api: &FakeKube) -> Vec<u64> {
     KINDS.iter().map(|k| api.writes(k)).collect()
 }
@@ -87,13 +99,7 @@ fn a_managed_gateway_is_deployed_updated_and_removed_when_it_turns_manual() {
     api.apply(namespace("shop", &[]));
     api.apply(gateway("gw", listeners(false), json!([])));
     api.apply(gateway("manual", listeners(false), hostname()));
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = api.write_kubeconfig(dir.path()).display().to_string();
-    let axon = Axon::start_with_env(
-        None,
-        &["--kubernetes", "--gateway-proxy-image", "proxy:test"],
-        &[("KUBECONFIG", kubeconfig.as_str())],
-    );
+    let (axon, _kubeconfig) = start(&api, &["--gateway-proxy-image", "proxy:test"]);
     assert!(
         wait_until(CONVERGE, || exists_all(&api, "gw-istio")),
         "never deployed:\n{}",
@@ -227,13 +233,7 @@ fn only_the_gateways_of_selected_namespaces_are_deployed() {
     api.apply(namespace("other", &[]));
     api.apply(gateway_in("other", "gw", listeners(false), json!([])));
     api.apply(gateway_in("shop", "gw", listeners(false), json!([])));
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = api.write_kubeconfig(dir.path()).display().to_string();
-    let axon = Axon::start_with_env(
-        None,
-        &["--kubernetes", "--namespace-selector", "mesh=on"],
-        &[("KUBECONFIG", kubeconfig.as_str())],
-    );
+    let (axon, _kubeconfig) = start(&api, &["--namespace-selector", "mesh=on"]);
     assert!(
         wait_until(CONVERGE, || exists_all_in(&api, "shop", "gw-istio")),
         "never deployed:\n{}",
@@ -262,13 +262,7 @@ fn an_object_of_the_same_name_made_by_someone_else_is_left_alone() {
     api.apply(gateway("gw", listeners(false), json!([])));
     // Listed after gw: once its objects exist, gw's were handled.
     api.apply(gateway("zz", listeners(false), json!([])));
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = api.write_kubeconfig(dir.path()).display().to_string();
-    let axon = Axon::start_with_env(
-        None,
-        &["--kubernetes"],
-        &[("KUBECONFIG", kubeconfig.as_str())],
-    );
+    let (axon, _kubeconfig) = start(&api, &[]);
     assert!(
         wait_until(CONVERGE, || exists_all(&api, "zz-istio")),
         "never deployed:\n{}",
@@ -312,13 +306,7 @@ fn the_lease_holder_deploys_creates_the_class_and_marks_the_controller_version()
     let mut newer = gateway("newer", listeners(false), json!([]));
     newer["metadata"]["annotations"] = json!({"gateway.istio.io/controller-version": "6"});
     api.apply(newer);
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = api.write_kubeconfig(dir.path()).display().to_string();
-    let axon = Axon::start_with_env(
-        None,
-        &["--kubernetes", "--replica-name", "axon-a"],
-        &[("KUBECONFIG", kubeconfig.as_str())],
-    );
+    let (axon, _kubeconfig) = start(&api, &["--replica-name", "axon-a"]);
     // The status writer's Lease is free and taken: axon is up and leading that one, and has
     // listed the Gateways; the deployment's is another replica's, so nothing is deployed.
     let holder = |name: &str| {
@@ -423,13 +411,7 @@ fn parameters_and_class_defaults_overlay_the_deployed_objects() {
     ));
     api.apply(with_params("broken", "bad"));
     api.apply(gateway("plain", listeners(false), json!([])));
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = api.write_kubeconfig(dir.path()).display().to_string();
-    let axon = Axon::start_with_env(
-        None,
-        &["--kubernetes"],
-        &[("KUBECONFIG", kubeconfig.as_str())],
-    );
+    let (axon, _kubeconfig) = start(&api, &[]);
     let replicas = |name: &str| {
         api.get(DEPLOYMENTS, "shop", name)
             .map(|d| d["spec"]["replicas"].clone())

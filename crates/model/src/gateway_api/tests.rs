@@ -26,6 +26,11 @@ fn vs<'a>(index: &'a GatewayApiIndex, name: &str) -> &'a VirtualService {
     vs_in(index, "infra", name)
 }
 
+/// The status of the Gateway `infra/gw` the tests' documents define.
+fn gw_status(index: &GatewayApiIndex) -> &serde_json::Value {
+    &index.status[&ConfigKey::new(ConfigKind::KubernetesGateway, "infra", "gw")]
+}
+
 /// The derived VirtualService `namespace/name`.
 fn vs_in<'a>(index: &'a GatewayApiIndex, namespace: &str, name: &str) -> &'a VirtualService {
     let key = ConfigKey::new(ConfigKind::VirtualService, namespace, name);
@@ -343,7 +348,7 @@ spec:
 "
     );
     let index = convert(&configs(&yaml));
-    let gw = &index.status[&ConfigKey::new(ConfigKind::KubernetesGateway, "infra", "gw")];
+    let gw = gw_status(&index);
     // Two listeners of five are invalid (a conflict, UDP): accepted, with a reason.
     assert_eq!(gw["conditions"][0]["reason"], "ListenersNotValid");
     assert_eq!(gw["conditions"][0]["status"], "True");
@@ -549,7 +554,7 @@ stringData: {{tls.crt: {cert:?}, tls.key: {key:?}}}
         (Some("OPTIONAL_MUTUAL"), Some(true))
     );
     // istiod says so on the Gateway.
-    let status = &index.status[&ConfigKey::new(ConfigKind::KubernetesGateway, "infra", "gw")];
+    let status = gw_status(&index);
     let insecure = &status["conditions"][3];
     assert_eq!(
         (insecure["type"].as_str(), insecure["status"].as_str()),
@@ -561,7 +566,7 @@ stringData: {{tls.crt: {cert:?}, tls.key: {key:?}}}
         "AllowValidOnly",
     ));
     assert_eq!(tls["mode"], "SIMPLE");
-    let status = &index.status[&ConfigKey::new(ConfigKind::KubernetesGateway, "infra", "gw")];
+    let status = gw_status(&index);
     let accepted = &status["listeners"][0]["conditions"][0];
     assert_eq!(
         (accepted["status"].as_str(), accepted["reason"].as_str()),
@@ -635,7 +640,7 @@ data: {{deployment: 'spec: {{replicas: 2}}'}}
     };
     let conditions = |yaml: &str| {
         let index = convert(&configs(yaml));
-        let status = &index.status[&ConfigKey::new(ConfigKind::KubernetesGateway, "infra", "gw")];
+        let status = gw_status(&index);
         let of = |kind: &str| {
             status["conditions"]
                 .as_array()

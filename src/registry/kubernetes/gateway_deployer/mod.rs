@@ -1,15 +1,17 @@
 //! The automated deployment of Gateways, as istiod's deployment controller
 //! (`pilot/pkg/config/kube/gatewaycommon/deploymentcontroller.go`): for each managed Gateway
-//! of class `istio`, the ServiceAccount, Deployment and Service that
-//! [`gateway_deployment::render`] makes, written by **server-side apply** (field manager
-//! `istio.io/gateway-controller`, forced) so that what others set on them is kept.
+//! of class `istio`, the ServiceAccount, Deployment and Service (and the HPA and PDB its
+//! overlays ask for) that [`gateway_deployment::render_with`] makes with the overlay
+//! ConfigMaps of `overlays.rs`, written by **server-side apply** (field manager
+//! `istio.io/gateway-controller`, forced) so that what others set on them is kept; an edit of
+//! one of those ConfigMaps renders again.
 //!
 //! [`GatewayDeployer`] is a tokio task, not an actor (as the JWKS resolver and
 //! `root_cert::publish`): a kube watcher of Gateways (with backoff) drives it. It writes an
 //! object only when its rendering differs from what it last applied, and again when one of
 //! them is deleted by someone else (a watch of the objects labelled `gateway.istio.io/managed`;
 //! an edit by someone else is undone only when the rendering changes); a Gateway that switches
-//! to manual addresses (a Hostname) has its three objects deleted (when they are owned by
+//! to manual addresses (a Hostname) has its objects deleted (when they are owned by
 //! it); a deleted Gateway's objects are left to the API server's garbage collector (their
 //! ownerReference), as istiod does. A failed write is logged and tried again every 5 s.
 //!
@@ -39,10 +41,7 @@ use crate::registry::cluster::namespaces::NamespaceSelector;
 use crate::registry::kubernetes::lease::Election;
 use axon_config::gateway_api;
 use overlays::{CmKey, Overlays};
-use writes::{
-    api_version_of, apply, delete_all, delete_owned, gateway_lives, gateway_resource,
-    owned_deletions,
-};
+use writes::{apply, delete_all, delete_owned, gateway_lives, gateway_resource, owned_deletions};
 
 mod gateway;
 mod overlays;
@@ -95,15 +94,16 @@ impl GatewayDeployer {
         settings: DeploymentSettings,
         selector: Option<NamespaceSelector>,
         election: Election,
-        system_namespace: &str,
     ) -> Self {
+        // The class defaults are ConfigMaps of axon's namespace, the Lease's.
+        let overlays = Overlays::new(election.namespace());
         GatewayDeployer {
             client,
             election,
             leader: false,
             class_exists: true,
             gateway_resource: None,
-            overlays: Overlays::new(system_namespace),
+            overlays,
             settings,
             selector,
             selected: BTreeSet::new(),
@@ -189,7 +189,7 @@ impl GatewayDeployer {
                             }
                         }
                     }
-                    self.ensure_class(&classes_api).await;
+                    self.ensure_class(&classes_api, &class_resource.api_version).await;
                 }
                 Some(event) = classes.next() => {
                     match event {
@@ -199,7 +199,7 @@ impl GatewayDeployer {
                         Ok(watcher::Event::Apply(c)) if c.metadata.name.as_deref() == Some(gateway_deployment::CLASS) => self.class_exists = true,
                         Ok(watcher::Event::Delete(c)) if c.metadata.name.as_deref() == Some(gateway_deployment::CLASS) => {
                             self.class_exists = false;
-                            self.ensure_class(&classes_api).await;
+                            self.ensure_class(&classes_api, &class_resource.api_version).await;
                         }
                         Ok(_) => {}
                         Err(error) => tracing::warn!(%error, "watching GatewayClasses failed; retrying with backoff"),
@@ -216,8 +216,8 @@ impl GatewayDeployer {
                             Vec::new()
                         }
                         Ok(watcher::Event::InitDone) => self.overlays.relist_done(),
-                        Ok(watcher::Event::Apply(cm)) => self.overlays.event(&cm, false).into_iter().collect(),
-                        Ok(watcher::Event::Delete(cm)) => self.overlays.event(&cm, true).into_iter().collect(),
+                        Ok(watcher::Event::Apply(cm)) => self.overlays.event(&cm, false),
+                        Ok(watcher::Event::Delete(cm)) => self.overlays.event(&cm, true),
                         Err(error) => {
                             tracing::warn!(%error, "watching ConfigMaps for gateway deployment failed; retrying with backoff");
                             Vec::new()
@@ -338,12 +338,12 @@ impl GatewayDeployer {
 
     /// Creates the GatewayClass `istio` when this replica leads and it is missing (istiod's
     /// `ClassController`: controller `istio.io/gateway-controller`, its description).
-    async fn ensure_class(&mut self, api: &Api<DynamicObject>) {
+    async fn ensure_class(&mut self, api: &Api<DynamicObject>, api_version: &str) {
         if !self.leader || self.class_exists {
             return;
         }
         let class: DynamicObject = match serde_json::from_value(serde_json::json!({
-            "apiVersion": api_version_of(api),
+            "apiVersion": api_version,
             "kind": "GatewayClass",
             "metadata": {"name": gateway_deployment::CLASS},
             "spec": {

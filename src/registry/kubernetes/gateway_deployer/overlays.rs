@@ -84,15 +84,17 @@ impl Overlays {
         Ok(out)
     }
 
-    /// A ConfigMap applied (or listed) or deleted: what changed, if anything that matters.
-    pub(super) fn event(&mut self, cm: &ConfigMap, deleted: bool) -> Option<Changed> {
+    /// A ConfigMap applied (or listed) or deleted: what changed of what matters (a ConfigMap
+    /// of axon's namespace may be both a class's defaults and a Gateway's parameters).
+    pub(super) fn event(&mut self, cm: &ConfigMap, deleted: bool) -> Vec<Changed> {
         let (Some(ns), Some(name)) = (cm.metadata.namespace.clone(), cm.metadata.name.clone())
         else {
-            return None;
+            return Vec::new();
         };
-        let mut classes = BTreeSet::new();
+        let mut changed = Vec::new();
         if ns == self.system_namespace {
             // Dropped from whichever class it was the defaults of, then added to its class.
+            let mut classes = BTreeSet::new();
             for (class, of_class) in self.defaults.iter_mut() {
                 let before = of_class.len();
                 of_class.retain(|(_, n), _| *n != name);
@@ -107,18 +109,19 @@ impl Overlays {
                     .insert((created(cm), name.clone()), data(cm));
                 classes.insert(class);
             }
-        }
-        if !classes.is_empty() {
-            return Some(Changed::Classes(classes));
+            if !classes.is_empty() {
+                changed.push(Changed::Classes(classes));
+            }
         }
         let key = (ns, name);
-        let known = self.parameters.get_mut(&key)?;
-        let now = (!deleted).then(|| data(cm));
-        if *known == now {
-            return None;
+        if let Some(known) = self.parameters.get_mut(&key) {
+            let now = (!deleted).then(|| data(cm));
+            if *known != now {
+                *known = now;
+                changed.push(Changed::Parameters(key));
+            }
         }
-        *known = now;
-        Some(Changed::Parameters(key))
+        changed
     }
 
     /// A relist of ConfigMaps begins.
@@ -229,24 +232,19 @@ mod tests {
         let older = cm("axon-system", "a", Some("istio"), "2026-01-01T00:00:00Z", 2);
         assert_eq!(
             o.event(&newer, false),
-            Some(Changed::Classes(BTreeSet::from(["istio".to_string()])))
+            [Changed::Classes(BTreeSet::from(["istio".to_string()]))]
         );
         o.event(&older, false);
         // A labelled ConfigMap of another namespace is not the class's.
-        assert_eq!(
-            o.event(
-                &cm("shop", "c", Some("istio"), "2025-01-01T00:00:00Z", 9),
-                false
-            ),
-            None
-        );
+        let elsewhere = cm("shop", "c", Some("istio"), "2025-01-01T00:00:00Z", 9);
+        assert!(o.event(&elsewhere, false).is_empty());
         let key = ("shop".to_string(), "opts".to_string());
         // Named by a Gateway but not known: an error until read.
         assert!(o.for_gateway("istio", Some(&key)).is_err());
         // An event of a ConfigMap no Gateway names is dropped.
-        assert_eq!(
-            o.event(&cm("shop", "opts", None, "2026-01-01T00:00:00Z", 5), false),
-            None
+        assert!(
+            o.event(&cm("shop", "opts", None, "2026-01-01T00:00:00Z", 5), false)
+                .is_empty()
         );
         o.set_parameters(
             key.clone(),
@@ -261,16 +259,10 @@ mod tests {
         assert_eq!(got, ["spec: {replicas: 2}", "spec: {replicas: 5}"]);
         // Edited: a change; the same again: none.
         let edited = cm("shop", "opts", None, "2026-01-01T00:00:00Z", 6);
-        assert_eq!(
-            o.event(&edited, false),
-            Some(Changed::Parameters(key.clone()))
-        );
-        assert_eq!(o.event(&edited, false), None);
+        assert_eq!(o.event(&edited, false), [Changed::Parameters(key.clone())]);
+        assert!(o.event(&edited, false).is_empty());
         // Deleted: known absent.
-        assert_eq!(
-            o.event(&edited, true),
-            Some(Changed::Parameters(key.clone()))
-        );
+        assert_eq!(o.event(&edited, true), [Changed::Parameters(key.clone())]);
         assert!(o.for_gateway("istio", Some(&key)).is_err());
         // The older defaults deleted: the newer one serves.
         o.event(&older, true);
@@ -283,7 +275,7 @@ mod tests {
         unlabelled.metadata.labels = None;
         assert_eq!(
             o.event(&unlabelled, false),
-            Some(Changed::Classes(BTreeSet::from(["istio".to_string()])))
+            [Changed::Classes(BTreeSet::from(["istio".to_string()]))]
         );
         assert!(o.for_gateway("istio", None).unwrap().is_empty());
     }
@@ -308,5 +300,30 @@ mod tests {
         let got = o.for_gateway("istio", Some(&key)).unwrap();
         assert_eq!(got.len(), 1);
         assert_eq!(replicas(got[0]), "spec: {replicas: 7}");
+    }
+
+    #[test]
+    fn a_config_map_of_axons_namespace_may_be_class_defaults_and_parameters_both() {
+        let mut o = Overlays::new("axon-system");
+        let key = ("axon-system".to_string(), "both".to_string());
+        o.set_parameters(key.clone(), None);
+        let both = cm(
+            "axon-system",
+            "both",
+            Some("istio"),
+            "2026-01-01T00:00:00Z",
+            3,
+        );
+        assert_eq!(
+            o.event(&both, false),
+            [
+                Changed::Classes(BTreeSet::from(["istio".to_string()])),
+                Changed::Parameters(key.clone())
+            ]
+        );
+        assert_eq!(
+            replicas(o.for_gateway("istio", Some(&key)).unwrap()[1]),
+            "spec: {replicas: 3}"
+        );
     }
 }

@@ -58,17 +58,6 @@ pub(super) async fn gateway_resource(
     Ok(None)
 }
 
-/// The `apiVersion` an API of dynamic objects serves.
-pub(super) fn api_version_of(api: &Api<DynamicObject>) -> String {
-    let url = api.resource_url();
-    // `/apis/GROUP/VERSION/PLURAL`
-    let parts: Vec<&str> = url.trim_start_matches('/').split('/').collect();
-    match parts.as_slice() {
-        ["apis", group, version, ..] => format!("{group}/{version}"),
-        _ => format!("{}/v1", gateway_api::GROUP),
-    }
-}
-
 /// Whether `gw` still exists (same uid) and is not being deleted; a failed read counts as
 /// alive (the apply that follows fails too, and is retried).
 pub(super) async fn gateway_lives(client: &Client, resource: &ApiResource, gw: &Gateway) -> bool {
