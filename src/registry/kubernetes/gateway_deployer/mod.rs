@@ -61,7 +61,8 @@ pub struct GatewayDeployer {
     election: Election,
     /// Whether this replica holds [`LEASE`].
     leader: bool,
-    /// Whether the GatewayClass `istio` exists (from the watch of GatewayClasses).
+    /// Whether the GatewayClass `istio` is known to exist (from the watch of GatewayClasses,
+    /// or a create that succeeded or conflicted); until known, a leader tries to create it.
     class_exists: bool,
     /// The Gateway resource served, once found.
     gateway_resource: Option<ApiResource>,
@@ -101,7 +102,7 @@ impl GatewayDeployer {
             client,
             election,
             leader: false,
-            class_exists: true,
+            class_exists: false,
             gateway_resource: None,
             overlays,
             settings,
@@ -183,6 +184,8 @@ impl GatewayDeployer {
                         self.failed.clear();
                         self.cleared.clear();
                         if now {
+                            // The class first, so a Gateway's objects never precede it.
+                            self.ensure_class(&classes_api, &class_resource.api_version).await;
                             let all: Vec<Gateway> = self.gateways.values().cloned().collect();
                             for gw in all {
                                 self.reconcile(&gw).await;
@@ -195,7 +198,10 @@ impl GatewayDeployer {
                     match event {
                         Ok(watcher::Event::Init) => relisted_class = false,
                         Ok(watcher::Event::InitApply(c)) if c.metadata.name.as_deref() == Some(gateway_deployment::CLASS) => relisted_class = true,
-                        Ok(watcher::Event::InitDone) => self.class_exists = relisted_class,
+                        Ok(watcher::Event::InitDone) => {
+                            self.class_exists = relisted_class;
+                            self.ensure_class(&classes_api, &class_resource.api_version).await;
+                        }
                         Ok(watcher::Event::Apply(c)) if c.metadata.name.as_deref() == Some(gateway_deployment::CLASS) => self.class_exists = true,
                         Ok(watcher::Event::Delete(c)) if c.metadata.name.as_deref() == Some(gateway_deployment::CLASS) => {
                             self.class_exists = false;
