@@ -5,15 +5,13 @@
 //! `pilot_xds_auth_failures{type}` and logged once per identity or proxy; the CA service
 //! (`ca_service.rs`) counts and logs its own.
 
-use tonic::body::Body;
-
 use axon_xds::Request;
 use axon_xds::protocol::stream::CloseReason;
 
 use super::{Inner, server, token_auth};
 
 /// The bearer token of a request's `authorization` header.
-pub(crate) fn bearer(request: &http::Request<Body>) -> Option<String> {
+pub(crate) fn bearer<B>(request: &http::Request<B>) -> Option<String> {
     request
         .headers()
         .get(http::header::AUTHORIZATION)

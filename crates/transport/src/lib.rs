@@ -1,7 +1,8 @@
-//! axon-transport: ADS served on hyper's HTTP/2 server (over the vendored h2). [`AdsService`]
-//! is a tower service that routes the two ADS methods, `StreamAggregatedResources` (SotW)
-//! and `DeltaAggregatedResources`, itself: no gRPC framework's router or codec is in the
-//! way; tonic lends only its `Status` (the trailers) and its body type.
+//! axon-transport: ADS served on the (vendored) h2 crate directly, one task per connection
+//! (`server.rs`, `streams.rs`). [`AdsService`] routes the two ADS methods,
+//! `StreamAggregatedResources` (SotW) and `DeltaAggregatedResources`, itself: no gRPC
+//! framework's router or codec, and no HTTP server's task per stream, is in the way; tonic
+//! lends only its `Status` (the trailers) and its body type (the CA's answers).
 //!
 //! For each stream it admits the stream ([`admission`]: token bucket, `max_streams`; until
 //! its first request it is one of the pending streams (`pending.rs`), whose partial requests
@@ -25,14 +26,13 @@ mod pending;
 mod requests;
 pub mod server;
 pub mod sink;
+mod streams;
 pub mod tls;
 pub mod token_auth;
 
-use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
@@ -121,7 +121,7 @@ pub struct ConnectionHandle {
     pub close: Arc<tokio::sync::Notify>,
 }
 
-/// The ADS service: hyper's HTTP/2 server ([`server`]) calls it for every request.
+/// The ADS service: each connection's task ([`server`]) gives it every new stream.
 #[derive(Clone)]
 pub struct AdsService {
     inner: Arc<Inner>,
@@ -263,20 +263,14 @@ impl AdsService {
     }
 }
 
-impl tower_service::Service<http::Request<Body>> for AdsService {
-    type Response = http::Response<Body>;
-    type Error = Infallible;
-    type Future =
-        Pin<Box<dyn std::future::Future<Output = Result<Self::Response, Infallible>> + Send>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
-        let inner = self.inner.clone();
-        Box::pin(async move { Ok(inner.serve(request).await) })
-    }
+/// How a request is answered (`Inner::serve`).
+enum Served {
+    /// An ADS stream: `application/grpc` headers, then its queue.
+    Ads(sink::ResponseBody),
+    /// An answer ready now (an unknown method).
+    Now(http::Response<Body>),
+    /// An answer to wait for (the CA's).
+    Later(Pin<Box<dyn std::future::Future<Output = http::Response<Body>> + Send>>),
 }
 
 impl Inner {
@@ -292,13 +286,22 @@ impl Inner {
         }
     }
 
-    async fn serve(self: &Arc<Self>, request: http::Request<Body>) -> http::Response<Body> {
+    /// Serves one request of a connection (`server.rs`): an ADS stream is started at once
+    /// and answered with its queue's body; the CA's call is answered later.
+    fn serve(self: &Arc<Self>, request: http::Request<streams::RecvBody>) -> Served {
         let delta = match request.uri().path() {
             SOTW_PATH => false,
             DELTA_PATH => true,
-            ca_service::CA_PATH => return self.create_certificate(request).await,
+            ca_service::CA_PATH => {
+                let inner = self.clone();
+                return Served::Later(Box::pin(async move {
+                    inner.create_certificate(request.map(Body::new)).await
+                }));
+            }
             other => {
-                return Status::unimplemented(format!("axon does not serve {other}")).into_http();
+                return Served::Now(
+                    Status::unimplemented(format!("axon does not serve {other}")).into_http(),
+                );
             }
         };
         let away = request.extensions().get::<server::GoingAway>().cloned();
@@ -342,12 +345,7 @@ impl Inner {
             self.clone()
                 .admit_and_start(delta, requests, responses, authn, pending),
         );
-        let mut response = http::Response::new(Body::new(body));
-        response.headers_mut().insert(
-            http::header::CONTENT_TYPE,
-            http::HeaderValue::from_static("application/grpc"),
-        );
-        response
+        Served::Ads(body)
     }
 
     /// Waits for the stream's first request (within `first_request_timeout`, and while it

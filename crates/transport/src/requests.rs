@@ -15,8 +15,8 @@
 
 use std::time::Duration;
 
+use bytes::Bytes;
 use http_body_util::BodyExt;
-use tonic::body::Body;
 
 use super::RequestStream;
 use super::buffers::Shares;
@@ -35,8 +35,8 @@ pub(crate) struct Bounds {
     pub errors: prometheus::IntCounterVec,
 }
 
-struct State {
-    body: Body,
+struct State<B> {
+    body: B,
     reader: RequestReader,
     shares: Shares,
     /// When the partial request buffered began to arrive.
@@ -47,7 +47,11 @@ struct State {
 }
 
 /// The requests of a stream, decoded from its body as they arrive.
-pub(crate) fn stream(body: Body, bounds: Bounds) -> RequestStream {
+pub(crate) fn stream<B>(body: B, bounds: Bounds) -> RequestStream
+where
+    B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: std::fmt::Display,
+{
     let state = State {
         body,
         reader: RequestReader::with_limit(bounds.delta, bounds.max_message_size),
@@ -76,7 +80,11 @@ pub(crate) fn stream(body: Body, bounds: Bounds) -> RequestStream {
 /// Why a stream's requests end: the `reason` label, and how the stream is closed.
 type Failure = (&'static str, CloseReason);
 
-async fn next(s: &mut State) -> Option<Result<Request, Failure>> {
+async fn next<B>(s: &mut State<B>) -> Option<Result<Request, Failure>>
+where
+    B: http_body::Body<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
     loop {
         match s.reader.next_request() {
             Ok(Some(request)) => {
@@ -125,7 +133,7 @@ async fn next(s: &mut State) -> Option<Result<Request, Failure>> {
 
 /// Makes the stream's shares what it buffers; without room, waits for room (reading
 /// nothing more) until the partial request's `message_timeout`.
-async fn hold(s: &mut State) -> Result<(), Failure> {
+async fn hold<B>(s: &mut State<B>) -> Result<(), Failure> {
     let want = s.reader.buffered();
     // The common case first, without the snapshot `room` takes (it clones every budget):
     // the resize that succeeds at once, above all the no-op of a stream that holds nothing.
@@ -154,7 +162,7 @@ async fn hold(s: &mut State) -> Result<(), Failure> {
 
 /// The partial request did not arrive whole in time (`full`: because it waited for room in
 /// that budget).
-fn late(s: &State, full: Option<(&'static str, usize)>) -> Failure {
+fn late<B>(s: &State<B>, full: Option<(&'static str, usize)>) -> Failure {
     let came = s.reader.buffered();
     let why = match full {
         Some((key, max)) => {

@@ -1,5 +1,6 @@
 //! The ADS server's connections: the accept loop on the xDS listener, each connection's
-//! HTTP/2 served by hyper, and how a connection is closed gracefully.
+//! HTTP/2 served on the h2 crate by one task (its streams' responses pumped by that task,
+//! `streams.rs`; its keepalive pings), and how a connection is closed gracefully.
 //!
 //! A connection is closed at its `max_connection_age` (±10 % jitter, as grpc-go does, so that
 //! connections made together do not all close together) and when axon drains: with an HTTP/2
@@ -11,21 +12,21 @@
 //! proxies do not all reconnect in the same instant. A rebalance across replicas
 //! (`AdsService::close_oldest`) closes the oldest connections by the same path.
 
-use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use bytes::Bytes;
 use futures::StreamExt;
-use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use futures::stream::FuturesUnordered;
 use tokio::net::TcpListener;
 use tokio::sync::{Notify, watch};
 use tonic::body::Body;
 
-use super::AdsService;
+use super::streams::{Out, Pump, RecvBody};
+use super::{AdsService, Served};
 
 /// How connections are kept and closed (from the limits file).
 #[derive(Debug, Clone, Copy)]
@@ -241,10 +242,10 @@ pub async fn serve(
 /// How long a TLS handshake may take.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The requests of one connection, marked with its [`GoingAway`] (and, on the TLS port, its
-/// [`Authn`]); counts its open streams.
-#[derive(Clone)]
-struct ConnService {
+/// What each request of one connection is given: its [`GoingAway`], its
+/// [`ConnectionHandle`](super::ConnectionHandle) and, on the TLS port, its [`Authn`]; and
+/// the count of its open streams.
+struct ConnStreams {
     ads: AdsService,
     away: watch::Receiver<bool>,
     open: Arc<watch::Sender<usize>>,
@@ -253,7 +254,7 @@ struct ConnService {
     handle: super::ConnectionHandle,
 }
 
-/// One open stream of a connection, for as long as its response body lives.
+/// One open stream of a connection, for as long as its response is being written.
 struct OpenStream(Arc<watch::Sender<usize>>);
 
 impl OpenStream {
@@ -269,39 +270,18 @@ impl Drop for OpenStream {
     }
 }
 
-/// A response body that holds its stream's [`OpenStream`].
-struct Counted {
-    body: Body,
-    _open: OpenStream,
-}
+type Pumps = FuturesUnordered<Pump<OpenStream>>;
 
-impl http_body::Body for Counted {
-    type Data = bytes::Bytes;
-    type Error = tonic::Status;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, tonic::Status>>> {
-        Pin::new(&mut self.body).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        self.body.size_hint()
-    }
-}
-
-impl hyper::service::Service<http::Request<Incoming>> for ConnService {
-    type Response = http::Response<Body>;
-    type Error = Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<http::Response<Body>, Infallible>> + Send>>;
-
-    fn call(&self, request: http::Request<Incoming>) -> Self::Future {
-        let mut request = request.map(Body::new);
+impl ConnStreams {
+    /// Serves a new stream: an ADS stream's responses are pumped by the connection's task
+    /// (`pumps`); an answer that must be waited for (the CA's) by a task of its own.
+    fn serve(
+        &self,
+        request: http::Request<h2::RecvStream>,
+        respond: h2::server::SendResponse<Bytes>,
+        pumps: &mut Pumps,
+    ) {
+        let mut request = request.map(RecvBody::new);
         request
             .extensions_mut()
             .insert(GoingAway(self.away.clone()));
@@ -309,12 +289,64 @@ impl hyper::service::Service<http::Request<Incoming>> for ConnService {
         if let Some(authn) = &self.authn {
             request.extensions_mut().insert(authn.clone());
         }
-        let mut ads = self.ads.clone();
         let open = OpenStream::new(&self.open);
-        Box::pin(async move {
-            let response = tower_service::Service::call(&mut ads, request).await?;
-            Ok(response.map(|body| Body::new(Counted { body, _open: open })))
-        })
+        match self.ads.inner.serve(request) {
+            Served::Ads(body) => {
+                let mut head = http::Response::new(());
+                head.headers_mut().insert(
+                    http::header::CONTENT_TYPE,
+                    http::HeaderValue::from_static("application/grpc"),
+                );
+                pumps.extend(Pump::start(respond, head, Out::Ads(body), open));
+            }
+            Served::Now(response) => {
+                let (head, body) = split(response);
+                pumps.extend(Pump::start(respond, head, Out::Other(body), open));
+            }
+            Served::Later(answer) => {
+                tokio::spawn(async move {
+                    let (head, body) = split(answer.await);
+                    if let Some(pump) = Pump::start(respond, head, Out::Other(body), open) {
+                        pump.await;
+                    }
+                });
+            }
+        }
+    }
+}
+
+fn split(response: http::Response<Body>) -> (http::Response<()>, Body) {
+    let (parts, body) = response.into_parts();
+    (http::Response::from_parts(parts, ()), body)
+}
+
+/// The HTTP/2 settings of an xDS connection (as hyper's server had them: 16 KiB frames and
+/// header lists, 400 KiB of send buffer per stream).
+fn h2_builder(settings: &ConnSettings) -> h2::server::Builder {
+    let mut builder = h2::server::Builder::new();
+    builder
+        .max_concurrent_streams(settings.max_streams_per_connection)
+        .initial_window_size(settings.receive_window)
+        .initial_connection_window_size(settings.receive_window)
+        .max_header_list_size(16 << 10)
+        .max_send_buffer_size(400 << 10);
+    builder
+}
+
+/// Pings the peer every `keepalive_interval`; resolves when one goes unanswered for
+/// `keepalive_timeout` (or the connection cannot ping).
+async fn keepalive(mut ping: h2::PingPong, settings: ConnSettings) -> Ended {
+    loop {
+        tokio::time::sleep(settings.keepalive_interval).await;
+        if ping.send_ping(h2::Ping::opaque()).is_err() {
+            return Ended::Unresponsive("the connection cannot ping");
+        }
+        let pong = std::future::poll_fn(|cx| ping.poll_pong(cx));
+        match tokio::time::timeout(settings.keepalive_timeout, pong).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(_)) => return Ended::Unresponsive("the connection failed"),
+            Err(_) => return Ended::Unresponsive("a keepalive ping went unanswered"),
+        }
     }
 }
 
@@ -338,32 +370,22 @@ async fn connection<IO>(
 {
     let _live = drain.enter();
     let (away_tx, away) = watch::channel(false);
-    let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
-    builder
-        .timer(TokioTimer::new())
-        .keep_alive_interval(settings.keepalive_interval)
-        .keep_alive_timeout(settings.keepalive_timeout)
-        .max_concurrent_streams(settings.max_streams_per_connection)
-        .initial_stream_window_size(settings.receive_window)
-        .initial_connection_window_size(settings.receive_window);
     let (open, open_rx) = watch::channel(0usize);
     let handle = ads.connection_handle();
     let close = handle.close.clone();
     let rebalance = Arc::new(Notify::new());
     let _aged = ads.enter_age(&handle, rebalance.clone(), open_rx.clone());
-    let service = ConnService {
+    let streams = ConnStreams {
         handle,
         ads,
         away,
         open: Arc::new(open),
         authn,
     };
-    let conn = builder.serve_connection(TokioIo::new(stream), service);
-    tokio::pin!(conn);
     // What may end or close the connection besides its own end, polled only when one of its
-    // own wakers fired (a FuturesUnordered of one): the connection's task is woken for every
-    // read and write, and re-polling five timers and notifications each time cost ~3 % of a
-    // full push's CPU.
+    // own wakers fired (a FuturesUnordered): the connection's task is woken for every read
+    // and write, and re-polling five timers and notifications each time cost ~3 % of a full
+    // push's CPU.
     let outside = Control {
         settings: &settings,
         drain: &drain,
@@ -371,32 +393,54 @@ async fn connection<IO>(
         rebalance: &rebalance,
         open: open_rx,
     };
-    let mut control = futures::stream::FuturesUnordered::new();
+    let mut control = FuturesUnordered::new();
     // Boxed: the queue keeps a stub task the size of its future, besides the task itself.
-    control.push(Box::pin(outside.wait()));
+    control.push(Box::pin(outside.wait()) as Pin<Box<dyn Future<Output = Ended> + Send + '_>>);
+    // The client's preface and SETTINGS, unless the connection ends first (one that never
+    // sends them is idle).
+    let handshake = h2_builder(&settings).handshake::<_, Bytes>(stream);
+    let mut conn = tokio::select! {
+        conn = handshake => match conn {
+            Ok(conn) => conn,
+            Err(e) => {
+                tracing::debug!(error = %e, "xDS connection ended before its HTTP/2 preface");
+                return;
+            }
+        },
+        Some(ended) = control.next() => {
+            tracing::debug!("closing an xDS connection before its HTTP/2 preface: {}", ended.why());
+            return;
+        }
+    };
+    if let Some(ping) = conn.ping_pong() {
+        control.push(Box::pin(keepalive(ping, settings)));
+    }
+    let mut pumps = Pumps::new();
     let grace = tokio::time::sleep(Duration::MAX / 4);
     tokio::pin!(grace);
     let mut closing = false;
     loop {
         tokio::select! {
             biased;
-            served = &mut conn => {
-                if let Err(e) = served {
+            accepted = std::future::poll_fn(|cx| conn.poll_accept(cx)) => match accepted {
+                Some(Ok((request, respond))) => streams.serve(request, respond, &mut pumps),
+                Some(Err(e)) => {
                     tracing::debug!(error = %e, "xDS connection ended");
+                    return;
                 }
-                return;
-            }
+                None => return,
+            },
+            Some(()) = pumps.next(), if !pumps.is_empty() => {}
             Some(ended) = control.next(), if !closing => match ended {
-                Ended::Idle => {
-                    // No stream to finish: closed at once (one that never sent the HTTP/2
-                    // preface would not even read a GOAWAY).
-                    tracing::debug!("closing an xDS connection with no stream for idle_connection_timeout");
+                Ended::Idle | Ended::Unresponsive(_) => {
+                    // No stream to finish, or a peer that does not answer: closed at once.
+                    tracing::debug!("closing an xDS connection: {}", ended.why());
                     return;
                 }
                 Ended::Close(why) => {
                     tracing::debug!("closing an xDS connection: {why}");
                     closing = true;
-                    conn.as_mut().graceful_shutdown();
+                    conn.graceful_shutdown();
                     let _ = away_tx.send(true);
                     grace
                         .as_mut()
@@ -411,12 +455,23 @@ async fn connection<IO>(
     }
 }
 
-/// Why a connection's [`Control`] ended it.
+/// Why a connection's [`Control`] (or its keepalive) ended it.
 enum Ended {
     /// No stream open for `idle_connection_timeout`: dropped at once.
     Idle,
+    /// The peer left a keepalive ping unanswered: dropped at once.
+    Unresponsive(&'static str),
     /// Closed gracefully (GOAWAY, then `close_grace`), for this reason.
     Close(&'static str),
+}
+
+impl Ended {
+    fn why(&self) -> &'static str {
+        match self {
+            Ended::Idle => "no stream for idle_connection_timeout",
+            Ended::Unresponsive(why) | Ended::Close(why) => why,
+        }
+    }
 }
 
 /// The conditions that end a connection from outside it.
@@ -512,5 +567,101 @@ mod tests {
             ages.iter()
                 .all(|a| *a >= age.mul_f64(0.9) && *a <= age.mul_f64(1.1))
         );
+    }
+}
+
+/// The connection's HTTP/2 served on h2 by its one task: keepalive pings that a peer
+/// answers keep it open, one left unanswered closes it.
+#[cfg(test)]
+mod keepalive_tests {
+    use super::*;
+    use std::time::Duration;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    struct NoStreams;
+
+    impl super::super::StreamStarter for NoStreams {
+        fn start(&self, _: super::super::AdsStream) {}
+    }
+
+    fn ads() -> AdsService {
+        let limits = super::super::AdsLimits {
+            max_streams: 10,
+            queue_capacity: 4,
+            max_requests_per_second: 100,
+            max_stream_wait: Duration::from_secs(1),
+            first_request_timeout: Duration::from_secs(10),
+            message_timeout: Duration::from_secs(10),
+            max_message_size: 1 << 20,
+            max_request_buffer_bytes: 1 << 20,
+            max_connection_request_buffer_bytes: 1 << 20,
+            max_pending_request_buffer_bytes: 1 << 20,
+            max_pending_streams: 10,
+            pending_stream_grace: Duration::from_secs(1),
+            max_connections: 10,
+        };
+        AdsService::new(Arc::new(NoStreams), limits, axon_metrics::Metrics::new())
+    }
+
+    fn settings() -> ConnSettings {
+        ConnSettings {
+            keepalive_interval: Duration::from_secs(30),
+            keepalive_timeout: Duration::from_secs(10),
+            max_connection_age: None,
+            close_grace: Duration::from_secs(5),
+            idle_timeout: Duration::from_secs(24 * 3600),
+            max_streams_per_connection: 10,
+            receive_window: 1 << 20,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_peer_that_answers_pings_stays_connected() {
+        let (server, client) = tokio::io::duplex(1 << 20);
+        let served = tokio::spawn(connection(
+            server,
+            None,
+            ads(),
+            settings(),
+            Drain::default(),
+        ));
+        let (_send, conn) = h2::client::handshake(client).await.expect("handshake");
+        let client = tokio::spawn(conn);
+        // Ten intervals, each ping answered by h2's client.
+        tokio::time::sleep(Duration::from_secs(300)).await;
+        assert!(!served.is_finished(), "closed a connection that answers");
+        client.abort();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_ping_left_unanswered_closes_the_connection() {
+        let (server, mut client) = tokio::io::duplex(1 << 20);
+        let started = tokio::time::Instant::now();
+        let served = tokio::spawn(connection(
+            server,
+            None,
+            ads(),
+            settings(),
+            Drain::default(),
+        ));
+        // The preface and an empty SETTINGS frame; then nothing is ever answered.
+        client
+            .write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
+            .await
+            .unwrap();
+        let reader = tokio::spawn(async move {
+            let mut sink = [0u8; 4096];
+            while client.read(&mut sink).await.is_ok_and(|n| n > 0) {}
+        });
+        tokio::time::timeout(Duration::from_secs(60), served)
+            .await
+            .expect("closed within the interval and the timeout")
+            .unwrap();
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_secs(40) && took < Duration::from_secs(41),
+            "closed after {took:?}, not interval + timeout"
+        );
+        reader.abort();
     }
 }

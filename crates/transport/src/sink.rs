@@ -1,6 +1,6 @@
 //! The two halves of one stream's responses: the [`ResponseSink`] a stream's owner queues
 //! framed messages on (bounded: `stream_queue_capacity`), and the [`ResponseBody`] that
-//! hyper's HTTP/2 server writes as DATA frames, then the trailers.
+//! the connection's task writes to h2 as DATA frames, then the trailers (`streams.rs`).
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
