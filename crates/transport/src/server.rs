@@ -304,8 +304,17 @@ impl ConnStreams {
                 pumps.extend(Pump::start(respond, head, Out::Other(body), open));
             }
             Served::Later(answer) => {
+                let mut respond = respond;
                 tokio::spawn(async move {
-                    let (head, body) = split(answer.await);
+                    // A call the client resets is given up (its token review, its signing).
+                    let answer = {
+                        let reset = std::future::poll_fn(|cx| respond.poll_reset(cx));
+                        tokio::select! {
+                            answer = answer => answer,
+                            _ = reset => return,
+                        }
+                    };
+                    let (head, body) = split(answer);
                     if let Some(pump) = Pump::start(respond, head, Out::Other(body), open) {
                         pump.await;
                     }
