@@ -22,7 +22,7 @@
 //! `gateway.istio.io/controller-version` annotation (written through the status
 //! subresource, as istiod does): a Gateway marked by a newer controller is left to it.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -68,11 +68,15 @@ pub struct GatewayDeployer {
     gateway_resource: Option<ApiResource>,
     /// The ConfigMaps the Gateways' objects are rendered with.
     overlays: Overlays,
+    /// Whether the ConfigMap watch has listed once: until then no Gateway is rendered, as
+    /// its class defaults are not known yet (istiod waits for its informers to sync too).
+    overlays_synced: bool,
     settings: DeploymentSettings,
     /// What was last applied, by the Gateway's namespace and name.
     applied: HashMap<Key, Rendered>,
-    /// The Gateways watched.
-    gateways: HashMap<Key, Gateway>,
+    /// The Gateways watched, by namespace and name: handled in that order when many are due
+    /// at once.
+    gateways: BTreeMap<Key, Gateway>,
     /// The Gateways whose last apply or delete failed, tried again every [`RETRY`].
     failed: BTreeSet<Key>,
     /// With `--namespace-selector`: the selector and the namespaces it selects now (as
@@ -105,12 +109,13 @@ impl GatewayDeployer {
             class_exists: false,
             gateway_resource: None,
             overlays,
+            overlays_synced: false,
             settings,
             selector,
             selected: BTreeSet::new(),
             relisting: BTreeSet::new(),
             applied: HashMap::new(),
-            gateways: HashMap::new(),
+            gateways: BTreeMap::new(),
             failed: BTreeSet::new(),
             cleared: BTreeSet::new(),
         }
@@ -221,7 +226,19 @@ impl GatewayDeployer {
                             self.overlays.relisted(cm);
                             Vec::new()
                         }
-                        Ok(watcher::Event::InitDone) => self.overlays.relist_done(),
+                        Ok(watcher::Event::InitDone) => {
+                            let changed = self.overlays.relist_done();
+                            if !std::mem::replace(&mut self.overlays_synced, true) {
+                                // The first list: every Gateway waited for it.
+                                let all: Vec<Gateway> = self.gateways.values().cloned().collect();
+                                for gw in all {
+                                    self.reconcile(&gw).await;
+                                }
+                                Vec::new()
+                            } else {
+                                changed
+                            }
+                        }
                         Ok(watcher::Event::Apply(cm)) => self.overlays.event(&cm, false),
                         Ok(watcher::Event::Delete(cm)) => self.overlays.event(&cm, true),
                         Err(error) => {
@@ -374,10 +391,14 @@ impl GatewayDeployer {
 
     /// Applies `gw`'s objects when they changed; deletes them when it is no longer managed.
     /// A Gateway of a namespace `--namespace-selector` leaves out is not touched, nor any
-    /// while this replica does not hold the Lease, nor one a newer controller manages.
+    /// while this replica does not hold the Lease or before the ConfigMaps are listed, nor one
+    /// a newer controller manages.
     async fn reconcile(&mut self, gw: &Gateway) {
         let key = gw.key();
-        if !self.leader || (self.selector.is_some() && !self.selected.contains(&gw.namespace)) {
+        if !self.leader
+            || !self.overlays_synced
+            || (self.selector.is_some() && !self.selected.contains(&gw.namespace))
+        {
             self.failed.remove(&key);
             return;
         }
