@@ -624,16 +624,15 @@ mod keepalive_tests {
         }
     }
 
+    /// Serves one connection over `io`, plaintext, with [`settings`].
+    fn serve(io: tokio::io::DuplexStream) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(connection(io, None, ads(), settings(), Drain::default()))
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_peer_that_answers_pings_stays_connected() {
         let (server, client) = tokio::io::duplex(1 << 20);
-        let served = tokio::spawn(connection(
-            server,
-            None,
-            ads(),
-            settings(),
-            Drain::default(),
-        ));
+        let served = serve(server);
         let (_send, conn) = h2::client::handshake(client).await.expect("handshake");
         let client = tokio::spawn(conn);
         // Ten intervals, each ping answered by h2's client.
@@ -646,13 +645,7 @@ mod keepalive_tests {
     async fn a_ping_left_unanswered_closes_the_connection() {
         let (server, mut client) = tokio::io::duplex(1 << 20);
         let started = tokio::time::Instant::now();
-        let served = tokio::spawn(connection(
-            server,
-            None,
-            ads(),
-            settings(),
-            Drain::default(),
-        ));
+        let served = serve(server);
         // The preface and an empty SETTINGS frame; then nothing is ever answered.
         client
             .write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")

@@ -19,7 +19,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
 use bytes::Bytes;
-use http_body::{Body as HttpBody, Frame, SizeHint};
+use http_body::{Body as HttpBody, Frame};
 use tonic::Status;
 use tonic::body::Body;
 
@@ -74,10 +74,6 @@ impl HttpBody for RecvBody {
 
     fn is_end_stream(&self) -> bool {
         self.recv.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        SizeHint::default()
     }
 }
 

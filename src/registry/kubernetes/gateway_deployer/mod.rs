@@ -191,10 +191,7 @@ impl GatewayDeployer {
                         if now {
                             // The class first, so a Gateway's objects never precede it.
                             self.ensure_class(&classes_api, &class_resource.api_version).await;
-                            let all: Vec<Gateway> = self.gateways.values().cloned().collect();
-                            for gw in all {
-                                self.reconcile(&gw).await;
-                            }
+                            self.reconcile_all().await;
                         }
                     }
                     self.ensure_class(&classes_api, &class_resource.api_version).await;
@@ -230,10 +227,7 @@ impl GatewayDeployer {
                             let changed = self.overlays.relist_done();
                             if !std::mem::replace(&mut self.overlays_synced, true) {
                                 // The first list: every Gateway waited for it.
-                                let all: Vec<Gateway> = self.gateways.values().cloned().collect();
-                                for gw in all {
-                                    self.reconcile(&gw).await;
-                                }
+                                self.reconcile_all().await;
                                 Vec::new()
                             } else {
                                 changed
@@ -386,6 +380,14 @@ impl GatewayDeployer {
             Err(error) => {
                 tracing::warn!(%error, "creating the GatewayClass istio failed; retried at the next renewal")
             }
+        }
+    }
+
+    /// Reconciles every Gateway watched, in namespace and name order.
+    async fn reconcile_all(&mut self) {
+        let all: Vec<Gateway> = self.gateways.values().cloned().collect();
+        for gw in all {
+            self.reconcile(&gw).await;
         }
     }
 
